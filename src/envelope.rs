@@ -1,0 +1,329 @@
+//! Layer 1, the envelope: Dask's TCP framing of one message (SPEC.md §2).
+//!
+//! ```text
+//! offset  size        field
+//! 0       8           N      u64le  bytes of the first read, counted from offset 8:
+//!                                   the prelude below plus the first k frames (0 ≤ k ≤ count)
+//! 8       8           count  u64le  number of frames (≥ 1)
+//! 16      8 × count   len[i] u64le  length of frame i
+//! 16+8c   Σ len[i]    frames        back to back, no padding
+//! ```
+//!
+//! Decoding slices frames out of one [`Bytes`] (no copy). Encoding produces
+//! a small prelude and hands back the frames' own `Bytes`, ready for a
+//! vectored write (no copy).
+
+use std::io::IoSlice;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use zerocopy::little_endian::U64;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+use crate::error::{DecodeError, EncodeError};
+use crate::limits::Limits;
+
+/// The fixed start of every message: `N` and `count`.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct Head {
+    first_read: U64,
+    count: U64,
+}
+
+/// Size of the `N` field, which does not count itself.
+const N_LEN: u64 = 8;
+
+/// A parsed and checked prelude: `N` and the frame lengths.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prelude {
+    first_read: u64,
+    lengths: Vec<u64>,
+    total: u64,
+}
+
+impl Prelude {
+    /// The `N` field: bytes of the first read after the `N` field itself.
+    pub fn first_read(&self) -> u64 {
+        self.first_read
+    }
+
+    /// The declared frame lengths.
+    pub fn lengths(&self) -> &[u64] {
+        &self.lengths
+    }
+
+    /// Bytes of the prelude itself: `count` plus the length table (`8 + 8 × count`),
+    /// plus the 8-byte `N` field.
+    pub fn header_len(&self) -> u64 {
+        N_LEN + prelude_len(self.lengths.len() as u64)
+    }
+
+    /// Bytes of the whole message on the wire, `N` field included.
+    pub fn wire_len(&self) -> u64 {
+        self.header_len() + self.total
+    }
+
+    /// How many frames fall inside the first read.
+    pub fn frames_in_first_read(&self) -> usize {
+        let mut at = prelude_len(self.lengths.len() as u64);
+        self.lengths
+            .iter()
+            .take_while(|&&len| {
+                let inside = at < self.first_read;
+                at += len;
+                inside
+            })
+            .count()
+    }
+}
+
+/// `8 + 8 × count`: the prelude as `N` counts it (without the `N` field).
+fn prelude_len(count: u64) -> u64 {
+    8 + 8 * count
+}
+
+/// The result of looking at the start of a buffer for a prelude.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PreludeStatus {
+    /// At least this many bytes (from the start of the message) are needed
+    /// before the prelude can be checked.
+    Need(usize),
+    /// The prelude is complete and within the limits.
+    Complete(Prelude),
+}
+
+/// Parses and checks the prelude at the start of `buf`.
+///
+/// Every declared number is checked against `limits` as soon as it is
+/// readable, and before anything is allocated for it: the frame count before
+/// the length table is read, each length and the checked sum before any frame.
+///
+/// ```
+/// use framewire::{envelope, Limits};
+/// let wire = [0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0, 0, 0, 0, 0, 0x10];
+/// let err = envelope::parse_prelude(&wire, &Limits::strict()).unwrap_err();
+/// assert!(matches!(err, framewire::DecodeError::FrameCountExceeded { .. }));
+/// ```
+pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, DecodeError> {
+    let Ok((head, rest)) = Head::ref_from_prefix(buf) else {
+        return Ok(PreludeStatus::Need(16));
+    };
+    let first_read = head.first_read.get();
+    let count = head.count.get();
+    if count == 0 {
+        return Err(DecodeError::EmptyMessage);
+    }
+    let n = match usize::try_from(count) {
+        Ok(n) if n <= limits.max_frames => n,
+        _ => {
+            return Err(DecodeError::FrameCountExceeded {
+                declared: count,
+                limit: limits.max_frames,
+            })
+        }
+    };
+    let Ok((table, _)) = <[U64]>::ref_from_prefix_with_elems(rest, n) else {
+        // n ≤ max_frames, and the table is only read once all of it is here.
+        let need = n
+            .checked_mul(8)
+            .and_then(|t| t.checked_add(16))
+            .ok_or(DecodeError::LengthOverflow)?;
+        return Ok(PreludeStatus::Need(need));
+    };
+    let mut lengths = Vec::with_capacity(n);
+    let mut total: u64 = 0;
+    for (index, len) in table.iter().enumerate() {
+        let len = len.get();
+        if len > limits.max_frame_len {
+            return Err(DecodeError::FrameTooLarge {
+                index,
+                declared: len,
+                limit: limits.max_frame_len,
+            });
+        }
+        total = total.checked_add(len).ok_or(DecodeError::LengthOverflow)?;
+        lengths.push(len);
+    }
+    if total > limits.max_message_len {
+        return Err(DecodeError::MessageTooLarge {
+            declared: total,
+            limit: limits.max_message_len,
+        });
+    }
+    // The whole message must be addressable: N field + prelude + frames.
+    let prelude = prelude_len(count);
+    prelude
+        .checked_add(N_LEN)
+        .and_then(|h| h.checked_add(total))
+        .and_then(|w| usize::try_from(w).ok())
+        .ok_or(DecodeError::LengthOverflow)?;
+    // N must fall on a frame boundary at or after the prelude.
+    let inconsistent = DecodeError::InconsistentPrelude {
+        first_read,
+        prelude_len: prelude,
+    };
+    let mut boundary = prelude;
+    let mut lens = lengths.iter();
+    while boundary < first_read {
+        boundary += lens.next().ok_or(inconsistent.clone())?;
+    }
+    if boundary != first_read {
+        return Err(inconsistent);
+    }
+    Ok(PreludeStatus::Complete(Prelude {
+        first_read,
+        lengths,
+        total,
+    }))
+}
+
+/// One message: its frames, and the `N` its prelude carries.
+///
+/// ```
+/// use bytes::Bytes;
+/// use framewire::{Envelope, Limits};
+///
+/// let env = Envelope::new(vec![Bytes::from_static(b"\xa2hi"), Bytes::from_static(b"payload")])?;
+/// let wire = env.to_bytes();
+/// let (back, used) = Envelope::decode(&wire, &Limits::strict())?;
+/// assert_eq!(used, wire.len());
+/// assert_eq!(back.frames(), env.frames());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    first_read: u64,
+    frames: Vec<Bytes>,
+}
+
+impl Envelope {
+    /// A message of these frames, with `N` covering the whole message (the
+    /// simplest choice a Python reader accepts). Zero frames are refused:
+    /// Python's reader cannot handle them.
+    pub fn new(frames: Vec<Bytes>) -> Result<Envelope, EncodeError> {
+        let k = frames.len();
+        Envelope::with_first_read_frames(frames, k)
+    }
+
+    /// A message whose `N` covers the prelude and the first `k` frames, as a
+    /// Python sender chooses to keep large buffers out of the first read.
+    pub fn with_first_read_frames(frames: Vec<Bytes>, k: usize) -> Result<Envelope, EncodeError> {
+        if frames.is_empty() {
+            return Err(EncodeError::NoFrames);
+        }
+        let first = frames.get(..k).ok_or(EncodeError::FirstReadOutOfRange {
+            k,
+            frames: frames.len(),
+        })?;
+        let first_read = first
+            .iter()
+            .map(|f| f.len() as u64)
+            .sum::<u64>()
+            + prelude_len(frames.len() as u64);
+        Ok(Envelope { first_read, frames })
+    }
+
+    /// Decodes the message at the start of `buf`: the frames are slices of
+    /// `buf` (no copy). Returns the message and the bytes it used; bytes after
+    /// it (the next message on a stream) are left alone.
+    pub fn decode(buf: &Bytes, limits: &Limits) -> Result<(Envelope, usize), DecodeError> {
+        let prelude = match parse_prelude(buf, limits)? {
+            PreludeStatus::Complete(p) => p,
+            PreludeStatus::Need(n) => {
+                return Err(DecodeError::Truncated {
+                    offset: buf.len() as u64,
+                    needed: n as u64,
+                    got: buf.len() as u64,
+                })
+            }
+        };
+        let wire_len = prelude.wire_len();
+        if (buf.len() as u64) < wire_len {
+            return Err(DecodeError::Truncated {
+                offset: buf.len() as u64,
+                needed: wire_len,
+                got: buf.len() as u64,
+            });
+        }
+        Ok((Envelope::from_prelude(&prelude, buf), wire_len as usize))
+    }
+
+    /// The frames of a message whose prelude was parsed from the start of
+    /// `buf`, which must hold the whole message.
+    pub(crate) fn from_prelude(prelude: &Prelude, buf: &Bytes) -> Envelope {
+        let mut at = prelude.header_len() as usize;
+        let frames = prelude
+            .lengths
+            .iter()
+            .map(|&len| {
+                let len = len as usize; // the whole message fits in usize: checked
+                let frame = buf.slice(at..at + len);
+                at += len;
+                frame
+            })
+            .collect();
+        Envelope {
+            first_read: prelude.first_read,
+            frames,
+        }
+    }
+
+    /// The frames.
+    pub fn frames(&self) -> &[Bytes] {
+        &self.frames
+    }
+
+    /// The frames, by value.
+    pub fn into_frames(self) -> Vec<Bytes> {
+        self.frames
+    }
+
+    /// The `N` field.
+    pub fn first_read(&self) -> u64 {
+        self.first_read
+    }
+
+    /// The prelude bytes: `N`, `count` and the length table.
+    pub fn prelude(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(16 + 8 * self.frames.len());
+        out.put_slice(
+            Head {
+                first_read: U64::new(self.first_read),
+                count: U64::new(self.frames.len() as u64),
+            }
+            .as_bytes(),
+        );
+        for f in &self.frames {
+            out.put_slice(U64::new(f.len() as u64).as_bytes());
+        }
+        out.freeze()
+    }
+
+    /// Bytes of the whole message on the wire.
+    pub fn wire_len(&self) -> u64 {
+        N_LEN
+            + prelude_len(self.frames.len() as u64)
+            + self.frames.iter().map(|f| f.len() as u64).sum::<u64>()
+    }
+
+    /// The message as a list of byte slices for a vectored write: the
+    /// prelude, then each non-empty frame's own bytes (no copy).
+    pub fn io_slices<'a>(&'a self, prelude: &'a Bytes) -> Vec<IoSlice<'a>> {
+        std::iter::once(&prelude[..])
+            .chain(self.frames.iter().map(|f| &f[..]))
+            .filter(|s| !s.is_empty())
+            .map(IoSlice::new)
+            .collect()
+    }
+
+    /// The whole message in one buffer. This copies every frame: for files
+    /// and tests; sockets should use [`Envelope::io_slices`].
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.wire_len() as usize);
+        out.put_slice(&self.prelude());
+        for f in &self.frames {
+            out.put_slice(f);
+        }
+        out.freeze()
+    }
+}

@@ -1,0 +1,330 @@
+//! Typed errors: one enum per direction, carrying the offsets and numbers a
+//! person needs to act on them.
+
+use std::fmt;
+use std::io;
+
+/// Where in a message a msgpack decode error happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// Index of the frame being decoded (0 = the message frame).
+    pub frame: usize,
+    /// Byte offset inside that frame.
+    pub offset: usize,
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "frame {} byte {}", self.frame, self.offset)
+    }
+}
+
+/// Everything that can be wrong with bytes framewire decodes.
+///
+/// Every decode path returns one of these instead of panicking. After an
+/// error on a stream, the stream is out of sync: the transport poisons the
+/// connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    // ---- layer 1: the envelope -------------------------------------------
+    /// The input ended before the message did.
+    Truncated {
+        /// Byte offset (from the start of the message) at which more was needed.
+        offset: u64,
+        /// Bytes the message needs from its start.
+        needed: u64,
+        /// Bytes that were available.
+        got: u64,
+    },
+    /// The prelude declares zero frames (Dask never sends this).
+    EmptyMessage,
+    /// The prelude declares more frames than [`Limits::max_frames`](crate::Limits).
+    FrameCountExceeded {
+        /// The declared count.
+        declared: u64,
+        /// The limit.
+        limit: usize,
+    },
+    /// A frame is longer than [`Limits::max_frame_len`](crate::Limits).
+    FrameTooLarge {
+        /// Index of the frame.
+        index: usize,
+        /// Its declared length.
+        declared: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The frame lengths add up to more than [`Limits::max_message_len`](crate::Limits).
+    MessageTooLarge {
+        /// The declared total (saturated at `u64::MAX`).
+        declared: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The declared lengths overflow `u64` or `usize`.
+    LengthOverflow,
+    /// The first-read length `N` is smaller than the prelude or does not fall
+    /// on a frame boundary.
+    InconsistentPrelude {
+        /// The `N` field.
+        first_read: u64,
+        /// The prelude's own size (`8 + 8 * count`).
+        prelude_len: u64,
+    },
+
+    // ---- msgpack (frame 0 and sub-headers) ---------------------------------
+    /// A msgpack frame is longer than [`Limits::max_header_len`](crate::Limits).
+    HeaderTooLarge {
+        /// Index of the frame.
+        frame: usize,
+        /// Its length.
+        len: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A msgpack frame ends in the middle of a value.
+    MsgpackTruncated(Position),
+    /// A byte that msgpack reserves (`0xc1`) where a value should start.
+    InvalidMarker {
+        /// Where.
+        at: Position,
+        /// The byte.
+        byte: u8,
+    },
+    /// An ext type: Dask never sends them, and framewire does not guess.
+    UnsupportedExt(Position),
+    /// A str, bin, array or map declares more than the bytes that remain
+    /// (each item takes at least one byte).
+    LengthExceedsRemaining {
+        /// Where the length was declared.
+        at: Position,
+        /// The declared length or item count.
+        declared: u64,
+        /// Bytes remaining in the frame.
+        remaining: u64,
+    },
+    /// msgpack nesting deeper than [`Limits::max_depth`](crate::Limits).
+    DepthExceeded {
+        /// Where the container that went too deep starts.
+        at: Position,
+        /// The limit.
+        limit: usize,
+    },
+    /// More msgpack items than [`Limits::max_msgpack_items`](crate::Limits).
+    ItemBudgetExceeded {
+        /// Where the budget ran out.
+        at: Position,
+        /// The limit.
+        limit: usize,
+    },
+    /// A msgpack str that is not UTF-8.
+    InvalidUtf8(Position),
+    /// Bytes left over after a frame's single msgpack value.
+    TrailingBytes(Position),
+
+    // ---- layer 2: the message ----------------------------------------------
+    /// A `__Serialized__` / `__Pickled__` offset that is not a positive integer
+    /// (0, negative, `true`, a float, nil...). Dask silently ignores offsets
+    /// ≤ 0 and reads `true` as 1; framewire refuses them.
+    InvalidOffset {
+        /// Where the placeholder map starts in frame 0.
+        at: Position,
+    },
+    /// A block offset at or past the end of the frame list.
+    OffsetOutOfRange {
+        /// The offset.
+        offset: u64,
+        /// Frames in the message.
+        frames: usize,
+    },
+    /// A block's sub-frames run past the end of the frame list.
+    SubFrameRangeOutOfBounds {
+        /// The block's offset (its sub-header frame).
+        offset: usize,
+        /// Its `num-sub-frames`.
+        num_sub_frames: u64,
+        /// Frames in the message.
+        frames: usize,
+    },
+    /// Two placeholders claim the same frame (aliasing amplification).
+    FrameAliased {
+        /// The frame claimed twice.
+        frame: usize,
+    },
+    /// A map with a reserved key (`__Serialized__`, `__Pickled__`) that is not
+    /// exactly a one-entry placeholder.
+    AmbiguousReference {
+        /// Where the map starts in frame 0.
+        at: Position,
+    },
+    /// A sub-header that is not a msgpack map.
+    SubHeaderNotMap {
+        /// Its frame.
+        frame: usize,
+    },
+    /// A sub-header without a valid non-negative integer `num-sub-frames`.
+    InvalidSubFrameCount {
+        /// The sub-header's frame.
+        frame: usize,
+    },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use DecodeError::*;
+        match self {
+            Truncated { offset, needed, got } => write!(
+                f,
+                "truncated at byte {offset}: the message needs {needed} bytes, {got} available"
+            ),
+            EmptyMessage => f.write_str("the prelude declares zero frames"),
+            FrameCountExceeded { declared, limit } => {
+                write!(f, "{declared} frames declared, limit {limit}")
+            }
+            FrameTooLarge {
+                index,
+                declared,
+                limit,
+            } => write!(f, "frame {index} declares {declared} bytes, limit {limit}"),
+            MessageTooLarge { declared, limit } => {
+                write!(f, "frames add up to {declared} bytes, limit {limit}")
+            }
+            LengthOverflow => f.write_str("frame lengths overflow"),
+            InconsistentPrelude {
+                first_read,
+                prelude_len,
+            } => write!(
+                f,
+                "first-read length {first_read} is below the {prelude_len}-byte prelude or not on a frame boundary"
+            ),
+            HeaderTooLarge { frame, len, limit } => {
+                write!(f, "msgpack frame {frame} is {len} bytes, limit {limit}")
+            }
+            MsgpackTruncated(at) => write!(f, "msgpack truncated at {at}"),
+            InvalidMarker { at, byte } => write!(f, "invalid msgpack marker 0x{byte:02x} at {at}"),
+            UnsupportedExt(at) => write!(f, "msgpack ext type at {at} (Dask never sends them)"),
+            LengthExceedsRemaining {
+                at,
+                declared,
+                remaining,
+            } => write!(
+                f,
+                "msgpack length {declared} at {at} exceeds the {remaining} bytes remaining"
+            ),
+            DepthExceeded { at, limit } => {
+                write!(f, "msgpack nesting deeper than {limit} at {at}")
+            }
+            ItemBudgetExceeded { at, limit } => {
+                write!(f, "more than {limit} msgpack items, at {at}")
+            }
+            InvalidUtf8(at) => write!(f, "msgpack str at {at} is not UTF-8"),
+            TrailingBytes(at) => write!(f, "trailing bytes after the msgpack value, at {at}"),
+            InvalidOffset { at } => write!(
+                f,
+                "placeholder at {at}: the offset is not a positive integer"
+            ),
+            OffsetOutOfRange { offset, frames } => write!(
+                f,
+                "block offset {offset} is out of range ({frames} frames)"
+            ),
+            SubFrameRangeOutOfBounds {
+                offset,
+                num_sub_frames,
+                frames,
+            } => write!(
+                f,
+                "block at frame {offset} with {num_sub_frames} sub-frames runs past the {frames} frames"
+            ),
+            FrameAliased { frame } => write!(f, "frame {frame} is claimed by two placeholders"),
+            AmbiguousReference { at } => write!(
+                f,
+                "map at {at} uses a reserved key but is not a one-entry placeholder"
+            ),
+            SubHeaderNotMap { frame } => write!(f, "sub-header in frame {frame} is not a map"),
+            InvalidSubFrameCount { frame } => write!(
+                f,
+                "sub-header in frame {frame} has no valid num-sub-frames"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl From<DecodeError> for io::Error {
+    fn from(e: DecodeError) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, e)
+    }
+}
+
+/// Everything that can stop framewire from encoding a value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// Containers nested deeper than msgpack-python accepts (1024), or than
+    /// the limit given.
+    DepthExceeded {
+        /// The limit.
+        limit: usize,
+    },
+    /// A plain map uses `__Serialized__` or `__Pickled__` as a key: Dask would
+    /// read it as a placeholder, so framewire refuses to write it.
+    ReservedKey {
+        /// The key.
+        key: &'static str,
+    },
+    /// A `Serialized` or `Pickled` leaf inside a sub-header or a msgpack-family
+    /// frame, where it has no representation.
+    OutOfBandInHeader,
+    /// A block's header is not a map.
+    HeaderNotMap,
+    /// A message with no frames: Python's reader cannot handle one.
+    NoFrames,
+    /// The first read was asked to cover more frames than the message has.
+    FirstReadOutOfRange {
+        /// Frames asked for.
+        k: usize,
+        /// Frames in the message.
+        frames: usize,
+    },
+    /// A str or bin longer than msgpack's 2^32 − 1 bytes, or a container with
+    /// more than 2^32 − 1 items.
+    TooLong {
+        /// The length.
+        len: usize,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::DepthExceeded { limit } => {
+                write!(f, "containers nested deeper than {limit}")
+            }
+            EncodeError::ReservedKey { key } => write!(
+                f,
+                "a plain map uses the reserved key {key:?}, which Dask would read as a placeholder"
+            ),
+            EncodeError::OutOfBandInHeader => {
+                f.write_str("a Serialized or Pickled value inside a header has no encoding")
+            }
+            EncodeError::HeaderNotMap => f.write_str("a block's header is not a map"),
+            EncodeError::NoFrames => f.write_str("a message needs at least one frame"),
+            EncodeError::FirstReadOutOfRange { k, frames } => {
+                write!(f, "first read of {k} frames asked for a message of {frames}")
+            }
+            EncodeError::TooLong { len } => {
+                write!(f, "{len} bytes or items exceed msgpack's 2^32 - 1")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+impl From<EncodeError> for io::Error {
+    fn from(e: EncodeError) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidInput, e)
+    }
+}

@@ -1,0 +1,49 @@
+//! # framewire
+//!
+//! Nested task messages as scatter-gather frame lists, zero-copy and
+//! byte-compatible with Dask `distributed`'s wire protocol (2026.8.0).
+//!
+//! The layers, each in its own module and each a section of `SPEC.md`:
+//!
+//! ```text
+//! Value ──dumps──▶ frames (Vec<Bytes>) ──Envelope──▶ prelude + frames ──▶ socket (vectored)
+//! Value ◀──loads── frames (slices)     ◀──Envelope── one Bytes          ◀── socket
+//! ```
+//!
+//! * [`envelope`]: the TCP framing, `u64 N | u64 count | count × u64 len | frames`.
+//! * [`message`]: frame 0 is msgpack; `{"__Serialized__": i}` and
+//!   `{"__Pickled__": i}` placeholders point at blocks of frames.
+//!
+//! Decoding never copies payloads: frames are slices of the receive buffer,
+//! and so are the str and bin values inside frame 0. Encoding never copies
+//! them either: a block's frames go out as the same `Bytes`.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use framewire::{dumps, loads, Envelope, Limits, Value};
+//!
+//! // A Dask RPC message, as a Python peer writes it.
+//! let msg = Value::map_of([("op", Value::str("identity")), ("reply", Value::Bool(true))]);
+//! let wire = Envelope::new(dumps(&msg)?)?.to_bytes();
+//!
+//! // Read it back: split into frames (slices of `wire`), then decode frame 0.
+//! let (env, used) = Envelope::decode(&wire, &Limits::dask_compat())?;
+//! assert_eq!(used, wire.len());
+//! assert_eq!(loads(env.frames(), &Limits::dask_compat())?, msg);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub mod envelope;
+mod error;
+mod limits;
+pub mod message;
+mod msgpack;
+mod value;
+
+pub use envelope::Envelope;
+pub use error::{DecodeError, EncodeError, Position};
+pub use limits::Limits;
+pub use message::{dumps, loads, loads_detailed};
+pub use value::{Block, BlockFrames, Header, Integer, Value};

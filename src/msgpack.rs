@@ -1,0 +1,391 @@
+//! msgpack ⇄ [`Value`], on top of `rmp`'s marker table and writers.
+//!
+//! Decoding is iterative (an explicit stack, never recursion that input can
+//! drive), zero-copy (str and bin are slices of the frame), and bounded by
+//! [`Limits`]: nesting depth, an item budget, and every declared length
+//! checked against the bytes that remain before anything is reserved.
+//!
+//! Encoding writes exactly the forms msgpack-python (`use_bin_type=True`)
+//! chooses: non-negative integers in unsigned forms, negative ones in the
+//! smallest signed form, float64 only, str8 for 32..=255-byte text, bin8 even
+//! for empty bytes, maps in insertion order (SPEC.md §3).
+
+use bytes::{BufMut, Bytes, BytesMut};
+use bytestring::ByteString;
+use rmp::Marker;
+
+use crate::error::{DecodeError, EncodeError, Position};
+use crate::limits::Limits;
+use crate::value::{Block, Integer, Value};
+
+/// msgpack-python's own nesting limit: it refuses to encode or decode more
+/// than 1024 nested containers.
+pub(crate) const PYTHON_MAX_DEPTH: usize = 1024;
+
+/// What the decoder does with each map once its entries are complete.
+/// frame 0 uses it to turn placeholders into blocks; sub-headers use
+/// [`plain_map`].
+pub(crate) type MapHook<'h> =
+    dyn FnMut(Vec<(Value, Value)>, Position) -> Result<Value, DecodeError> + 'h;
+
+/// The map hook that keeps every map as plain data.
+pub(crate) fn plain_map(entries: Vec<(Value, Value)>, _: Position) -> Result<Value, DecodeError> {
+    Ok(Value::Map(entries))
+}
+
+/// A container being filled.
+struct Open {
+    /// Items (for a map: keys and values alternating) still to read.
+    remaining: u64,
+    items: Vec<Value>,
+    is_map: bool,
+    start: usize,
+}
+
+struct Reader<'a> {
+    buf: &'a Bytes,
+    pos: usize,
+    frame: usize,
+}
+
+impl Reader<'_> {
+    fn at(&self, offset: usize) -> Position {
+        Position {
+            frame: self.frame,
+            offset,
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let bytes = self
+            .buf
+            .get(self.pos..)
+            .and_then(|rest| rest.get(..N))
+            .ok_or(DecodeError::MsgpackTruncated(self.at(self.pos)))?;
+        self.pos += N;
+        // `bytes` has exactly N bytes.
+        <[u8; N]>::try_from(bytes).map_err(|_| DecodeError::MsgpackTruncated(self.at(self.pos)))
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take::<1>()?[0])
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.take()?))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.take()?))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_be_bytes(self.take()?))
+    }
+
+    /// Checks a declared length against the bytes that remain (each declared
+    /// unit needs at least `unit` bytes), before anything is sliced or reserved.
+    fn check_len(&self, start: usize, declared: u64, unit: u64) -> Result<(), DecodeError> {
+        let remaining = self.remaining() as u64;
+        match declared.checked_mul(unit) {
+            Some(need) if need <= remaining => Ok(()),
+            _ => Err(DecodeError::LengthExceedsRemaining {
+                at: self.at(start),
+                declared,
+                remaining,
+            }),
+        }
+    }
+
+    /// A zero-copy slice of the next `len` bytes (length already checked).
+    fn slice(&mut self, start: usize, len: u64) -> Result<Bytes, DecodeError> {
+        self.check_len(start, len, 1)?;
+        let len = usize::try_from(len).map_err(|_| DecodeError::LengthOverflow)?;
+        let out = self.buf.slice(self.pos..self.pos + len);
+        self.pos += len;
+        Ok(out)
+    }
+}
+
+/// What one msgpack item turned out to be.
+enum Item {
+    Scalar(Value),
+    Container { len: u64, is_map: bool },
+}
+
+/// Decodes `buf` (frame `frame` of a message) as exactly one msgpack value.
+///
+/// Every map is passed to `hook` when complete. Str and bin values are
+/// slices of `buf`. Errors carry the frame and byte offset.
+pub(crate) fn decode(
+    buf: &Bytes,
+    frame: usize,
+    limits: &Limits,
+    hook: &mut MapHook<'_>,
+) -> Result<Value, DecodeError> {
+    let len = buf.len() as u64;
+    if len > limits.max_header_len {
+        return Err(DecodeError::HeaderTooLarge {
+            frame,
+            len,
+            limit: limits.max_header_len,
+        });
+    }
+    let mut rd = Reader { buf, pos: 0, frame };
+    let mut stack: Vec<Open> = Vec::new();
+    let mut items_seen: usize = 0;
+    // Handles per container: how many `Value`s may be reserved ahead of data.
+    let prealloc_items = (limits.prealloc_cap / std::mem::size_of::<Value>()).max(1);
+
+    loop {
+        let start = rd.pos;
+        items_seen += 1;
+        if items_seen > limits.max_msgpack_items {
+            return Err(DecodeError::ItemBudgetExceeded {
+                at: rd.at(start),
+                limit: limits.max_msgpack_items,
+            });
+        }
+        let mut value = match read_item(&mut rd)? {
+            Item::Scalar(v) => v,
+            Item::Container { len, is_map } => {
+                if stack.len() >= limits.max_depth {
+                    return Err(DecodeError::DepthExceeded {
+                        at: rd.at(start),
+                        limit: limits.max_depth,
+                    });
+                }
+                let units = if is_map { 2 } else { 1 };
+                rd.check_len(start, len, units)?;
+                let n = len * units; // cannot overflow: checked against the buffer
+                if n == 0 {
+                    finish(Vec::new(), is_map, rd.at(start), hook)?
+                } else {
+                    let cap = usize::try_from(n).unwrap_or(usize::MAX).min(prealloc_items);
+                    stack.push(Open {
+                        remaining: n,
+                        items: Vec::with_capacity(cap),
+                        is_map,
+                        start,
+                    });
+                    continue;
+                }
+            }
+        };
+        // Put the finished value into its parent; close every parent it completes.
+        loop {
+            let Some(top) = stack.last_mut() else {
+                if rd.pos != buf.len() {
+                    return Err(DecodeError::TrailingBytes(rd.at(rd.pos)));
+                }
+                return Ok(value);
+            };
+            top.items.push(value);
+            top.remaining -= 1;
+            if top.remaining > 0 {
+                break;
+            }
+            let done = stack.pop().expect("stack has a top");
+            value = finish(done.items, done.is_map, rd.at(done.start), hook)?;
+        }
+    }
+}
+
+fn finish(
+    items: Vec<Value>,
+    is_map: bool,
+    at: Position,
+    hook: &mut MapHook<'_>,
+) -> Result<Value, DecodeError> {
+    if !is_map {
+        return Ok(Value::Array(items));
+    }
+    let mut entries = Vec::with_capacity(items.len() / 2);
+    let mut it = items.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        entries.push((k, v));
+    }
+    hook(entries, at)
+}
+
+fn read_item(rd: &mut Reader<'_>) -> Result<Item, DecodeError> {
+    let start = rd.pos;
+    let marker = Marker::from_u8(rd.u8()?);
+    let int = |v: Integer| Ok(Item::Scalar(Value::Int(v)));
+    let container = |len: u64, is_map: bool| Ok(Item::Container { len, is_map });
+    match marker {
+        Marker::Null => Ok(Item::Scalar(Value::Nil)),
+        Marker::True => Ok(Item::Scalar(Value::Bool(true))),
+        Marker::False => Ok(Item::Scalar(Value::Bool(false))),
+        Marker::FixPos(v) => int(v.into()),
+        Marker::FixNeg(v) => int(v.into()),
+        Marker::U8 => int(rd.u8()?.into()),
+        Marker::U16 => int(rd.u16()?.into()),
+        Marker::U32 => int(rd.u32()?.into()),
+        Marker::U64 => int(rd.u64()?.into()),
+        Marker::I8 => int(i8::from_be_bytes(rd.take()?).into()),
+        Marker::I16 => int(i16::from_be_bytes(rd.take()?).into()),
+        Marker::I32 => int(i32::from_be_bytes(rd.take()?).into()),
+        Marker::I64 => int(i64::from_be_bytes(rd.take()?).into()),
+        Marker::F32 => Ok(Item::Scalar(Value::Float(f64::from(f32::from_bits(
+            rd.u32()?,
+        ))))),
+        Marker::F64 => Ok(Item::Scalar(Value::Float(f64::from_bits(rd.u64()?)))),
+        Marker::FixStr(n) => read_str(rd, start, n.into()),
+        Marker::Str8 => {
+            let n = rd.u8()?;
+            read_str(rd, start, n.into())
+        }
+        Marker::Str16 => {
+            let n = rd.u16()?;
+            read_str(rd, start, n.into())
+        }
+        Marker::Str32 => {
+            let n = rd.u32()?;
+            read_str(rd, start, n.into())
+        }
+        Marker::Bin8 => {
+            let n = rd.u8()?;
+            Ok(Item::Scalar(Value::Bin(rd.slice(start, n.into())?)))
+        }
+        Marker::Bin16 => {
+            let n = rd.u16()?;
+            Ok(Item::Scalar(Value::Bin(rd.slice(start, n.into())?)))
+        }
+        Marker::Bin32 => {
+            let n = rd.u32()?;
+            Ok(Item::Scalar(Value::Bin(rd.slice(start, n.into())?)))
+        }
+        Marker::FixArray(n) => container(n.into(), false),
+        Marker::Array16 => container(rd.u16()?.into(), false),
+        Marker::Array32 => container(rd.u32()?.into(), false),
+        Marker::FixMap(n) => container(n.into(), true),
+        Marker::Map16 => container(rd.u16()?.into(), true),
+        Marker::Map32 => container(rd.u32()?.into(), true),
+        Marker::FixExt1
+        | Marker::FixExt2
+        | Marker::FixExt4
+        | Marker::FixExt8
+        | Marker::FixExt16
+        | Marker::Ext8
+        | Marker::Ext16
+        | Marker::Ext32 => Err(DecodeError::UnsupportedExt(rd.at(start))),
+        Marker::Reserved => Err(DecodeError::InvalidMarker {
+            at: rd.at(start),
+            byte: 0xc1,
+        }),
+    }
+}
+
+fn read_str(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, DecodeError> {
+    let bytes = rd.slice(start, len)?;
+    let s = ByteString::try_from(bytes).map_err(|_| DecodeError::InvalidUtf8(rd.at(start)))?;
+    Ok(Item::Scalar(Value::Str(s)))
+}
+
+/// Encodes one value as a standalone msgpack frame (a sub-header or the
+/// `msgpack` family's frame). Out-of-band leaves are refused: they only have a
+/// meaning in frame 0, where [`crate::message::dumps`] places them.
+pub(crate) fn encode(value: &Value) -> Result<Bytes, EncodeError> {
+    let mut out = BytesMut::with_capacity(64);
+    encode_into(value, &mut out, &mut |_, _, _| Err(EncodeError::OutOfBandInHeader))?;
+    Ok(out.freeze())
+}
+
+/// Writes the placeholder map for an out-of-band leaf: `{key: index}`.
+pub(crate) fn write_placeholder(out: &mut BytesMut, key: &'static str, index: usize) {
+    put_map_len(out, 1);
+    let _ = put_str(out, key); // a short constant
+    put_uint(out, index as u64);
+}
+
+/// Encodes `value` into `out`; `leaf` is given each out-of-band leaf (its
+/// placeholder key and block), writes what stands for it and records its frames.
+pub(crate) fn encode_into(
+    value: &Value,
+    out: &mut BytesMut,
+    leaf: &mut dyn FnMut(&'static str, &Block, &mut BytesMut) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    // Values still to write, with their depth (containers they sit in).
+    let mut todo: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((v, depth)) = todo.pop() {
+        match v {
+            Value::Nil => out.put_u8(0xc0),
+            Value::Bool(b) => out.put_u8(if *b { 0xc3 } else { 0xc2 }),
+            Value::Int(i) => match i.as_u64() {
+                Some(u) => put_uint(out, u),
+                // Negative, so in i64's range: rmp picks the smallest signed
+                // form, as msgpack-python does.
+                None => {
+                    let _ = rmp::encode::write_sint(&mut out.writer(), i.as_i64().unwrap_or(i64::MIN));
+                }
+            },
+            Value::Float(f) => {
+                let _ = rmp::encode::write_f64(&mut out.writer(), *f);
+            }
+            Value::Str(s) => put_str(out, s)?,
+            Value::Bin(b) => {
+                let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
+                let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
+                out.extend_from_slice(b);
+            }
+            Value::Array(items) => {
+                check_depth(depth)?;
+                let len = u32::try_from(items.len())
+                    .map_err(|_| EncodeError::TooLong { len: items.len() })?;
+                let _ = rmp::encode::write_array_len(&mut out.writer(), len);
+                todo.extend(items.iter().rev().map(|x| (x, depth + 1)));
+            }
+            Value::Map(entries) => {
+                check_depth(depth)?;
+                let len = u32::try_from(entries.len())
+                    .map_err(|_| EncodeError::TooLong { len: entries.len() })?;
+                put_map_len(out, len);
+                for (k, v) in entries.iter().rev() {
+                    if let Some(key) = k.as_str().and_then(reserved_key) {
+                        return Err(EncodeError::ReservedKey { key });
+                    }
+                    todo.push((v, depth + 1));
+                    todo.push((k, depth + 1));
+                }
+            }
+            Value::Serialized(b) => leaf(SERIALIZED_KEY, b, out)?,
+            Value::Pickled(b) => leaf(PICKLED_KEY, b, out)?,
+        }
+    }
+    Ok(())
+}
+
+fn check_depth(depth: usize) -> Result<(), EncodeError> {
+    if depth >= PYTHON_MAX_DEPTH {
+        return Err(EncodeError::DepthExceeded {
+            limit: PYTHON_MAX_DEPTH,
+        });
+    }
+    Ok(())
+}
+
+fn put_uint(out: &mut BytesMut, v: u64) {
+    let _ = rmp::encode::write_uint(&mut out.writer(), v);
+}
+
+fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
+    let len = u32::try_from(s.len()).map_err(|_| EncodeError::TooLong { len: s.len() })?;
+    let _ = rmp::encode::write_str_len(&mut out.writer(), len);
+    out.extend_from_slice(s.as_bytes());
+    Ok(())
+}
+
+/// The keys that mark a placeholder in frame 0: a plain map may not use them.
+pub(crate) const SERIALIZED_KEY: &str = "__Serialized__";
+/// See [`SERIALIZED_KEY`].
+pub(crate) const PICKLED_KEY: &str = "__Pickled__";
+
+fn reserved_key(key: &str) -> Option<&'static str> {
+    [SERIALIZED_KEY, PICKLED_KEY].into_iter().find(|r| *r == key)
+}
+
+fn put_map_len(out: &mut BytesMut, len: u32) {
+    let _ = rmp::encode::write_map_len(&mut out.writer(), len);
+}

@@ -1,0 +1,329 @@
+//! The value model: the msgpack data model Dask uses in frame 0 and in
+//! sub-headers, plus the out-of-band leaves that carry frames of their own.
+//!
+//! ```text
+//! Value ::= Nil | Bool | Int (i64 ∪ u64) | Float (f64) | Str | Bin
+//!         | Array [Value]  | Map [(Value, Value)]      (insertion order kept)
+//!         | Serialized Block                            ({"__Serialized__": i})
+//!         | Pickled Block                               ({"__Pickled__": i})
+//! ```
+//!
+//! `Str` and `Bin` are views of the frame they were decoded from: decoding
+//! never copies them. A [`Block`] is a sub-header plus its payload frames,
+//! carried verbatim (SPEC.md §4).
+
+use std::fmt;
+
+use bytes::Bytes;
+use bytestring::ByteString;
+use smallvec::SmallVec;
+
+/// The payload frames of one block. Most blocks have one or two frames.
+pub type BlockFrames = SmallVec<[Bytes; 2]>;
+
+/// An integer in msgpack's range: `-2^63 ..= 2^64 - 1`.
+///
+/// Non-negative values are encoded in msgpack's unsigned forms and negative
+/// ones in the signed forms, as msgpack-python does.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Integer(i128);
+
+impl Integer {
+    /// The value as an `i64`, if it fits.
+    pub fn as_i64(self) -> Option<i64> {
+        i64::try_from(self.0).ok()
+    }
+    /// The value as a `u64`, if it fits.
+    pub fn as_u64(self) -> Option<u64> {
+        u64::try_from(self.0).ok()
+    }
+    /// The value, widened.
+    pub fn as_i128(self) -> i128 {
+        self.0
+    }
+}
+
+impl fmt::Debug for Integer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for Integer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+macro_rules! integer_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Integer {
+            fn from(v: $t) -> Self {
+                Integer(i128::from(v))
+            }
+        }
+    )*};
+}
+integer_from!(u8, u16, u32, u64, i8, i16, i32, i64);
+
+impl From<usize> for Integer {
+    fn from(v: usize) -> Self {
+        // usize is at most 64 bits on every supported target.
+        Integer(v as i128)
+    }
+}
+
+/// A sub-header: the decoded map, and the exact bytes it was decoded from
+/// when it came off the wire.
+///
+/// A header that came off the wire is re-emitted from its original bytes, so
+/// a relay forwards it untouched even if msgpack-python would have encoded
+/// it differently.
+#[derive(Clone, Debug)]
+pub struct Header {
+    map: Value,
+    raw: Option<Bytes>,
+}
+
+impl Header {
+    /// A header built locally. `map` should be a [`Value::Map`]; when the
+    /// block is written, `num-sub-frames` is set in it (kept in place if the
+    /// key exists, appended otherwise), as Dask does.
+    pub fn new(map: Value) -> Header {
+        Header { map, raw: None }
+    }
+
+    /// A header decoded from `raw`, to be re-emitted as exactly `raw`.
+    pub(crate) fn from_wire(map: Value, raw: Bytes) -> Header {
+        Header {
+            map,
+            raw: Some(raw),
+        }
+    }
+
+    /// The decoded header map.
+    pub fn map(&self) -> &Value {
+        &self.map
+    }
+
+    /// The bytes this header was decoded from, if it came off the wire.
+    pub fn raw(&self) -> Option<&Bytes> {
+        self.raw.as_ref()
+    }
+
+    /// Looks up a string key in the header map.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.map.get(key)
+    }
+}
+
+impl PartialEq for Header {
+    fn eq(&self, other: &Header) -> bool {
+        self.map == other.map
+    }
+}
+
+/// A block: a sub-header and its payload frames, kept as they are.
+///
+/// This is Dask's `Serialized(header, frames)` (or `Pickled`): a value that
+/// is already serialized. Its frames are never glued together, copied or
+/// re-encoded by framewire; cloning a block clones reference counts only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    header: Header,
+    frames: BlockFrames,
+}
+
+impl Block {
+    /// A block from a header and its payload frames.
+    pub fn new(header: Header, frames: impl IntoIterator<Item = Bytes>) -> Block {
+        Block {
+            header,
+            frames: frames.into_iter().collect(),
+        }
+    }
+
+    /// The sub-header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The payload frames, in order.
+    pub fn frames(&self) -> &[Bytes] {
+        &self.frames
+    }
+
+    /// The header and frames.
+    pub fn into_parts(self) -> (Header, BlockFrames) {
+        (self.header, self.frames)
+    }
+}
+
+/// A msgpack value, or an out-of-band leaf.
+///
+/// Equality compares floats by their bits (so NaN equals itself and
+/// `0.0 != -0.0`), and blocks by their decoded header and frame bytes.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// msgpack nil (Python `None`).
+    Nil,
+    /// A boolean.
+    Bool(bool),
+    /// An integer (msgpack int, any width).
+    Int(Integer),
+    /// A float; always written as float64, as msgpack-python does.
+    Float(f64),
+    /// UTF-8 text (msgpack str); a view of the frame it came from.
+    Str(ByteString),
+    /// Bytes (msgpack bin); a view of the frame it came from.
+    Bin(Bytes),
+    /// An array (Python tuple or list).
+    Array(Vec<Value>),
+    /// A map with any key type, in insertion (wire) order.
+    Map(Vec<(Value, Value)>),
+    /// A `{"__Serialized__": i}` block, carried verbatim.
+    Serialized(Box<Block>),
+    /// A `{"__Pickled__": i}` block, carried verbatim and never unpickled.
+    Pickled(Box<Block>),
+}
+
+impl Value {
+    /// A `Str` value.
+    pub fn str(s: &str) -> Value {
+        Value::Str(ByteString::from(s))
+    }
+
+    /// A `Bin` value.
+    pub fn bin(b: impl Into<Bytes>) -> Value {
+        Value::Bin(b.into())
+    }
+
+    /// An `Int` value.
+    pub fn int(i: impl Into<Integer>) -> Value {
+        Value::Int(i.into())
+    }
+
+    /// A map from `(key, value)` pairs whose keys are strings.
+    pub fn map_of<'a>(entries: impl IntoIterator<Item = (&'a str, Value)>) -> Value {
+        Value::Map(
+            entries
+                .into_iter()
+                .map(|(k, v)| (Value::str(k), v))
+                .collect(),
+        )
+    }
+
+    /// The text, if this is a `Str`.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The integer, if this is an `Int`.
+    pub fn as_int(&self) -> Option<Integer> {
+        match self {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// The entries, if this is a `Map`.
+    pub fn as_map(&self) -> Option<&[(Value, Value)]> {
+        match self {
+            Value::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The items, if this is an `Array`.
+    pub fn as_array(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// In a map, the value of the first entry whose key is the string `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.as_map()?
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v)
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        use Value::*;
+        match (self, other) {
+            (Nil, Nil) => true,
+            (Bool(a), Bool(b)) => a == b,
+            (Int(a), Int(b)) => a == b,
+            (Float(a), Float(b)) => a.to_bits() == b.to_bits(),
+            (Str(a), Str(b)) => a == b,
+            (Bin(a), Bin(b)) => a == b,
+            (Array(a), Array(b)) => a == b,
+            (Map(a), Map(b)) => a == b,
+            (Serialized(a), Serialized(b)) | (Pickled(a), Pickled(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::Bool(v)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Value {
+        Value::Float(v)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Value {
+        Value::str(v)
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::Str(ByteString::from(v))
+    }
+}
+
+impl From<Bytes> for Value {
+    fn from(v: Bytes) -> Value {
+        Value::Bin(v)
+    }
+}
+
+impl From<Vec<Value>> for Value {
+    fn from(v: Vec<Value>) -> Value {
+        Value::Array(v)
+    }
+}
+
+macro_rules! value_from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Value {
+            fn from(v: $t) -> Value {
+                Value::Int(Integer::from(v))
+            }
+        }
+    )*};
+}
+value_from_int!(u8, u16, u32, u64, usize, i8, i16, i32, i64);
+
+impl Integer {
+    /// Builds an integer from an `i128`, if it is in msgpack's range.
+    pub fn try_from_i128(v: i128) -> Option<Integer> {
+        (i128::from(i64::MIN)..=i128::from(u64::MAX))
+            .contains(&v)
+            .then_some(Integer(v))
+    }
+}
