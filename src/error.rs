@@ -168,6 +168,52 @@ pub enum DecodeError {
         /// The sub-header's frame.
         frame: usize,
     },
+
+    // ---- layer 3: serialize ------------------------------------------------
+    /// A header field is missing or has the wrong type (for `type-serialized`
+    /// of a collection: not `list`, `tuple`, `set` or `dict`).
+    InvalidHeader {
+        /// The field.
+        field: &'static str,
+    },
+    /// Two tables that must have one entry each per item differ in length
+    /// (`sub-headers` vs `frame-lengths`, `compression` vs the frames...).
+    LengthMismatch {
+        /// The field whose length is wrong.
+        field: &'static str,
+        /// The length it should have.
+        expected: usize,
+        /// The length it has.
+        got: usize,
+    },
+    /// `frame-lengths` of a collection do not add up to its frames.
+    FrameLengthsMismatch {
+        /// Their sum (saturated).
+        declared: u64,
+        /// Frames the collection has.
+        frames: usize,
+    },
+    /// `split-num-sub-frames` / `split-offsets` do not tile the frames exactly.
+    SplitTableInvalid {
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// `is-collection` headers nested deeper than [`Limits::max_depth`](crate::Limits).
+    CollectionTooDeep {
+        /// The limit.
+        limit: usize,
+    },
+    /// A Dask `numpy.ndarray` header that does not describe its data frame.
+    InvalidArray {
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The sender could not serialize a value and sent Dask's `error` family
+    /// instead: its text, joined by newlines as Dask does.
+    RemoteSerializationError {
+        /// The text frames.
+        text: String,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -246,6 +292,24 @@ impl fmt::Display for DecodeError {
                 f,
                 "sub-header in frame {frame} has no valid num-sub-frames"
             ),
+            InvalidHeader { field } => write!(f, "header field {field:?} is missing or invalid"),
+            LengthMismatch {
+                field,
+                expected,
+                got,
+            } => write!(f, "header field {field:?} has {got} entries, expected {expected}"),
+            FrameLengthsMismatch { declared, frames } => write!(
+                f,
+                "frame-lengths add up to {declared}, but the collection has {frames} frames"
+            ),
+            SplitTableInvalid { reason } => write!(f, "invalid split table: {reason}"),
+            CollectionTooDeep { limit } => {
+                write!(f, "collections nested deeper than {limit}")
+            }
+            InvalidArray { reason } => write!(f, "invalid numpy.ndarray header: {reason}"),
+            RemoteSerializationError { text } => {
+                write!(f, "the sender could not serialize a value: {text}")
+            }
         }
     }
 }
@@ -279,6 +343,24 @@ pub enum EncodeError {
     OutOfBandInHeader,
     /// A block's header is not a map.
     HeaderNotMap,
+    /// A `Serialize` or `NdArray` value given to the message layer alone
+    /// (`message::dumps`); `framewire::dumps` serializes them.
+    NotSerialized,
+    /// `IterateCollection::Never` was asked to put a value that needs frames
+    /// of its own (`Serialized`, `Pickled`, `Serialize`, an array, or bytes
+    /// over the out-of-band threshold) into a single blob. framewire never
+    /// glues such frames into a blob.
+    OutOfBandInBlob,
+    /// No serializer family accepts the value.
+    Unserializable {
+        /// What the value is.
+        what: &'static str,
+    },
+    /// An `NdArray` whose parts do not agree.
+    InvalidArray {
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A message with no frames: Python's reader cannot handle one.
     NoFrames,
     /// The first read was asked to cover more frames than the message has.
@@ -310,6 +392,14 @@ impl fmt::Display for EncodeError {
                 f.write_str("a Serialized or Pickled value inside a header has no encoding")
             }
             EncodeError::HeaderNotMap => f.write_str("a block's header is not a map"),
+            EncodeError::NotSerialized => f.write_str(
+                "a Serialize or NdArray value reached the message layer unserialized (use framewire::dumps)",
+            ),
+            EncodeError::OutOfBandInBlob => f.write_str(
+                "IterateCollection::Never: a value inside the collection needs frames of its own",
+            ),
+            EncodeError::Unserializable { what } => write!(f, "no serializer family accepts {what}"),
+            EncodeError::InvalidArray { reason } => write!(f, "invalid array: {reason}"),
             EncodeError::NoFrames => f.write_str("a message needs at least one frame"),
             EncodeError::FirstReadOutOfRange { k, frames } => {
                 write!(f, "first read of {k} frames asked for a message of {frames}")

@@ -13,6 +13,8 @@
 //! * [`envelope`]: the TCP framing, `u64 N | u64 count | count × u64 len | frames`.
 //! * [`message`]: frame 0 is msgpack; `{"__Serialized__": i}` and
 //!   `{"__Pickled__": i}` placeholders point at blocks of frames.
+//! * [`serialize`]: a value becomes a header plus frames of its own
+//!   (families, collections with offset tables, shards).
 //!
 //! Decoding never copies payloads: frames are slices of the receive buffer,
 //! and so are the str and bin values inside frame 0. Encoding never copies
@@ -40,10 +42,12 @@ mod error;
 mod limits;
 pub mod message;
 mod msgpack;
+pub mod serialize;
 mod value;
 
 pub use envelope::Envelope;
 pub use error::{DecodeError, EncodeError, Position};
 pub use limits::Limits;
-pub use message::{dumps, loads, loads_detailed};
+pub use message::{loads, loads_detailed};
+pub use serialize::{deserialize_blocks, dumps, IterateCollection, NdArray, SerializeOptions};
 pub use value::{Block, BlockFrames, Header, Integer, Value};

@@ -184,18 +184,38 @@ fn claim_block(
 /// block of its sub-header and its own payload frames (the same `Bytes`, never
 /// copied). Sub-headers that came off the wire are re-emitted byte for byte.
 ///
+/// This is layer 2 alone: a [`Value::Serialize`] or [`Value::NdArray`] leaf is
+/// refused ([`EncodeError::NotSerialized`]); [`crate::dumps`] serializes them.
 /// A plain map that uses `__Serialized__` or `__Pickled__` as a key is refused
 /// ([`EncodeError::ReservedKey`]): Dask would misread it.
 pub fn dumps(value: &Value) -> Result<Vec<Bytes>, EncodeError> {
+    dumps_with(value, &mut |_| Err(EncodeError::NotSerialized))
+}
+
+/// [`dumps`], with `serialize` turning each [`Value::Serialize`] or
+/// [`Value::NdArray`] leaf into the block that replaces it.
+pub(crate) fn dumps_with(
+    value: &Value,
+    serialize: &mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
+) -> Result<Vec<Bytes>, EncodeError> {
     let mut frames = vec![Bytes::new()];
     let mut frame0 = BytesMut::with_capacity(128);
-    let mut leaf = |key: &'static str, block: &Block, out: &mut BytesMut| {
+    let mut leaf = |v: &Value, out: &mut BytesMut| {
+        let built;
+        let (key, block) = match v {
+            Value::Serialized(b) => (SERIALIZED_KEY, &**b),
+            Value::Pickled(b) => (PICKLED_KEY, &**b),
+            other => {
+                built = serialize(other)?;
+                (SERIALIZED_KEY, &built)
+            }
+        };
         msgpack::write_placeholder(out, key, frames.len());
         frames.push(sub_header_bytes(block)?);
         frames.extend(block.frames().iter().cloned());
         Ok(())
     };
-    msgpack::encode_into(value, &mut frame0, &mut leaf)?;
+    msgpack::encode_into(value, &mut frame0, usize::MAX, &mut leaf)?;
     frames[0] = frame0.freeze();
     Ok(frames)
 }

@@ -16,7 +16,7 @@ use rmp::Marker;
 
 use crate::error::{DecodeError, EncodeError, Position};
 use crate::limits::Limits;
-use crate::value::{Block, Integer, Value};
+use crate::value::{Integer, Value};
 
 /// msgpack-python's own nesting limit: it refuses to encode or decode more
 /// than 1024 nested containers.
@@ -285,11 +285,13 @@ fn read_str(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, DecodeE
 }
 
 /// Encodes one value as a standalone msgpack frame (a sub-header or the
-/// `msgpack` family's frame). Out-of-band leaves are refused: they only have a
-/// meaning in frame 0, where [`crate::message::dumps`] places them.
+/// `msgpack` family's frame). Out-of-band values are refused: they only have
+/// a meaning in frame 0, where [`crate::message::dumps`] places them.
 pub(crate) fn encode(value: &Value) -> Result<Bytes, EncodeError> {
     let mut out = BytesMut::with_capacity(64);
-    encode_into(value, &mut out, &mut |_, _, _| Err(EncodeError::OutOfBandInHeader))?;
+    encode_into(value, &mut out, usize::MAX, &mut |_, _| {
+        Err(EncodeError::OutOfBandInHeader)
+    })?;
     Ok(out.freeze())
 }
 
@@ -300,16 +302,32 @@ pub(crate) fn write_placeholder(out: &mut BytesMut, key: &'static str, index: us
     put_uint(out, index as u64);
 }
 
-/// Encodes `value` into `out`; `leaf` is given each out-of-band leaf (its
-/// placeholder key and block), writes what stands for it and records its frames.
+/// Whether a value can only travel out of band: it has, or becomes, frames of
+/// its own. A bin of `bin_threshold` bytes or more counts too.
+pub(crate) fn is_out_of_band(v: &Value, bin_threshold: usize) -> bool {
+    match v {
+        Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => true,
+        Value::Bin(b) => b.len() >= bin_threshold,
+        _ => false,
+    }
+}
+
+/// Encodes `value` into `out`. `leaf` is given every value that must travel
+/// out of band (see [`is_out_of_band`]) instead of encoding it: it writes
+/// what stands for it (a placeholder) or refuses with an error.
 pub(crate) fn encode_into(
     value: &Value,
     out: &mut BytesMut,
-    leaf: &mut dyn FnMut(&'static str, &Block, &mut BytesMut) -> Result<(), EncodeError>,
+    bin_threshold: usize,
+    leaf: &mut dyn FnMut(&Value, &mut BytesMut) -> Result<(), EncodeError>,
 ) -> Result<(), EncodeError> {
     // Values still to write, with their depth (containers they sit in).
     let mut todo: Vec<(&Value, usize)> = vec![(value, 0)];
     while let Some((v, depth)) = todo.pop() {
+        if is_out_of_band(v, bin_threshold) {
+            leaf(v, out)?;
+            continue;
+        }
         match v {
             Value::Nil => out.put_u8(0xc0),
             Value::Bool(b) => out.put_u8(if *b { 0xc3 } else { 0xc2 }),
@@ -318,7 +336,10 @@ pub(crate) fn encode_into(
                 // Negative, so in i64's range: rmp picks the smallest signed
                 // form, as msgpack-python does.
                 None => {
-                    let _ = rmp::encode::write_sint(&mut out.writer(), i.as_i64().unwrap_or(i64::MIN));
+                    let _ = rmp::encode::write_sint(
+                        &mut out.writer(),
+                        i.as_i64().unwrap_or(i64::MIN),
+                    );
                 }
             },
             Value::Float(f) => {
@@ -326,7 +347,8 @@ pub(crate) fn encode_into(
             }
             Value::Str(s) => put_str(out, s)?,
             Value::Bin(b) => {
-                let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
+                let len =
+                    u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
                 let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
                 out.extend_from_slice(b);
             }
@@ -350,8 +372,10 @@ pub(crate) fn encode_into(
                     todo.push((k, depth + 1));
                 }
             }
-            Value::Serialized(b) => leaf(SERIALIZED_KEY, b, out)?,
-            Value::Pickled(b) => leaf(PICKLED_KEY, b, out)?,
+            // Out-of-band values were handed to `leaf` above.
+            Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => {
+                leaf(v, out)?
+            }
         }
     }
     Ok(())

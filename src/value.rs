@@ -6,6 +6,8 @@
 //!         | Array [Value]  | Map [(Value, Value)]      (insertion order kept)
 //!         | Serialized Block                            ({"__Serialized__": i})
 //!         | Pickled Block                               ({"__Pickled__": i})
+//!         | Serialize Value      a value to serialize into frames of its own
+//!         | NdArray              an n-dimensional array (always out of band)
 //! ```
 //!
 //! `Str` and `Bin` are views of the frame they were decoded from: decoding
@@ -17,6 +19,8 @@ use std::fmt;
 use bytes::Bytes;
 use bytestring::ByteString;
 use smallvec::SmallVec;
+
+use crate::serialize::NdArray;
 
 /// The payload frames of one block. Most blocks have one or two frames.
 pub type BlockFrames = SmallVec<[Bytes; 2]>;
@@ -185,6 +189,13 @@ pub enum Value {
     Serialized(Box<Block>),
     /// A `{"__Pickled__": i}` block, carried verbatim and never unpickled.
     Pickled(Box<Block>),
+    /// A value to be serialized out of band into a block of its own (Dask's
+    /// `to_serialize(x)`): see [`crate::serialize`].
+    Serialize(Box<Value>),
+    /// An n-dimensional array. It always travels out of band (Dask's
+    /// `numpy.ndarray` header and one data frame): in frame 0 it is
+    /// serialized as if wrapped in [`Value::Serialize`].
+    NdArray(Box<NdArray>),
 }
 
 impl Value {
@@ -267,6 +278,8 @@ impl PartialEq for Value {
             (Array(a), Array(b)) => a == b,
             (Map(a), Map(b)) => a == b,
             (Serialized(a), Serialized(b)) | (Pickled(a), Pickled(b)) => a == b,
+            (Serialize(a), Serialize(b)) => a == b,
+            (NdArray(a), NdArray(b)) => a == b,
             _ => false,
         }
     }

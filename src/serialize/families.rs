@@ -1,0 +1,291 @@
+//! Serializer families: `dask` (bytes and numpy arrays), `msgpack`, `error`,
+//! and the [`Family`] trait users implement to add their own.
+
+use bytes::{Bytes, BytesMut};
+
+use super::ndarray::NdArray;
+use crate::error::{DecodeError, EncodeError};
+use crate::limits::Limits;
+use crate::msgpack;
+use crate::value::Value;
+
+/// What a family makes of a value: its header entries (without
+/// `serializer`, which is set to the family's name) and its frames.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Encoded {
+    /// Header entries, in order.
+    pub header: Vec<(Value, Value)>,
+    /// The payload frames.
+    pub frames: Vec<Bytes>,
+    /// Shards of these frames are cut at a multiple of this many bytes (the
+    /// array's item size; 1 for bytes).
+    pub shard_unit: usize,
+}
+
+/// A serializer family: Dask's `serializer` header value names it.
+///
+/// ```
+/// use bytes::Bytes;
+/// use framewire::serialize::{serialize, Encoded, Family, Registry, SerializeOptions};
+/// use framewire::{DecodeError, EncodeError, Limits, Value};
+///
+/// /// Sends text as raw UTF-8 frames under the name "utf8".
+/// struct Utf8;
+/// impl Family for Utf8 {
+///     fn name(&self) -> &str { "utf8" }
+///     fn serialize(&self, v: &Value) -> Option<Result<Encoded, EncodeError>> {
+///         let s = v.as_str()?;
+///         Some(Ok(Encoded { header: vec![], frames: vec![Bytes::copy_from_slice(s.as_bytes())], shard_unit: 1 }))
+///     }
+///     fn deserialize(&self, _: &Value, frames: &[Bytes], _: &Limits) -> Option<Result<Value, DecodeError>> {
+///         let text = String::from_utf8(frames.concat()).ok()?;
+///         Some(Ok(Value::from(text)))
+///     }
+/// }
+///
+/// let opts = SerializeOptions { registry: Registry::default().with(Utf8), ..Default::default() };
+/// let block = serialize(&Value::str("hi"), &opts)?;
+/// assert_eq!(block.header().get("serializer").and_then(Value::as_str), Some("utf8"));
+/// assert_eq!(&block.frames()[0][..], b"hi");
+/// # Ok::<(), EncodeError>(())
+/// ```
+pub trait Family: Send + Sync {
+    /// The `serializer` name in headers.
+    fn name(&self) -> &str;
+    /// Serializes `value` if this family handles it; `None` means "not mine,
+    /// try the next family".
+    fn serialize(&self, value: &Value) -> Option<Result<Encoded, EncodeError>>;
+    /// Rebuilds a value from a header this family wrote and its (merged)
+    /// frames; `None` means "cannot", and the block is kept opaque.
+    fn deserialize(
+        &self,
+        header: &Value,
+        frames: &[Bytes],
+        limits: &Limits,
+    ) -> Option<Result<Value, DecodeError>>;
+}
+
+/// Dask's `type-serialized` for `bytes`: pickle protocol 5 of `builtins.bytes`.
+pub(crate) const BYTES_TYPE: &[u8] = b"\x80\x05\x95\x16\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x05bytes\x94\x93\x94.";
+/// ... for `bytearray`.
+pub(crate) const BYTEARRAY_TYPE: &[u8] = b"\x80\x05\x95\x1a\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x09bytearray\x94\x93\x94.";
+/// ... for `numpy.ndarray`.
+pub(crate) const NDARRAY_TYPE: &[u8] =
+    b"\x80\x05\x95\x15\x00\x00\x00\x00\x00\x00\x00\x8c\x05numpy\x94\x8c\x07ndarray\x94\x93\x94.";
+
+/// Dask's `dask` family for `bytes` and `numpy.ndarray` (simple dtypes).
+/// Other `dask` types (pickled dtypes, masked arrays, memoryview...) are kept
+/// opaque.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DaskFamily;
+
+impl DaskFamily {
+    /// `"dask"`.
+    pub const NAME: &'static str = "dask";
+}
+
+fn ints(values: &[u64]) -> Value {
+    Value::Array(values.iter().map(|&v| Value::from(v)).collect())
+}
+
+impl Family for DaskFamily {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn serialize(&self, value: &Value) -> Option<Result<Encoded, EncodeError>> {
+        let (sub_header, type_name, type_serialized, frame, unit) = match value {
+            Value::Bin(b) => (Value::Map(vec![]), "bytes", BYTES_TYPE, b.clone(), 1),
+            Value::NdArray(a) => {
+                let mut sub = vec![
+                    (
+                        Value::str("dtype"),
+                        Value::Array(vec![0.into(), Value::str(a.dtype())]),
+                    ),
+                    (Value::str("shape"), ints(a.shape())),
+                    (Value::str("strides"), ints(a.strides())),
+                    (
+                        Value::str("writeable"),
+                        Value::Array(vec![a.writeable().into()]),
+                    ),
+                ];
+                if let Some(full) = a.broadcast_to() {
+                    sub.push((Value::str("broadcast_to"), ints(full)));
+                }
+                (
+                    Value::Map(sub),
+                    "numpy.ndarray",
+                    NDARRAY_TYPE,
+                    a.data().clone(),
+                    a.shard_unit(),
+                )
+            }
+            _ => return None,
+        };
+        Some(Ok(Encoded {
+            header: vec![
+                (Value::str("sub-header"), sub_header),
+                (Value::str("type"), Value::str(type_name)),
+                (
+                    Value::str("type-serialized"),
+                    Value::Bin(Bytes::from_static(type_serialized)),
+                ),
+                (Value::str("serializer"), Value::str(Self::NAME)),
+            ],
+            frames: vec![frame],
+            shard_unit: unit,
+        }))
+    }
+
+    fn deserialize(
+        &self,
+        header: &Value,
+        frames: &[Bytes],
+        _: &Limits,
+    ) -> Option<Result<Value, DecodeError>> {
+        let Some(Value::Bin(type_serialized)) = header.get("type-serialized") else {
+            return Some(Err(DecodeError::InvalidHeader {
+                field: "type-serialized",
+            }));
+        };
+        let sub = header.get("sub-header");
+        match &type_serialized[..] {
+            BYTES_TYPE | BYTEARRAY_TYPE => Some(Ok(Value::Bin(concat(frames)))),
+            NDARRAY_TYPE => ndarray(sub?, frames).transpose(),
+            _ => None,
+        }
+    }
+}
+
+/// One frame as is, several joined (a copy).
+fn concat(frames: &[Bytes]) -> Bytes {
+    match frames {
+        [one] => one.clone(),
+        _ => {
+            let mut out = BytesMut::with_capacity(frames.iter().map(Bytes::len).sum());
+            frames.iter().for_each(|f| out.extend_from_slice(f));
+            out.freeze()
+        }
+    }
+}
+
+/// A `numpy.ndarray` sub-header; `None` for layouts framewire keeps opaque
+/// (pickled object arrays, pickled dtypes, `np.matrix`).
+fn ndarray(sub: &Value, frames: &[Bytes]) -> Result<Option<Value>, DecodeError> {
+    let invalid = |reason| DecodeError::InvalidArray { reason };
+    if sub.get("pickle").is_some() || sub.get("matrix").is_some() {
+        return Ok(None);
+    }
+    let dtype = sub
+        .get("dtype")
+        .and_then(Value::as_array)
+        .ok_or(invalid("no dtype"))?;
+    let dtype = match dtype {
+        [Value::Int(k), Value::Str(s)] if k.as_u64() == Some(0) => s,
+        [Value::Int(k), _] if k.as_u64() == Some(1) => return Ok(None),
+        _ => return Err(invalid("dtype is not [0, str] or [1, bin]")),
+    };
+    let uints = |key: &str| -> Result<Vec<u64>, DecodeError> {
+        sub.get(key)
+            .and_then(Value::as_array)
+            .ok_or(invalid("shape, strides or broadcast_to missing"))?
+            .iter()
+            .map(|v| {
+                v.as_int()
+                    .and_then(|i| i.as_u64())
+                    .ok_or(invalid("shape and strides must be non-negative integers"))
+            })
+            .collect()
+    };
+    let writeable = match sub.get("writeable").and_then(Value::as_array) {
+        Some([Value::Bool(w)]) => *w,
+        _ => return Err(invalid("writeable is not [bool]")),
+    };
+    let broadcast_to = match sub.get("broadcast_to") {
+        None | Some(Value::Nil) => None,
+        Some(_) => Some(uints("broadcast_to")?),
+    };
+    let [frame] = frames else {
+        return Err(invalid("an array has exactly one data frame"));
+    };
+    let array = NdArray::from_parts(
+        dtype,
+        uints("shape")?,
+        uints("strides")?,
+        writeable,
+        broadcast_to,
+        frame.clone(),
+    )?;
+    Ok(Some(Value::NdArray(Box::new(array))))
+}
+
+/// Dask's `msgpack` family: any plain value as one msgpack frame.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MsgpackFamily;
+
+impl MsgpackFamily {
+    /// `"msgpack"`.
+    pub const NAME: &'static str = "msgpack";
+}
+
+impl Family for MsgpackFamily {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn serialize(&self, value: &Value) -> Option<Result<Encoded, EncodeError>> {
+        match msgpack::encode(value) {
+            Err(EncodeError::OutOfBandInHeader) => None,
+            Err(e) => Some(Err(e)),
+            Ok(frame) => Some(Ok(Encoded {
+                header: vec![],
+                frames: vec![frame],
+                shard_unit: 1,
+            })),
+        }
+    }
+
+    fn deserialize(
+        &self,
+        _: &Value,
+        frames: &[Bytes],
+        limits: &Limits,
+    ) -> Option<Result<Value, DecodeError>> {
+        let frame = concat(frames);
+        Some(msgpack::decode(&frame, 0, limits, &mut msgpack::plain_map))
+    }
+}
+
+/// Dask's `error` family: the sender could not serialize a value and sent
+/// its text instead. Deserializing gives [`DecodeError::RemoteSerializationError`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ErrorFamily;
+
+/// Dask truncates a traceback to 100 000 characters; framewire keeps at most
+/// this many bytes of error text.
+const MAX_ERROR_TEXT: usize = 100_000;
+
+impl Family for ErrorFamily {
+    fn name(&self) -> &str {
+        "error"
+    }
+
+    fn serialize(&self, _: &Value) -> Option<Result<Encoded, EncodeError>> {
+        None
+    }
+
+    fn deserialize(
+        &self,
+        _: &Value,
+        frames: &[Bytes],
+        _: &Limits,
+    ) -> Option<Result<Value, DecodeError>> {
+        let parts: Vec<String> = frames
+            .iter()
+            .map(|f| String::from_utf8_lossy(&f[..f.len().min(MAX_ERROR_TEXT)]).into_owned())
+            .collect();
+        Some(Err(DecodeError::RemoteSerializationError {
+            text: parts.join("\n"),
+        }))
+    }
+}

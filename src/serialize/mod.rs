@@ -1,0 +1,464 @@
+//! Layer 3, serialize: a value becomes a header plus frames of its own
+//! (SPEC.md §5).
+//!
+//! ```text
+//! Serialize([ndarray, b"raw", 42])            ── iterated collection ──▶
+//!   header {"sub-headers": [h0, h1, h2], "is-collection": true,
+//!           "frame-lengths": [1, 1, 1], "type-serialized": "tuple",
+//!           "split-num-sub-frames": [1, 1, 1], "split-offsets": [0, 1, 2],
+//!           "compression": [nil, nil, nil]}
+//!   frames [array data, b"raw", msgpack(42)]     (each element's own frames)
+//!
+//! serialize((1, 2, 3), Never | Auto)          ── one blob ──▶
+//!   header {"serializer": "msgpack"}   frames [msgpack((1, 2, 3))]
+//! ```
+//!
+//! [`IterateCollection`] decides between the two. `Auto` is exact: a
+//! collection is iterated if and only if something inside it, at any depth,
+//! needs frames of its own. Deciding costs nothing extra: framewire encodes
+//! the blob and switches to iterating only when the encoder meets such a
+//! value.
+
+mod collection;
+mod families;
+mod ndarray;
+mod shards;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::{DecodeError, EncodeError};
+use crate::limits::Limits;
+use crate::message;
+use crate::msgpack;
+use crate::value::{Block, Header, Value};
+
+pub use collection::{CollectionKind, CollectionView};
+pub use families::{DaskFamily, Encoded, ErrorFamily, Family, MsgpackFamily};
+pub use ndarray::NdArray;
+pub use shards::merge_frames;
+
+/// Whether a collection is serialized element by element or as one blob
+/// (Dask's `iterate_collection` = True / False / None).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum IterateCollection {
+    /// Every element gets its own sub-header and frames, at every level.
+    Always,
+    /// The collection goes as one blob through the first family that accepts
+    /// it. A value inside that needs frames of its own is an error
+    /// ([`EncodeError::OutOfBandInBlob`]), never glued into the blob.
+    Never,
+    /// Iterate exactly when something inside, at any depth, needs frames of
+    /// its own: a `Serialize`, `Serialized` or `Pickled` leaf, an array, or
+    /// bytes at or above [`SerializeOptions::out_of_band_threshold`].
+    #[default]
+    Auto,
+}
+
+/// Dask's default shard size, `distributed.comm.shard` (64 MiB).
+pub const DEFAULT_SHARD_SIZE: usize = 64 << 20;
+
+/// Bytes below this size travel inside a blob; at or above it they need a
+/// frame of their own (under [`IterateCollection::Auto`]).
+pub const DEFAULT_OUT_OF_BAND_THRESHOLD: usize = 16 << 10;
+
+/// How values are serialized.
+#[derive(Clone, Debug)]
+pub struct SerializeOptions {
+    /// Collections below the top of a `Serialize` (and a collection given to
+    /// [`serialize`] directly). The top level of a `Serialize` wrapping a
+    /// collection is always iterated, as in Dask.
+    pub iterate: IterateCollection,
+    /// See [`IterateCollection::Auto`].
+    pub out_of_band_threshold: usize,
+    /// Payload frames longer than this are cut into shards by [`crate::dumps`].
+    pub shard_size: usize,
+    /// The serializer families, tried in order.
+    pub registry: Registry,
+}
+
+impl Default for SerializeOptions {
+    fn default() -> SerializeOptions {
+        SerializeOptions {
+            iterate: IterateCollection::Auto,
+            out_of_band_threshold: DEFAULT_OUT_OF_BAND_THRESHOLD,
+            shard_size: DEFAULT_SHARD_SIZE,
+            registry: Registry::default(),
+        }
+    }
+}
+
+/// The serializer families, in the order [`serialize`] tries them; users add
+/// their own with [`Registry::with`].
+#[derive(Clone)]
+pub struct Registry {
+    families: Vec<Arc<dyn Family>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.families.iter().map(|x| x.name()))
+            .finish()
+    }
+}
+
+impl Default for Registry {
+    /// `dask` (bytes, arrays), `msgpack` (every plain value), `error` (decode only).
+    fn default() -> Registry {
+        Registry {
+            families: vec![
+                Arc::new(DaskFamily),
+                Arc::new(MsgpackFamily),
+                Arc::new(ErrorFamily),
+            ],
+        }
+    }
+}
+
+impl Registry {
+    /// This registry with `family` tried first.
+    pub fn with(mut self, family: impl Family + 'static) -> Registry {
+        self.families.insert(0, Arc::new(family));
+        self
+    }
+
+    fn by_name(&self, name: &str) -> Option<&dyn Family> {
+        self.families
+            .iter()
+            .find(|f| f.name() == name)
+            .map(|f| &**f)
+    }
+}
+
+/// Frames being collected, with each frame's shard unit (the item size
+/// shards are cut at a multiple of).
+#[derive(Default)]
+struct Out {
+    frames: Vec<Bytes>,
+    units: Vec<usize>,
+}
+
+/// Serializes a value into a header and frames of its own (Dask's
+/// `serialize`). The header has no `num-sub-frames` yet; the message layer
+/// sets it when the block is written.
+///
+/// ```
+/// use framewire::serialize::{serialize, IterateCollection, SerializeOptions};
+/// use framewire::Value;
+///
+/// let ints = Value::Array((0..1000).map(Value::from).collect());
+/// let opts = SerializeOptions { iterate: IterateCollection::Auto, ..Default::default() };
+/// let block = serialize(&ints, &opts)?;
+/// assert_eq!(block.frames().len(), 1); // nothing needs a frame of its own: one blob
+/// assert_eq!(block.header().get("serializer").and_then(Value::as_str), Some("msgpack"));
+/// # Ok::<(), framewire::EncodeError>(())
+/// ```
+pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
+    let mut out = Out::default();
+    let header = ser(value, opts.iterate, false, opts, &mut out, 0)?;
+    Ok(Block::new(Header::new(Value::Map(header)), out.frames))
+}
+
+/// [`serialize`], then cut long frames into shards and add Dask's
+/// `split-num-sub-frames`, `split-offsets` and `compression` keys, as Dask's
+/// `dumps` does for a `Serialize` value. Shards are slices: nothing is copied.
+pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
+    let mut out = Out::default();
+    let header = ser(value, opts.iterate, false, opts, &mut out, 0)?;
+    let (header, frames) = shards::split(header, out, opts.shard_size);
+    Ok(Block::new(Header::new(Value::Map(header)), frames))
+}
+
+/// The serialize-aware [`message::dumps`]: every [`Value::Serialize`] leaf
+/// (and every bare [`Value::NdArray`]) is serialized and split into a block of
+/// its own, with [`SerializeOptions::default()`]; pre-serialized blocks pass
+/// through untouched.
+///
+/// ```
+/// use bytes::Bytes;
+/// use framewire::{dumps, Value};
+///
+/// let payload = Bytes::from(vec![7u8; 1 << 20]);
+/// let msg = Value::map_of([
+///     ("op", "store".into()),
+///     ("data", Value::Serialize(Box::new(Value::Bin(payload.clone())))),
+/// ]);
+/// let frames = dumps(&msg)?;
+/// assert_eq!(frames.len(), 3); // frame 0, the sub-header, the payload
+/// assert_eq!(frames[2].as_ptr(), payload.as_ptr()); // the payload itself, not a copy
+/// # Ok::<(), framewire::EncodeError>(())
+/// ```
+pub fn dumps(value: &Value) -> Result<Vec<Bytes>, EncodeError> {
+    dumps_with(value, &SerializeOptions::default())
+}
+
+/// [`dumps`] with explicit options.
+pub fn dumps_with(value: &Value, opts: &SerializeOptions) -> Result<Vec<Bytes>, EncodeError> {
+    message::dumps_with(value, &mut |leaf| serialize_and_split(leaf, opts))
+}
+
+/// Returns the header entries for `v` and pushes its frames.
+/// `force` iterates a collection whatever `mode` says (the top of a `Serialize`).
+fn ser(
+    v: &Value,
+    mode: IterateCollection,
+    force: bool,
+    opts: &SerializeOptions,
+    out: &mut Out,
+    depth: usize,
+) -> Result<Vec<(Value, Value)>, EncodeError> {
+    match v {
+        Value::Serialized(block) => {
+            let Value::Map(entries) = block.header().map() else {
+                return Err(EncodeError::HeaderNotMap);
+            };
+            for f in block.frames() {
+                out.frames.push(f.clone());
+                out.units.push(1);
+            }
+            Ok(entries.clone())
+        }
+        Value::Pickled(_) => Err(EncodeError::Unserializable {
+            what: "a Pickled block inside a serialized value",
+        }),
+        Value::Serialize(inner) => ser(inner, mode, true, opts, out, depth),
+        Value::Array(_) | Value::Map(_) => {
+            let iterate = force || mode == IterateCollection::Always;
+            if !iterate {
+                let threshold = match mode {
+                    IterateCollection::Never => usize::MAX,
+                    _ => opts.out_of_band_threshold,
+                };
+                match blob(v, threshold) {
+                    Ok(frame) => return Ok(push_msgpack_blob(frame, out)),
+                    Err(EncodeError::OutOfBandInBlob) if mode == IterateCollection::Auto => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            iterate_collection(v, mode, opts, out, depth)
+        }
+        _ => family_serialize(v, opts, out),
+    }
+}
+
+/// The msgpack blob of a collection, or `OutOfBandInBlob` at the first value
+/// that needs frames of its own.
+fn blob(v: &Value, threshold: usize) -> Result<Bytes, EncodeError> {
+    let mut buf = bytes::BytesMut::new();
+    msgpack::encode_into(v, &mut buf, threshold, &mut |_, _| {
+        Err(EncodeError::OutOfBandInBlob)
+    })?;
+    Ok(buf.freeze())
+}
+
+fn push_msgpack_blob(frame: Bytes, out: &mut Out) -> Vec<(Value, Value)> {
+    out.frames.push(frame);
+    out.units.push(1);
+    vec![(Value::str(SERIALIZER), Value::str(MsgpackFamily::NAME))]
+}
+
+const SERIALIZER: &str = "serializer";
+
+fn family_serialize(
+    v: &Value,
+    opts: &SerializeOptions,
+    out: &mut Out,
+) -> Result<Vec<(Value, Value)>, EncodeError> {
+    for family in &opts.registry.families {
+        let Some(encoded) = family.serialize(v) else {
+            continue;
+        };
+        let Encoded {
+            mut header,
+            frames,
+            shard_unit,
+        } = encoded?;
+        set_key(&mut header, SERIALIZER, Value::str(family.name()));
+        out.units.extend(std::iter::repeat_n(shard_unit.max(1), frames.len()));
+        out.frames.extend(frames);
+        return Ok(header);
+    }
+    Err(EncodeError::Unserializable {
+        what: "this value (no family in the registry accepts it)",
+    })
+}
+
+/// Sets `key` in a header: in place if present, appended otherwise (Python
+/// dict assignment).
+pub(crate) fn set_key(header: &mut Vec<(Value, Value)>, key: &str, value: Value) {
+    match header.iter_mut().find(|(k, _)| k.as_str() == Some(key)) {
+        Some((_, v)) => *v = value,
+        None => header.push((Value::str(key), value)),
+    }
+}
+
+fn iterate_collection(
+    v: &Value,
+    mode: IterateCollection,
+    opts: &SerializeOptions,
+    out: &mut Out,
+    depth: usize,
+) -> Result<Vec<(Value, Value)>, EncodeError> {
+    if depth >= msgpack::PYTHON_MAX_DEPTH {
+        return Err(EncodeError::DepthExceeded {
+            limit: msgpack::PYTHON_MAX_DEPTH,
+        });
+    }
+    // Elements below an iterated level are inferred, unless the mode is
+    // Always (every level) or Never (every level below is a blob).
+    let (len, kind) = match v {
+        Value::Map(m) => (m.len(), CollectionKind::Dict),
+        Value::Array(a) => (a.len(), CollectionKind::Tuple),
+        _ => unreachable!("only collections are iterated"),
+    };
+    let mut sub_headers = Vec::with_capacity(len);
+    let mut lengths = Vec::with_capacity(len);
+    let mut compressions: Vec<Value> = Vec::new();
+    let mut any_compression = false;
+    let mut element = |e: &Value, key: Option<&Value>| -> Result<(), EncodeError> {
+        let before = out.frames.len();
+        let mut h = ser(e, mode, false, opts, out, depth + 1)?;
+        let n = out.frames.len() - before;
+        match h
+            .iter()
+            .find(|(k, _)| k.as_str() == Some("compression"))
+            .and_then(|(_, c)| c.as_array())
+        {
+            Some(c) => {
+                any_compression |= c.iter().any(|x| *x != Value::Nil);
+                compressions.extend(c.iter().cloned());
+            }
+            None => compressions.extend(std::iter::repeat_n(Value::Nil, n)),
+        }
+        if let Some(k) = key {
+            set_key(&mut h, "key", k.clone());
+        }
+        sub_headers.push(Value::Map(h));
+        lengths.push(Value::from(n));
+        Ok(())
+    };
+    match v {
+        Value::Map(m) => m.iter().try_for_each(|(k, e)| element(e, Some(k)))?,
+        Value::Array(a) => a.iter().try_for_each(|e| element(e, None))?,
+        _ => {}
+    }
+    let mut header = vec![
+        (Value::str("sub-headers"), Value::Array(sub_headers)),
+        (Value::str("is-collection"), Value::Bool(true)),
+        (Value::str("frame-lengths"), Value::Array(lengths)),
+        (Value::str("type-serialized"), Value::str(kind.name())),
+    ];
+    if any_compression {
+        header.push((Value::str("compression"), Value::Array(compressions)));
+    }
+    Ok(header)
+}
+
+/// How blocks are deserialized: limits, the families, and optionally the
+/// buffer the frames were sliced from (so adjacent shards merge without a copy).
+#[derive(Clone, Debug, Default)]
+pub struct DeserializeOptions {
+    /// Bounds on headers, nesting and merged shards.
+    pub limits: Limits,
+    /// The families, found by the header's `serializer` name.
+    pub registry: Registry,
+    /// The receive buffer the frames are slices of, if any.
+    pub backing: Option<Bytes>,
+}
+
+impl DeserializeOptions {
+    /// Options with these limits and the default families.
+    pub fn with_limits(limits: Limits) -> DeserializeOptions {
+        DeserializeOptions {
+            limits,
+            ..Default::default()
+        }
+    }
+}
+
+/// Deserializes a block as Dask's `merge_and_deserialize` does: merge shards,
+/// then rebuild the value. What framewire cannot decode (`pickle`, `cuda`,
+/// unknown families and types, compressed frames) comes back unchanged as a
+/// [`Value::Serialized`] block, never dropped. The `error` family gives
+/// [`DecodeError::RemoteSerializationError`].
+pub fn deserialize(block: &Block, opts: &DeserializeOptions) -> Result<Value, DecodeError> {
+    let header = block.header().map();
+    if header.as_map().is_none() {
+        return Err(DecodeError::InvalidHeader { field: "header" });
+    }
+    let Some(frames) = shards::merge(header, block.frames(), opts)? else {
+        return Ok(Value::Serialized(Box::new(block.clone())));
+    };
+    match deser(header, &frames, opts, 0)? {
+        Some(v) => Ok(v),
+        None => Ok(Value::Serialized(Box::new(block.clone()))),
+    }
+}
+
+/// Every `Serialized` block in a decoded message, deserialized (Dask's
+/// `loads(frames, deserialize=True)`); `Pickled` blocks stay as they are.
+pub fn deserialize_blocks(value: Value, opts: &DeserializeOptions) -> Result<Value, DecodeError> {
+    Ok(match value {
+        Value::Serialized(block) => deserialize(&block, opts)?,
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| deserialize_blocks(v, opts))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Map(entries) => Value::Map(
+            entries
+                .into_iter()
+                .map(|(k, v)| Ok((deserialize_blocks(k, opts)?, deserialize_blocks(v, opts)?)))
+                .collect::<Result<_, DecodeError>>()?,
+        ),
+        other => other,
+    })
+}
+
+/// Rebuilds a value from a header and its (merged) frames; `None` when no
+/// family can (the caller keeps the block opaque).
+fn deser(
+    header: &Value,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+    depth: usize,
+) -> Result<Option<Value>, DecodeError> {
+    if header.get("is-collection").is_some() {
+        if depth >= opts.limits.max_depth {
+            return Err(DecodeError::CollectionTooDeep {
+                limit: opts.limits.max_depth,
+            });
+        }
+        let view = CollectionView::new(header, frames)?;
+        let mut items = Vec::with_capacity(view.len().min(opts.limits.prealloc_cap));
+        let mut entries = Vec::new();
+        for i in 0..view.len() {
+            let (h, f) = view.element(i);
+            let value = match deser(h, f, opts, depth + 1)? {
+                Some(v) => v,
+                None => Value::Serialized(Box::new(Block::new(Header::new(h.clone()), f.to_vec()))),
+            };
+            match view.kind() {
+                CollectionKind::Dict => {
+                    let key = view.key(i).ok_or(DecodeError::InvalidHeader { field: "key" })?;
+                    entries.push((key.clone(), value));
+                }
+                _ => items.push(value),
+            }
+        }
+        return Ok(Some(match view.kind() {
+            CollectionKind::Dict => Value::Map(entries),
+            _ => Value::Array(items),
+        }));
+    }
+    let Some(name) = header.get(SERIALIZER).and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    match opts.registry.by_name(name) {
+        Some(family) => family.deserialize(header, frames, &opts.limits).transpose(),
+        None => Ok(None),
+    }
+}
