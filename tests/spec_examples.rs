@@ -1,0 +1,490 @@
+//! Every hex example in SPEC.md is a test.
+//!
+//! The preamble of SPEC.md ("Examples are tests") defines the format: a fenced block with info string
+//! `hex example=NAME` holds the bytes (hex digit pairs, whitespace ignored, `#`
+//! starts a comment to the end of the line, `XX*n` repeats the bytes `XX` n
+//! times), and the very next fenced block, `json expect=NAME`, says what
+//! decoding those bytes with `Limits::dask_compat()` must produce:
+//!
+//! * accepted: `first_read`, `frame_lengths`, `blocks` (`[kind, offset,
+//!   num_sub_frames]` in placeholder order), `orphans`, and optionally
+//!   `message` (frame 0 as JSON), `depth` (container nesting of frame 0),
+//!   `sub_headers` (`{"offset": map}`), `rest` (bytes left after the message),
+//!   `next` (the expectation for the bytes after the message), `reencoded` (hex
+//!   of the re-encoding when it is not byte-identical to the input);
+//! * rejected: `{"error": "Variant"}`, the `Debug` name of the `DecodeError`;
+//! * either: `limits: "strict"` to decode with `Limits::strict()` instead.
+//!
+//! Accepted examples are re-encoded (`dumps`, then an envelope whose first read
+//! covers as many frames as the input's did) and must give back the input's
+//! bytes exactly, or `reencoded` when it is given.
+
+use bytes::Bytes;
+use framewire::message::{BlockKind, Loaded};
+use framewire::{dumps, loads_detailed, Envelope, Limits, Value};
+use serde_json::{json, Map, Value as Json};
+
+const SPEC_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/SPEC.md");
+
+struct Example {
+    name: String,
+    line: usize,
+    bytes: Vec<u8>,
+    expect: Json,
+}
+
+/// The info string of a fence line (` ```hex example=x ` → `hex example=x`).
+fn fence_info(line: &str) -> Option<&str> {
+    line.trim_start().strip_prefix("```").map(str::trim)
+}
+
+/// The `NAME` of `lang key=NAME`, if the info string has that shape.
+fn tagged<'a>(info: &'a str, lang: &str, key: &str) -> Option<&'a str> {
+    let rest = info.strip_prefix(lang)?.trim_start();
+    rest.strip_prefix(key)?.strip_prefix('=').map(str::trim)
+}
+
+/// Reads a fenced block starting after line `start`; returns its body and the
+/// index of the closing fence.
+fn block_body(lines: &[&str], start: usize) -> (String, usize) {
+    let mut body = String::new();
+    for (i, line) in lines.iter().enumerate().skip(start + 1) {
+        if fence_info(line) == Some("") {
+            return (body, i);
+        }
+        body.push_str(line);
+        body.push('\n');
+    }
+    panic!("SPEC.md line {}: fenced block never closed", start + 1);
+}
+
+fn parse_hex(name: &str, text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let code = line.split('#').next().unwrap_or("");
+        for token in code.split_whitespace() {
+            let (digits, times) = match token.split_once('*') {
+                Some((d, n)) => (
+                    d,
+                    n.parse::<usize>()
+                        .unwrap_or_else(|_| panic!("{name}: bad repeat count in {token:?}")),
+                ),
+                None => (token, 1),
+            };
+            let bytes =
+                hex::decode(digits).unwrap_or_else(|e| panic!("{name}: bad hex {token:?}: {e}"));
+            for _ in 0..times {
+                out.extend_from_slice(&bytes);
+            }
+        }
+    }
+    out
+}
+
+fn examples() -> Vec<Example> {
+    let spec = std::fs::read_to_string(SPEC_PATH)
+        .unwrap_or_else(|e| panic!("cannot read {SPEC_PATH}: {e}"));
+    let lines: Vec<&str> = spec.lines().collect();
+    let mut out: Vec<Example> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(info) = fence_info(lines[i]) else {
+            i += 1;
+            continue;
+        };
+        if info.is_empty() {
+            // An untagged block: skip to its end so its contents are not
+            // mistaken for fences.
+            i = block_body(&lines, i).1 + 1;
+            continue;
+        }
+        if let Some(name) = tagged(info, "json", "expect") {
+            panic!(
+                "SPEC.md line {}: expectation {name:?} does not follow a hex example",
+                i + 1
+            );
+        }
+        let Some(name) = tagged(info, "hex", "example") else {
+            assert!(
+                !info.contains("example=") && !info.contains("expect="),
+                "SPEC.md line {}: malformed example fence {info:?}",
+                i + 1
+            );
+            i = block_body(&lines, i).1 + 1;
+            continue;
+        };
+        let name = name.to_string();
+        assert!(
+            !name.is_empty(),
+            "SPEC.md line {}: example without a name",
+            i + 1
+        );
+        assert!(
+            out.iter().all(|e| e.name != name),
+            "SPEC.md line {}: duplicate example name {name:?}",
+            i + 1
+        );
+        let (hex_text, end) = block_body(&lines, i);
+        let bytes = parse_hex(&name, &hex_text);
+        assert!(!bytes.is_empty(), "example {name:?} has no bytes");
+        // The expectation must come next (blank lines allowed in between).
+        let mut j = end + 1;
+        while j < lines.len() && lines[j].trim().is_empty() {
+            j += 1;
+        }
+        let expect_info = lines.get(j).and_then(|l| fence_info(l));
+        let expect_name = expect_info.and_then(|info| tagged(info, "json", "expect"));
+        assert_eq!(
+            expect_name,
+            Some(name.as_str()),
+            "SPEC.md line {}: example {name:?} is not followed by ```json expect={name}",
+            i + 1
+        );
+        let (json_text, json_end) = block_body(&lines, j);
+        let expect: Json = serde_json::from_str(&json_text)
+            .unwrap_or_else(|e| panic!("expectation {name:?}: invalid JSON: {e}"));
+        out.push(Example {
+            name,
+            line: i + 1,
+            bytes,
+            expect,
+        });
+        i = json_end + 1;
+    }
+    out
+}
+
+/// The `Debug` name of an error variant: `FrameAliased { frame: 1 }` → `FrameAliased`.
+fn variant_name(e: &impl std::fmt::Debug) -> String {
+    format!("{e:?}")
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// Frame 0 as JSON. Placeholders are numbered in the order the walk meets
+/// them (map keys before values), which is the order of `Loaded::blocks`.
+struct ToJson<'a> {
+    loaded: &'a Loaded,
+    next_block: usize,
+    sub_headers: Map<String, Json>,
+    errors: Vec<String>,
+}
+
+impl ToJson<'_> {
+    fn convert(&mut self, v: &Value) -> Json {
+        match v {
+            Value::Nil => Json::Null,
+            Value::Bool(b) => json!(b),
+            Value::Int(i) => match (i.as_u64(), i.as_i64()) {
+                (Some(u), _) => json!(u),
+                (None, Some(s)) => json!(s),
+                (None, None) => unreachable!("integers are in i64 ∪ u64"),
+            },
+            Value::Float(f) if f.is_finite() => json!(f),
+            Value::Float(f) => json!({ "$float": f.to_string() }),
+            Value::Str(s) => json!(&**s),
+            Value::Bin(b) => json!({ "$bytes": hex::encode(b) }),
+            Value::Array(items) => Json::Array(items.iter().map(|x| self.convert(x)).collect()),
+            Value::Map(entries) => {
+                let pairs: Vec<(Json, Json)> = entries
+                    .iter()
+                    .map(|(k, v)| (self.convert(k), self.convert(v)))
+                    .collect();
+                let mut seen = std::collections::HashSet::new();
+                let plain = pairs
+                    .iter()
+                    .all(|(k, _)| k.as_str().is_some_and(|s| seen.insert(s.to_string())));
+                if plain {
+                    Json::Object(
+                        pairs
+                            .into_iter()
+                            .map(|(k, v)| (k.as_str().unwrap().to_string(), v))
+                            .collect(),
+                    )
+                } else {
+                    json!({ "$map": pairs.into_iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>() })
+                }
+            }
+            Value::Serialized(b) => self.block(BlockKind::Serialized, b),
+            Value::Pickled(b) => self.block(BlockKind::Pickled, b),
+            // Values that only exist before serialization never come out of `loads`.
+            #[allow(unreachable_patterns)]
+            other => {
+                self.errors
+                    .push(format!("unexpected value from loads: {other:?}"));
+                Json::Null
+            }
+        }
+    }
+
+    fn block(&mut self, kind: BlockKind, block: &framewire::Block) -> Json {
+        let Some(r) = self.loaded.blocks.get(self.next_block).copied() else {
+            self.errors
+                .push("more blocks in the value than in Loaded::blocks".into());
+            return Json::Null;
+        };
+        self.next_block += 1;
+        if r.kind != kind {
+            self.errors
+                .push(format!("block {} kind {:?} != {kind:?}", r.offset, r.kind));
+        }
+        if r.num_sub_frames != block.frames().len() {
+            self.errors
+                .push(format!("block {} frame count mismatch", r.offset));
+        }
+        // Sub-headers are plain msgpack: convert them with a walker of their own.
+        let mut inner = ToJson {
+            loaded: self.loaded,
+            next_block: usize::MAX,
+            sub_headers: Map::new(),
+            errors: Vec::new(),
+        };
+        let header = inner.convert(block.header().map());
+        self.errors.extend(inner.errors);
+        self.sub_headers.insert(r.offset.to_string(), header);
+        let tag = match kind {
+            BlockKind::Serialized => "$serialized",
+            BlockKind::Pickled => "$pickled",
+        };
+        json!({ tag: r.offset })
+    }
+}
+
+/// Equal as values and as text: JSON object equality ignores key order, and
+/// wire order matters here.
+fn same(a: &Json, b: &Json) -> bool {
+    a == b && serde_json::to_string(a).ok() == serde_json::to_string(b).ok()
+}
+
+fn kind_name(k: BlockKind) -> &'static str {
+    match k {
+        BlockKind::Serialized => "serialized",
+        BlockKind::Pickled => "pickled",
+    }
+}
+
+/// Container nesting of a value (a scalar is 0, `[]` is 1, `[[]]` is 2).
+fn depth(v: &Value) -> usize {
+    // Iterative: examples nest up to Dask's 1024 levels.
+    let mut max = 0;
+    let mut todo = vec![(v, 0usize)]; // (value, containers around it)
+    while let Some((v, around)) = todo.pop() {
+        match v {
+            Value::Array(items) => {
+                max = max.max(around + 1);
+                todo.extend(items.iter().map(|x| (x, around + 1)));
+            }
+            Value::Map(entries) => {
+                max = max.max(around + 1);
+                for (k, x) in entries {
+                    todo.push((k, around + 1));
+                    todo.push((x, around + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Frames the first read covers: the smallest `k` with `prelude + Σ len[..k] = N`.
+fn first_read_frames(env: &Envelope) -> usize {
+    let mut at = 8 + 8 * env.frames().len() as u64;
+    let mut k = 0;
+    while at < env.first_read() {
+        at += env.frames()[k].len() as u64;
+        k += 1;
+    }
+    k
+}
+
+fn check(name: &str, input: &Bytes, exp: &Json) -> Result<(), String> {
+    let obj = exp
+        .as_object()
+        .ok_or_else(|| "expectation is not a JSON object".to_string())?;
+    let limits = match obj.get("limits").and_then(Json::as_str) {
+        None | Some("dask_compat") => Limits::dask_compat(),
+        Some("strict") => Limits::strict(),
+        Some(other) => return Err(format!("unknown limits {other:?}")),
+    };
+    let decoded = Envelope::decode(input, &limits).map_err(|e| (variant_name(&e), e.to_string()));
+    let decoded = decoded.and_then(|(env, used)| {
+        loads_detailed(env.frames(), &limits)
+            .map(|loaded| (env, used, loaded))
+            .map_err(|e| (variant_name(&e), e.to_string()))
+    });
+    if let Some(want) = obj.get("error") {
+        return match decoded {
+            Err((got, _)) if Some(got.as_str()) == want.as_str() => Ok(()),
+            Err((got, text)) => Err(format!("expected error {want}, got {got} ({text})")),
+            Ok(_) => Err(format!("expected error {want}, but the bytes decoded")),
+        };
+    }
+    let (env, used, loaded) =
+        decoded.map_err(|(v, text)| format!("decoding failed: {v} ({text})"))?;
+
+    let mut problems = Vec::new();
+    let expect_eq = |problems: &mut Vec<String>, field: &str, got: Json| match obj.get(field) {
+        Some(want) if !same(want, &got) => {
+            problems.push(format!("{field}:\n  expected {want}\n  got      {got}"))
+        }
+        _ => {}
+    };
+    for required in ["first_read", "frame_lengths", "blocks", "orphans"] {
+        if !obj.contains_key(required) {
+            return Err(format!("expectation lacks {required:?}"));
+        }
+    }
+    expect_eq(&mut problems, "first_read", json!(env.first_read()));
+    expect_eq(
+        &mut problems,
+        "frame_lengths",
+        json!(env.frames().iter().map(|f| f.len()).collect::<Vec<_>>()),
+    );
+    expect_eq(
+        &mut problems,
+        "blocks",
+        json!(loaded
+            .blocks
+            .iter()
+            .map(|b| json!([kind_name(b.kind), b.offset, b.num_sub_frames]))
+            .collect::<Vec<_>>()),
+    );
+    expect_eq(&mut problems, "orphans", json!(loaded.orphans));
+    let mut conv = ToJson {
+        loaded: &loaded,
+        next_block: 0,
+        sub_headers: Map::new(),
+        errors: Vec::new(),
+    };
+    let message = conv.convert(&loaded.value);
+    if conv.next_block != loaded.blocks.len() {
+        problems.push("Loaded::blocks has blocks the value does not".into());
+    }
+    problems.append(&mut conv.errors);
+    if obj.contains_key("message") {
+        expect_eq(&mut problems, "message", message);
+    }
+    if obj.contains_key("depth") {
+        expect_eq(&mut problems, "depth", json!(depth(&loaded.value)));
+    }
+    if let Some(Json::Object(want)) = obj.get("sub_headers") {
+        for (offset, want) in want {
+            match conv.sub_headers.get(offset) {
+                Some(got) if same(got, want) => {}
+                got => problems.push(format!(
+                    "sub-header {offset}:\n  expected {want}\n  got      {got:?}"
+                )),
+            }
+        }
+    }
+
+    // Re-encode: the same frames, the same first read.
+    let frames = dumps(&loaded.value).map_err(|e| format!("re-encoding failed: {e}"))?;
+    let k = first_read_frames(&env).min(frames.len());
+    let again = Envelope::with_first_read_frames(frames, k)
+        .map_err(|e| format!("re-encoding failed: {e}"))?
+        .to_bytes();
+    let want = match obj.get("reencoded").and_then(Json::as_str) {
+        Some(h) => parse_hex(name, h),
+        None => input[..used].to_vec(),
+    };
+    if again[..] != want[..] {
+        problems.push(format!(
+            "re-encoding differs:\n  expected {}\n  got      {}",
+            hex::encode(&want),
+            hex::encode(&again)
+        ));
+    }
+
+    // What follows the message.
+    let rest = input.slice(used..);
+    match (obj.get("next"), obj.get("rest").and_then(Json::as_u64)) {
+        (Some(next), _) => {
+            if let Err(e) = check(name, &rest, next) {
+                problems.push(format!("next message: {e}"));
+            }
+        }
+        (None, Some(n)) if rest.len() as u64 != n => problems.push(format!(
+            "expected {n} bytes after the message, got {}",
+            rest.len()
+        )),
+        (None, None) if !rest.is_empty() => {
+            problems.push(format!("{} unexpected bytes after the message", rest.len()))
+        }
+        _ => {}
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+#[test]
+fn every_spec_example_decodes_as_documented() {
+    // The JSON converter recurses, and examples nest up to 1024 levels: give
+    // it a stack that debug builds cannot overflow.
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(check_all)
+        .expect("spawn")
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e));
+}
+
+fn check_all() {
+    let examples = examples();
+    assert!(!examples.is_empty(), "SPEC.md has no examples");
+    let mut failures = Vec::new();
+    for ex in &examples {
+        if let Err(e) = check(&ex.name, &Bytes::from(ex.bytes.clone()), &ex.expect) {
+            failures.push(format!(
+                "example {} (SPEC.md line {}):\n{e}",
+                ex.name, ex.line
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} SPEC.md examples failed:\n\n{}",
+        failures.len(),
+        examples.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// The examples the spec promises are there.
+#[test]
+fn spec_has_the_required_examples() {
+    let names: Vec<String> = examples().into_iter().map(|e| e.name).collect();
+    for required in [
+        "handshake",
+        "ping",
+        "ping-first-read-0",
+        "one-block",
+        "task-with-numpy",
+        "first-read-inside-frame",
+        "zero-frames",
+        "offset-zero",
+        "offset-true",
+        "aliased",
+        "depth-1025",
+    ] {
+        assert!(
+            names.iter().any(|n| n == required),
+            "SPEC.md lacks example {required:?}"
+        );
+    }
+}
+
+/// The handshake example is the 66-byte capture.
+#[test]
+fn handshake_example_is_66_bytes() {
+    let hs = examples()
+        .into_iter()
+        .find(|e| e.name == "handshake")
+        .expect("handshake example");
+    assert_eq!(hs.bytes.len(), 66);
+}
