@@ -215,11 +215,8 @@ impl Envelope {
             k,
             frames: frames.len(),
         })?;
-        let first_read = first
-            .iter()
-            .map(|f| f.len() as u64)
-            .sum::<u64>()
-            + prelude_len(frames.len() as u64);
+        let first_read =
+            first.iter().map(|f| f.len() as u64).sum::<u64>() + prelude_len(frames.len() as u64);
         Ok(Envelope { first_read, frames })
     }
 

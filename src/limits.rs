@@ -11,7 +11,8 @@
 /// use framewire::Limits;
 /// let limits = Limits::dask_compat();
 /// assert_eq!(limits.max_depth, 1024);
-/// let tight = Limits { max_frames: 16, ..Limits::strict() };
+/// let mut tight = Limits::strict();
+/// tight.max_frames = 16;
 /// assert_eq!(tight.max_frames, 16);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,8 +33,10 @@ pub struct Limits {
     /// as data comes in, never to a size a peer merely declared.
     pub prealloc_cap: usize,
     /// Nesting of msgpack containers (and, in the serialize layer, of
-    /// `is-collection` headers). Decoding is iterative, so this bounds work
-    /// and memory, not the stack.
+    /// `is-collection` headers). Decoding and encoding are iterative; dropping
+    /// a decoded [`Value`](crate::Value) recurses once per level, so this
+    /// also bounds the stack a drop needs (at 1024 levels: under 512 KiB in
+    /// debug builds, under 128 KiB in release builds).
     pub max_depth: usize,
     /// msgpack items (every value, key and container counts one) decoded from
     /// one frame: stops item-count bombs that stay within the byte limits.

@@ -38,6 +38,9 @@ struct Open {
     /// Items (for a map: keys and values alternating) still to read.
     remaining: u64,
     items: Vec<Value>,
+    /// Capacity reserved for `items` ahead of data, returned to the shared
+    /// budget when the container closes.
+    reserved: usize,
     is_map: bool,
     start: usize,
 }
@@ -135,8 +138,9 @@ pub(crate) fn decode(
     let mut rd = Reader { buf, pos: 0, frame };
     let mut stack: Vec<Open> = Vec::new();
     let mut items_seen: usize = 0;
-    // Handles per container: how many `Value`s may be reserved ahead of data.
-    let prealloc_items = (limits.prealloc_cap / std::mem::size_of::<Value>()).max(1);
+    // How many `Value`s may be reserved ahead of data, shared by every open
+    // container (nested containers must not each reserve `prealloc_cap`).
+    let mut prealloc_left = (limits.prealloc_cap / std::mem::size_of::<Value>()).max(1);
 
     loop {
         let start = rd.pos;
@@ -162,10 +166,12 @@ pub(crate) fn decode(
                 if n == 0 {
                     finish(Vec::new(), is_map, rd.at(start), hook)?
                 } else {
-                    let cap = usize::try_from(n).unwrap_or(usize::MAX).min(prealloc_items);
+                    let cap = usize::try_from(n).unwrap_or(usize::MAX).min(prealloc_left);
+                    prealloc_left -= cap;
                     stack.push(Open {
                         remaining: n,
                         items: Vec::with_capacity(cap),
+                        reserved: cap,
                         is_map,
                         start,
                     });
@@ -187,6 +193,7 @@ pub(crate) fn decode(
                 break;
             }
             let done = stack.pop().expect("stack has a top");
+            prealloc_left += done.reserved;
             value = finish(done.items, done.is_map, rd.at(done.start), hook)?;
         }
     }
@@ -336,10 +343,8 @@ pub(crate) fn encode_into(
                 // Negative, so in i64's range: rmp picks the smallest signed
                 // form, as msgpack-python does.
                 None => {
-                    let _ = rmp::encode::write_sint(
-                        &mut out.writer(),
-                        i.as_i64().unwrap_or(i64::MIN),
-                    );
+                    let _ =
+                        rmp::encode::write_sint(&mut out.writer(), i.as_i64().unwrap_or(i64::MIN));
                 }
             },
             Value::Float(f) => {
@@ -407,7 +412,9 @@ pub(crate) const SERIALIZED_KEY: &str = "__Serialized__";
 pub(crate) const PICKLED_KEY: &str = "__Pickled__";
 
 fn reserved_key(key: &str) -> Option<&'static str> {
-    [SERIALIZED_KEY, PICKLED_KEY].into_iter().find(|r| *r == key)
+    [SERIALIZED_KEY, PICKLED_KEY]
+        .into_iter()
+        .find(|r| *r == key)
 }
 
 fn put_map_len(out: &mut BytesMut, len: u32) {

@@ -31,7 +31,10 @@ fn python() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join(".venv-dask/bin/python"));
     let ok = Command::new(&candidate)
-        .args(["-c", "import distributed; assert distributed.__version__ == '2026.8.0'"])
+        .args([
+            "-c",
+            "import distributed; assert distributed.__version__ == '2026.8.0'",
+        ])
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
@@ -98,9 +101,27 @@ fn handshake() -> Value {
 /// Messages framewire builds itself, with what Python must decode them to.
 fn built_messages() -> Vec<(Value, serde_json::Value)> {
     let ints: Vec<i128> = vec![
-        0, 127, 128, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32, i64::MAX as i128,
-        u64::MAX as i128, -1, -32, -33, -128, -129, -32768, -32769, -(1 << 31),
-        -(1 << 31) - 1, i64::MIN as i128,
+        0,
+        127,
+        128,
+        255,
+        256,
+        65535,
+        65536,
+        (1 << 32) - 1,
+        1 << 32,
+        i64::MAX as i128,
+        u64::MAX as i128,
+        -1,
+        -32,
+        -33,
+        -128,
+        -129,
+        -32768,
+        -32769,
+        -(1 << 31),
+        -(1 << 31) - 1,
+        i64::MIN as i128,
     ];
     let int_values = ints
         .iter()

@@ -66,7 +66,8 @@ pub trait Family: Send + Sync {
 }
 
 /// Dask's `type-serialized` for `bytes`: pickle protocol 5 of `builtins.bytes`.
-pub(crate) const BYTES_TYPE: &[u8] = b"\x80\x05\x95\x16\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x05bytes\x94\x93\x94.";
+pub(crate) const BYTES_TYPE: &[u8] =
+    b"\x80\x05\x95\x16\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x05bytes\x94\x93\x94.";
 /// ... for `bytearray`.
 pub(crate) const BYTEARRAY_TYPE: &[u8] = b"\x80\x05\x95\x1a\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x09bytearray\x94\x93\x94.";
 /// ... for `numpy.ndarray`.

@@ -276,7 +276,8 @@ fn family_serialize(
             shard_unit,
         } = encoded?;
         set_key(&mut header, SERIALIZER, Value::str(family.name()));
-        out.units.extend(std::iter::repeat_n(shard_unit.max(1), frames.len()));
+        out.units
+            .extend(std::iter::repeat_n(shard_unit.max(1), frames.len()));
         out.frames.extend(frames);
         return Ok(header);
     }
@@ -418,6 +419,19 @@ pub fn deserialize_blocks(value: Value, opts: &DeserializeOptions) -> Result<Val
     })
 }
 
+/// An element header without the `key` its dict put there (Dask pops it).
+fn without_key(h: &Value) -> Value {
+    match h {
+        Value::Map(m) => Value::Map(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != Some("key"))
+                .cloned()
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Rebuilds a value from a header and its (merged) frames; `None` when no
 /// family can (the caller keeps the block opaque).
 fn deser(
@@ -439,11 +453,16 @@ fn deser(
             let (h, f) = view.element(i);
             let value = match deser(h, f, opts, depth + 1)? {
                 Some(v) => v,
-                None => Value::Serialized(Box::new(Block::new(Header::new(h.clone()), f.to_vec()))),
+                None => Value::Serialized(Box::new(Block::new(
+                    Header::new(without_key(h)),
+                    f.to_vec(),
+                ))),
             };
             match view.kind() {
                 CollectionKind::Dict => {
-                    let key = view.key(i).ok_or(DecodeError::InvalidHeader { field: "key" })?;
+                    let key = view
+                        .key(i)
+                        .ok_or(DecodeError::InvalidHeader { field: "key" })?;
                     entries.push((key.clone(), value));
                 }
                 _ => items.push(value),

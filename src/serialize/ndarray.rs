@@ -113,10 +113,10 @@ impl NdArray {
         if !logical.contains(&0) {
             let mut extent = item_size as u64;
             for (&n, &s) in logical.iter().zip(&strides) {
-                let span = (n - 1)
-                    .checked_mul(s)
+                let span = (n - 1).checked_mul(s).ok_or(invalid("strides overflow"))?;
+                extent = extent
+                    .checked_add(span)
                     .ok_or(invalid("strides overflow"))?;
-                extent = extent.checked_add(span).ok_or(invalid("strides overflow"))?;
             }
             if extent > data.len() as u64 {
                 return Err(invalid("shape and strides reach past the data frame"));

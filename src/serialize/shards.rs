@@ -27,7 +27,11 @@ pub(super) fn split(
     let mut compression = Vec::with_capacity(out.frames.len());
     for (i, (frame, unit)) in out.frames.into_iter().zip(out.units).enumerate() {
         offsets.push(Value::from(frames.len()));
-        let codec = given.as_ref().and_then(|c| c.get(i)).cloned().unwrap_or(Value::Nil);
+        let codec = given
+            .as_ref()
+            .and_then(|c| c.get(i))
+            .cloned()
+            .unwrap_or(Value::Nil);
         if codec != Value::Nil || frame.len() <= shard_size {
             counts.push(Value::from(1u64));
             frames.push(frame);
@@ -62,9 +66,9 @@ pub(super) fn merge(
     opts: &DeserializeOptions,
 ) -> Result<Option<Vec<Bytes>>, DecodeError> {
     if let Some(c) = header.get("compression") {
-        let c = c
-            .as_array()
-            .ok_or(DecodeError::InvalidHeader { field: "compression" })?;
+        let c = c.as_array().ok_or(DecodeError::InvalidHeader {
+            field: "compression",
+        })?;
         if c.len() != frames.len() {
             return Err(DecodeError::LengthMismatch {
                 field: "compression",
@@ -72,7 +76,9 @@ pub(super) fn merge(
                 got: c.len(),
             });
         }
-        if c.iter().any(|x| !matches!(x, Value::Nil | Value::Bool(false))) {
+        if c.iter()
+            .any(|x| !matches!(x, Value::Nil | Value::Bool(false)))
+        {
             return Ok(None);
         }
     }
@@ -80,18 +86,26 @@ pub(super) fn merge(
         return Ok(Some(frames.to_vec()));
     };
     let invalid = |reason| DecodeError::SplitTableInvalid { reason };
-    let counts = counts.as_array().ok_or(invalid("split-num-sub-frames is not an array"))?;
+    let counts = counts
+        .as_array()
+        .ok_or(invalid("split-num-sub-frames is not an array"))?;
     let offsets = header
         .get("split-offsets")
         .and_then(Value::as_array)
         .ok_or(invalid("split-offsets missing"))?;
     if counts.len() != offsets.len() {
-        return Err(invalid("split-num-sub-frames and split-offsets differ in length"));
+        return Err(invalid(
+            "split-num-sub-frames and split-offsets differ in length",
+        ));
     }
     let mut merged = Vec::with_capacity(counts.len());
     let mut next = 0usize;
     for (n, off) in counts.iter().zip(offsets) {
-        let as_usize = |v: &Value| v.as_int().and_then(|i| i.as_u64()).and_then(|u| usize::try_from(u).ok());
+        let as_usize = |v: &Value| {
+            v.as_int()
+                .and_then(|i| i.as_u64())
+                .and_then(|u| usize::try_from(u).ok())
+        };
         let (Some(n), Some(off)) = (as_usize(n), as_usize(off)) else {
             return Err(invalid("split entries must be non-negative integers"));
         };

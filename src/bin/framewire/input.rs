@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use bytes::Bytes;
-use framewire::message::{self, Loaded};
+use framewire::message::{self, BlockRef, Loaded};
 use framewire::{DecodeError, Envelope, Limits, Position};
 
 /// A whole input file in one buffer: frames are slices of it.
@@ -140,6 +140,25 @@ pub fn decode_error(
         line.push_str(&format!(" (file byte {b})"));
     }
     line
+}
+
+/// The one-line description of an error in one block of a decoded message:
+/// file, message index and offset, the block and the file byte its
+/// sub-header frame starts at, the error.
+pub fn block_error(name: &str, msg: &Decoded, block: &BlockRef, err: &DecodeError) -> String {
+    let frames = msg.env.frames();
+    let before: u64 = frames[..block.offset.min(frames.len())]
+        .iter()
+        .map(|f| f.len() as u64)
+        .sum();
+    let at = msg.start as u64 + 16 + 8 * frames.len() as u64 + before;
+    format!(
+        "{name}: message #{} at byte {}: block {}@{} (file byte {at}): {err}",
+        msg.index,
+        msg.start,
+        crate::json::kind_name(block.kind),
+        block.offset
+    )
 }
 
 /// The position a msgpack-level error carries.

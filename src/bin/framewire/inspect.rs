@@ -2,15 +2,22 @@
 
 use std::io::Write;
 
-use framewire::message::BlockRef;
-use framewire::{Block, Value};
+use framewire::message::{BlockKind, BlockRef};
+use framewire::serialize::{self, DeserializeOptions};
+use framewire::{Block, DecodeError, Limits, Value};
 use serde_json::{Map, Value as Json};
 
-use crate::input::{Decoded, Input};
+use crate::input::{self, Decoded, Input};
 use crate::json;
 
 /// Prints every message of every file; stops at the first bad message.
-pub fn run(files: &[String], as_json: bool, out: &mut impl Write) -> Result<(), String> {
+/// With `deserialize`, each message also gets its deserialized `value`.
+pub fn run(
+    files: &[String],
+    as_json: bool,
+    deserialize: bool,
+    out: &mut impl Write,
+) -> Result<(), String> {
     for path in files {
         let input = Input::read(path)?;
         if !as_json && files.len() > 1 {
@@ -18,15 +25,57 @@ pub fn run(files: &[String], as_json: bool, out: &mut impl Write) -> Result<(), 
         }
         for msg in input.messages() {
             let msg = msg?;
+            let value = match deserialize {
+                true => {
+                    let results = deserialize_message(&input, &msg)?;
+                    Some(json::deserialized_to_json(&msg.loaded.value, &results))
+                }
+                false => None,
+            };
             if as_json {
-                let line = serde_json::to_string(&message_json(&msg)).map_err(|e| e.to_string())?;
+                let mut obj = message_json(&msg);
+                if let (Some(v), Json::Object(o)) = (value, &mut obj) {
+                    o.insert("value".into(), v);
+                }
+                let line = serde_json::to_string(&obj).map_err(|e| e.to_string())?;
                 writeln!(out, "{line}").map_err(crate::output_error)?;
             } else {
                 human(&msg, out).map_err(crate::output_error)?;
+                if let Some(v) = value {
+                    writeln!(out, "  value:").map_err(crate::output_error)?;
+                    json_tree(&v, 2, out).map_err(crate::output_error)?;
+                }
             }
         }
     }
     Ok(())
+}
+
+/// Every block of a message deserialized (`serialize::deserialize`, Dask's
+/// limits, zero-copy over the file), in the order of
+/// [`json::blocks_in_order`]: its value (a `Pickled` block stays itself), or
+/// the text of a remote serialization error. Any other error is the
+/// command's error.
+fn deserialize_message(input: &Input, msg: &Decoded) -> Result<Vec<Result<Value, String>>, String> {
+    let opts = DeserializeOptions {
+        limits: Limits::dask_compat(),
+        backing: Some(input.buf.clone()),
+        ..Default::default()
+    };
+    let blocks = json::blocks_in_order(&msg.loaded.value);
+    msg.loaded
+        .blocks
+        .iter()
+        .zip(blocks)
+        .map(|(r, b)| match r.kind {
+            BlockKind::Pickled => Ok(Ok(Value::Pickled(Box::new(b.clone())))),
+            BlockKind::Serialized => match serialize::deserialize(b, &opts) {
+                Ok(v) => Ok(Ok(v)),
+                Err(DecodeError::RemoteSerializationError { text }) => Ok(Err(text)),
+                Err(e) => Err(input::block_error(&input.name, msg, r, &e)),
+            },
+        })
+        .collect()
 }
 
 /// The `--json` object of one message.
@@ -306,6 +355,80 @@ impl<W: Write> Tree<'_, W> {
         let n = json::blocks_in_order(k).len();
         let refs: Vec<BlockRef> = self.blocks.by_ref().take(n).copied().collect();
         json::message_to_json(k, &refs).to_string()
+    }
+}
+
+/// A JSON value (the deserialized message) as an indented tree: tagged
+/// objects other than `$map` on one line. Recursion bounded by its depth.
+fn json_tree(v: &Json, depth: usize, out: &mut dyn Write) -> std::io::Result<()> {
+    let pad = "  ".repeat(depth);
+    match v {
+        Json::Array(items) if !items.is_empty() => {
+            for item in items {
+                json_entry(&format!("{pad}-"), item, depth, out)?;
+            }
+        }
+        Json::Object(obj) if !json_is_inline(v) => match obj.get("$map").and_then(Json::as_array) {
+            Some(pairs) if obj.len() == 1 => {
+                for pair in pairs {
+                    if let Some([k, v]) = pair.as_array().map(Vec::as_slice) {
+                        let key = match k.as_str() {
+                            Some(s) if is_bare(s) => s.to_owned(),
+                            _ => k.to_string(),
+                        };
+                        json_entry(&format!("{pad}{key}:"), v, depth, out)?;
+                    }
+                }
+            }
+            _ => {
+                for (k, v) in obj {
+                    let key = match is_bare(k) {
+                        true => k.clone(),
+                        false => Json::from(k.as_str()).to_string(),
+                    };
+                    json_entry(&format!("{pad}{key}:"), v, depth, out)?;
+                }
+            }
+        },
+        other => writeln!(out, "{pad}{}", json_scalar(other))?,
+    }
+    Ok(())
+}
+
+/// One item or entry of [`json_tree`]: after `lead` on its line, or below it.
+fn json_entry(lead: &str, v: &Json, depth: usize, out: &mut dyn Write) -> std::io::Result<()> {
+    if json_is_inline(v) {
+        writeln!(out, "{lead} {}", json_scalar(v))
+    } else {
+        writeln!(out, "{lead}")?;
+        json_tree(v, depth + 1, out)
+    }
+}
+
+/// Whether a JSON value fits on the line of its key or dash.
+fn json_is_inline(v: &Json) -> bool {
+    match v {
+        Json::Array(a) => a.is_empty(),
+        Json::Object(o) => match json::tag_of(o.keys().map(String::as_str)) {
+            Some("$map") => o["$map"].as_array().is_none_or(Vec::is_empty),
+            Some(_) => true,
+            None => o.is_empty(),
+        },
+        _ => true,
+    }
+}
+
+/// A JSON value on one line; long strings cut.
+fn json_scalar(v: &Json) -> String {
+    match v {
+        Json::String(s) if s.len() > MAX_STR => {
+            let mut cut = MAX_STR;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            format!("{}… ({} bytes)", Json::from(&s[..cut]), s.len())
+        }
+        other => other.to_string(),
     }
 }
 

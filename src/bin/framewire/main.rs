@@ -6,7 +6,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use framewire::serialize::{IterateCollection, SerializeOptions, DEFAULT_SHARD_SIZE};
 
+mod encode;
 mod input;
 mod inspect;
 mod json;
@@ -31,6 +33,9 @@ enum Command {
         /// One JSON object per message, one per line.
         #[arg(long)]
         json: bool,
+        /// Also show the message with every block deserialized (`value`).
+        #[arg(long)]
+        deserialize: bool,
         /// Capture files; `-` reads stdin.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
@@ -42,6 +47,32 @@ enum Command {
         #[arg(value_name = "FILE")]
         file: String,
     },
+    /// Build one message from JSON (the conventions of `inspect --json`, plus
+    /// `{"$serialize": v}` and `{"$ndarray": {"dtype", "shape", "data"}}`)
+    /// and write it to stdout, enveloped as on a Dask TCP stream.
+    Encode {
+        /// How collections inside `$serialize` are serialized.
+        #[arg(long, value_enum, default_value_t = Iterate::Auto)]
+        iterate: Iterate,
+        /// Payload frames longer than this are cut into shards.
+        #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_SHARD_SIZE as u64,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        shard_size: u64,
+        /// What the prelude's first-read length `N` covers.
+        #[arg(long, value_enum, default_value_t = encode::FirstRead::All)]
+        first_read: encode::FirstRead,
+        /// The message as JSON; `-` reads it from stdin.
+        #[arg(value_name = "JSON")]
+        json: String,
+    },
+}
+
+/// `--iterate`: Dask's `iterate_collection` True / False / None.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Iterate {
+    Always,
+    Never,
+    Auto,
 }
 
 fn main() -> ExitCode {
@@ -49,8 +80,29 @@ fn main() -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = match &cli.command {
-        Command::Inspect { json, files } => inspect::run(files, *json, &mut out).map(|()| true),
+        Command::Inspect {
+            json,
+            deserialize,
+            files,
+        } => inspect::run(files, *json, *deserialize, &mut out).map(|()| true),
         Command::Roundtrip { file } => roundtrip::run(file, &mut out),
+        Command::Encode {
+            iterate,
+            shard_size,
+            first_read,
+            json,
+        } => {
+            let opts = SerializeOptions {
+                iterate: match iterate {
+                    Iterate::Always => IterateCollection::Always,
+                    Iterate::Never => IterateCollection::Never,
+                    Iterate::Auto => IterateCollection::Auto,
+                },
+                shard_size: usize::try_from(*shard_size).unwrap_or(usize::MAX),
+                ..Default::default()
+            };
+            encode::run(json, &opts, *first_read, &mut out).map(|()| true)
+        }
     };
     // What was printed before an error stays printed.
     let flushed = out.flush();

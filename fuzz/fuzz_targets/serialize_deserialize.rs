@@ -1,0 +1,33 @@
+//! Layer 3 decode: an arbitrary msgpack header (collection headers,
+//! `frame-lengths` offset tables, split tables, array headers) with arbitrary
+//! frames → `deserialize`. Oracle: a typed result, never a panic, and merged
+//! frames never larger than the limit allows.
+#![no_main]
+use bytes::Bytes;
+use framewire::serialize::{deserialize, DeserializeOptions};
+use framewire::{loads, Block, Header, Limits, Value};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
+    let (header, frames) = input;
+    let limits = Limits::strict();
+    // Decode the header bytes as msgpack through the message layer.
+    let Ok(map) = loads(&[Bytes::from(header)], &limits) else { return };
+    if map.as_map().is_none() {
+        return;
+    }
+    let frames: Vec<Bytes> = frames.into_iter().take(64).map(Bytes::from).collect();
+    let total: usize = frames.iter().map(Bytes::len).sum();
+    let block = Block::new(Header::new(map), frames);
+    if let Ok(v) = deserialize(&block, &DeserializeOptions::with_limits(limits)) {
+        fn max_bin(v: &Value) -> usize {
+            match v {
+                Value::Bin(b) => b.len(),
+                Value::Array(a) => a.iter().map(max_bin).max().unwrap_or(0),
+                Value::Map(m) => m.iter().map(|(k, x)| max_bin(k).max(max_bin(x))).max().unwrap_or(0),
+                _ => 0,
+            }
+        }
+        assert!(max_bin(&v) <= total, "deserialize invented bytes");
+    }
+});
