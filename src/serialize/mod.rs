@@ -392,7 +392,7 @@ pub fn deserialize(block: &Block, opts: &DeserializeOptions) -> Result<Value, De
     let Some(frames) = shards::merge(header, block.frames(), opts)? else {
         return Ok(Value::Serialized(Box::new(block.clone())));
     };
-    match deser(header, &frames, opts, 0)? {
+    match deser(header, &frames, opts)? {
         Some(v) => Ok(v),
         None => Ok(Value::Serialized(Box::new(block.clone()))),
     }
@@ -433,46 +433,89 @@ fn without_key(h: &Value) -> Value {
 }
 
 /// Rebuilds a value from a header and its (merged) frames; `None` when no
-/// family can (the caller keeps the block opaque).
+/// family can (the caller keeps the block opaque). Nested collections are
+/// walked with an explicit stack: depth costs heap, never call stack.
 fn deser(
     header: &Value,
     frames: &[Bytes],
     opts: &DeserializeOptions,
-    depth: usize,
 ) -> Result<Option<Value>, DecodeError> {
-    if header.get("is-collection").is_some() {
-        if depth >= opts.limits.max_depth {
-            return Err(DecodeError::CollectionTooDeep {
-                limit: opts.limits.max_depth,
-            });
-        }
-        let view = CollectionView::new(header, frames)?;
-        let mut items = Vec::with_capacity(view.len().min(opts.limits.prealloc_cap));
-        let mut entries = Vec::new();
-        for i in 0..view.len() {
-            let (h, f) = view.element(i);
-            let value = match deser(h, f, opts, depth + 1)? {
-                Some(v) => v,
-                None => Value::Serialized(Box::new(Block::new(
-                    Header::new(without_key(h)),
-                    f.to_vec(),
-                ))),
-            };
-            match view.kind() {
-                CollectionKind::Dict => {
-                    let key = view
-                        .key(i)
-                        .ok_or(DecodeError::InvalidHeader { field: "key" })?;
-                    entries.push((key.clone(), value));
-                }
-                _ => items.push(value),
-            }
-        }
-        return Ok(Some(match view.kind() {
-            CollectionKind::Dict => Value::Map(entries),
-            _ => Value::Array(items),
-        }));
+    /// A collection being rebuilt.
+    struct Level<'a> {
+        view: CollectionView<'a>,
+        next: usize,
+        items: Vec<Value>,
     }
+    let mut stack: Vec<Level<'_>> = Vec::new();
+    let (mut h, mut f) = (header, frames);
+    loop {
+        // Descend into `h`: open a collection, or rebuild a leaf.
+        let mut done = if h.get("is-collection").is_some() {
+            if stack.len() >= opts.limits.max_depth {
+                return Err(DecodeError::CollectionTooDeep {
+                    limit: opts.limits.max_depth,
+                });
+            }
+            let view = CollectionView::new(h, f)?;
+            let cap = view.len().min(opts.limits.prealloc_cap);
+            stack.push(Level {
+                view,
+                next: 0,
+                items: Vec::with_capacity(cap),
+            });
+            None
+        } else {
+            let leaf = family_value(h, f, opts)?;
+            if stack.is_empty() {
+                return Ok(leaf);
+            }
+            // An element no family rebuilds stays an opaque block.
+            Some(leaf.unwrap_or_else(|| {
+                Value::Serialized(Box::new(Block::new(Header::new(without_key(h)), f.to_vec())))
+            }))
+        };
+        // Ascend: hand finished values to their collections.
+        loop {
+            let Some(top) = stack.last_mut() else {
+                return Ok(done);
+            };
+            if let Some(v) = done.take() {
+                top.items.push(v);
+            }
+            if top.next < top.view.len() {
+                (h, f) = top.view.element(top.next);
+                top.next += 1;
+                break;
+            }
+            let level = stack.pop().expect("a top level exists");
+            done = Some(finish_collection(level.view, level.items)?);
+        }
+    }
+}
+
+/// Builds the container a collection header names from its rebuilt elements.
+fn finish_collection(view: CollectionView<'_>, items: Vec<Value>) -> Result<Value, DecodeError> {
+    if view.kind() != CollectionKind::Dict {
+        return Ok(Value::Array(items));
+    }
+    let entries = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let key = view.key(i).ok_or(DecodeError::InvalidHeader { field: "key" })?;
+            Ok((key.clone(), v))
+        })
+        .collect::<Result<_, DecodeError>>()?;
+    Ok(Value::Map(entries))
+}
+
+/// A leaf through the family its `serializer` names; `None` when there is
+/// no such family or the family cannot rebuild it.
+fn family_value(
+    header: &Value,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<Option<Value>, DecodeError> {
     let Some(name) = header.get(SERIALIZER).and_then(Value::as_str) else {
         return Ok(None);
     };
