@@ -72,6 +72,19 @@ impl Limits {
             max_msgpack_items: 16 << 20,
         }
     }
+
+    /// No limits: only for bytes already checked under real limits.
+    pub(crate) const fn unchecked() -> Limits {
+        Limits {
+            max_frames: usize::MAX,
+            max_frame_len: u64::MAX,
+            max_message_len: u64::MAX,
+            max_header_len: u64::MAX,
+            prealloc_cap: 64 << 10,
+            max_depth: usize::MAX,
+            max_msgpack_items: usize::MAX,
+        }
+    }
 }
 
 impl Default for Limits {

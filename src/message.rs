@@ -151,13 +151,14 @@ fn claim_block(
     if claimed[offset] {
         return Err(DecodeError::FrameAliased { frame: offset });
     }
-    let map = msgpack::decode(header_frame, offset, limits, &mut msgpack::plain_map)?;
-    if map.as_map().is_none() {
+    // Checked like a decode, but nothing is built: a pass-through relay never
+    // needs the map (see `Header::map`).
+    let skimmed = msgpack::skim(header_frame, offset, limits, NUM_SUB_FRAMES)?;
+    if !skimmed.is_map {
         return Err(DecodeError::SubHeaderNotMap { frame: offset });
     }
-    let n = map
-        .get(NUM_SUB_FRAMES)
-        .and_then(Value::as_int)
+    let n = skimmed
+        .int_at_key
         .and_then(|i| i.as_u64())
         .ok_or(DecodeError::InvalidSubFrameCount { frame: offset })?;
     let out_of_bounds = DecodeError::SubFrameRangeOutOfBounds {
@@ -174,7 +175,7 @@ fn claim_block(
         return Err(DecodeError::FrameAliased { frame });
     }
     claimed[offset..end].iter_mut().for_each(|c| *c = true);
-    let header = Header::from_wire(map, header_frame.clone());
+    let header = Header::from_wire(header_frame.clone(), n);
     let payload = frames[offset + 1..end].iter().cloned();
     Ok((Block::new(header, payload), end - offset - 1))
 }
@@ -226,12 +227,7 @@ pub(crate) fn dumps_with(
 fn sub_header_bytes(block: &Block) -> Result<Bytes, EncodeError> {
     let header = block.header();
     let n = block.frames().len();
-    let count_matches = header
-        .get(NUM_SUB_FRAMES)
-        .and_then(Value::as_int)
-        .and_then(|i| i.as_u64())
-        == Some(n as u64);
-    if let (Some(raw), true) = (header.raw(), count_matches) {
+    if let Some(raw) = header.raw_for(n) {
         return Ok(raw.clone());
     }
     let Value::Map(entries) = header.map() else {

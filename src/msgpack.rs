@@ -22,6 +22,10 @@ use crate::value::{Integer, Value};
 /// than 1024 nested containers.
 pub(crate) const PYTHON_MAX_DEPTH: usize = 1024;
 
+/// Limits for decoding bytes that were already checked (by [`skim`] or
+/// [`decode`] under the caller's limits): nothing left to refuse.
+pub(crate) const CHECKED: Limits = Limits::unchecked();
+
 /// What the decoder does with each map once its entries are complete.
 /// frame 0 uses it to turn placeholders into blocks; sub-headers use
 /// [`plain_map`].
@@ -101,19 +105,23 @@ impl Reader<'_> {
         }
     }
 
-    /// A zero-copy slice of the next `len` bytes (length already checked).
-    fn slice(&mut self, start: usize, len: u64) -> Result<Bytes, DecodeError> {
+    /// Steps over the next `len` bytes (checked against what remains) and
+    /// returns their range.
+    fn skip(&mut self, start: usize, len: u64) -> Result<(usize, usize), DecodeError> {
         self.check_len(start, len, 1)?;
         let len = usize::try_from(len).map_err(|_| DecodeError::LengthOverflow)?;
-        let out = self.buf.slice(self.pos..self.pos + len);
+        let from = self.pos;
         self.pos += len;
-        Ok(out)
+        Ok((from, self.pos))
     }
 }
 
-/// What one msgpack item turned out to be.
+/// What one msgpack item turned out to be. Str and bin are byte ranges of
+/// the frame (already bounds-checked), materialized only by [`decode`].
 enum Item {
     Scalar(Value),
+    Str { start: usize, end: usize, at: usize },
+    Bin { start: usize, end: usize },
     Container { len: u64, is_map: bool },
 }
 
@@ -153,6 +161,11 @@ pub(crate) fn decode(
         }
         let mut value = match read_item(&mut rd)? {
             Item::Scalar(v) => v,
+            Item::Bin { start, end } => Value::Bin(buf.slice(start..end)),
+            Item::Str { start, end, at } => Value::Str(
+                ByteString::try_from(buf.slice(start..end))
+                    .map_err(|_| DecodeError::InvalidUtf8(rd.at(at)))?,
+            ),
             Item::Container { len, is_map } => {
                 if stack.len() >= limits.max_depth {
                     return Err(DecodeError::DepthExceeded {
@@ -254,15 +267,15 @@ fn read_item(rd: &mut Reader<'_>) -> Result<Item, DecodeError> {
         }
         Marker::Bin8 => {
             let n = rd.u8()?;
-            Ok(Item::Scalar(Value::Bin(rd.slice(start, n.into())?)))
+            read_bin(rd, start, n.into())
         }
         Marker::Bin16 => {
             let n = rd.u16()?;
-            Ok(Item::Scalar(Value::Bin(rd.slice(start, n.into())?)))
+            read_bin(rd, start, n.into())
         }
         Marker::Bin32 => {
             let n = rd.u32()?;
-            Ok(Item::Scalar(Value::Bin(rd.slice(start, n.into())?)))
+            read_bin(rd, start, n.into())
         }
         Marker::FixArray(n) => container(n.into(), false),
         Marker::Array16 => container(rd.u16()?.into(), false),
@@ -286,9 +299,119 @@ fn read_item(rd: &mut Reader<'_>) -> Result<Item, DecodeError> {
 }
 
 fn read_str(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, DecodeError> {
-    let bytes = rd.slice(start, len)?;
-    let s = ByteString::try_from(bytes).map_err(|_| DecodeError::InvalidUtf8(rd.at(start)))?;
-    Ok(Item::Scalar(Value::Str(s)))
+    let (from, end) = rd.skip(start, len)?;
+    Ok(Item::Str {
+        start: from,
+        end,
+        at: start,
+    })
+}
+
+fn read_bin(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, DecodeError> {
+    let (from, end) = rd.skip(start, len)?;
+    Ok(Item::Bin { start: from, end })
+}
+
+/// What [`skim`] learns about a frame without building it.
+pub(crate) struct Skimmed {
+    /// Whether the value is a map.
+    pub(crate) is_map: bool,
+    /// The value of the top-level map entry whose key is the str asked for,
+    /// if there is one and it is an integer.
+    pub(crate) int_at_key: Option<Integer>,
+}
+
+/// Checks `buf` exactly as [`decode`] does (same limits, same errors, UTF-8
+/// included) but builds nothing: no allocation per item. Returns whether it
+/// is a map and the integer under `key` in that map. A pass-through relay
+/// checks sub-headers this way and decodes them only when asked
+/// ([`crate::Header::map`]).
+pub(crate) fn skim(
+    buf: &Bytes,
+    frame: usize,
+    limits: &Limits,
+    key: &str,
+) -> Result<Skimmed, DecodeError> {
+    let len = buf.len() as u64;
+    if len > limits.max_header_len {
+        return Err(DecodeError::HeaderTooLarge {
+            frame,
+            len,
+            limit: limits.max_header_len,
+        });
+    }
+    let mut rd = Reader { buf, pos: 0, frame };
+    // Per open container: items still to read.
+    let mut stack: Vec<u64> = Vec::new();
+    let mut out = Skimmed {
+        is_map: buf.first().is_some_and(|&b| matches!(Marker::from_u8(b), Marker::FixMap(_) | Marker::Map16 | Marker::Map32)),
+        int_at_key: None,
+    };
+    let mut items_seen: usize = 0;
+    let mut want_value = false;
+    let mut seen_key = false;
+    loop {
+        let start = rd.pos;
+        items_seen += 1;
+        if items_seen > limits.max_msgpack_items {
+            return Err(DecodeError::ItemBudgetExceeded {
+                at: rd.at(start),
+                limit: limits.max_msgpack_items,
+            });
+        }
+        // Inside the top-level map, an even number of items left means a key.
+        let top_level_key = out.is_map && stack.len() == 1 && stack[0] % 2 == 0;
+        let top_level_value = out.is_map && stack.len() == 1 && stack[0] % 2 == 1;
+        match read_item(&mut rd)? {
+            Item::Container { len, is_map } => {
+                if stack.len() >= limits.max_depth {
+                    return Err(DecodeError::DepthExceeded {
+                        at: rd.at(start),
+                        limit: limits.max_depth,
+                    });
+                }
+                let units = if is_map { 2 } else { 1 };
+                rd.check_len(start, len, units)?;
+                if len > 0 {
+                    stack.push(len * units);
+                    want_value = false;
+                    continue;
+                }
+            }
+            Item::Str { start: from, end, at } => {
+                let text = std::str::from_utf8(&buf[from..end])
+                    .map_err(|_| DecodeError::InvalidUtf8(rd.at(at)))?;
+                if top_level_key {
+                    // The first entry with this key counts, as in `Value::get`.
+                    want_value = text == key && !seen_key;
+                    seen_key |= want_value;
+                    if let Some(top) = stack.last_mut() {
+                        *top -= 1;
+                    }
+                    continue;
+                }
+            }
+            Item::Scalar(Value::Int(i)) if top_level_value && want_value => {
+                out.int_at_key = Some(i);
+            }
+            Item::Scalar(_) | Item::Bin { .. } => {}
+        }
+        want_value = false;
+        // Close every container this item completes.
+        loop {
+            let Some(top) = stack.last_mut() else {
+                if rd.pos != buf.len() {
+                    return Err(DecodeError::TrailingBytes(rd.at(rd.pos)));
+                }
+                return Ok(out);
+            };
+            *top -= 1;
+            if *top > 0 {
+                break;
+            }
+            stack.pop();
+        }
+    }
 }
 
 /// Encodes one value as a standalone msgpack frame (a sub-header or the
@@ -419,4 +542,61 @@ fn reserved_key(key: &str) -> Option<&'static str> {
 
 fn put_map_len(out: &mut BytesMut, len: u32) {
     let _ = rmp::encode::write_map_len(&mut out.writer(), len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `skim` must accept and refuse exactly what `decode` does, with the
+    /// same error, and find the same `num-sub-frames`.
+    fn agree(buf: &[u8], limits: &Limits) {
+        let buf = Bytes::copy_from_slice(buf);
+        let decoded = decode(&buf, 3, limits, &mut plain_map);
+        let skimmed = skim(&buf, 3, limits, "num-sub-frames");
+        match (&decoded, &skimmed) {
+            (Ok(v), Ok(s)) => {
+                assert_eq!(s.is_map, v.as_map().is_some(), "{buf:02x?}");
+                assert_eq!(
+                    s.int_at_key,
+                    v.get("num-sub-frames").and_then(Value::as_int),
+                    "{buf:02x?}"
+                );
+            }
+            (Err(d), Err(s)) => assert_eq!(d, s, "{buf:02x?}"),
+            _ => panic!("decode {decoded:?} but skim {:?} for {buf:02x?}", skimmed.is_ok()),
+        }
+    }
+
+    #[test]
+    fn skim_agrees_with_decode_on_mutated_sub_headers() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/captures");
+        let mut seeds: Vec<Vec<u8>> = vec![
+            b"\x82\xaenum-sub-frames\x01\xaenum-sub-frames\x02".to_vec(),
+            b"\x81\xaenum-sub-frames\xc3".to_vec(),
+            b"\x81\x01\xaenum-sub-frames".to_vec(),
+            b"\x91\x81\xaenum-sub-frames\x01".to_vec(),
+        ];
+        for case in ["task_with_numpy", "sharded_4096", "msgpack_family", "topickle"] {
+            seeds.push(std::fs::read(format!("{dir}/{case}/frame_001.bin")).unwrap());
+        }
+        let mut tight = Limits::strict();
+        tight.max_depth = 2;
+        tight.max_msgpack_items = 12;
+        for seed in &seeds {
+            for limits in [Limits::strict(), tight.clone()] {
+                agree(seed, &limits);
+                for cut in 0..seed.len() {
+                    agree(&seed[..cut], &limits);
+                }
+                for i in 0..seed.len() {
+                    for byte in [0x00, 0x7f, 0x80, 0xc1, 0xd9, 0xdc, 0xde, 0xff] {
+                        let mut m = seed.clone();
+                        m[i] = byte;
+                        agree(&m, &limits);
+                    }
+                }
+            }
+        }
+    }
 }

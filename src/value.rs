@@ -15,6 +15,7 @@
 //! carried verbatim (SPEC.md §4).
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 use bytestring::ByteString;
@@ -77,16 +78,20 @@ impl From<usize> for Integer {
     }
 }
 
-/// A sub-header: the decoded map, and the exact bytes it was decoded from
-/// when it came off the wire.
+/// A sub-header: the map, and the exact bytes it came from when it came off
+/// the wire.
 ///
 /// A header that came off the wire is re-emitted from its original bytes, so
 /// a relay forwards it untouched even if msgpack-python would have encoded
-/// it differently.
+/// it differently. Its map is decoded the first time it is asked for: a
+/// relay that only forwards never builds it (the message layer has already
+/// checked the bytes with the same limits, so decoding cannot fail).
 #[derive(Clone, Debug)]
 pub struct Header {
-    map: Value,
+    map: OnceLock<Value>,
     raw: Option<Bytes>,
+    /// The `num-sub-frames` in `raw`.
+    raw_count: u64,
 }
 
 impl Header {
@@ -94,20 +99,37 @@ impl Header {
     /// block is written, `num-sub-frames` is set in it (kept in place if the
     /// key exists, appended otherwise), as Dask does.
     pub fn new(map: Value) -> Header {
-        Header { map, raw: None }
-    }
-
-    /// A header decoded from `raw`, to be re-emitted as exactly `raw`.
-    pub(crate) fn from_wire(map: Value, raw: Bytes) -> Header {
         Header {
-            map,
-            raw: Some(raw),
+            map: OnceLock::from(map),
+            raw: None,
+            raw_count: 0,
         }
     }
 
-    /// The decoded header map.
+    /// A header whose bytes `raw` the message layer has checked (a msgpack
+    /// map within its limits, with `num-sub-frames` = `count`); decoded on
+    /// first use.
+    pub(crate) fn from_wire(raw: Bytes, count: u64) -> Header {
+        Header {
+            map: OnceLock::new(),
+            raw: Some(raw),
+            raw_count: count,
+        }
+    }
+
+    /// The wire bytes, if they still describe `frames` payload frames.
+    pub(crate) fn raw_for(&self, frames: usize) -> Option<&Bytes> {
+        self.raw.as_ref().filter(|_| self.raw_count == frames as u64)
+    }
+
+    /// The header map.
     pub fn map(&self) -> &Value {
-        &self.map
+        self.map.get_or_init(|| {
+            let raw = self.raw.as_ref().expect("a header without a map has raw bytes");
+            // Checked when the block was claimed, with limits at least this tight.
+            crate::msgpack::decode(raw, 0, &crate::msgpack::CHECKED, &mut crate::msgpack::plain_map)
+                .unwrap_or(Value::Nil)
+        })
     }
 
     /// The bytes this header was decoded from, if it came off the wire.
@@ -117,13 +139,13 @@ impl Header {
 
     /// Looks up a string key in the header map.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.map.get(key)
+        self.map().get(key)
     }
 }
 
 impl PartialEq for Header {
     fn eq(&self, other: &Header) -> bool {
-        self.map == other.map
+        self.map() == other.map()
     }
 }
 
