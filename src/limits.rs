@@ -1,5 +1,5 @@
 //! [`Limits`]: every size a peer declares is checked against these before
-//! anything is allocated for it (SPEC.md §6).
+//! anything is allocated for it (SPEC.md §7).
 
 /// Bounds on what a decoder accepts. One value, checked before allocation.
 ///

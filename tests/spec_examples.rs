@@ -9,7 +9,8 @@
 //! * accepted: `first_read`, `frame_lengths`, `blocks` (`[kind, offset,
 //!   num_sub_frames]` in placeholder order), `orphans`, and optionally
 //!   `message` (frame 0 as JSON), `depth` (container nesting of frame 0),
-//!   `sub_headers` (`{"offset": map}`), `rest` (bytes left after the message),
+//!   `sub_headers` (`{"offset": map}`), `deserialized` (what layer 3 makes of
+//!   each block, in placeholder order), `rest` (bytes left after the message),
 //!   `next` (the expectation for the bytes after the message), `reencoded` (hex
 //!   of the re-encoding when it is not byte-identical to the input);
 //! * rejected: `{"error": "Variant"}`, the `Debug` name of the `DecodeError`;
@@ -21,7 +22,8 @@
 
 use bytes::Bytes;
 use framewire::message::{BlockKind, Loaded};
-use framewire::{dumps, loads_detailed, Envelope, Limits, Value};
+use framewire::serialize::{deserialize, DeserializeOptions};
+use framewire::{dumps, loads_detailed, Block, Envelope, Limits, Value};
 use serde_json::{json, Map, Value as Json};
 
 const SPEC_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/SPEC.md");
@@ -164,10 +166,15 @@ fn variant_name(e: &impl std::fmt::Debug) -> String {
 
 /// Frame 0 as JSON. Placeholders are numbered in the order the walk meets
 /// them (map keys before values), which is the order of `Loaded::blocks`.
+/// With `deserialized`, the value is a block's layer-3 result instead:
+/// arrays become `{"$ndarray": ..}`, blocks kept opaque `{"$opaque": serializer}`.
 struct ToJson<'a> {
     loaded: &'a Loaded,
     next_block: usize,
     sub_headers: Map<String, Json>,
+    /// Every block met, in placeholder order.
+    found: Vec<Block>,
+    deserialized: bool,
     errors: Vec<String>,
 }
 
@@ -206,6 +213,22 @@ impl ToJson<'_> {
                     json!({ "$map": pairs.into_iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>() })
                 }
             }
+            Value::Serialized(b) if self.deserialized => {
+                json!({ "$opaque": b.header().get("serializer").map(|s| self.convert(s)) })
+            }
+            Value::NdArray(a) if self.deserialized => {
+                let ints = |xs: &[u64]| json!(xs);
+                let mut o = Map::new();
+                o.insert("dtype".into(), json!(a.dtype()));
+                o.insert("shape".into(), ints(a.shape()));
+                o.insert("strides".into(), ints(a.strides()));
+                if let Some(full) = a.broadcast_to() {
+                    o.insert("broadcast_to".into(), ints(full));
+                }
+                o.insert("writeable".into(), json!(a.writeable()));
+                o.insert("data".into(), json!(hex::encode(a.data())));
+                json!({ "$ndarray": o })
+            }
             Value::Serialized(b) => self.block(BlockKind::Serialized, b),
             Value::Pickled(b) => self.block(BlockKind::Pickled, b),
             // Values that only exist before serialization never come out of `loads`.
@@ -225,6 +248,7 @@ impl ToJson<'_> {
             return Json::Null;
         };
         self.next_block += 1;
+        self.found.push(block.clone());
         if r.kind != kind {
             self.errors
                 .push(format!("block {} kind {:?} != {kind:?}", r.offset, r.kind));
@@ -238,6 +262,8 @@ impl ToJson<'_> {
             loaded: self.loaded,
             next_block: usize::MAX,
             sub_headers: Map::new(),
+            found: Vec::new(),
+            deserialized: false,
             errors: Vec::new(),
         };
         let header = inner.convert(block.header().map());
@@ -356,6 +382,8 @@ fn check(name: &str, input: &Bytes, exp: &Json) -> Result<(), String> {
         loaded: &loaded,
         next_block: 0,
         sub_headers: Map::new(),
+        found: Vec::new(),
+        deserialized: false,
         errors: Vec::new(),
     };
     let message = conv.convert(&loaded.value);
@@ -378,6 +406,40 @@ fn check(name: &str, input: &Bytes, exp: &Json) -> Result<(), String> {
                 )),
             }
         }
+    }
+
+    // Layer 3: each block deserialized on its own, with the input as the
+    // backing buffer; `Pickled` blocks are never deserialized.
+    if obj.contains_key("deserialized") {
+        let opts = DeserializeOptions {
+            backing: Some(input.clone()),
+            ..DeserializeOptions::with_limits(limits.clone())
+        };
+        let got: Vec<Json> = conv
+            .found
+            .iter()
+            .zip(&loaded.blocks)
+            .map(|(block, r)| match r.kind {
+                BlockKind::Pickled => json!({ "$pickled": r.offset }),
+                BlockKind::Serialized => match deserialize(block, &opts) {
+                    Err(e) => json!({ "$error": variant_name(&e) }),
+                    Ok(v) => {
+                        let mut out = ToJson {
+                            loaded: &loaded,
+                            next_block: usize::MAX,
+                            sub_headers: Map::new(),
+                            found: Vec::new(),
+                            deserialized: true,
+                            errors: Vec::new(),
+                        };
+                        let j = out.convert(&v);
+                        problems.append(&mut out.errors);
+                        j
+                    }
+                },
+            })
+            .collect();
+        expect_eq(&mut problems, "deserialized", json!(got));
     }
 
     // Re-encode: the same frames, the same first read.
@@ -471,6 +533,9 @@ fn spec_has_the_required_examples() {
         "offset-true",
         "aliased",
         "depth-1025",
+        "serialize-bytes",
+        "serialize-sharded",
+        "h23-split-gap",
     ] {
         assert!(
             names.iter().any(|n| n == required),

@@ -183,7 +183,9 @@ fn ndarray(sub: &Value, frames: &[Bytes]) -> Result<Option<Value>, DecodeError> 
         .ok_or(invalid("no dtype"))?;
     let dtype = match dtype {
         [Value::Int(k), Value::Str(s)] if k.as_u64() == Some(0) => s,
+        // A pickled dtype, or the descr list Dask falls back on for void dtypes.
         [Value::Int(k), _] if k.as_u64() == Some(1) => return Ok(None),
+        [Value::Int(k), Value::Array(_)] if k.as_u64() == Some(0) => return Ok(None),
         _ => return Err(invalid("dtype is not [0, str] or [1, bin]")),
     };
     let uints = |key: &str| -> Result<Vec<u64>, DecodeError> {

@@ -15,9 +15,11 @@
 //!
 //! [`IterateCollection`] decides between the two. `Auto` is exact: a
 //! collection is iterated if and only if something inside it, at any depth,
-//! needs frames of its own. Deciding costs nothing extra: framewire encodes
-//! the blob and switches to iterating only when the encoder meets such a
-//! value.
+//! needs frames of its own. Deciding is folded into encoding: framewire
+//! encodes the blob and switches to iterating only when the encoder meets
+//! such a value, so a collection that goes as a blob costs exactly its
+//! encoding. One that is iterated costs, per iterated level, the part of the
+//! blob encoded before the first such value.
 
 mod collection;
 mod families;
