@@ -39,14 +39,19 @@ pub(crate) fn plain_map(entries: Vec<(Value, Value)>, _: Position) -> Result<Val
 
 /// A container being filled.
 struct Open {
-    /// Items (for a map: keys and values alternating) still to read.
+    /// Items (for a map: keys and values counted apart) still to read.
     remaining: u64,
-    items: Vec<Value>,
+    items: Items,
     /// Capacity reserved for `items` ahead of data, returned to the shared
     /// budget when the container closes.
     reserved: usize,
-    is_map: bool,
     start: usize,
+}
+
+/// The items of an open container; a map keeps its key until the value comes.
+enum Items {
+    Array(Vec<Value>),
+    Map(Vec<(Value, Value)>, Option<Value>),
 }
 
 struct Reader<'a> {
@@ -177,15 +182,28 @@ pub(crate) fn decode(
                 rd.check_len(start, len, units)?;
                 let n = len * units; // cannot overflow: checked against the buffer
                 if n == 0 {
-                    finish(Vec::new(), is_map, rd.at(start), hook)?
+                    let empty = if is_map {
+                        Items::Map(Vec::new(), None)
+                    } else {
+                        Items::Array(Vec::new())
+                    };
+                    finish(empty, rd.at(start), hook)?
                 } else {
-                    let cap = usize::try_from(n).unwrap_or(usize::MAX).min(prealloc_left);
-                    prealloc_left -= cap;
+                    // In `Value`s: a map entry holds two.
+                    let per_item = if is_map { 2 } else { 1 };
+                    let cap = usize::try_from(len)
+                        .unwrap_or(usize::MAX)
+                        .min(prealloc_left / per_item);
+                    prealloc_left -= cap * per_item;
+                    let items = if is_map {
+                        Items::Map(Vec::with_capacity(cap), None)
+                    } else {
+                        Items::Array(Vec::with_capacity(cap))
+                    };
                     stack.push(Open {
                         remaining: n,
-                        items: Vec::with_capacity(cap),
-                        reserved: cap,
-                        is_map,
+                        items,
+                        reserved: cap * per_item,
                         start,
                     });
                     continue;
@@ -200,33 +218,29 @@ pub(crate) fn decode(
                 }
                 return Ok(value);
             };
-            top.items.push(value);
+            match &mut top.items {
+                Items::Array(items) => items.push(value),
+                Items::Map(entries, key) => match key.take() {
+                    Some(k) => entries.push((k, value)),
+                    None => *key = Some(value),
+                },
+            }
             top.remaining -= 1;
             if top.remaining > 0 {
                 break;
             }
             let done = stack.pop().expect("stack has a top");
             prealloc_left += done.reserved;
-            value = finish(done.items, done.is_map, rd.at(done.start), hook)?;
+            value = finish(done.items, rd.at(done.start), hook)?;
         }
     }
 }
 
-fn finish(
-    items: Vec<Value>,
-    is_map: bool,
-    at: Position,
-    hook: &mut MapHook<'_>,
-) -> Result<Value, DecodeError> {
-    if !is_map {
-        return Ok(Value::Array(items));
+fn finish(items: Items, at: Position, hook: &mut MapHook<'_>) -> Result<Value, DecodeError> {
+    match items {
+        Items::Array(items) => Ok(Value::Array(items)),
+        Items::Map(entries, _) => hook(entries, at),
     }
-    let mut entries = Vec::with_capacity(items.len() / 2);
-    let mut it = items.into_iter();
-    while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        entries.push((k, v));
-    }
-    hook(entries, at)
 }
 
 fn read_item(rd: &mut Reader<'_>) -> Result<Item, DecodeError> {
