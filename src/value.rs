@@ -226,6 +226,11 @@ impl Value {
         Value::Str(ByteString::from(s))
     }
 
+    /// A `Str` value over a static string (no allocation).
+    pub fn from_static(s: &'static str) -> Value {
+        Value::Str(ByteString::from_static(s))
+    }
+
     /// A `Bin` value.
     pub fn bin(b: impl Into<Bytes>) -> Value {
         Value::Bin(b.into())

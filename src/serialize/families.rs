@@ -32,7 +32,7 @@ pub struct Encoded {
 /// /// Sends text as raw UTF-8 frames under the name "utf8".
 /// struct Utf8;
 /// impl Family for Utf8 {
-///     fn name(&self) -> &str { "utf8" }
+///     fn name(&self) -> &'static str { "utf8" }
 ///     fn serialize(&self, v: &Value) -> Option<Result<Encoded, EncodeError>> {
 ///         let s = v.as_str()?;
 ///         Some(Ok(Encoded { header: vec![], frames: vec![Bytes::copy_from_slice(s.as_bytes())], shard_unit: 1 }))
@@ -44,14 +44,14 @@ pub struct Encoded {
 /// }
 ///
 /// let opts = SerializeOptions { registry: Registry::default().with(Utf8), ..Default::default() };
-/// let block = serialize(&Value::str("hi"), &opts)?;
+/// let block = serialize(&Value::from_static("hi"), &opts)?;
 /// assert_eq!(block.header().get("serializer").and_then(Value::as_str), Some("utf8"));
 /// assert_eq!(&block.frames()[0][..], b"hi");
 /// # Ok::<(), EncodeError>(())
 /// ```
 pub trait Family: Send + Sync {
     /// The `serializer` name in headers.
-    fn name(&self) -> &str;
+    fn name(&self) -> &'static str;
     /// Serializes `value` if this family handles it; `None` means "not mine,
     /// try the next family".
     fn serialize(&self, value: &Value) -> Option<Result<Encoded, EncodeError>>;
@@ -90,7 +90,7 @@ fn ints(values: &[u64]) -> Value {
 }
 
 impl Family for DaskFamily {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         Self::NAME
     }
 
@@ -100,18 +100,18 @@ impl Family for DaskFamily {
             Value::NdArray(a) => {
                 let mut sub = vec![
                     (
-                        Value::str("dtype"),
+                        Value::from_static("dtype"),
                         Value::Array(vec![0.into(), Value::str(a.dtype())]),
                     ),
-                    (Value::str("shape"), ints(a.shape())),
-                    (Value::str("strides"), ints(a.strides())),
+                    (Value::from_static("shape"), ints(a.shape())),
+                    (Value::from_static("strides"), ints(a.strides())),
                     (
-                        Value::str("writeable"),
+                        Value::from_static("writeable"),
                         Value::Array(vec![a.writeable().into()]),
                     ),
                 ];
                 if let Some(full) = a.broadcast_to() {
-                    sub.push((Value::str("broadcast_to"), ints(full)));
+                    sub.push((Value::from_static("broadcast_to"), ints(full)));
                 }
                 (
                     Value::Map(sub),
@@ -125,13 +125,13 @@ impl Family for DaskFamily {
         };
         Some(Ok(Encoded {
             header: vec![
-                (Value::str("sub-header"), sub_header),
-                (Value::str("type"), Value::str(type_name)),
+                (Value::from_static("sub-header"), sub_header),
+                (Value::from_static("type"), Value::from_static(type_name)),
                 (
-                    Value::str("type-serialized"),
+                    Value::from_static("type-serialized"),
                     Value::Bin(Bytes::from_static(type_serialized)),
                 ),
-                (Value::str("serializer"), Value::str(Self::NAME)),
+                (Value::from_static("serializer"), Value::from_static(Self::NAME)),
             ],
             frames: vec![frame],
             shard_unit: unit,
@@ -232,7 +232,7 @@ impl MsgpackFamily {
 }
 
 impl Family for MsgpackFamily {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         Self::NAME
     }
 
@@ -269,7 +269,7 @@ pub struct ErrorFamily;
 const MAX_ERROR_TEXT: usize = 100_000;
 
 impl Family for ErrorFamily {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "error"
     }
 

@@ -258,7 +258,7 @@ fn blob(v: &Value, threshold: usize) -> Result<Bytes, EncodeError> {
 fn push_msgpack_blob(frame: Bytes, out: &mut Out) -> Vec<(Value, Value)> {
     out.frames.push(frame);
     out.units.push(1);
-    vec![(Value::str(SERIALIZER), Value::str(MsgpackFamily::NAME))]
+    vec![(Value::from_static(SERIALIZER), Value::from_static(MsgpackFamily::NAME))]
 }
 
 const SERIALIZER: &str = "serializer";
@@ -277,7 +277,7 @@ fn family_serialize(
             frames,
             shard_unit,
         } = encoded?;
-        set_key(&mut header, SERIALIZER, Value::str(family.name()));
+        set_key(&mut header, SERIALIZER, Value::from_static(family.name()));
         out.units
             .extend(std::iter::repeat_n(shard_unit.max(1), frames.len()));
         out.frames.extend(frames);
@@ -290,10 +290,10 @@ fn family_serialize(
 
 /// Sets `key` in a header: in place if present, appended otherwise (Python
 /// dict assignment).
-pub(crate) fn set_key(header: &mut Vec<(Value, Value)>, key: &str, value: Value) {
+pub(crate) fn set_key(header: &mut Vec<(Value, Value)>, key: &'static str, value: Value) {
     match header.iter_mut().find(|(k, _)| k.as_str() == Some(key)) {
         Some((_, v)) => *v = value,
-        None => header.push((Value::str(key), value)),
+        None => header.push((Value::from_static(key), value)),
     }
 }
 
@@ -348,13 +348,13 @@ fn iterate_collection(
         _ => {}
     }
     let mut header = vec![
-        (Value::str("sub-headers"), Value::Array(sub_headers)),
-        (Value::str("is-collection"), Value::Bool(true)),
-        (Value::str("frame-lengths"), Value::Array(lengths)),
-        (Value::str("type-serialized"), Value::str(kind.name())),
+        (Value::from_static("sub-headers"), Value::Array(sub_headers)),
+        (Value::from_static("is-collection"), Value::Bool(true)),
+        (Value::from_static("frame-lengths"), Value::Array(lengths)),
+        (Value::from_static("type-serialized"), Value::from_static(kind.name())),
     ];
     if any_compression {
-        header.push((Value::str("compression"), Value::Array(compressions)));
+        header.push((Value::from_static("compression"), Value::Array(compressions)));
     }
     Ok(header)
 }
