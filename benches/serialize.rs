@@ -7,7 +7,9 @@ use std::hint::black_box;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use framewire::serialize::{deserialize, serialize, DeserializeOptions, IterateCollection, SerializeOptions};
+use framewire::serialize::{
+    deserialize, serialize, DeserializeOptions, IterateCollection, SerializeOptions,
+};
 use framewire::{dumps, loads, Limits, Value};
 
 const N: [usize; 3] = [1_000, 100_000, 1_000_000];
@@ -28,7 +30,10 @@ fn roundtrip(c: &mut Criterion, name: &str, make: impl Fn(usize) -> Value) {
         let value = make(n);
         g.throughput(Throughput::Elements(n as u64));
         for (mode_name, mode) in modes() {
-            let opts = SerializeOptions { iterate: mode, ..Default::default() };
+            let opts = SerializeOptions {
+                iterate: mode,
+                ..Default::default()
+            };
             if serialize(&value, &opts).is_err() {
                 continue;
             }
@@ -44,12 +49,18 @@ fn roundtrip(c: &mut Criterion, name: &str, make: impl Fn(usize) -> Value) {
 }
 
 fn small_ints(c: &mut Criterion) {
-    roundtrip(c, "tuple_small_ints", |n| Value::Array((0..n).map(|i| Value::from(i % 100)).collect()));
+    roundtrip(c, "tuple_small_ints", |n| {
+        Value::Array((0..n).map(|i| Value::from(i % 100)).collect())
+    });
 }
 
 fn small_bytes(c: &mut Criterion) {
     roundtrip(c, "list_bytes8", |n| {
-        Value::Array((0..n).map(|i| Value::Bin(Bytes::from((i as u64).to_le_bytes().to_vec()))).collect())
+        Value::Array(
+            (0..n)
+                .map(|i| Value::Bin(Bytes::from((i as u64).to_le_bytes().to_vec())))
+                .collect(),
+        )
     });
 }
 
@@ -64,9 +75,13 @@ fn big_payload(c: &mut Criterion) {
             ("data", Value::Serialize(Box::new(Value::Bin(payload)))),
         ]);
         g.throughput(Throughput::Elements(1));
-        g.bench_function(BenchmarkId::new("dumps", name), |b| b.iter(|| black_box(dumps(black_box(&msg)).unwrap())));
+        g.bench_function(BenchmarkId::new("dumps", name), |b| {
+            b.iter(|| black_box(dumps(black_box(&msg)).unwrap()))
+        });
         let frames = dumps(&msg).unwrap();
-        g.bench_function(BenchmarkId::new("loads", name), |b| b.iter(|| black_box(loads(black_box(&frames), &limits).unwrap())));
+        g.bench_function(BenchmarkId::new("loads", name), |b| {
+            b.iter(|| black_box(loads(black_box(&frames), &limits).unwrap()))
+        });
     }
     g.finish();
 }

@@ -376,6 +376,16 @@ pub enum EncodeError {
         /// The length.
         len: usize,
     },
+    /// A message to send exceeds one of the sender's own [`Limits`](crate::Limits)
+    /// (the transport refuses to send what it would refuse to receive).
+    ExceedsLimit {
+        /// The `Limits` field: `"max_frames"`, `"max_frame_len"` or `"max_message_len"`.
+        limit: &'static str,
+        /// The message's value.
+        declared: u64,
+        /// The limit.
+        max: u64,
+    },
 }
 
 impl fmt::Display for EncodeError {
@@ -407,6 +417,11 @@ impl fmt::Display for EncodeError {
             EncodeError::TooLong { len } => {
                 write!(f, "{len} bytes or items exceed msgpack's 2^32 - 1")
             }
+            EncodeError::ExceedsLimit {
+                limit,
+                declared,
+                max,
+            } => write!(f, "{limit} exceeded: the message has {declared}, the limit is {max}"),
         }
     }
 }

@@ -15,6 +15,9 @@
 //!   `{"__Pickled__": i}` placeholders point at blocks of frames.
 //! * [`serialize`]: a value becomes a header plus frames of its own
 //!   (families, collections with offset tables, shards).
+//! * [`transport`]: the tokio transport: a zero-copy [`transport::Connection`]
+//!   (vectored writes, recycled receive buffers), the [`transport::FrameCodec`]
+//!   for `Framed`, and the Dask handshake.
 //!
 //! Decoding never copies payloads: frames are slices of the receive buffer,
 //! and so are the str and bin values inside frame 0. Encoding never copies
@@ -43,6 +46,7 @@ mod limits;
 pub mod message;
 mod msgpack;
 pub mod serialize;
+pub mod transport;
 mod value;
 
 pub use envelope::Envelope;
@@ -50,4 +54,5 @@ pub use error::{DecodeError, EncodeError, Position};
 pub use limits::Limits;
 pub use message::{loads, loads_detailed};
 pub use serialize::{deserialize_blocks, dumps, IterateCollection, NdArray, SerializeOptions};
+pub use transport::{Connection, FrameCodec, TransportError};
 pub use value::{Block, BlockFrames, Header, Integer, Value};

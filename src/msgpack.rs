@@ -358,7 +358,12 @@ pub(crate) fn skim(
     // Per open container: items still to read.
     let mut stack: Vec<u64> = Vec::new();
     let mut out = Skimmed {
-        is_map: buf.first().is_some_and(|&b| matches!(Marker::from_u8(b), Marker::FixMap(_) | Marker::Map16 | Marker::Map32)),
+        is_map: buf.first().is_some_and(|&b| {
+            matches!(
+                Marker::from_u8(b),
+                Marker::FixMap(_) | Marker::Map16 | Marker::Map32
+            )
+        }),
         int_at_key: None,
     };
     let mut items_seen: usize = 0;
@@ -392,7 +397,11 @@ pub(crate) fn skim(
                     continue;
                 }
             }
-            Item::Str { start: from, end, at } => {
+            Item::Str {
+                start: from,
+                end,
+                at,
+            } => {
                 let text = std::str::from_utf8(&buf[from..end])
                     .map_err(|_| DecodeError::InvalidUtf8(rd.at(at)))?;
                 if top_level_key {
@@ -578,7 +587,10 @@ mod tests {
                 );
             }
             (Err(d), Err(s)) => assert_eq!(d, s, "{buf:02x?}"),
-            _ => panic!("decode {decoded:?} but skim {:?} for {buf:02x?}", skimmed.is_ok()),
+            _ => panic!(
+                "decode {decoded:?} but skim {:?} for {buf:02x?}",
+                skimmed.is_ok()
+            ),
         }
     }
 
@@ -591,7 +603,12 @@ mod tests {
             b"\x81\x01\xaenum-sub-frames".to_vec(),
             b"\x91\x81\xaenum-sub-frames\x01".to_vec(),
         ];
-        for case in ["task_with_numpy", "sharded_4096", "msgpack_family", "topickle"] {
+        for case in [
+            "task_with_numpy",
+            "sharded_4096",
+            "msgpack_family",
+            "topickle",
+        ] {
             seeds.push(std::fs::read(format!("{dir}/{case}/frame_001.bin")).unwrap());
         }
         let mut tight = Limits::strict();

@@ -119,16 +119,26 @@ impl Header {
 
     /// The wire bytes, if they still describe `frames` payload frames.
     pub(crate) fn raw_for(&self, frames: usize) -> Option<&Bytes> {
-        self.raw.as_ref().filter(|_| self.raw_count == frames as u64)
+        self.raw
+            .as_ref()
+            .filter(|_| self.raw_count == frames as u64)
     }
 
     /// The header map.
     pub fn map(&self) -> &Value {
         self.map.get_or_init(|| {
-            let raw = self.raw.as_ref().expect("a header without a map has raw bytes");
+            let raw = self
+                .raw
+                .as_ref()
+                .expect("a header without a map has raw bytes");
             // Checked when the block was claimed, with limits at least this tight.
-            crate::msgpack::decode(raw, 0, &crate::msgpack::CHECKED, &mut crate::msgpack::plain_map)
-                .unwrap_or(Value::Nil)
+            crate::msgpack::decode(
+                raw,
+                0,
+                &crate::msgpack::CHECKED,
+                &mut crate::msgpack::plain_map,
+            )
+            .unwrap_or(Value::Nil)
         })
     }
 

@@ -82,7 +82,11 @@ fn parse(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, DecodeError> {
 #[track_caller]
 fn both_refuse(buf: &[u8], limits: &Limits, expected: DecodeError) {
     assert_eq!(parse(buf, limits).unwrap_err(), expected, "parse_prelude");
-    assert_eq!(decode_env(buf, limits).unwrap_err(), expected, "Envelope::decode");
+    assert_eq!(
+        decode_env(buf, limits).unwrap_err(),
+        expected,
+        "Envelope::decode"
+    );
 }
 
 fn frames(list: &[&[u8]]) -> Vec<Bytes> {
@@ -95,7 +99,9 @@ fn frames(list: &[&[u8]]) -> Vec<Bytes> {
 fn loads_bounded(list: &[&[u8]], limits: &Limits) -> Result<Loaded, DecodeError> {
     let fr = frames(list);
     let total: usize = list.iter().map(|f| f.len()).sum();
-    bounded(SMALL + total + limits.prealloc_cap, || loads_detailed(&fr, limits))
+    bounded(SMALL + total + limits.prealloc_cap, || {
+        loads_detailed(&fr, limits)
+    })
 }
 
 /// Bytes a decoded container of `items` items may hold: its `Vec<Value>`
@@ -164,10 +170,16 @@ fn p1_frame_count_2_pow_63_rejected_before_reading_lengths() {
         for declared in [1u64 << 63, u64::MAX, 1 << 60, limits.max_frames as u64 + 1] {
             // Only the 16-byte head: the length table is never looked at.
             let buf = prelude(16, declared, &[]);
-            let expected = DecodeError::FrameCountExceeded { declared, limit: limits.max_frames };
+            let expected = DecodeError::FrameCountExceeded {
+                declared,
+                limit: limits.max_frames,
+            };
             let (r, stats) = measure(|| parse_prelude(&buf, &limits));
             assert_eq!(r.unwrap_err(), expected);
-            assert_eq!(stats.peak, 0, "parse_prelude reserved memory for {declared} frames");
+            assert_eq!(
+                stats.peak, 0,
+                "parse_prelude reserved memory for {declared} frames"
+            );
             both_refuse(&buf, &limits, expected);
         }
     }
@@ -186,7 +198,11 @@ fn p2_length_table_cut_off_needs_more_then_truncated() {
             assert_eq!(stats.peak, 0, "reserved for a table that has not arrived");
             assert_eq!(
                 decode_env(&buf, &limits).unwrap_err(),
-                DecodeError::Truncated { offset: cut, needed: full, got: cut }
+                DecodeError::Truncated {
+                    offset: cut,
+                    needed: full,
+                    got: cut
+                }
             );
         }
         // Not even the head.
@@ -195,7 +211,11 @@ fn p2_length_table_cut_off_needs_more_then_truncated() {
             assert_eq!(parse(&buf, &limits).unwrap(), PreludeStatus::Need(16));
             assert_eq!(
                 decode_env(&buf, &limits).unwrap_err(),
-                DecodeError::Truncated { offset: cut, needed: 16, got: cut }
+                DecodeError::Truncated {
+                    offset: cut,
+                    needed: 16,
+                    got: cut
+                }
             );
         }
     }
@@ -212,7 +232,11 @@ fn p3_length_sum_overflowing_u64_is_length_overflow() {
     both_refuse(
         &buf,
         &compat(),
-        DecodeError::FrameTooLarge { index: 0, declared: 1 << 63, limit: GIB },
+        DecodeError::FrameTooLarge {
+            index: 0,
+            declared: 1 << 63,
+            limit: GIB,
+        },
     );
 }
 
@@ -239,7 +263,11 @@ fn p5_frame_longer_than_max_frame_len_is_frame_too_large() {
         both_refuse(
             &buf,
             &limits,
-            DecodeError::FrameTooLarge { index: 2, declared: 1 << 60, limit: limits.max_frame_len },
+            DecodeError::FrameTooLarge {
+                index: 2,
+                declared: 1 << 60,
+                limit: limits.max_frame_len,
+            },
         );
     }
 }
@@ -253,7 +281,10 @@ fn p5_sum_above_max_message_len_is_message_too_large() {
         both_refuse(
             &buf,
             &limits,
-            DecodeError::MessageTooLarge { declared: 5 * f, limit: limits.max_message_len },
+            DecodeError::MessageTooLarge {
+                declared: 5 * f,
+                limit: limits.max_message_len,
+            },
         );
     }
 }
@@ -266,10 +297,17 @@ fn p6_frame_longer_than_bytes_left_is_truncated() {
     let got = buf.len() as u64;
     assert_eq!(got, 43);
     for limits in presets() {
-        assert!(matches!(parse(&buf, &limits), Ok(PreludeStatus::Complete(_))));
+        assert!(matches!(
+            parse(&buf, &limits),
+            Ok(PreludeStatus::Complete(_))
+        ));
         assert_eq!(
             decode_env(&buf, &limits).unwrap_err(),
-            DecodeError::Truncated { offset: got, needed: 8 + 24 + 101, got }
+            DecodeError::Truncated {
+                offset: got,
+                needed: 8 + 24 + 101,
+                got
+            }
         );
     }
     // A 2^60-byte frame declared, 3 bytes present: no allocation for it.
@@ -278,7 +316,11 @@ fn p6_frame_longer_than_bytes_left_is_truncated() {
     let got = buf.len() as u64;
     assert_eq!(
         decode_env(&buf, &unlimited()).unwrap_err(),
-        DecodeError::Truncated { offset: got, needed: 32 + (1 << 60), got }
+        DecodeError::Truncated {
+            offset: got,
+            needed: 32 + (1 << 60),
+            got
+        }
     );
 }
 
@@ -292,7 +334,10 @@ fn p7_first_read_inside_prelude_or_off_boundary_is_inconsistent() {
             both_refuse(
                 &buf,
                 &limits,
-                DecodeError::InconsistentPrelude { first_read, prelude_len: 24 },
+                DecodeError::InconsistentPrelude {
+                    first_read,
+                    prelude_len: 24,
+                },
             );
         }
         // Every boundary is fine: 24 (k=0), 29 (k=1), 34 (k=2).
@@ -310,9 +355,16 @@ fn p7_first_read_inside_prelude_or_off_boundary_is_inconsistent() {
 fn p8_zero_frames_is_empty_message() {
     for limits in presets() {
         for first_read in [8u64, 0, u64::MAX] {
-            both_refuse(&prelude(first_read, 0, &[]), &limits, DecodeError::EmptyMessage);
+            both_refuse(
+                &prelude(first_read, 0, &[]),
+                &limits,
+                DecodeError::EmptyMessage,
+            );
         }
-        assert_eq!(loads_detailed(&[], &limits).unwrap_err(), DecodeError::EmptyMessage);
+        assert_eq!(
+            loads_detailed(&[], &limits).unwrap_err(),
+            DecodeError::EmptyMessage
+        );
     }
 }
 
@@ -340,7 +392,10 @@ fn p9_max_frames_empty_frames_accepted_with_linear_memory() {
         both_refuse(
             &buf,
             &limits,
-            DecodeError::FrameCountExceeded { declared: n as u64 + 1, limit: n },
+            DecodeError::FrameCountExceeded {
+                declared: n as u64 + 1,
+                limit: n,
+            },
         );
     }
 }
@@ -388,7 +443,11 @@ fn p11_trailing_bytes_are_left_for_the_next_message() {
         let tail = &stream[used + used2..];
         assert_eq!(
             decode_env(tail, &limits).unwrap_err(),
-            DecodeError::Truncated { offset: 9, needed: 16, got: 9 }
+            DecodeError::Truncated {
+                offset: 9,
+                needed: 16,
+                got: 9
+            }
         );
     }
 }
@@ -405,14 +464,22 @@ fn h1_header_longer_than_max_header_len_is_refused_before_parsing() {
     f0.resize(limit as usize + 1, 0);
     assert_eq!(
         loads_err(&[&f0], &limits),
-        DecodeError::HeaderTooLarge { frame: 0, len: limit + 1, limit }
+        DecodeError::HeaderTooLarge {
+            frame: 0,
+            len: limit + 1,
+            limit
+        }
     );
     // A sub-header one byte over.
     let mut big_sub = sub(&[0x00]);
     big_sub.resize(limit as usize + 1, 0);
     assert_eq!(
         loads_err(&[&ph(SER, &[1]), &big_sub], &limits),
-        DecodeError::HeaderTooLarge { frame: 1, len: limit + 1, limit }
+        DecodeError::HeaderTooLarge {
+            frame: 1,
+            len: limit + 1,
+            limit
+        }
     );
 }
 
@@ -425,21 +492,53 @@ fn h2_malformed_or_truncated_msgpack_and_reserved_marker() {
         (b"\xdb\x00\x00", DecodeError::MsgpackTruncated(at(0, 1))),
         (b"\x92\x00\xcf\x00", DecodeError::MsgpackTruncated(at(0, 3))),
         (b"\x81\xa1k", DecodeError::MsgpackTruncated(at(0, 3))),
-        (b"\x81\xa1", DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: 1, remaining: 1 }),
-        (b"\xc1", DecodeError::InvalidMarker { at: at(0, 0), byte: 0xc1 }),
-        (b"\x92\x00\xc1", DecodeError::InvalidMarker { at: at(0, 2), byte: 0xc1 }),
-        (b"\x81\xc1\x00", DecodeError::InvalidMarker { at: at(0, 1), byte: 0xc1 }),
+        (
+            b"\x81\xa1",
+            DecodeError::LengthExceedsRemaining {
+                at: at(0, 0),
+                declared: 1,
+                remaining: 1,
+            },
+        ),
+        (
+            b"\xc1",
+            DecodeError::InvalidMarker {
+                at: at(0, 0),
+                byte: 0xc1,
+            },
+        ),
+        (
+            b"\x92\x00\xc1",
+            DecodeError::InvalidMarker {
+                at: at(0, 2),
+                byte: 0xc1,
+            },
+        ),
+        (
+            b"\x81\xc1\x00",
+            DecodeError::InvalidMarker {
+                at: at(0, 1),
+                byte: 0xc1,
+            },
+        ),
         (b"\xc0\xc0", DecodeError::TrailingBytes(at(0, 1))),
         (b"\x91\x00\x00", DecodeError::TrailingBytes(at(0, 2))),
     ];
     for limits in presets() {
         for (input, expected) in cases {
-            assert_eq!(&loads_err(&[input], &limits), expected, "input {input:02x?}");
+            assert_eq!(
+                &loads_err(&[input], &limits),
+                expected,
+                "input {input:02x?}"
+            );
         }
         // The same inside a sub-header carries the sub-header's frame index.
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), b"\x81\xc1\x00"], &limits),
-            DecodeError::InvalidMarker { at: at(1, 1), byte: 0xc1 }
+            DecodeError::InvalidMarker {
+                at: at(1, 1),
+                byte: 0xc1
+            }
         );
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), b"\x81\xaenum-sub-frames"], &limits),
@@ -452,12 +551,17 @@ fn h2_malformed_or_truncated_msgpack_and_reserved_marker() {
 fn h3_100k_nested_fixarrays_is_depth_exceeded_on_a_128k_stack() {
     for limits in presets() {
         let input = nested_arrays(100_000);
-        let expected = DecodeError::DepthExceeded { at: at(0, limits.max_depth), limit: limits.max_depth };
+        let expected = DecodeError::DepthExceeded {
+            at: at(0, limits.max_depth),
+            limit: limits.max_depth,
+        };
         let result = on_small_stack(128 * 1024, move || {
             let fr = vec![Bytes::from(input)];
             let len = fr[0].len();
-            bounded(SMALL + len + limits.max_depth * 128, || loads_detailed(&fr, &limits))
-                .map(|l| l.blocks.len())
+            bounded(SMALL + len + limits.max_depth * 128, || {
+                loads_detailed(&fr, &limits)
+            })
+            .map(|l| l.blocks.len())
         });
         assert_eq!(result.unwrap_err(), expected);
     }
@@ -473,8 +577,20 @@ fn h3_100k_nested_fixarrays_is_depth_exceeded_on_a_128k_stack() {
             let b = loads_detailed(&fr, &limits).map(|_| ());
             (a, b)
         });
-        assert_eq!(a.unwrap_err(), DecodeError::DepthExceeded { at: at(0, 2 * limit), limit });
-        assert_eq!(b.unwrap_err(), DecodeError::DepthExceeded { at: at(1, limit), limit });
+        assert_eq!(
+            a.unwrap_err(),
+            DecodeError::DepthExceeded {
+                at: at(0, 2 * limit),
+                limit
+            }
+        );
+        assert_eq!(
+            b.unwrap_err(),
+            DecodeError::DepthExceeded {
+                at: at(1, limit),
+                limit
+            }
+        );
     }
 }
 
@@ -493,7 +609,10 @@ fn h3_depth_1024_accepted_1025_rejected_under_dask_compat() {
     assert_eq!(*v, Value::int(0u8));
     assert_eq!(
         loads_deep(&nested_arrays(1025), &limits).unwrap_err(),
-        DecodeError::DepthExceeded { at: at(0, 1024), limit: 1024 }
+        DecodeError::DepthExceeded {
+            at: at(0, 1024),
+            limit: 1024
+        }
     );
 }
 
@@ -522,7 +641,11 @@ fn child_decode_and_drop_1024_deep_value_on_512k_stack() {
 #[test]
 fn h3_accepted_1024_deep_value_decodes_and_drops_on_a_512k_stack() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_decode_and_drop_1024_deep_value_on_512k_stack", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_decode_and_drop_1024_deep_value_on_512k_stack",
+            "--test-threads=1",
+        ])
         .env("FRAMEWIRE_HOSTILE_CHILD", "1")
         .output()
         .unwrap();
@@ -539,17 +662,70 @@ fn h4_array32_and_map32_declaring_2_pow_32_minus_1_items() {
     let max = u32::MAX as u64;
     for limits in presets() {
         let cases: Vec<(Vec<u8>, DecodeError)> = vec![
-            (b"\xdd\xff\xff\xff\xff".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: max, remaining: 0 }),
-            (b"\xdf\xff\xff\xff\xff".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: max, remaining: 0 }),
-            (cat(&[b"\xdd\xff\xff\xff\xff", &[0; 100]]), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: max, remaining: 100 }),
-            (b"\x91\xdd\xff\xff\xff\xff".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 1), declared: max, remaining: 0 }),
-            (b"\xdc\xff\xff\x00".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: 0xffff, remaining: 1 }),
+            (
+                b"\xdd\xff\xff\xff\xff".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: max,
+                    remaining: 0,
+                },
+            ),
+            (
+                b"\xdf\xff\xff\xff\xff".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: max,
+                    remaining: 0,
+                },
+            ),
+            (
+                cat(&[b"\xdd\xff\xff\xff\xff", &[0; 100]]),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: max,
+                    remaining: 100,
+                },
+            ),
+            (
+                b"\x91\xdd\xff\xff\xff\xff".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 1),
+                    declared: max,
+                    remaining: 0,
+                },
+            ),
+            (
+                b"\xdc\xff\xff\x00".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: 0xffff,
+                    remaining: 1,
+                },
+            ),
             // A map needs two items per entry: 3 entries in 5 bytes do not fit.
-            (cat(&[b"\x83", &[0; 5]]), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: 3, remaining: 5 }),
-            (b"\x9f".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: 15, remaining: 0 }),
+            (
+                cat(&[b"\x83", &[0; 5]]),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: 3,
+                    remaining: 5,
+                },
+            ),
+            (
+                b"\x9f".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: 15,
+                    remaining: 0,
+                },
+            ),
         ];
         for (input, expected) in cases {
-            assert_eq!(loads_err(&[&input], &limits), expected, "input {input:02x?}");
+            assert_eq!(
+                loads_err(&[&input], &limits),
+                expected,
+                "input {input:02x?}"
+            );
         }
     }
 }
@@ -575,7 +751,10 @@ fn h4_nested_containers_cannot_multiply_prealloc_cap() {
         let (r, stats) = measure(|| loads_detailed(&fr, &limits).map(|_| ()));
         assert_eq!(
             r.unwrap_err(),
-            DecodeError::InvalidMarker { at: at(0, 5 * levels), byte: 0xc1 }
+            DecodeError::InvalidMarker {
+                at: at(0, 5 * levels),
+                byte: 0xc1
+            }
         );
         let bound = 2 * limits.prealloc_cap + SMALL + len;
         assert!(
@@ -595,15 +774,61 @@ fn h5_bin32_and_str32_declaring_4_gib() {
     let max = u32::MAX as u64;
     for limits in presets() {
         let cases: Vec<(Vec<u8>, DecodeError)> = vec![
-            (b"\xc6\xff\xff\xff\xff".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: max, remaining: 0 }),
-            (b"\xdb\xff\xff\xff\xff".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: max, remaining: 0 }),
-            (cat(&[b"\xc6\xff\xff\xff\xff", b"abc"]), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: max, remaining: 3 }),
-            (cat(&[b"\xc5\xff\xff", &[0; 10]]), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: 0xffff, remaining: 10 }),
-            (b"\x92\xc0\xd9\xff".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 2), declared: 0xff, remaining: 0 }),
-            (b"\xa5ab".to_vec(), DecodeError::LengthExceedsRemaining { at: at(0, 0), declared: 5, remaining: 2 }),
+            (
+                b"\xc6\xff\xff\xff\xff".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: max,
+                    remaining: 0,
+                },
+            ),
+            (
+                b"\xdb\xff\xff\xff\xff".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: max,
+                    remaining: 0,
+                },
+            ),
+            (
+                cat(&[b"\xc6\xff\xff\xff\xff", b"abc"]),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: max,
+                    remaining: 3,
+                },
+            ),
+            (
+                cat(&[b"\xc5\xff\xff", &[0; 10]]),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: 0xffff,
+                    remaining: 10,
+                },
+            ),
+            (
+                b"\x92\xc0\xd9\xff".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 2),
+                    declared: 0xff,
+                    remaining: 0,
+                },
+            ),
+            (
+                b"\xa5ab".to_vec(),
+                DecodeError::LengthExceedsRemaining {
+                    at: at(0, 0),
+                    declared: 5,
+                    remaining: 2,
+                },
+            ),
         ];
         for (input, expected) in cases {
-            assert_eq!(loads_err(&[&input], &limits), expected, "input {input:02x?}");
+            assert_eq!(
+                loads_err(&[&input], &limits),
+                expected,
+                "input {input:02x?}"
+            );
         }
         // In bounds: the bin is a slice of the frame.
         let fr = frames(&[b"\xc6\x00\x00\x00\x03abc"]);
@@ -627,7 +852,13 @@ fn h6_item_count_bomb_is_item_budget_exceeded() {
     // The items actually read cost memory, bounded by the budget.
     let bound = SMALL + items_cost(limit);
     let err = bounded(bound, || loads_detailed(&fr, &limits).map(|_| ())).unwrap_err();
-    assert_eq!(err, DecodeError::ItemBudgetExceeded { at: at(0, limit + 4), limit });
+    assert_eq!(
+        err,
+        DecodeError::ItemBudgetExceeded {
+            at: at(0, limit + 4),
+            limit
+        }
+    );
     // A map of maps counts keys, values and containers.
     let mut maps = vec![0xde, 0xff, 0xff];
     for _ in 0..0xffff {
@@ -638,7 +869,13 @@ fn h6_item_count_bomb_is_item_budget_exceeded() {
     let err = bounded(bound, || loads_detailed(&fr, &limits).map(|_| ())).unwrap_err();
     // Items: the outer map (1) then key, value alternate; item limit+1 is a
     // value (an even item number when counting from the map as 1).
-    assert_eq!(err, DecodeError::ItemBudgetExceeded { at: at(0, 3 + limit - 1), limit });
+    assert_eq!(
+        err,
+        DecodeError::ItemBudgetExceeded {
+            at: at(0, 3 + limit - 1),
+            limit
+        }
+    );
 }
 
 #[test]
@@ -647,11 +884,18 @@ fn h7_invalid_utf8_in_str() {
         (b"\xa2\xff\xfe", DecodeError::InvalidUtf8(at(0, 0))),
         (b"\xa1\xe2", DecodeError::InvalidUtf8(at(0, 0))),
         (b"\x81\xa1\x80\x00", DecodeError::InvalidUtf8(at(0, 1))),
-        (b"\x92\x00\xd9\x03\xed\xa0\x80", DecodeError::InvalidUtf8(at(0, 2))), // a surrogate
+        (
+            b"\x92\x00\xd9\x03\xed\xa0\x80",
+            DecodeError::InvalidUtf8(at(0, 2)),
+        ), // a surrogate
     ];
     for limits in presets() {
         for (input, expected) in cases {
-            assert_eq!(&loads_err(&[input], &limits), expected, "input {input:02x?}");
+            assert_eq!(
+                &loads_err(&[input], &limits),
+                expected,
+                "input {input:02x?}"
+            );
         }
         // In a sub-header too.
         assert_eq!(
@@ -665,17 +909,33 @@ fn h7_invalid_utf8_in_str() {
 fn h8_ext_types_are_refused_and_never_read_as_offsets() {
     let cases: &[(&[u8], DecodeError)] = &[
         (b"\xd4\x01\x00", DecodeError::UnsupportedExt(at(0, 0))),
-        (b"\xd8\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", DecodeError::UnsupportedExt(at(0, 0))),
+        (
+            b"\xd8\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+            DecodeError::UnsupportedExt(at(0, 0)),
+        ),
         // ext32 declaring 4 GiB: refused at the marker, nothing reserved.
-        (b"\xc9\xff\xff\xff\xff\x05", DecodeError::UnsupportedExt(at(0, 0))),
+        (
+            b"\xc9\xff\xff\xff\xff\x05",
+            DecodeError::UnsupportedExt(at(0, 0)),
+        ),
         (b"\xc7\xff\x01", DecodeError::UnsupportedExt(at(0, 0))),
         // Timestamp (type -1) with nanoseconds >= 1e9.
-        (b"\xd7\xff\xff\xff\xff\xfc\x00\x00\x00\x00", DecodeError::UnsupportedExt(at(0, 0))),
-        (b"\x92\x00\xd5\x00\x00\x00", DecodeError::UnsupportedExt(at(0, 2))),
+        (
+            b"\xd7\xff\xff\xff\xff\xfc\x00\x00\x00\x00",
+            DecodeError::UnsupportedExt(at(0, 0)),
+        ),
+        (
+            b"\x92\x00\xd5\x00\x00\x00",
+            DecodeError::UnsupportedExt(at(0, 2)),
+        ),
     ];
     for limits in presets() {
         for (input, expected) in cases {
-            assert_eq!(&loads_err(&[input], &limits), expected, "input {input:02x?}");
+            assert_eq!(
+                &loads_err(&[input], &limits),
+                expected,
+                "input {input:02x?}"
+            );
         }
         // An ext where a placeholder offset should be.
         assert_eq!(
@@ -727,7 +987,10 @@ fn h9_reserved_key_with_extra_keys_is_ambiguous_reference() {
         let l = loads_bounded(&[b"\x82\x01\xa1a\xc3\x02"], &limits).unwrap();
         assert_eq!(
             l.value,
-            Value::Map(vec![(Value::int(1u8), Value::str("a")), (Value::Bool(true), Value::int(2u8))])
+            Value::Map(vec![
+                (Value::int(1u8), Value::str("a")),
+                (Value::Bool(true), Value::int(2u8))
+            ])
         );
     }
 }
@@ -742,8 +1005,14 @@ fn h10_offset_past_the_frame_list_is_offset_out_of_range() {
             (vec![0x7f], 127),
             (vec![0xcd, 0xff, 0xff], 0xffff),
             (vec![0xce, 0xff, 0xff, 0xff, 0xff], u32::MAX as u64),
-            (vec![0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], u64::MAX),
-            (vec![0xd3, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], i64::MAX as u64),
+            (
+                vec![0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+                u64::MAX,
+            ),
+            (
+                vec![0xd3, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+                i64::MAX as u64,
+            ),
         ] {
             for key in [SER, PIC] {
                 assert_eq!(
@@ -837,12 +1106,28 @@ fn h13_sub_frame_range_overlapping_another_sub_header_is_frame_aliased() {
     for limits in presets() {
         // Block at 1 claims 1..=3, then a placeholder points at 3.
         assert_eq!(
-            loads_err(&[&cat(&[b"\x92", &ph(SER, &[1]), &ph(SER, &[3])]), &two, b"a", &zero], &limits),
+            loads_err(
+                &[
+                    &cat(&[b"\x92", &ph(SER, &[1]), &ph(SER, &[3])]),
+                    &two,
+                    b"a",
+                    &zero
+                ],
+                &limits
+            ),
             DecodeError::FrameAliased { frame: 3 }
         );
         // Block at 2 first, then a block at 1 whose range covers 2.
         assert_eq!(
-            loads_err(&[&cat(&[b"\x92", &ph(SER, &[2]), &ph(PIC, &[1])]), &two, &zero, b"a"], &limits),
+            loads_err(
+                &[
+                    &cat(&[b"\x92", &ph(SER, &[2]), &ph(PIC, &[1])]),
+                    &two,
+                    &zero,
+                    b"a"
+                ],
+                &limits
+            ),
             DecodeError::FrameAliased { frame: 2 }
         );
     }
@@ -852,13 +1137,23 @@ fn h13_sub_frame_range_overlapping_another_sub_header_is_frame_aliased() {
 fn h14_orphan_frames_are_reported_not_attached() {
     let frame0 = cat(&[b"\x82\xa1a", &ph(SER, &[2]), b"\xa1b\xc0"]);
     for limits in presets() {
-        let l = loads_bounded(&[&frame0, b"orphan", &sub(&[1]), b"payload", b"orphan too"], &limits).unwrap();
+        let l = loads_bounded(
+            &[&frame0, b"orphan", &sub(&[1]), b"payload", b"orphan too"],
+            &limits,
+        )
+        .unwrap();
         assert_eq!(
             l.blocks,
-            vec![BlockRef { kind: BlockKind::Serialized, offset: 2, num_sub_frames: 1 }]
+            vec![BlockRef {
+                kind: BlockKind::Serialized,
+                offset: 2,
+                num_sub_frames: 1
+            }]
         );
         assert_eq!(l.orphans, vec![1, 4]);
-        let Value::Serialized(block) = l.value.get("a").unwrap() else { panic!() };
+        let Value::Serialized(block) = l.value.get("a").unwrap() else {
+            panic!()
+        };
         assert_eq!(block.frames(), &frames(&[b"payload"])[..]);
     }
 }
@@ -866,10 +1161,18 @@ fn h14_orphan_frames_are_reported_not_attached() {
 #[test]
 fn h15_sub_frames_past_the_end_is_sub_frame_range_out_of_bounds() {
     for limits in presets() {
-        for (n_bytes, n) in [(vec![0x05], 5u64), (vec![0x02], 2), (vec![0xce, 0xff, 0xff, 0xff, 0xff], u32::MAX as u64)] {
+        for (n_bytes, n) in [
+            (vec![0x05], 5u64),
+            (vec![0x02], 2),
+            (vec![0xce, 0xff, 0xff, 0xff, 0xff], u32::MAX as u64),
+        ] {
             assert_eq!(
                 loads_err(&[&ph(SER, &[1]), &sub(&n_bytes), b"p"], &limits),
-                DecodeError::SubFrameRangeOutOfBounds { offset: 1, num_sub_frames: n, frames: 3 }
+                DecodeError::SubFrameRangeOutOfBounds {
+                    offset: 1,
+                    num_sub_frames: n,
+                    frames: 3
+                }
             );
         }
         // Exactly up to the end is fine.
@@ -904,8 +1207,19 @@ fn h16_num_sub_frames_negative_or_not_an_int_is_invalid_sub_frame_count() {
         );
         // Huge: refused by checked range arithmetic, not wrapped.
         assert_eq!(
-            loads_err(&[&ph(SER, &[1]), &sub(b"\xcf\xff\xff\xff\xff\xff\xff\xff\xff"), b"p"], &limits),
-            DecodeError::SubFrameRangeOutOfBounds { offset: 1, num_sub_frames: u64::MAX, frames: 3 }
+            loads_err(
+                &[
+                    &ph(SER, &[1]),
+                    &sub(b"\xcf\xff\xff\xff\xff\xff\xff\xff\xff"),
+                    b"p"
+                ],
+                &limits
+            ),
+            DecodeError::SubFrameRangeOutOfBounds {
+                offset: 1,
+                num_sub_frames: u64::MAX,
+                frames: 3
+            }
         );
         // A sub-header that is not a map.
         for not_map in [&b"\x90"[..], b"\xc0", b"\x01", b"\xa3abc"] {
@@ -938,7 +1252,14 @@ fn limit_max_frames_boundary() {
         lens[0] = 1;
         let mut buf = prelude(8 + 8 * (n as u64 + 1) + 1, n as u64 + 1, &lens);
         buf.push(0xc0);
-        both_refuse(&buf, &limits, DecodeError::FrameCountExceeded { declared: n as u64 + 1, limit: n });
+        both_refuse(
+            &buf,
+            &limits,
+            DecodeError::FrameCountExceeded {
+                declared: n as u64 + 1,
+                limit: n,
+            },
+        );
     }
 }
 
@@ -951,7 +1272,10 @@ fn limit_max_frame_len_boundary() {
         // At the limit: the prelude is accepted; with the bytes present the
         // whole message decodes (only for limits small enough to materialise).
         let head = prelude(24 + 1, 2, &[1, l]);
-        assert!(matches!(parse(&head, &limits).unwrap(), PreludeStatus::Complete(_)));
+        assert!(matches!(
+            parse(&head, &limits).unwrap(),
+            PreludeStatus::Complete(_)
+        ));
         if l <= 16 << 20 {
             let mut buf = head.clone();
             buf.push(0xc0);
@@ -961,7 +1285,15 @@ fn limit_max_frame_len_boundary() {
             assert_eq!(env.frames()[1].len() as u64, l);
         }
         let head = prelude(24 + 1, 2, &[1, l + 1]);
-        both_refuse(&head, &limits, DecodeError::FrameTooLarge { index: 1, declared: l + 1, limit: l });
+        both_refuse(
+            &head,
+            &limits,
+            DecodeError::FrameTooLarge {
+                index: 1,
+                declared: l + 1,
+                limit: l,
+            },
+        );
     }
 }
 
@@ -982,7 +1314,10 @@ fn limit_max_message_len_boundary() {
         }
         let n = lens.len() as u64;
         let head = prelude(8 + 8 * n + 1, n, &lens);
-        assert!(matches!(parse(&head, &limits).unwrap(), PreludeStatus::Complete(_)));
+        assert!(matches!(
+            parse(&head, &limits).unwrap(),
+            PreludeStatus::Complete(_)
+        ));
         if m <= 1 << 20 {
             let mut buf = head.clone();
             buf.push(0xc0);
@@ -998,7 +1333,10 @@ fn limit_max_message_len_boundary() {
         both_refuse(
             &prelude(8 + 8 * n + 1, n, &over),
             &limits,
-            DecodeError::MessageTooLarge { declared: m + 1, limit: m },
+            DecodeError::MessageTooLarge {
+                declared: m + 1,
+                limit: m,
+            },
         );
     }
 }
@@ -1020,7 +1358,11 @@ fn limit_max_header_len_boundary() {
         assert!(matches!(v, Value::Bin(b) if b.len() == l - 5));
         assert_eq!(
             loads_err(&[&frame(l + 1)], &limits),
-            DecodeError::HeaderTooLarge { frame: 0, len: l as u64 + 1, limit: l as u64 }
+            DecodeError::HeaderTooLarge {
+                frame: 0,
+                len: l as u64 + 1,
+                limit: l as u64
+            }
         );
         // The same limit applies to sub-headers.
         let mut sh = sub(&[0]);
@@ -1030,7 +1372,11 @@ fn limit_max_header_len_boundary() {
         sh_over.push(0);
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), &sh_over], &limits),
-            DecodeError::HeaderTooLarge { frame: 1, len: l as u64 + 1, limit: l as u64 }
+            DecodeError::HeaderTooLarge {
+                frame: 1,
+                len: l as u64 + 1,
+                limit: l as u64
+            }
         );
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), &sh], &limits),
@@ -1051,14 +1397,20 @@ fn limit_max_depth_boundary() {
         drop(v);
         assert_eq!(
             loads_deep(&nested_arrays(d + 1), &limits).unwrap_err(),
-            DecodeError::DepthExceeded { at: at(0, d), limit: d }
+            DecodeError::DepthExceeded {
+                at: at(0, d),
+                limit: d
+            }
         );
         // Empty containers count too.
         let mut empty_inner = vec![0x91; d];
         empty_inner.push(0x90);
         assert_eq!(
             loads_deep(&empty_inner, &limits).unwrap_err(),
-            DecodeError::DepthExceeded { at: at(0, d), limit: d }
+            DecodeError::DepthExceeded {
+                at: at(0, d),
+                limit: d
+            }
         );
     }
 }
@@ -1081,14 +1433,19 @@ fn limit_max_msgpack_items_boundary() {
         let ok = arr(n - 1);
         let fr = frames(&[&ok]);
         let bound = SMALL + ok.len() + items_cost(n);
-        let v = bounded(bound, || loads_detailed(&fr, &limits)).unwrap().value;
+        let v = bounded(bound, || loads_detailed(&fr, &limits))
+            .unwrap()
+            .value;
         assert_eq!(v.as_array().unwrap().len(), n - 1);
         let over = arr(n);
         let fr = frames(&[&over]);
         let bound = SMALL + over.len() + items_cost(n);
         assert_eq!(
             bounded(bound, || loads_detailed(&fr, &limits).map(|_| ())).unwrap_err(),
-            DecodeError::ItemBudgetExceeded { at: at(0, 4 + n), limit: n }
+            DecodeError::ItemBudgetExceeded {
+                at: at(0, 4 + n),
+                limit: n
+            }
         );
         // The budget is per frame: a sub-header has its own.
         let mut sh = vec![0x81];
@@ -1113,7 +1470,13 @@ fn limit_prealloc_cap_bounds_reservation_not_acceptance() {
         let mut limits = compat();
         limits.prealloc_cap = cap;
         let (r, stats) = measure(|| loads_detailed(&fr, &limits).map(|_| ()));
-        assert_eq!(r.unwrap_err(), DecodeError::InvalidMarker { at: at(0, 5), byte: 0xc1 });
+        assert_eq!(
+            r.unwrap_err(),
+            DecodeError::InvalidMarker {
+                at: at(0, 5),
+                byte: 0xc1
+            }
+        );
         assert!(
             stats.peak <= cap + 4096,
             "prealloc_cap {cap}: {} bytes reserved ahead of the data",
@@ -1141,25 +1504,44 @@ fn limit_prealloc_cap_bounds_reservation_not_acceptance() {
 fn encode_plain_map_with_reserved_key_is_reserved_key() {
     for (key, expected) in [(SER, "__Serialized__"), (PIC, "__Pickled__")] {
         let m = Value::map_of([(key, Value::int(1u8))]);
-        assert_eq!(dumps(&m).unwrap_err(), EncodeError::ReservedKey { key: expected });
-        let nested = Value::Array(vec![Value::Nil, Value::map_of([("a", Value::Nil), (key, Value::Nil)])]);
-        assert_eq!(dumps(&nested).unwrap_err(), EncodeError::ReservedKey { key: expected });
+        assert_eq!(
+            dumps(&m).unwrap_err(),
+            EncodeError::ReservedKey { key: expected }
+        );
+        let nested = Value::Array(vec![
+            Value::Nil,
+            Value::map_of([("a", Value::Nil), (key, Value::Nil)]),
+        ]);
+        assert_eq!(
+            dumps(&nested).unwrap_err(),
+            EncodeError::ReservedKey { key: expected }
+        );
         // Inside a block's header too.
-        let block = Block::new(Header::new(Value::map_of([(key, Value::Nil)])), [Bytes::from_static(b"x")]);
+        let block = Block::new(
+            Header::new(Value::map_of([(key, Value::Nil)])),
+            [Bytes::from_static(b"x")],
+        );
         assert_eq!(
             dumps(&Value::Serialized(Box::new(block))).unwrap_err(),
             EncodeError::ReservedKey { key: expected }
         );
     }
     // A bin key with the same bytes is not reserved.
-    let m = Value::Map(vec![(Value::bin(Bytes::from_static(SER.as_bytes())), Value::Nil)]);
+    let m = Value::Map(vec![(
+        Value::bin(Bytes::from_static(SER.as_bytes())),
+        Value::Nil,
+    )]);
     assert!(dumps(&m).is_ok());
 }
 
 fn deep(depth: usize, map: bool) -> Value {
     let mut v = Value::int(0u8);
     for _ in 0..depth {
-        v = if map { Value::Map(vec![(Value::Nil, v)]) } else { Value::Array(vec![v]) };
+        v = if map {
+            Value::Map(vec![(Value::Nil, v)])
+        } else {
+            Value::Array(vec![v])
+        };
     }
     v
 }
@@ -1170,7 +1552,10 @@ fn encode_1025_deep_value_is_depth_exceeded() {
         let ok = deep(1024, map);
         let frames = dumps(&ok).unwrap();
         assert_eq!(loads_detailed(&frames, &compat()).unwrap().value, ok);
-        assert_eq!(dumps(&deep(1025, map)).unwrap_err(), EncodeError::DepthExceeded { limit: 1024 });
+        assert_eq!(
+            dumps(&deep(1025, map)).unwrap_err(),
+            EncodeError::DepthExceeded { limit: 1024 }
+        );
     }
     // A block's sub-header has the same limit.
     let header = Value::Map(vec![(Value::str("deep"), deep(1024, false))]);

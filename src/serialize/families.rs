@@ -131,7 +131,10 @@ impl Family for DaskFamily {
                     Value::from_static("type-serialized"),
                     Value::Bin(Bytes::from_static(type_serialized)),
                 ),
-                (Value::from_static("serializer"), Value::from_static(Self::NAME)),
+                (
+                    Value::from_static("serializer"),
+                    Value::from_static(Self::NAME),
+                ),
             ],
             frames: vec![frame],
             shard_unit: unit,

@@ -258,7 +258,10 @@ fn blob(v: &Value, threshold: usize) -> Result<Bytes, EncodeError> {
 fn push_msgpack_blob(frame: Bytes, out: &mut Out) -> Vec<(Value, Value)> {
     out.frames.push(frame);
     out.units.push(1);
-    vec![(Value::from_static(SERIALIZER), Value::from_static(MsgpackFamily::NAME))]
+    vec![(
+        Value::from_static(SERIALIZER),
+        Value::from_static(MsgpackFamily::NAME),
+    )]
 }
 
 const SERIALIZER: &str = "serializer";
@@ -351,10 +354,16 @@ fn iterate_collection(
         (Value::from_static("sub-headers"), Value::Array(sub_headers)),
         (Value::from_static("is-collection"), Value::Bool(true)),
         (Value::from_static("frame-lengths"), Value::Array(lengths)),
-        (Value::from_static("type-serialized"), Value::from_static(kind.name())),
+        (
+            Value::from_static("type-serialized"),
+            Value::from_static(kind.name()),
+        ),
     ];
     if any_compression {
-        header.push((Value::from_static("compression"), Value::Array(compressions)));
+        header.push((
+            Value::from_static("compression"),
+            Value::Array(compressions),
+        ));
     }
     Ok(header)
 }
@@ -473,7 +482,10 @@ fn deser(
             }
             // An element no family rebuilds stays an opaque block.
             Some(leaf.unwrap_or_else(|| {
-                Value::Serialized(Box::new(Block::new(Header::new(without_key(h)), f.to_vec())))
+                Value::Serialized(Box::new(Block::new(
+                    Header::new(without_key(h)),
+                    f.to_vec(),
+                )))
             }))
         };
         // Ascend: hand finished values to their collections.
@@ -504,7 +516,9 @@ fn finish_collection(view: CollectionView<'_>, items: Vec<Value>) -> Result<Valu
         .into_iter()
         .enumerate()
         .map(|(i, v)| {
-            let key = view.key(i).ok_or(DecodeError::InvalidHeader { field: "key" })?;
+            let key = view
+                .key(i)
+                .ok_or(DecodeError::InvalidHeader { field: "key" })?;
             Ok((key.clone(), v))
         })
         .collect::<Result<_, DecodeError>>()?;

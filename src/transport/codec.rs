@@ -1,0 +1,325 @@
+//! [`FrameCodec`]: Dask's framing as a tokio-util [`Decoder`] / [`Encoder`],
+//! for [`Framed`](tokio_util::codec::Framed), `FramedRead` and `FramedWrite`.
+//!
+//! ```text
+//!            ┌──────────── one message: split_to(wire_len).freeze() ────────────┐
+//! read buf:  │ N │ count │ len[0] .. len[c-1] │ frame 0 │ frame 1 │ .. │ frame c-1 │ next message ..
+//!            └───────────────── prelude ──────┴─ Bytes::slice each (no copy) ───┘
+//!
+//!   Head ──prelude complete & within Limits──▶ Body(prelude) ──all bytes here──▶ Envelope ──▶ Head
+//!     │                                          │
+//!     └──────────── any error ──────────────────┴──▶ Poisoned (every later decode: Err(Poisoned))
+//! ```
+//!
+//! Decoding is zero-copy: the frames are slices of the read buffer. The
+//! decoder checks every declared size against [`Limits`] before it reserves
+//! anything, and never reserves more than [`Limits::prealloc_cap`] ahead of
+//! the bytes that have arrived (a prelude declaring 1 GiB costs nothing until
+//! the bytes come).
+//!
+//! **Encoding copies.** tokio-util's `Encoder` writes into one `BytesMut`, so
+//! every payload byte is copied into the write buffer. That is fine for small
+//! messages and for compatibility with `Framed`; for large payloads use
+//! [`Connection`](super::Connection), which writes each frame's own `Bytes`
+//! with vectored writes and copies nothing large.
+//!
+//! After any error the codec is **poisoned**: `FramedRead` resumes reading
+//! after a decoder error (tokio#3976), and bytes after a bad prelude are
+//! garbage, so every later `decode` returns [`TransportError::Poisoned`].
+//!
+//! # Examples
+//!
+//! ```
+//! use bytes::{Bytes, BytesMut};
+//! use framewire::transport::FrameCodec;
+//! use framewire::{Envelope, Limits};
+//! use tokio_util::codec::{Decoder, Encoder};
+//!
+//! let mut codec = FrameCodec::builder().limits(Limits::dask_compat()).new_codec();
+//! let env = Envelope::new(vec![Bytes::from_static(b"\x81\xa2op\xa4ping")])?;
+//! let mut buf = BytesMut::new();
+//! codec.encode(&env, &mut buf)?;
+//! assert_eq!(codec.decode(&mut buf)?, Some(env));
+//! assert!(buf.is_empty());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use bytes::{BufMut, BytesMut};
+use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
+
+use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
+use crate::error::DecodeError;
+use crate::limits::Limits;
+
+use super::error::TransportError;
+use super::{check_outgoing, grow};
+
+/// Where the decoder is in the stream.
+#[derive(Debug)]
+enum State {
+    /// Waiting for a whole prelude.
+    Head,
+    /// The prelude is parsed and checked; waiting for the frames.
+    Body(Prelude),
+    /// An error happened; nothing more is decoded.
+    Poisoned,
+}
+
+/// Dask's TCP framing as a tokio-util [`Decoder`] / [`Encoder`].
+///
+/// * Decoding is zero-copy: each message is `split_to(wire_len).freeze()`
+///   of the read buffer and its frames are slices of it. Every declared
+///   size is checked against [`Limits`] first, and at most
+///   [`Limits::prealloc_cap`] is reserved ahead of the bytes that arrived.
+/// * **Encoding copies** every payload into the write buffer (tokio-util's
+///   `Encoder` writes into one `BytesMut`). For large payloads use
+///   [`Connection`](super::Connection), which writes each frame's own
+///   `Bytes` with vectored writes.
+/// * After any error the codec is poisoned: `FramedRead` resumes after a
+///   decoder error (tokio#3976), so every later `decode` returns
+///   [`TransportError::Poisoned`], never a message.
+/// * `decode_eof` in the middle of a message gives
+///   [`DecodeError::Truncated`] with the offset reached.
+///
+/// # Examples
+///
+/// ```
+/// use bytes::{Bytes, BytesMut};
+/// use framewire::transport::FrameCodec;
+/// use framewire::{Envelope, Limits};
+/// use tokio_util::codec::{Decoder, Encoder};
+///
+/// let mut codec = FrameCodec::builder().limits(Limits::dask_compat()).new_codec();
+/// let env = Envelope::new(vec![Bytes::from_static(b"\x81\xa2op\xa4ping")])?;
+/// let mut buf = BytesMut::new();
+/// codec.encode(&env, &mut buf)?;
+/// buf.extend_from_slice(&[16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // count = 0
+/// assert_eq!(codec.decode(&mut buf)?, Some(env));
+/// assert!(codec.decode(&mut buf).is_err()); // EmptyMessage
+/// assert!(codec.is_poisoned());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct FrameCodec {
+    limits: Limits,
+    state: State,
+}
+
+/// Options for a [`FrameCodec`], in the style of
+/// `tokio_util::codec::length_delimited::Builder`.
+///
+/// ```
+/// use framewire::transport::FrameCodec;
+/// use framewire::Limits;
+/// let codec = FrameCodec::builder().limits(Limits::dask_compat()).new_codec();
+/// assert_eq!(codec.limits().max_depth, 1024);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Builder {
+    limits: Limits,
+}
+
+impl Builder {
+    /// The limits every incoming prelude is checked against (and outgoing
+    /// messages too: the codec refuses to send what it would refuse to
+    /// receive). Default: [`Limits::strict()`].
+    pub fn limits(&mut self, limits: Limits) -> &mut Builder {
+        self.limits = limits;
+        self
+    }
+
+    /// A codec with these options.
+    pub fn new_codec(&self) -> FrameCodec {
+        FrameCodec {
+            limits: self.limits.clone(),
+            state: State::Head,
+        }
+    }
+
+    /// A `FramedRead` over `io` with a codec with these options.
+    pub fn new_read<T: tokio::io::AsyncRead>(&self, io: T) -> FramedRead<T, FrameCodec> {
+        FramedRead::new(io, self.new_codec())
+    }
+
+    /// A `FramedWrite` over `io` with a codec with these options.
+    pub fn new_write<T: tokio::io::AsyncWrite>(&self, io: T) -> FramedWrite<T, FrameCodec> {
+        FramedWrite::new(io, self.new_codec())
+    }
+
+    /// A `Framed` over `io` with a codec with these options.
+    pub fn new_framed<T>(&self, io: T) -> Framed<T, FrameCodec>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite,
+    {
+        Framed::new(io, self.new_codec())
+    }
+}
+
+impl FrameCodec {
+    /// A codec with [`Limits::strict()`].
+    pub fn new() -> FrameCodec {
+        Builder::default().new_codec()
+    }
+
+    /// Options for a codec.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Whether an earlier error stopped the codec.
+    pub fn is_poisoned(&self) -> bool {
+        matches!(self.state, State::Poisoned)
+    }
+
+    fn fail(&mut self, e: DecodeError) -> TransportError {
+        self.state = State::Poisoned;
+        TransportError::Decode(e)
+    }
+}
+
+impl Default for FrameCodec {
+    fn default() -> FrameCodec {
+        FrameCodec::new()
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = Envelope;
+    type Error = TransportError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Envelope>, TransportError> {
+        loop {
+            match &self.state {
+                State::Poisoned => return Err(TransportError::Poisoned),
+                State::Head => match parse_prelude(src, &self.limits) {
+                    Err(e) => return Err(self.fail(e)),
+                    Ok(PreludeStatus::Need(n)) => {
+                        grow(src, n, self.limits.prealloc_cap);
+                        return Ok(None);
+                    }
+                    Ok(PreludeStatus::Complete(p)) => self.state = State::Body(p),
+                },
+                State::Body(p) => {
+                    // parse_prelude checked that the whole message fits in usize.
+                    let wire_len = usize::try_from(p.wire_len()).unwrap_or(usize::MAX);
+                    if src.len() < wire_len {
+                        grow(src, wire_len, self.limits.prealloc_cap);
+                        return Ok(None);
+                    }
+                    let buf = src.split_to(wire_len).freeze();
+                    let env = Envelope::from_prelude(p, &buf);
+                    self.state = State::Head;
+                    return Ok(Some(env));
+                }
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Envelope>, TransportError> {
+        if let Some(env) = self.decode(src)? {
+            return Ok(Some(env));
+        }
+        let needed = match &self.state {
+            State::Head if src.is_empty() => return Ok(None),
+            State::Head => match parse_prelude(src, &self.limits) {
+                Ok(PreludeStatus::Need(n)) => n as u64,
+                _ => src.len() as u64 + 1,
+            },
+            State::Body(p) => p.wire_len(),
+            State::Poisoned => return Err(TransportError::Poisoned),
+        };
+        let got = src.len() as u64;
+        Err(self.fail(DecodeError::Truncated {
+            offset: got,
+            needed,
+            got,
+        }))
+    }
+}
+
+/// Copies the message into `dst` (every payload byte); refuses,
+/// before writing anything, a message the codec's own limits would refuse.
+impl Encoder<&Envelope> for FrameCodec {
+    type Error = TransportError;
+
+    fn encode(&mut self, env: &Envelope, dst: &mut BytesMut) -> Result<(), TransportError> {
+        check_outgoing(env, &self.limits)?;
+        let len = usize::try_from(env.wire_len())
+            .map_err(|_| TransportError::Encode(crate::EncodeError::TooLong { len: usize::MAX }))?;
+        dst.reserve(len);
+        dst.put_slice(&env.prelude());
+        for f in env.frames() {
+            dst.put_slice(f);
+        }
+        Ok(())
+    }
+}
+
+/// As `Encoder<&Envelope>`.
+impl Encoder<Envelope> for FrameCodec {
+    type Error = TransportError;
+
+    fn encode(&mut self, env: Envelope, dst: &mut BytesMut) -> Result<(), TransportError> {
+        self.encode(&env, dst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn wire(frames: &[&'static [u8]]) -> Bytes {
+        Envelope::new(frames.iter().map(|f| Bytes::from_static(f)).collect())
+            .unwrap()
+            .to_bytes()
+    }
+
+    #[test]
+    fn decode_splits_back_to_back_messages() {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&wire(&[b"\xa1a", b"xyz"]));
+        buf.extend_from_slice(&wire(&[b"\xa1b"]));
+        let mut c = FrameCodec::new();
+        let a = c.decode(&mut buf).unwrap().unwrap();
+        assert_eq!(a.frames(), [&b"\xa1a"[..], b"xyz"]);
+        let b = c.decode(&mut buf).unwrap().unwrap();
+        assert_eq!(b.frames(), [&b"\xa1b"[..]]);
+        assert_eq!(c.decode(&mut buf).unwrap(), None);
+        assert_eq!(c.decode_eof(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn poisoned_after_error() {
+        let mut buf = BytesMut::from(&[16u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0][..]);
+        let mut c = FrameCodec::new();
+        assert!(matches!(
+            c.decode(&mut buf),
+            Err(TransportError::Decode(DecodeError::EmptyMessage))
+        ));
+        buf.clear();
+        buf.extend_from_slice(&wire(&[b"\xa1a"]));
+        assert!(matches!(c.decode(&mut buf), Err(TransportError::Poisoned)));
+        assert!(c.is_poisoned());
+    }
+
+    #[test]
+    fn eof_mid_message_is_truncated() {
+        let w = wire(&[b"\xa1a", b"xyz"]);
+        let mut buf = BytesMut::from(&w[..w.len() - 1]);
+        let mut c = FrameCodec::new();
+        match c.decode_eof(&mut buf) {
+            Err(TransportError::Decode(DecodeError::Truncated { offset, needed, .. })) => {
+                assert_eq!(offset, w.len() as u64 - 1);
+                assert_eq!(needed, w.len() as u64);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(c.is_poisoned());
+    }
+}

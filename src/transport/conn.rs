@@ -1,0 +1,603 @@
+//! [`Connection`]: the zero-copy message stream over any
+//! `AsyncRead + AsyncWrite`, and its [`ReadHalf`] / [`WriteHalf`].
+//!
+//! ```text
+//!              ┌──────────── Connection<T> ────────────┐
+//! send(env) ──▶│ Writer: one queued message, vectored  │──▶ T ──▶ peer
+//! recv()    ◀──│ Reader: prelude → Limits → frames     │◀── T ◀── peer
+//!              └── into_split() ──▶ ReadHalf<R> + WriteHalf<W>
+//! ```
+//!
+//! * `Stream<Item = Result<Envelope, TransportError>>` and
+//!   `Sink<Envelope>`, plus `send` / `recv` helpers.
+//! * `recv` is cancel-safe: all state lives in the connection, so a
+//!   `recv` dropped by `select!` or `timeout` loses nothing.
+//! * `send` is cancel-aware: dropped before any byte is written, the message
+//!   is discarded and the connection stays usable; dropped after part of it
+//!   was written, the writer is poisoned (later sends fail with
+//!   [`TransportError::Poisoned`]), so the peer never sees a message appended
+//!   after half a message. Through the `Sink` interface, a queued message is
+//!   instead always completed by the next `poll_ready` / `poll_flush`.
+//! * Any error (but a refused [`TransportError::Encode`]) poisons the
+//!   connection: `recv` returns `None` afterwards, `send` returns `Poisoned`.
+//! * Optional per-message deadlines: the read deadline starts with the first
+//!   byte of a message (an idle connection never times out; wrap `recv` in
+//!   `tokio::time::timeout` for that), the write deadline when a message is
+//!   queued.
+//!
+//! # Examples
+//!
+//! ```
+//! use bytes::Bytes;
+//! use framewire::transport::Connection;
+//! use framewire::{Envelope, Limits};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let (a, b) = tokio::io::duplex(1 << 16);
+//! let mut a = Connection::new(a);
+//! let mut b = Connection::builder().limits(Limits::dask_compat()).build(b);
+//! a.send(Envelope::new(vec![Bytes::from_static(b"\xa4ping")])?).await?;
+//! let env = b.recv().await.expect("a message")?;
+//! assert_eq!(env.frames(), [Bytes::from_static(b"\xa4ping")]);
+//! drop(a);
+//! assert!(b.recv().await.is_none()); // clean close
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_core::Stream;
+use futures_sink::Sink;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::time::{Instant, Sleep};
+
+use crate::envelope::Envelope;
+use crate::limits::Limits;
+
+use super::error::TransportError;
+use super::handshake::{exchange, HandshakeOptions, Negotiated};
+use super::read::{ReadConfig, Reader};
+use super::write::{self, Writer};
+
+/// Large receive buffers bigger than this are not kept for reuse.
+const DEFAULT_RECYCLE_LIMIT: usize = 256 << 20;
+
+/// Options for a [`Connection`].
+///
+/// ```
+/// use std::time::Duration;
+/// use framewire::transport::Connection;
+/// use framewire::Limits;
+/// let (a, _b) = tokio::io::duplex(64);
+/// let conn = Connection::builder()
+///     .limits(Limits::dask_compat())
+///     .read_timeout(Some(Duration::from_secs(30)))
+///     .build(a);
+/// assert!(!conn.is_poisoned());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    limits: Limits,
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
+    recycle: bool,
+    recycle_limit: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            limits: Limits::default(),
+            read_timeout: None,
+            write_timeout: None,
+            recycle: true,
+            recycle_limit: DEFAULT_RECYCLE_LIMIT,
+        }
+    }
+}
+
+impl Builder {
+    /// Default options: [`Limits::strict()`], no deadlines, recycling on.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Limits for incoming messages (and outgoing ones: the connection
+    /// refuses to send what it would refuse to receive). Default:
+    /// [`Limits::strict()`]; a peer that sends Dask's 64 MiB shards needs
+    /// [`Limits::dask_compat()`].
+    pub fn limits(&mut self, limits: Limits) -> &mut Builder {
+        self.limits = limits;
+        self
+    }
+
+    /// Time allowed to receive one message, from its first byte
+    /// ([`TimeoutPhase::ReadPrelude`](super::TimeoutPhase) /
+    /// [`ReadFrames`](super::TimeoutPhase)). Default: none.
+    pub fn read_timeout(&mut self, timeout: Option<Duration>) -> &mut Builder {
+        self.read_timeout = timeout;
+        self
+    }
+
+    /// Time allowed to write one message once queued
+    /// ([`TimeoutPhase::Write`](super::TimeoutPhase)). Default: none.
+    pub fn write_timeout(&mut self, timeout: Option<Duration>) -> &mut Builder {
+        self.write_timeout = timeout;
+        self
+    }
+
+    /// Whether the buffer of a large incoming frame is reused for the next
+    /// one once the application has dropped every frame in it (default:
+    /// on). Saves the first-touch page faults of a fresh buffer per message.
+    pub fn recycle_buffers(&mut self, on: bool) -> &mut Builder {
+        self.recycle = on;
+        self
+    }
+
+    /// Receive buffers larger than this are freed rather than kept for reuse
+    /// (default 256 MiB).
+    pub fn max_recycled_buffer(&mut self, bytes: usize) -> &mut Builder {
+        self.recycle_limit = bytes;
+        self
+    }
+
+    fn reader(&self) -> Reader {
+        Reader::new(ReadConfig {
+            limits: self.limits.clone(),
+            recycle: self.recycle,
+            recycle_limit: self.recycle_limit,
+            timeout: self.read_timeout,
+        })
+    }
+
+    fn writer(&self) -> Writer {
+        Writer::new(self.limits.clone(), self.write_timeout)
+    }
+
+    /// A connection over `io`, without a handshake.
+    pub fn build<T>(&self, io: T) -> Connection<T> {
+        Connection {
+            io,
+            reader: self.reader(),
+            writer: self.writer(),
+        }
+    }
+
+    /// Wraps `io` and exchanges the Dask handshake (see [`handshake`](super::handshake)).
+    pub async fn handshake<T>(
+        &self,
+        io: T,
+        opts: &HandshakeOptions,
+    ) -> Result<(Connection<T>, Negotiated), TransportError>
+    where
+        T: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut conn = self.build(io);
+        let agreed = exchange(&mut conn, opts).await?;
+        Ok((conn, agreed))
+    }
+
+    /// Connects over TCP (with `TCP_NODELAY`, as Dask does) and exchanges the
+    /// handshake.
+    pub async fn connect<A: ToSocketAddrs>(
+        &self,
+        addr: A,
+        opts: &HandshakeOptions,
+    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
+        let stream = TcpStream::connect(addr).await?;
+        self.accept(stream, opts).await
+    }
+
+    /// Takes an accepted TCP stream (setting `TCP_NODELAY`) and exchanges the
+    /// handshake.
+    pub async fn accept(
+        &self,
+        stream: TcpStream,
+        opts: &HandshakeOptions,
+    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
+        stream.set_nodelay(true)?;
+        self.handshake(stream, opts).await
+    }
+}
+
+/// A message stream over `T`: `Stream` of [`Envelope`]s, `Sink` of
+/// [`Envelope`]s, with [`send`](Connection::send) / [`recv`](Connection::recv).
+///
+/// * Writes are zero-copy for large frames: the prelude and frames under
+///   [`COALESCE_THRESHOLD`](super::COALESCE_THRESHOLD) are coalesced into one
+///   buffer (a small message is one system call), larger frames go out from
+///   their own `Bytes` in vectored writes of at most
+///   [`MAX_IOVECS`](super::MAX_IOVECS) slices.
+/// * Reads check the prelude against [`Limits`] before allocating, read
+///   small frames into one shared buffer and frames of at least
+///   [`OWN_BUFFER_THRESHOLD`](super::OWN_BUFFER_THRESHOLD) into a buffer of
+///   their own, which is reused for the next large message once the
+///   application has dropped every frame in it ([`Builder::recycle_buffers`]).
+/// * `recv` is cancel-safe; `send` dropped before writing anything discards
+///   its message, dropped after writing part of it poisons the writer, so a
+///   later message is never appended after half a message. Through the
+///   `Sink` interface a queued message is always completed first.
+/// * Any error but [`TransportError::Encode`] poisons the connection:
+///   `recv` returns `None` afterwards and `send` returns
+///   [`TransportError::Poisoned`].
+/// * Optional per-message deadlines ([`Builder::read_timeout`],
+///   [`Builder::write_timeout`]). The read deadline starts at a message's
+///   first byte; an idle connection never times out.
+///
+/// # Examples
+///
+/// ```no_run
+/// use framewire::transport::{Connection, HandshakeOptions};
+/// use framewire::{dumps, loads, Envelope, Limits, Value};
+///
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// // A Dask scheduler's RPC port: connect, handshake, one request and its reply.
+/// let (mut conn, agreed) = Connection::builder()
+///     .limits(Limits::dask_compat())
+///     .connect("127.0.0.1:8786", &HandshakeOptions::default())
+///     .await?;
+/// assert!(agreed.pickle_protocol() >= 4);
+/// let msg = Value::map_of([("op", Value::str("identity")), ("reply", Value::Bool(true))]);
+/// conn.send(Envelope::new(dumps(&msg)?)?).await?;
+/// let reply = conn.recv().await.ok_or("closed")??;
+/// println!("{:?}", loads(reply.frames(), &Limits::dask_compat())?);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Connection<T> {
+    io: T,
+    reader: Reader,
+    writer: Writer,
+}
+
+impl Connection<()> {
+    /// Options for a connection (`Connection::builder()...build(io)`).
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl<T> Connection<T> {
+    /// A connection over `io` with default options ([`Limits::strict()`], no
+    /// deadlines), without a handshake.
+    pub fn new(io: T) -> Connection<T> {
+        Builder::default().build(io)
+    }
+
+    /// The underlying IO.
+    pub fn get_ref(&self) -> &T {
+        &self.io
+    }
+
+    /// The underlying IO. Reading or writing it directly desynchronizes the
+    /// stream.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.io
+    }
+
+    /// Whether an error (or a cancelled partial send) made the connection
+    /// unusable.
+    pub fn is_poisoned(&self) -> bool {
+        self.reader.is_poisoned() || self.writer.is_poisoned()
+    }
+
+    /// Bytes currently reserved for reading: the read-ahead buffer plus the
+    /// buffer of a large frame being received. Bounded by what has arrived
+    /// plus [`Limits::prealloc_cap`], whatever the peer declares.
+    pub fn read_reserved(&self) -> usize {
+        self.reader.reserved()
+    }
+
+    fn poison(&mut self) {
+        self.reader.poison();
+        self.writer.poison();
+    }
+
+    pub(crate) fn parts(&mut self) -> (&mut T, &mut Reader, &mut Writer) {
+        (&mut self.io, &mut self.reader, &mut self.writer)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
+    /// Sends one message and flushes. Dropped before any byte is written, the
+    /// message is discarded; dropped after part of it was written, the
+    /// writer is poisoned.
+    pub async fn send(&mut self, env: Envelope) -> Result<(), TransportError> {
+        let r = write::send(&mut self.io, &mut self.writer, &env).await;
+        if let Err(e) = &r {
+            if e.is_fatal() {
+                self.reader.poison();
+            }
+        }
+        r
+    }
+
+    /// The next message; `None` after a clean close or after an error was
+    /// returned. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<Result<Envelope, TransportError>> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next message (what `Stream::poll_next` does).
+    pub fn poll_recv(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Envelope, TransportError>>> {
+        let r = self.reader.poll_next(&mut self.io, cx);
+        if let Poll::Ready(Some(Err(_))) = &r {
+            self.writer.poison();
+        }
+        r
+    }
+
+    /// Flushes and shuts down the write direction.
+    pub async fn close(&mut self) -> Result<(), TransportError> {
+        poll_fn(|cx| self.writer.poll_close(&mut self.io, cx)).await
+    }
+
+    /// Splits into independently usable halves (through
+    /// [`tokio::io::split`]); buffered bytes and state go with them.
+    #[allow(clippy::type_complexity)]
+    pub fn into_split(
+        self,
+    ) -> (
+        ReadHalf<tokio::io::ReadHalf<T>>,
+        WriteHalf<tokio::io::WriteHalf<T>>,
+    ) {
+        let (r, w) = tokio::io::split(self.io);
+        (
+            ReadHalf {
+                io: r,
+                reader: self.reader,
+            },
+            WriteHalf {
+                io: w,
+                writer: self.writer,
+            },
+        )
+    }
+
+    fn write_result(
+        &mut self,
+        r: Poll<Result<(), TransportError>>,
+    ) -> Poll<Result<(), TransportError>> {
+        if let Poll::Ready(Err(e)) = &r {
+            if e.is_fatal() {
+                self.poison();
+            }
+        }
+        r
+    }
+}
+
+impl Connection<TcpStream> {
+    /// Connects over TCP and exchanges the handshake, with default options
+    /// (use [`Builder::connect`] for others).
+    pub async fn connect<A: ToSocketAddrs>(
+        addr: A,
+        opts: &HandshakeOptions,
+    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
+        Builder::default().connect(addr, opts).await
+    }
+
+    /// Exchanges the handshake on an accepted TCP stream, with default
+    /// options (use [`Builder::accept`] for others).
+    pub async fn accept(
+        stream: TcpStream,
+        opts: &HandshakeOptions,
+    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
+        Builder::default().accept(stream, opts).await
+    }
+
+    /// Splits a TCP connection into owned halves (no lock between them, unlike
+    /// [`Connection::into_split`]).
+    pub fn into_tcp_split(
+        self,
+    ) -> (
+        ReadHalf<tokio::net::tcp::OwnedReadHalf>,
+        WriteHalf<tokio::net::tcp::OwnedWriteHalf>,
+    ) {
+        let (r, w) = self.io.into_split();
+        (
+            ReadHalf {
+                io: r,
+                reader: self.reader,
+            },
+            WriteHalf {
+                io: w,
+                writer: self.writer,
+            },
+        )
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Stream for Connection<T> {
+    type Item = Result<Envelope, TransportError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_recv(cx)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Sink<Envelope> for Connection<T> {
+    type Error = TransportError;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
+        let this = self.get_mut();
+        let r = this.writer.poll_ready(&mut this.io, cx);
+        this.write_result(r)
+    }
+
+    fn start_send(self: Pin<&mut Self>, env: Envelope) -> Result<(), TransportError> {
+        self.get_mut().writer.start_send(&env)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
+        let this = self.get_mut();
+        let r = this.writer.poll_flush(&mut this.io, cx);
+        this.write_result(r)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
+        let this = self.get_mut();
+        let r = this.writer.poll_close(&mut this.io, cx);
+        this.write_result(r)
+    }
+}
+
+/// The receiving half of a [`Connection`]: a `Stream` of messages.
+#[derive(Debug)]
+pub struct ReadHalf<R> {
+    io: R,
+    reader: Reader,
+}
+
+impl<R: AsyncRead + Unpin> ReadHalf<R> {
+    /// A receiving half over `r` with the builder's options (for example an
+    /// owned half of a stream split some other way).
+    pub fn new(r: R, builder: &Builder) -> ReadHalf<R> {
+        ReadHalf {
+            io: r,
+            reader: builder.reader(),
+        }
+    }
+
+    /// The next message; `None` after a clean close or after an error was
+    /// returned. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<Result<Envelope, TransportError>> {
+        poll_fn(|cx| self.reader.poll_next(&mut self.io, cx)).await
+    }
+
+    /// Whether an error stopped this half.
+    pub fn is_poisoned(&self) -> bool {
+        self.reader.is_poisoned()
+    }
+
+    /// See [`Connection::read_reserved`].
+    pub fn read_reserved(&self) -> usize {
+        self.reader.reserved()
+    }
+}
+
+impl<R: AsyncRead + Unpin> Stream for ReadHalf<R> {
+    type Item = Result<Envelope, TransportError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        this.reader.poll_next(&mut this.io, cx)
+    }
+}
+
+/// The sending half of a [`Connection`]: a `Sink` of messages.
+#[derive(Debug)]
+pub struct WriteHalf<W> {
+    io: W,
+    writer: Writer,
+}
+
+impl<W: AsyncWrite + Unpin> WriteHalf<W> {
+    /// A sending half over `w` with the builder's options.
+    pub fn new(w: W, builder: &Builder) -> WriteHalf<W> {
+        WriteHalf {
+            io: w,
+            writer: builder.writer(),
+        }
+    }
+
+    /// Sends one message and flushes; see [`Connection::send`].
+    pub async fn send(&mut self, env: Envelope) -> Result<(), TransportError> {
+        write::send(&mut self.io, &mut self.writer, &env).await
+    }
+
+    /// Flushes and shuts down the write direction.
+    pub async fn close(&mut self) -> Result<(), TransportError> {
+        poll_fn(|cx| self.writer.poll_close(&mut self.io, cx)).await
+    }
+
+    /// Whether an error or a cancelled partial send stopped this half.
+    pub fn is_poisoned(&self) -> bool {
+        self.writer.is_poisoned()
+    }
+}
+
+impl<W: AsyncWrite + Unpin> Sink<Envelope> for WriteHalf<W> {
+    type Error = TransportError;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
+        let this = self.get_mut();
+        this.writer.poll_ready(&mut this.io, cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, env: Envelope) -> Result<(), TransportError> {
+        self.get_mut().writer.start_send(&env)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
+        let this = self.get_mut();
+        this.writer.poll_flush(&mut this.io, cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
+        let this = self.get_mut();
+        this.writer.poll_close(&mut this.io, cx)
+    }
+}
+
+/// An optional per-message deadline, re-armed without reallocating.
+#[derive(Debug)]
+pub(crate) struct Deadline {
+    timeout: Option<Duration>,
+    sleep: Option<Pin<Box<Sleep>>>,
+    armed: bool,
+}
+
+impl Deadline {
+    pub(crate) fn new(timeout: Option<Duration>) -> Deadline {
+        Deadline {
+            timeout,
+            sleep: None,
+            armed: false,
+        }
+    }
+
+    /// Starts the clock, unless it is already running.
+    pub(crate) fn arm(&mut self) {
+        let Some(t) = self.timeout else { return };
+        if self.armed {
+            return;
+        }
+        let at = Instant::now() + t;
+        match &mut self.sleep {
+            Some(s) => s.as_mut().reset(at),
+            None => self.sleep = Some(Box::pin(tokio::time::sleep_until(at))),
+        }
+        self.armed = true;
+    }
+
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// Whether the deadline has passed (without registering a wake-up).
+    pub(crate) fn expired(&self) -> bool {
+        match &self.sleep {
+            Some(s) if self.armed => s.deadline() <= Instant::now(),
+            _ => false,
+        }
+    }
+
+    /// Whether the deadline has passed; if not, the task is woken when it does.
+    pub(crate) fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        match &mut self.sleep {
+            Some(s) if self.armed => s.as_mut().poll(cx).is_ready(),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! [`TransportError`]: what can stop a connection, and [`HandshakeError`]:
+//! what can be wrong with a peer's handshake.
+//!
+//! ```text
+//! TransportError ─┬─ Io(io::Error)          the socket failed (reset, EPIPE, ...)
+//!                 ├─ Decode(DecodeError)    the peer's bytes are not a valid message
+//!                 ├─ Encode(EncodeError)    a message we were asked to send is refused
+//!                 ├─ Timeout { phase }      a per-message deadline passed
+//!                 ├─ Handshake(..)          the peer's handshake is unusable
+//!                 ├─ Poisoned               an earlier error left the stream out of sync
+//!                 └─ Closed                 the connection was closed (by us, or by the peer
+//!                                           before the handshake completed)
+//! ```
+//!
+//! Every error but `Encode` (which is raised before a single byte is
+//! written) is terminal: the connection is poisoned.
+
+use std::fmt;
+use std::io;
+
+use crate::error::{DecodeError, EncodeError};
+
+/// Which step a deadline interrupted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimeoutPhase {
+    /// Exchanging the Dask handshake.
+    Handshake,
+    /// Reading a message's prelude (`N`, `count`, the length table).
+    ReadPrelude,
+    /// Reading a message's frames.
+    ReadFrames,
+    /// Writing a message.
+    Write,
+}
+
+impl fmt::Display for TimeoutPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimeoutPhase::Handshake => "the handshake",
+            TimeoutPhase::ReadPrelude => "reading a prelude",
+            TimeoutPhase::ReadFrames => "reading frames",
+            TimeoutPhase::Write => "writing a message",
+        })
+    }
+}
+
+/// What is wrong with the handshake a peer sent (dask-protocol.md §3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandshakeError {
+    /// The handshake message is not a msgpack map.
+    NotAMap,
+    /// A required key is missing (Dask fails the same way: "Your Dask
+    /// versions may not be in sync" for `pickle-protocol`, `KeyError` for
+    /// `compression`).
+    MissingKey(&'static str),
+    /// A key has a value of the wrong type or out of range.
+    InvalidValue(&'static str),
+    /// The handshake message has more than one frame (out-of-band values).
+    UnexpectedFrames(usize),
+    /// An extension name we offer is not usable as a key suffix (empty).
+    InvalidExtensionName,
+}
+
+impl fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandshakeError::NotAMap => f.write_str("the peer's handshake is not a map"),
+            HandshakeError::MissingKey(k) => write!(
+                f,
+                "the peer's handshake has no {k:?} key (Dask versions may not be in sync)"
+            ),
+            HandshakeError::InvalidValue(k) => {
+                write!(f, "the peer's handshake has an invalid {k:?} value")
+            }
+            HandshakeError::UnexpectedFrames(n) => {
+                write!(f, "the handshake message has {n} frames, expected 1")
+            }
+            HandshakeError::InvalidExtensionName => f.write_str("an extension name is empty"),
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {}
+
+/// Everything that can stop a [`Connection`](super::Connection) or a
+/// [`FrameCodec`](super::FrameCodec).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The underlying IO failed. The stream is poisoned.
+    Io(io::Error),
+    /// The peer sent bytes that are not a valid message (or ended in the
+    /// middle of one: [`DecodeError::Truncated`]). The stream is poisoned.
+    Decode(DecodeError),
+    /// A message to send was refused before any byte of it was written; the
+    /// connection is still usable.
+    Encode(EncodeError),
+    /// A per-message deadline passed. The stream is poisoned.
+    Timeout {
+        /// What was going on.
+        phase: TimeoutPhase,
+    },
+    /// The peer's handshake is unusable.
+    Handshake(HandshakeError),
+    /// An earlier error (or a send cancelled after part of its message was
+    /// written) left this direction of the stream out of sync.
+    Poisoned,
+    /// The connection is closed: a send after `close`, or the peer closed
+    /// before the handshake completed.
+    Closed,
+}
+
+impl TransportError {
+    /// Whether this error leaves the connection unusable (everything but
+    /// [`TransportError::Encode`]).
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self, TransportError::Encode(_))
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Io(e) => write!(f, "io error: {e}"),
+            TransportError::Decode(e) => write!(f, "invalid message from the peer: {e}"),
+            TransportError::Encode(e) => write!(f, "cannot send the message: {e}"),
+            TransportError::Timeout { phase } => write!(f, "timed out {phase}"),
+            TransportError::Handshake(e) => write!(f, "handshake failed: {e}"),
+            TransportError::Poisoned => f.write_str(
+                "the connection is poisoned: an earlier error left the stream out of sync",
+            ),
+            TransportError::Closed => f.write_str("the connection is closed"),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TransportError::Io(e) => Some(e),
+            TransportError::Decode(e) => Some(e),
+            TransportError::Encode(e) => Some(e),
+            TransportError::Handshake(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for TransportError {
+    fn from(e: io::Error) -> TransportError {
+        TransportError::Io(e)
+    }
+}
+
+impl From<DecodeError> for TransportError {
+    fn from(e: DecodeError) -> TransportError {
+        TransportError::Decode(e)
+    }
+}
+
+impl From<EncodeError> for TransportError {
+    fn from(e: EncodeError) -> TransportError {
+        TransportError::Encode(e)
+    }
+}
+
+impl From<HandshakeError> for TransportError {
+    fn from(e: HandshakeError) -> TransportError {
+        TransportError::Handshake(e)
+    }
+}
+
+impl From<TransportError> for io::Error {
+    fn from(e: TransportError) -> io::Error {
+        match e {
+            TransportError::Io(e) => e,
+            TransportError::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
+            TransportError::Closed => io::Error::new(io::ErrorKind::NotConnected, e),
+            TransportError::Encode(_) => io::Error::new(io::ErrorKind::InvalidInput, e),
+            other => io::Error::new(io::ErrorKind::InvalidData, other),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The async transport: Dask's TCP framing on tokio (SPEC.md §2–3,
+//! dask-protocol.md §2–3).
+//!
+//! ```text
+//!                   ┌──────────────────────── Connection<T> ────────────────────────┐
+//!  Envelope ──Sink──▶ write: prelude + small frames coalesced │ large frames' own Bytes ──writev──▶ T
+//!  Envelope ◀─Stream─ read:  prelude → Limits → small frames in one buffer,           ◀──read──── T
+//!                   │        large frames in their own (recycled) buffer               │
+//!                   └─── handshake(): {"compression", "python", "pickle-protocol",      ┘
+//!                                      "framewire-<ext>"...} both ways, then negotiate
+//!
+//!  FrameCodec: the same framing as a tokio-util Decoder/Encoder (the encoder copies).
+//! ```
+//!
+//! * [`Connection`] (and its halves [`ReadHalf`] / [`WriteHalf`]): the
+//!   zero-copy path. Frames are written from their own `Bytes` with vectored
+//!   writes and read into buffers the decoded frames are slices of.
+//! * [`FrameCodec`]: for `Framed` users; simple, but its encoder copies
+//!   every payload.
+//! * [`handshake`], [`Connection::connect`], [`Connection::accept`]: the Dask
+//!   handshake, with framewire extensions.
+//!
+//! # Examples
+//!
+//! ```
+//! use bytes::Bytes;
+//! use framewire::transport::{handshake, HandshakeOptions};
+//! use framewire::{dumps, loads, Envelope, Limits, Value};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let (a, b) = tokio::io::duplex(1 << 16);
+//! let opts = HandshakeOptions::default();
+//! let (left, right) = tokio::join!(handshake(a, &opts), handshake(b, &opts));
+//! let ((mut left, agreed), (mut right, _)) = (left?, right?);
+//! assert_eq!(agreed.pickle_protocol(), 5);
+//!
+//! let msg = Value::map_of([("op", Value::str("ping"))]);
+//! left.send(Envelope::new(dumps(&msg)?)?).await?;
+//! let env = right.recv().await.expect("a message")?;
+//! assert_eq!(loads(env.frames(), &Limits::strict())?, msg);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod codec;
+mod conn;
+mod error;
+mod handshake;
+mod read;
+mod write;
+
+use bytes::BytesMut;
+
+pub use codec::{Builder as CodecBuilder, FrameCodec};
+pub use conn::{Builder, Connection, ReadHalf, WriteHalf};
+pub use error::{HandshakeError, TimeoutPhase, TransportError};
+pub use handshake::{handshake, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
+pub use read::OWN_BUFFER_THRESHOLD;
+pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};
+
+use crate::envelope::Envelope;
+use crate::error::EncodeError;
+use crate::limits::Limits;
+
+/// Refuses a message the sender's own limits would refuse to receive.
+pub(crate) fn check_outgoing(env: &Envelope, limits: &Limits) -> Result<(), EncodeError> {
+    let count = env.frames().len();
+    if count > limits.max_frames {
+        return Err(EncodeError::ExceedsLimit {
+            limit: "max_frames",
+            declared: count as u64,
+            max: limits.max_frames as u64,
+        });
+    }
+    let mut total: u64 = 0;
+    for f in env.frames() {
+        let len = f.len() as u64;
+        if len > limits.max_frame_len {
+            return Err(EncodeError::ExceedsLimit {
+                limit: "max_frame_len",
+                declared: len,
+                max: limits.max_frame_len,
+            });
+        }
+        total = total.saturating_add(len);
+    }
+    if total > limits.max_message_len {
+        return Err(EncodeError::ExceedsLimit {
+            limit: "max_message_len",
+            declared: total,
+            max: limits.max_message_len,
+        });
+    }
+    Ok(())
+}
+
+/// Below this much spare room, [`grow`] makes more.
+const MIN_SPARE: usize = 4 << 10;
+
+/// Makes sure `buf` has room to read towards `target` bytes in total,
+/// reserving at most `cap` bytes ahead of what it holds: a declared size is
+/// never reserved until its bytes arrive. Room is only added when little is
+/// left, so growth stays amortized (capacity ≤ 2 × bytes held + `cap`).
+pub(crate) fn grow(buf: &mut BytesMut, target: usize, cap: usize) {
+    let remaining = target.saturating_sub(buf.len());
+    let spare = buf.capacity() - buf.len();
+    if spare >= remaining.min(MIN_SPARE) {
+        return;
+    }
+    buf.reserve(remaining.min(cap.max(MIN_SPARE)));
+}

@@ -1,0 +1,429 @@
+//! The read side of a [`Connection`](super::Connection): a cancel-safe state
+//! machine that turns bytes into [`Envelope`]s without copying payloads.
+//!
+//! ```text
+//! socket ──read──▶ rbuf (read-ahead ≤ READ_AHEAD past what is needed)
+//!                   │
+//!                   ├─ prelude: parse_prelude(rbuf) → checked against Limits → advance
+//!                   │
+//!                   ├─ small run  (frames < OWN_BUFFER_THRESHOLD, back to back)
+//!                   │      rbuf.split_to(run).freeze() ── slice ──▶ frames
+//!                   │
+//!                   └─ large run  (frames ≥ OWN_BUFFER_THRESHOLD, back to back)
+//!                          rbuf's few read-ahead bytes copied, then
+//!                          socket ──read──▶ own buffer (recycled when the app dropped
+//!                                           the previous one) ── slice ──▶ frames
+//! ```
+//!
+//! A message whose frames are all small costs no copy and, when several are
+//! in flight, one read for many messages. Large frames get a buffer of their
+//! own so that the small frame 0 (which decoded strings point into) never
+//! pins a payload's memory, and consecutive large frames (shards of one
+//! array) stay contiguous, so merging them needs no copy.
+//!
+//! **Receive-buffer recycling.** Allocating a fresh 64 MiB buffer per message
+//! costs more in first-touch page faults than the copy from the kernel
+//! (perf-peers.md). The reader keeps one handle on the last large buffer;
+//! when the application has dropped every frame of it,
+//! [`BytesMut::try_reclaim`] hands the same, already faulted-in memory back
+//! for the next large message. If the application still holds it, a fresh
+//! buffer is grown as bytes arrive. (A frame the application keeps pins its
+//! whole buffer, as with any `Bytes` slice; buffers over
+//! `max_recycled_buffer` are never kept.) Measured with 64 MiB messages over
+//! loopback TCP: recycling runs at the speed of plain reads into one reused
+//! buffer; a fresh buffer per message is about 1.5× slower (page faults).
+//!
+//! All state lives in the struct: dropping a `recv` future loses nothing.
+
+use std::future::Future;
+use std::io;
+use std::mem;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
+use crate::error::DecodeError;
+use crate::limits::Limits;
+
+use super::conn::Deadline;
+use super::error::{TimeoutPhase, TransportError};
+
+/// Frames of at least this many bytes are read into a buffer of their own
+/// (consecutive ones share it), straight from the socket, instead of the
+/// shared read buffer. Below it, a frame is copied at most once, from the
+/// kernel into the read buffer, and shares that buffer with its neighbours.
+pub const OWN_BUFFER_THRESHOLD: usize = 64 << 10;
+
+/// Bytes the reader may read past the end of what it currently needs (the
+/// next prelude, the next small run). Bounds the copy into a large buffer
+/// and the read-ahead per connection.
+const READ_AHEAD: usize = 64 << 10;
+
+/// The smallest read buffer reserved for a read: a fixed size, never a
+/// declared one.
+const MIN_READ: usize = 8 << 10;
+
+/// A run of back-to-back frames read into one buffer.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// Frames in the run.
+    frames: usize,
+    /// Their total length.
+    len: usize,
+    /// Whether they go into a buffer of their own.
+    large: bool,
+}
+
+/// A message whose prelude has been read.
+#[derive(Debug)]
+struct Body {
+    prelude: Prelude,
+    /// The frame lengths, as `usize` (the whole message fits: checked).
+    lengths: Vec<usize>,
+    runs: Vec<Run>,
+    /// The run being read.
+    run: usize,
+    /// Frames done so far.
+    frames: Vec<Bytes>,
+    /// Bytes of the message (from its start) in `frames` or the prelude.
+    done: u64,
+    /// The buffer of the large run being read.
+    large: Option<BytesMut>,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Prelude,
+    Body(Body),
+    /// The peer closed the stream cleanly between messages.
+    Eof,
+    /// An error happened: nothing more is decoded.
+    Failed,
+}
+
+/// How the reader allocates for large frames.
+#[derive(Clone, Debug)]
+pub(crate) struct ReadConfig {
+    pub(crate) limits: Limits,
+    pub(crate) recycle: bool,
+    pub(crate) recycle_limit: usize,
+    pub(crate) timeout: Option<std::time::Duration>,
+}
+
+/// The read half's state (see this module's docs).
+#[derive(Debug)]
+pub(crate) struct Reader {
+    cfg: ReadConfig,
+    rbuf: BytesMut,
+    phase: Phase,
+    /// A handle on the last large buffer, for [`BytesMut::try_reclaim`].
+    spare: BytesMut,
+    deadline: Deadline,
+}
+
+impl Reader {
+    pub(crate) fn new(cfg: ReadConfig) -> Reader {
+        let deadline = Deadline::new(cfg.timeout);
+        Reader {
+            cfg,
+            rbuf: BytesMut::new(),
+            phase: Phase::Prelude,
+            spare: BytesMut::new(),
+            deadline,
+        }
+    }
+
+    /// Swaps the limits (the handshake is read under tight ones).
+    pub(crate) fn replace_limits(&mut self, limits: Limits) -> Limits {
+        mem::replace(&mut self.cfg.limits, limits)
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        matches!(self.phase, Phase::Failed)
+    }
+
+    pub(crate) fn poison(&mut self) {
+        self.phase = Phase::Failed;
+        self.deadline.disarm();
+    }
+
+    /// Capacity of the read-ahead buffer plus the large buffer being filled:
+    /// what the connection has reserved for a message in progress.
+    pub(crate) fn reserved(&self) -> usize {
+        let large = match &self.phase {
+            Phase::Body(b) => b.large.as_ref().map_or(0, BytesMut::capacity),
+            _ => 0,
+        };
+        self.rbuf.capacity() + large
+    }
+
+    pub(crate) fn poll_next<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Envelope, TransportError>>> {
+        if matches!(self.phase, Phase::Eof | Phase::Failed) {
+            return Poll::Ready(None);
+        }
+        // A flood of buffered messages must still let other tasks run.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        match self.poll_message(io, cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(Some(env))) => {
+                coop.made_progress();
+                Poll::Ready(Some(Ok(env)))
+            }
+            Poll::Ready(Ok(None)) => {
+                self.phase = Phase::Eof;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Err(e)) => {
+                self.poison();
+                Poll::Ready(Some(Err(e)))
+            }
+        }
+    }
+
+    fn poll_message<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Envelope>, TransportError>> {
+        let cap = self.cfg.limits.prealloc_cap;
+        loop {
+            match &mut self.phase {
+                Phase::Eof | Phase::Failed => return Poll::Ready(Ok(None)),
+                Phase::Prelude => match parse_prelude(&self.rbuf, &self.cfg.limits)? {
+                    PreludeStatus::Need(n) => {
+                        let got = self.rbuf.len();
+                        let read = fill(io, cx, &mut self.rbuf, n - got, cap, &mut self.deadline);
+                        match ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadPrelude))? {
+                            0 if got == 0 => return Poll::Ready(Ok(None)),
+                            0 => return Poll::Ready(Err(truncated(got as u64, n as u64))),
+                            _ => {}
+                        }
+                    }
+                    PreludeStatus::Complete(prelude) => {
+                        let header = usize::try_from(prelude.header_len())
+                            .map_err(|_| DecodeError::LengthOverflow)?;
+                        self.rbuf.advance(header);
+                        self.phase = Phase::Body(Body::new(prelude)?);
+                    }
+                },
+                Phase::Body(body) => {
+                    let Some(&run) = body.runs.get(body.run) else {
+                        let Phase::Body(body) = mem::replace(&mut self.phase, Phase::Prelude)
+                        else {
+                            unreachable!()
+                        };
+                        self.deadline.disarm();
+                        if !self.rbuf.is_empty() {
+                            self.deadline.arm(); // the next message has begun
+                        }
+                        return Poll::Ready(Ok(Some(body.finish()?)));
+                    };
+                    if !run.large {
+                        if self.rbuf.len() >= run.len {
+                            let data = self.rbuf.split_to(run.len).freeze();
+                            body.push_run(run, data);
+                            continue;
+                        }
+                        let got = self.rbuf.len();
+                        let read = fill(
+                            io,
+                            cx,
+                            &mut self.rbuf,
+                            run.len - got,
+                            cap,
+                            &mut self.deadline,
+                        );
+                        if ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadFrames))? == 0 {
+                            return Poll::Ready(Err(body.truncated(got)));
+                        }
+                        continue;
+                    }
+                    let buf = body.large.get_or_insert_with(|| {
+                        take_large_buffer(&mut self.spare, run.len, self.cfg.recycle)
+                    });
+                    if !self.rbuf.is_empty() && buf.len() < run.len {
+                        // At most READ_AHEAD bytes: the only copy of a large frame.
+                        let n = self.rbuf.len().min(run.len - buf.len());
+                        buf.extend_from_slice(&self.rbuf[..n]);
+                        self.rbuf.advance(n);
+                    }
+                    if buf.len() == run.len {
+                        let mut buf = body.large.take().unwrap_or_default();
+                        let data = buf.split_to(run.len).freeze();
+                        if self.cfg.recycle && data.len() + buf.capacity() <= self.cfg.recycle_limit
+                        {
+                            self.spare = buf; // keeps a handle on the allocation
+                        }
+                        body.push_run(run, data);
+                        continue;
+                    }
+                    let got = buf.len();
+                    let read = fill_exact(io, cx, buf, run.len - got, cap, &mut self.deadline);
+                    if ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadFrames))? == 0 {
+                        return Poll::Ready(Err(body.truncated(got)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A buffer for a large run of `len` bytes: the recycled one if the
+/// application dropped every frame of it (no new allocation, no page
+/// faults), else a fresh one that grows as bytes arrive.
+fn take_large_buffer(spare: &mut BytesMut, len: usize, recycle: bool) -> BytesMut {
+    if recycle && spare.try_reclaim(len) {
+        return mem::take(spare);
+    }
+    *spare = BytesMut::new(); // the application still holds it: let go
+    BytesMut::new()
+}
+
+impl Body {
+    fn new(prelude: Prelude) -> Result<Body, DecodeError> {
+        let lengths = prelude
+            .lengths()
+            .iter()
+            .map(|&len| usize::try_from(len).map_err(|_| DecodeError::LengthOverflow))
+            .collect::<Result<Vec<usize>, _>>()?;
+        let mut runs: Vec<Run> = Vec::new();
+        for &len in &lengths {
+            let large = len >= OWN_BUFFER_THRESHOLD;
+            match runs.last_mut() {
+                // Empty frames join any run: they never break contiguity.
+                Some(run) if run.large == large || len == 0 => {
+                    run.frames += 1;
+                    run.len += len;
+                }
+                _ => runs.push(Run {
+                    frames: 1,
+                    len,
+                    large,
+                }),
+            }
+        }
+        Ok(Body {
+            frames: Vec::with_capacity(lengths.len()),
+            done: prelude.header_len(),
+            prelude,
+            lengths,
+            runs,
+            run: 0,
+            large: None,
+        })
+    }
+
+    /// Slices the frames of `run` out of its buffer.
+    fn push_run(&mut self, run: Run, data: Bytes) {
+        let start = self.frames.len();
+        let mut at = 0;
+        for &len in &self.lengths[start..start + run.frames] {
+            self.frames.push(data.slice(at..at + len));
+            at += len;
+        }
+        self.done += run.len as u64;
+        self.run += 1;
+    }
+
+    fn truncated(&self, in_run: usize) -> TransportError {
+        let offset = self.done + in_run as u64;
+        truncated(offset, self.prelude.wire_len())
+    }
+
+    fn finish(self) -> Result<Envelope, TransportError> {
+        let k = self.prelude.frames_in_first_read();
+        Ok(Envelope::with_first_read_frames(self.frames, k)?)
+    }
+}
+
+fn truncated(offset: u64, needed: u64) -> TransportError {
+    TransportError::Decode(DecodeError::Truncated {
+        offset,
+        needed,
+        got: offset,
+    })
+}
+
+/// An error from a read, before its phase is known.
+pub(crate) enum ReadError {
+    Io(io::Error),
+    Timeout,
+}
+
+impl ReadError {
+    fn phase(self, phase: TimeoutPhase) -> TransportError {
+        match self {
+            ReadError::Io(e) => TransportError::Io(e),
+            ReadError::Timeout => TransportError::Timeout { phase },
+        }
+    }
+}
+
+/// One read into the shared buffer: at least `need` bytes are wanted, and up
+/// to [`READ_AHEAD`] more are welcome. Returns the bytes read (0 at EOF).
+fn fill<R: AsyncRead + Unpin>(
+    io: &mut R,
+    cx: &mut Context<'_>,
+    buf: &mut BytesMut,
+    need: usize,
+    cap: usize,
+    deadline: &mut Deadline,
+) -> Poll<Result<usize, ReadError>> {
+    if buf.capacity() == buf.len() {
+        buf.reserve(need.min(cap).max(MIN_READ));
+    }
+    read(io, cx, buf, need.saturating_add(READ_AHEAD), deadline)
+}
+
+/// One read into a large buffer, never past the `need` bytes that remain of
+/// its run (the next bytes belong to another buffer).
+fn fill_exact<R: AsyncRead + Unpin>(
+    io: &mut R,
+    cx: &mut Context<'_>,
+    buf: &mut BytesMut,
+    need: usize,
+    cap: usize,
+    deadline: &mut Deadline,
+) -> Poll<Result<usize, ReadError>> {
+    if buf.capacity() == buf.len() {
+        buf.reserve(need.min(cap.max(MIN_READ)));
+    }
+    read(io, cx, buf, need, deadline)
+}
+
+fn read<R: AsyncRead + Unpin>(
+    io: &mut R,
+    cx: &mut Context<'_>,
+    buf: &mut BytesMut,
+    limit: usize,
+    deadline: &mut Deadline,
+) -> Poll<Result<usize, ReadError>> {
+    // `read_buf` into the spare capacity (no zero-filling, no unsafe here);
+    // the future keeps no state, so polling a fresh one each time is exact.
+    let mut limited = (&mut *buf).limit(limit);
+    let read = std::pin::pin!(io.read_buf(&mut limited));
+    match read.poll(cx) {
+        Poll::Ready(Ok(n)) => {
+            if n > 0 {
+                deadline.arm(); // no-op when already armed
+                if deadline.expired() {
+                    return Poll::Ready(Err(ReadError::Timeout));
+                }
+            }
+            Poll::Ready(Ok(n))
+        }
+        Poll::Ready(Err(e)) => Poll::Ready(Err(ReadError::Io(e))),
+        Poll::Pending => {
+            if deadline.poll_expired(cx) {
+                return Poll::Ready(Err(ReadError::Timeout));
+            }
+            Poll::Pending
+        }
+    }
+}
