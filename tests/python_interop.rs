@@ -13,38 +13,19 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use bytes::{Bytes, BytesMut};
 use framewire::{dumps, envelope, loads, Envelope, Limits, Value};
 use serde_json::json;
 
+#[path = "support/dask_python.rs"]
+mod dask_python;
+use dask_python::python;
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The Python with `distributed==2026.8.0`: `$FRAMEWIRE_PYTHON`, else the
-/// venv `scripts/setup-python` makes. Panics (fails the test) if neither.
-fn python() -> PathBuf {
-    let candidate = std::env::var_os("FRAMEWIRE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv-dask/bin/python"));
-    let ok = Command::new(&candidate)
-        .args([
-            "-c",
-            "import distributed; assert distributed.__version__ == '2026.8.0'",
-        ])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "Python with distributed==2026.8.0 not found at {} — run scripts/setup-python \
-         (scripts/test and .ci/run do) or set FRAMEWIRE_PYTHON",
-        candidate.display()
-    );
-    candidate
 }
 
 /// JSON as deep as Dask's 1024-level messages (serde_json stops at 128).

@@ -27,31 +27,12 @@ use framewire::{
 use serde_json::{json, Value as J};
 use sha2::{Digest, Sha256};
 
+#[path = "support/dask_python.rs"]
+mod dask_python;
+use dask_python::python;
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The Python with `distributed==2026.8.0`: `$FRAMEWIRE_PYTHON`, else the
-/// venv `scripts/setup-python` makes. Panics (fails the test) if neither.
-fn python() -> PathBuf {
-    let candidate = std::env::var_os("FRAMEWIRE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv-dask/bin/python"));
-    let ok = Command::new(&candidate)
-        .args([
-            "-c",
-            "import distributed; assert distributed.__version__ == '2026.8.0'",
-        ])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "Python with distributed==2026.8.0 not found at {} — run scripts/setup-python \
-         (scripts/test and .ci/run do) or set FRAMEWIRE_PYTHON",
-        candidate.display()
-    );
-    candidate
 }
 
 fn peer() -> PathBuf {

@@ -15,7 +15,7 @@
 //! These tests FAIL when Python Dask is missing: they never skip.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use bytes::Bytes;
@@ -24,31 +24,12 @@ use framewire::transport::{Connection, HandshakeOptions};
 use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, NdArray, Value};
 use sha2::Digest;
 
+#[path = "support/dask_python.rs"]
+mod dask_python;
+use dask_python::python;
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The Python with `distributed==2026.8.0`: `$FRAMEWIRE_PYTHON`, else
-/// `<repo>/.venv-dask/bin/python`. Panics (fails the test) if neither works.
-fn python() -> PathBuf {
-    let candidate = std::env::var_os("FRAMEWIRE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv-dask/bin/python"));
-    let ok = Command::new(&candidate)
-        .args([
-            "-c",
-            "import distributed, numpy; assert distributed.__version__ == '2026.8.0'",
-        ])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "Python with distributed==2026.8.0 and numpy not found at {} — run scripts/setup-python \
-         or set FRAMEWIRE_PYTHON",
-        candidate.display()
-    );
-    candidate
 }
 
 fn peer(args: &[&str]) -> (Child, std::io::Lines<BufReader<ChildStdout>>) {

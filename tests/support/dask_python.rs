@@ -1,0 +1,29 @@
+//! Finds the Python the live interop tests talk to. Included by each test
+//! file that needs it (`#[path = "support/dask_python.rs"] mod dask_python;`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The Python with `distributed==2026.8.0` and numpy: `$FRAMEWIRE_PYTHON`,
+/// else the venv `scripts/setup-python` makes (`<repo>/.venv-dask`).
+/// Panics — fails the test, never skips it — if neither works.
+pub fn python() -> PathBuf {
+    let candidate = std::env::var_os("FRAMEWIRE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-dask/bin/python"));
+    let ok = Command::new(&candidate)
+        .args([
+            "-c",
+            "import distributed, numpy; assert distributed.__version__ == '2026.8.0'",
+        ])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "Python with distributed==2026.8.0 and numpy not found at {} — run scripts/setup-python \
+         (scripts/test and .ci/run do) or set FRAMEWIRE_PYTHON",
+        candidate.display()
+    );
+    candidate
+}
