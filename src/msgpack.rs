@@ -60,7 +60,61 @@ struct Reader<'a> {
     frame: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// A reader over one msgpack frame, refused outright when it is longer
+    /// than [`Limits::max_header_len`]. [`decode`] and [`skim`] share this and
+    /// the checks below, so they accept and refuse exactly the same bytes.
+    fn new(buf: &'a Bytes, frame: usize, limits: &Limits) -> Result<Reader<'a>, DecodeError> {
+        let len = buf.len() as u64;
+        if len > limits.max_header_len {
+            return Err(DecodeError::HeaderTooLarge {
+                frame,
+                len,
+                limit: limits.max_header_len,
+            });
+        }
+        Ok(Reader { buf, pos: 0, frame })
+    }
+
+    /// Counts one more item against [`Limits::max_msgpack_items`].
+    fn count_item(
+        &self,
+        seen: &mut usize,
+        start: usize,
+        limits: &Limits,
+    ) -> Result<(), DecodeError> {
+        *seen += 1;
+        if *seen > limits.max_msgpack_items {
+            return Err(DecodeError::ItemBudgetExceeded {
+                at: self.at(start),
+                limit: limits.max_msgpack_items,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a container that opens at `start` inside `depth` others: the
+    /// depth limit, and its items against the bytes that remain. Returns how
+    /// many items follow (a map's keys and values counted apart).
+    fn open_container(
+        &self,
+        start: usize,
+        len: u64,
+        is_map: bool,
+        depth: usize,
+        limits: &Limits,
+    ) -> Result<u64, DecodeError> {
+        if depth >= limits.max_depth {
+            return Err(DecodeError::DepthExceeded {
+                at: self.at(start),
+                limit: limits.max_depth,
+            });
+        }
+        let units = if is_map { 2 } else { 1 };
+        self.check_len(start, len, units)?;
+        Ok(len * units) // cannot overflow: checked against the buffer
+    }
+
     fn at(&self, offset: usize) -> Position {
         Position {
             frame: self.frame,
@@ -140,15 +194,7 @@ pub(crate) fn decode(
     limits: &Limits,
     hook: &mut MapHook<'_>,
 ) -> Result<Value, DecodeError> {
-    let len = buf.len() as u64;
-    if len > limits.max_header_len {
-        return Err(DecodeError::HeaderTooLarge {
-            frame,
-            len,
-            limit: limits.max_header_len,
-        });
-    }
-    let mut rd = Reader { buf, pos: 0, frame };
+    let mut rd = Reader::new(buf, frame, limits)?;
     let mut stack: Vec<Open> = Vec::new();
     let mut items_seen: usize = 0;
     // How many `Value`s may be reserved ahead of data, shared by every open
@@ -157,13 +203,7 @@ pub(crate) fn decode(
 
     loop {
         let start = rd.pos;
-        items_seen += 1;
-        if items_seen > limits.max_msgpack_items {
-            return Err(DecodeError::ItemBudgetExceeded {
-                at: rd.at(start),
-                limit: limits.max_msgpack_items,
-            });
-        }
+        rd.count_item(&mut items_seen, start, limits)?;
         let mut value = match read_item(&mut rd)? {
             Item::Scalar(v) => v,
             Item::Bin { start, end } => Value::Bin(buf.slice(start..end)),
@@ -172,15 +212,7 @@ pub(crate) fn decode(
                     .map_err(|_| DecodeError::InvalidUtf8(rd.at(at)))?,
             ),
             Item::Container { len, is_map } => {
-                if stack.len() >= limits.max_depth {
-                    return Err(DecodeError::DepthExceeded {
-                        at: rd.at(start),
-                        limit: limits.max_depth,
-                    });
-                }
-                let units = if is_map { 2 } else { 1 };
-                rd.check_len(start, len, units)?;
-                let n = len * units; // cannot overflow: checked against the buffer
+                let n = rd.open_container(start, len, is_map, stack.len(), limits)?;
                 if n == 0 {
                     let empty = if is_map {
                         Items::Map(Vec::new(), None)
@@ -346,15 +378,7 @@ pub(crate) fn skim(
     limits: &Limits,
     key: &str,
 ) -> Result<Skimmed, DecodeError> {
-    let len = buf.len() as u64;
-    if len > limits.max_header_len {
-        return Err(DecodeError::HeaderTooLarge {
-            frame,
-            len,
-            limit: limits.max_header_len,
-        });
-    }
-    let mut rd = Reader { buf, pos: 0, frame };
+    let mut rd = Reader::new(buf, frame, limits)?;
     // Per open container: items still to read.
     let mut stack: Vec<u64> = Vec::new();
     let mut out = Skimmed {
@@ -371,28 +395,15 @@ pub(crate) fn skim(
     let mut seen_key = false;
     loop {
         let start = rd.pos;
-        items_seen += 1;
-        if items_seen > limits.max_msgpack_items {
-            return Err(DecodeError::ItemBudgetExceeded {
-                at: rd.at(start),
-                limit: limits.max_msgpack_items,
-            });
-        }
+        rd.count_item(&mut items_seen, start, limits)?;
         // Inside the top-level map, an even number of items left means a key.
         let top_level_key = out.is_map && stack.len() == 1 && stack[0] % 2 == 0;
         let top_level_value = out.is_map && stack.len() == 1 && stack[0] % 2 == 1;
         match read_item(&mut rd)? {
             Item::Container { len, is_map } => {
-                if stack.len() >= limits.max_depth {
-                    return Err(DecodeError::DepthExceeded {
-                        at: rd.at(start),
-                        limit: limits.max_depth,
-                    });
-                }
-                let units = if is_map { 2 } else { 1 };
-                rd.check_len(start, len, units)?;
-                if len > 0 {
-                    stack.push(len * units);
+                let n = rd.open_container(start, len, is_map, stack.len(), limits)?;
+                if n > 0 {
+                    stack.push(n);
                     want_value = false;
                     continue;
                 }
