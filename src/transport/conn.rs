@@ -63,6 +63,7 @@ use crate::limits::Limits;
 use super::error::TransportError;
 use super::handshake::{exchange, HandshakeOptions, Negotiated};
 use super::read::{ReadConfig, Reader};
+use super::stats::Stats;
 use super::write::{self, Writer};
 
 /// Large receive buffers bigger than this are not kept for reuse.
@@ -295,6 +296,11 @@ impl<T> Connection<T> {
         self.reader.reserved()
     }
 
+    /// What this connection has sent and received so far.
+    pub fn stats(&self) -> Stats {
+        Stats::merge(self.writer.stats(), self.reader.stats())
+    }
+
     fn poison(&mut self) {
         self.reader.poison();
         self.writer.poison();
@@ -484,6 +490,11 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
     pub fn read_reserved(&self) -> usize {
         self.reader.reserved()
     }
+
+    /// What this half has received (its send counters are zero).
+    pub fn stats(&self) -> Stats {
+        Stats::merge(Stats::default(), self.reader.stats())
+    }
 }
 
 impl<R: AsyncRead + Unpin> Stream for ReadHalf<R> {
@@ -524,6 +535,11 @@ impl<W: AsyncWrite + Unpin> WriteHalf<W> {
     /// Whether an error or a cancelled partial send stopped this half.
     pub fn is_poisoned(&self) -> bool {
         self.writer.is_poisoned()
+    }
+
+    /// What this half has sent (its receive counters are zero).
+    pub fn stats(&self) -> Stats {
+        self.writer.stats()
     }
 }
 

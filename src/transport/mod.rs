@@ -48,6 +48,7 @@ mod conn;
 mod error;
 mod handshake;
 mod read;
+mod stats;
 mod write;
 
 use bytes::BytesMut;
@@ -57,6 +58,7 @@ pub use conn::{Builder, Connection, ReadHalf, WriteHalf};
 pub use error::{HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
 pub use read::OWN_BUFFER_THRESHOLD;
+pub use stats::Stats;
 pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};
 
 use crate::envelope::Envelope;

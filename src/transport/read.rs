@@ -49,6 +49,7 @@ use crate::limits::Limits;
 
 use super::conn::Deadline;
 use super::error::{TimeoutPhase, TransportError};
+use super::stats::Stats;
 
 /// Frames of at least this many bytes are read into a buffer of their own
 /// (consecutive ones share it), straight from the socket, instead of the
@@ -121,6 +122,7 @@ pub(crate) struct Reader {
     /// A handle on the last large buffer, for [`BytesMut::try_reclaim`].
     spare: BytesMut,
     deadline: Deadline,
+    stats: Stats,
 }
 
 impl Reader {
@@ -132,7 +134,13 @@ impl Reader {
             phase: Phase::Prelude,
             spare: BytesMut::new(),
             deadline,
+            stats: Stats::default(),
         }
+    }
+
+    /// Counters of the messages received so far.
+    pub(crate) fn stats(&self) -> Stats {
+        self.stats
     }
 
     /// Swaps the limits (the handshake is read under tight ones).
@@ -173,6 +181,9 @@ impl Reader {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(Some(env))) => {
                 coop.made_progress();
+                self.stats.messages_received += 1;
+                self.stats.frames_received += env.frames().len() as u64;
+                self.stats.bytes_received += env.wire_len();
                 Poll::Ready(Some(Ok(env)))
             }
             Poll::Ready(Ok(None)) => {

@@ -33,6 +33,7 @@ use crate::envelope::Envelope;
 use crate::limits::Limits;
 
 use super::check_outgoing;
+use super::stats::Stats;
 use super::conn::Deadline;
 use super::error::{TimeoutPhase, TransportError};
 
@@ -56,6 +57,11 @@ struct Outgoing {
     off: usize,
     /// Bytes of the message written so far.
     written: u64,
+    /// Frames, wire bytes (prelude included) and frame bytes copied into
+    /// the coalescing buffer: what [`Stats`] adds up once the message is out.
+    frames: u64,
+    wire_len: u64,
+    copied: u64,
 }
 
 impl Outgoing {
@@ -91,6 +97,9 @@ impl Outgoing {
             idx: 0,
             off: 0,
             written: 0,
+            frames: frames.len() as u64,
+            wire_len: env.wire_len(),
+            copied: small as u64,
         }
     }
 
@@ -146,6 +155,7 @@ pub(crate) struct Writer {
     out: Option<Outgoing>,
     state: State,
     deadline: Deadline,
+    stats: Stats,
 }
 
 impl Writer {
@@ -155,7 +165,13 @@ impl Writer {
             out: None,
             state: State::Open,
             deadline: Deadline::new(timeout),
+            stats: Stats::default(),
         }
+    }
+
+    /// Counters of the messages written completely so far.
+    pub(crate) fn stats(&self) -> Stats {
+        self.stats
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {
@@ -252,6 +268,10 @@ impl Writer {
     ) -> Poll<Result<(), TransportError>> {
         while let Some(out) = &mut self.out {
             if out.is_done() {
+                self.stats.messages_sent += 1;
+                self.stats.frames_sent += out.frames;
+                self.stats.bytes_sent += out.wire_len;
+                self.stats.bytes_copied_on_send += out.copied;
                 self.out = None;
                 self.deadline.disarm();
                 break;
