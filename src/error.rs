@@ -203,6 +203,32 @@ pub enum DecodeError {
         /// The limit.
         limit: usize,
     },
+    /// A frame's CRC32 differs from the one in the checksum trailer (SPEC.md
+    /// §6.3): the bytes changed on the way.
+    ChecksumMismatch {
+        /// Index of the frame.
+        frame: usize,
+        /// The CRC32 the sender computed.
+        expected: u32,
+        /// The CRC32 of the bytes received.
+        actual: u32,
+    },
+    /// The CRC32 of the length table differs from the trailer's: a length
+    /// changed on the way (the frames may be cut in the wrong places).
+    PreludeChecksumMismatch {
+        /// The CRC32 the sender computed.
+        expected: u32,
+        /// The CRC32 of the lengths received.
+        actual: u32,
+    },
+    /// Checksums were agreed, but the last frame is not a trailer of
+    /// `4 × count` bytes.
+    ChecksumTrailerInvalid {
+        /// The last frame's length.
+        len: u64,
+        /// `4 × count`.
+        expected: u64,
+    },
     /// A Dask `numpy.ndarray` header that does not describe its data frame.
     InvalidArray {
         /// What is wrong.
@@ -213,6 +239,64 @@ pub enum DecodeError {
     RemoteSerializationError {
         /// The text frames.
         text: String,
+    },
+
+    // ---- layer 3: compression (SPEC.md §5.12) --------------------------------
+    /// A `compression` entry that is not nil, `false` or a codec framewire
+    /// knows (`"lz4"`, `"zstd"`, `"snappy"`, `"zlib"`): another string (`""`,
+    /// `"auto"`, `"brotli"`), or another type (shown as `<int 7>`...).
+    UnknownCodec {
+        /// The entry: the string itself (cut at 64 bytes), or its type and value.
+        name: String,
+    },
+    /// A compressed frame declares (lz4 size prefix, snappy varint, zstd
+    /// content size) more bytes than it may decompress to:
+    /// [`Limits::max_frame_len`](crate::Limits), or more than its input can
+    /// possibly expand to. Refused before anything is allocated.
+    DeclaredSizeTooLarge {
+        /// The codec.
+        codec: crate::serialize::Codec,
+        /// The declared size.
+        declared: u64,
+        /// The smaller of the frame limit and the codec's bound for the input.
+        limit: u64,
+    },
+    /// Decompressing would go past a limit: a message's frames together past
+    /// [`Limits::max_message_len`](crate::Limits) (the per-message budget), or
+    /// a frame without a declared size (zlib, zstd without a content size)
+    /// past [`Limits::max_frame_len`](crate::Limits). Output stops at the limit.
+    DecompressedTooLarge {
+        /// The codec.
+        codec: crate::serialize::Codec,
+        /// The limit reached.
+        limit: u64,
+    },
+    /// A compressed frame decodes to another size than it declares. Nothing
+    /// is written past the declared size, and the partial output is dropped.
+    SizeMismatch {
+        /// The codec.
+        codec: crate::serialize::Codec,
+        /// The declared size.
+        declared: u64,
+        /// The size it decoded to when shorter; `None` when it is longer
+        /// (decoding stopped at the declared size).
+        actual: Option<u64>,
+    },
+    /// A zstd frame without a content size asks for a window above the
+    /// limit (its output cap, `max_frame_len` or the budget left, rounded
+    /// down to a power of two; at most zstd's default 128 MiB), refused
+    /// before zstd allocates it.
+    WindowTooLarge {
+        /// The codec.
+        codec: crate::serialize::Codec,
+        /// The largest window allowed, in bytes.
+        limit: u64,
+    },
+    /// A frame is not valid data in the codec its header names (bad block,
+    /// bad checksum, truncated, trailing bytes, raw bytes flagged compressed).
+    Corrupt {
+        /// The codec.
+        codec: crate::serialize::Codec,
     },
 }
 
@@ -306,10 +390,58 @@ impl fmt::Display for DecodeError {
             CollectionTooDeep { limit } => {
                 write!(f, "collections nested deeper than {limit}")
             }
+            ChecksumMismatch {
+                frame,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "frame {frame} fails its checksum: CRC32 {actual:#010x}, the sender's {expected:#010x}"
+            ),
+            PreludeChecksumMismatch { expected, actual } => write!(
+                f,
+                "the length table fails its checksum: CRC32 {actual:#010x}, the sender's {expected:#010x}"
+            ),
+            ChecksumTrailerInvalid { len, expected } => write!(
+                f,
+                "checksums were agreed but the last frame is {len} bytes, not a {expected}-byte trailer"
+            ),
             InvalidArray { reason } => write!(f, "invalid numpy.ndarray header: {reason}"),
             RemoteSerializationError { text } => {
                 write!(f, "the sender could not serialize a value: {text}")
             }
+            UnknownCodec { name } => write!(f, "unknown compression codec {name:?}"),
+            DeclaredSizeTooLarge {
+                codec,
+                declared,
+                limit,
+            } => write!(
+                f,
+                "{codec} frame declares {declared} decompressed bytes, limit {limit}"
+            ),
+            DecompressedTooLarge { codec, limit } => {
+                write!(f, "{codec} frame decompresses past the limit of {limit} bytes")
+            }
+            SizeMismatch {
+                codec,
+                declared,
+                actual: Some(actual),
+            } => write!(
+                f,
+                "{codec} frame declares {declared} bytes but decompresses to {actual}"
+            ),
+            SizeMismatch {
+                codec,
+                declared,
+                actual: None,
+            } => write!(
+                f,
+                "{codec} frame declares {declared} bytes but decompresses to more"
+            ),
+            WindowTooLarge { codec, limit } => {
+                write!(f, "{codec} frame needs a window above the limit of {limit} bytes")
+            }
+            Corrupt { codec } => write!(f, "corrupt {codec} frame"),
         }
     }
 }

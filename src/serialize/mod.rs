@@ -22,6 +22,7 @@
 //! blob encoded before the first such value.
 
 mod collection;
+mod compression;
 mod families;
 mod ndarray;
 mod shards;
@@ -37,6 +38,7 @@ use crate::msgpack;
 use crate::value::{Block, Header, Value};
 
 pub use collection::{CollectionKind, CollectionView};
+pub use compression::{decompress, maybe_compress, Codec, DecompressBudget};
 pub use families::{DaskFamily, Encoded, ErrorFamily, Family, MsgpackFamily};
 pub use ndarray::NdArray;
 pub use shards::merge_frames;
@@ -76,6 +78,14 @@ pub struct SerializeOptions {
     pub out_of_band_threshold: usize,
     /// Payload frames longer than this are cut into shards by [`crate::dumps`].
     pub shard_size: usize,
+    /// The codec payload frames are compressed with, after they are cut into
+    /// shards (each shard on its own), under [`maybe_compress`]'s policy; the
+    /// header's `compression` list records it per frame. `None` (the default)
+    /// compresses nothing: what a Dask comm negotiates by default (and always
+    /// between two processes on one IP address). Set it to the codec a comm
+    /// negotiated. Dask's bare `distributed.protocol.dumps(msg)` without a
+    /// context uses `"auto"` (lz4 when installed) instead.
+    pub compression: Option<Codec>,
     /// The serializer families, tried in order.
     pub registry: Registry,
 }
@@ -86,6 +96,7 @@ impl Default for SerializeOptions {
             iterate: IterateCollection::Auto,
             out_of_band_threshold: DEFAULT_OUT_OF_BAND_THRESHOLD,
             shard_size: DEFAULT_SHARD_SIZE,
+            compression: None,
             registry: Registry::default(),
         }
     }
@@ -165,11 +176,16 @@ pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, Encode
 
 /// [`serialize`], then cut long frames into shards and add Dask's
 /// `split-num-sub-frames`, `split-offsets` and `compression` keys, as Dask's
-/// `dumps` does for a `Serialize` value. Shards are slices: nothing is copied.
+/// `dumps` does for a `Serialize` value. Shards are slices: nothing is
+/// copied. With [`SerializeOptions::compression`], each frame (shard) whose
+/// `compression` entry is nil then goes through [`maybe_compress`].
 pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
     let mut out = Out::default();
     let header = ser(value, opts.iterate, false, opts, &mut out, 0)?;
-    let (header, frames) = shards::split(header, out, opts.shard_size);
+    let (mut header, mut frames) = shards::split(header, out, opts.shard_size);
+    if let Some(codec) = opts.compression {
+        compression::compress_frames(&mut header, &mut frames, codec);
+    }
     Ok(Block::new(Header::new(Value::Map(header)), frames))
 }
 
@@ -372,7 +388,9 @@ fn iterate_collection(
 /// buffer the frames were sliced from (so adjacent shards merge without a copy).
 #[derive(Clone, Debug, Default)]
 pub struct DeserializeOptions {
-    /// Bounds on headers, nesting and merged shards.
+    /// Bounds on headers, nesting, merged shards and decompressed frames
+    /// (each at most `max_frame_len`; a message's together at most
+    /// `max_message_len`, see [`DecompressBudget`]).
     pub limits: Limits,
     /// The families, found by the header's `serializer` name.
     pub registry: Registry,
@@ -390,19 +408,33 @@ impl DeserializeOptions {
     }
 }
 
-/// Deserializes a block as Dask's `merge_and_deserialize` does: merge shards,
-/// then rebuild the value. What framewire cannot decode (`pickle`, `cuda`,
-/// unknown families and types, compressed frames) comes back unchanged as a
-/// [`Value::Serialized`] block, never dropped. The `error` family gives
+/// Deserializes a block as Dask's `loads` does: decompress each frame its
+/// header's `compression` list names a codec for, merge shards, then
+/// rebuild the value. What framewire cannot decode (`pickle`, `cuda`,
+/// unknown families and types) comes back unchanged as a
+/// [`Value::Serialized`] block (its frames as they came, still compressed),
+/// never dropped. The `error` family gives
 /// [`DecodeError::RemoteSerializationError`].
+///
+/// The block gets a [`DecompressBudget`] of its own; to bound the blocks of
+/// one message together, use [`deserialize_blocks`] or
+/// [`deserialize_with_budget`].
 pub fn deserialize(block: &Block, opts: &DeserializeOptions) -> Result<Value, DecodeError> {
+    deserialize_with_budget(block, opts, &mut DecompressBudget::new(&opts.limits))
+}
+
+/// [`deserialize`], charging what it decompresses to `budget`, which the
+/// caller shares between the blocks of one message.
+pub fn deserialize_with_budget(
+    block: &Block,
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<Value, DecodeError> {
     let header = block.header().map();
     if header.as_map().is_none() {
         return Err(DecodeError::InvalidHeader { field: "header" });
     }
-    let Some(frames) = shards::merge(header, block.frames(), opts)? else {
-        return Ok(Value::Serialized(Box::new(block.clone())));
-    };
+    let frames = shards::merge(header, block.frames(), opts, budget)?;
     match deser(header, &frames, opts)? {
         Some(v) => Ok(v),
         None => Ok(Value::Serialized(Box::new(block.clone()))),
@@ -410,33 +442,55 @@ pub fn deserialize(block: &Block, opts: &DeserializeOptions) -> Result<Value, De
 }
 
 /// Every `Serialized` block in a decoded message, deserialized (Dask's
-/// `loads(frames, deserialize=True)`); `Pickled` blocks stay as they are.
+/// `loads(frames, deserialize=True)`), with one [`DecompressBudget`] for the
+/// whole message. `Pickled` blocks stay as they are, frames still
+/// compressed: framewire never unpickles.
 pub fn deserialize_blocks(value: Value, opts: &DeserializeOptions) -> Result<Value, DecodeError> {
-    Ok(match value {
-        Value::Serialized(block) => deserialize(&block, opts)?,
+    deserialize_all(value, opts, &mut DecompressBudget::new(&opts.limits))
+}
+
+fn deserialize_all(
+    value: Value,
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<Value, DecodeError> {
+    let mut value = value;
+    Ok(match &mut value {
+        Value::Serialized(block) => deserialize_with_budget(block, opts, budget)?,
         Value::Array(items) => Value::Array(
-            items
+            std::mem::take(items)
                 .into_iter()
-                .map(|v| deserialize_blocks(v, opts))
+                .map(|v| deserialize_all(v, opts, budget))
                 .collect::<Result<_, _>>()?,
         ),
         Value::Map(entries) => Value::Map(
-            entries
+            std::mem::take(entries)
                 .into_iter()
-                .map(|(k, v)| Ok((deserialize_blocks(k, opts)?, deserialize_blocks(v, opts)?)))
+                .map(|(k, v)| {
+                    Ok((
+                        deserialize_all(k, opts, budget)?,
+                        deserialize_all(v, opts, budget)?,
+                    ))
+                })
                 .collect::<Result<_, DecodeError>>()?,
         ),
-        other => other,
+        _ => value,
     })
 }
 
-/// An element header without the `key` its dict put there (Dask pops it).
+/// An element header without the `key` its dict put there (Dask pops it),
+/// and with a `compression` list of nils: its frames come decompressed.
 fn without_key(h: &Value) -> Value {
     match h {
         Value::Map(m) => Value::Map(
             m.iter()
                 .filter(|(k, _)| k.as_str() != Some("key"))
-                .cloned()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    (Some("compression"), Value::Array(c)) => {
+                        (k.clone(), Value::Array(vec![Value::Nil; c.len()]))
+                    }
+                    _ => (k.clone(), v.clone()),
+                })
                 .collect(),
         ),
         other => other.clone(),

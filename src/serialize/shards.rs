@@ -1,8 +1,10 @@
 //! Shards: payload frames longer than the shard size are cut into slices
-//! (Dask's `frame_split_size`), and merged back on decode.
+//! (Dask's `frame_split_size`), and merged back on decode, after each shard
+//! is decompressed (`compression.rs`).
 
 use bytes::{Bytes, BytesMut};
 
+use super::compression::{self, Codec, DecompressBudget};
 use super::{set_key, DeserializeOptions, Out};
 use crate::error::DecodeError;
 use crate::value::Value;
@@ -56,15 +58,23 @@ pub(super) fn split(
     (header, frames)
 }
 
-/// The frames of a block with its shards merged (Dask's
-/// `merge_and_deserialize`), or `None` when a frame is compressed (kept
-/// opaque until framewire decompresses it). The split table must tile the
-/// frames exactly; `compression` must have one entry per frame.
+/// The frames of a block, decompressed and with their shards merged (Dask's
+/// `decompress` then `merge_and_deserialize`). Each frame whose
+/// `compression` entry names a codec is decompressed on its own (a shard is
+/// a frame: Dask compresses each shard separately), then the shards of each
+/// original frame are joined: in place when none was compressed (a slice of
+/// the backing buffer when they lie back to back in it), else into one
+/// buffer of exactly the total size. The split table must tile the frames
+/// exactly; `compression` must have one entry per frame, each nil, `false`
+/// or a codec name ([`DecodeError::UnknownCodec`] otherwise, before anything
+/// is decompressed).
 pub(super) fn merge(
     header: &Value,
     frames: &[Bytes],
     opts: &DeserializeOptions,
-) -> Result<Option<Vec<Bytes>>, DecodeError> {
+    budget: &mut DecompressBudget,
+) -> Result<Vec<Bytes>, DecodeError> {
+    let mut codecs: Vec<Option<Codec>> = Vec::new();
     if let Some(c) = header.get("compression") {
         let c = c.as_array().ok_or(DecodeError::InvalidHeader {
             field: "compression",
@@ -76,14 +86,21 @@ pub(super) fn merge(
                 got: c.len(),
             });
         }
-        if c.iter()
-            .any(|x| !matches!(x, Value::Nil | Value::Bool(false)))
-        {
-            return Ok(None);
-        }
+        codecs = c
+            .iter()
+            .map(Codec::from_header_entry)
+            .collect::<Result<_, _>>()?;
     }
+    let codec = |i: usize| codecs.get(i).copied().flatten();
     let Some(counts) = header.get("split-num-sub-frames") else {
-        return Ok(Some(frames.to_vec()));
+        return frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match codec(i) {
+                None => Ok(f.clone()),
+                Some(c) => compression::decompress_shards(&[(Some(c), f)], i, budget),
+            })
+            .collect();
     };
     let invalid = |reason| DecodeError::SplitTableInvalid { reason };
     let counts = counts
@@ -98,7 +115,8 @@ pub(super) fn merge(
             "split-num-sub-frames and split-offsets differ in length",
         ));
     }
-    let mut merged = Vec::with_capacity(counts.len());
+    // The whole table is checked before anything is decompressed.
+    let mut ranges = Vec::with_capacity(counts.len().min(frames.len() + 1));
     let mut next = 0usize;
     for (n, off) in counts.iter().zip(offsets) {
         let as_usize = |v: &Value| {
@@ -116,21 +134,32 @@ pub(super) fn merge(
             .checked_add(n)
             .filter(|&e| e <= frames.len())
             .ok_or(invalid("shards run past the frames"))?;
-        let total: u64 = frames[off..end].iter().map(|f| f.len() as u64).sum();
-        if total > opts.limits.max_frame_len {
-            return Err(DecodeError::FrameTooLarge {
-                index: merged.len(),
-                declared: total,
-                limit: opts.limits.max_frame_len,
-            });
-        }
-        merged.push(merge_frames(&frames[off..end], opts.backing.as_ref()));
+        ranges.push(off..end);
         next = end;
     }
     if next != frames.len() {
         return Err(invalid("shards do not cover every frame"));
     }
-    Ok(Some(merged))
+    let mut merged = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let index = merged.len();
+        if range.clone().any(|i| codec(i).is_some()) {
+            let shards: Vec<(Option<Codec>, &Bytes)> =
+                range.clone().map(|i| (codec(i), &frames[i])).collect();
+            merged.push(compression::decompress_shards(&shards, index, budget)?);
+            continue;
+        }
+        let total: u64 = frames[range.clone()].iter().map(|f| f.len() as u64).sum();
+        if total > opts.limits.max_frame_len {
+            return Err(DecodeError::FrameTooLarge {
+                index,
+                declared: total,
+                limit: opts.limits.max_frame_len,
+            });
+        }
+        merged.push(merge_frames(&frames[range], opts.backing.as_ref()));
+    }
+    Ok(merged)
 }
 
 /// Joins shards into one frame: a slice of `backing` when they lie back to

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use framewire::message::{BlockKind, BlockRef};
-use framewire::serialize::{self, DeserializeOptions};
+use framewire::serialize::{self, DecompressBudget, DeserializeOptions};
 use framewire::{Block, DecodeError, Limits, Value};
 use serde_json::{Map, Value as Json};
 
@@ -52,16 +52,17 @@ pub fn run(
 }
 
 /// Every block of a message deserialized (`serialize::deserialize`, Dask's
-/// limits, zero-copy over the file), in the order of
-/// [`json::blocks_in_order`]: its value (a `Pickled` block stays itself), or
-/// the text of a remote serialization error. Any other error is the
-/// command's error.
+/// limits, zero-copy over the file, compressed frames decompressed under one
+/// budget for the message), in the order of [`json::blocks_in_order`]: its
+/// value (a `Pickled` block stays itself, frames as they came), or the text
+/// of a remote serialization error. Any other error is the command's error.
 fn deserialize_message(input: &Input, msg: &Decoded) -> Result<Vec<Result<Value, String>>, String> {
     let opts = DeserializeOptions {
         limits: Limits::dask_compat(),
         backing: Some(input.buf.clone()),
         ..Default::default()
     };
+    let mut budget = DecompressBudget::new(&opts.limits);
     let blocks = json::blocks_in_order(&msg.loaded.value);
     msg.loaded
         .blocks
@@ -69,11 +70,13 @@ fn deserialize_message(input: &Input, msg: &Decoded) -> Result<Vec<Result<Value,
         .zip(blocks)
         .map(|(r, b)| match r.kind {
             BlockKind::Pickled => Ok(Ok(Value::Pickled(Box::new(b.clone())))),
-            BlockKind::Serialized => match serialize::deserialize(b, &opts) {
-                Ok(v) => Ok(Ok(v)),
-                Err(DecodeError::RemoteSerializationError { text }) => Ok(Err(text)),
-                Err(e) => Err(input::block_error(&input.name, msg, r, &e)),
-            },
+            BlockKind::Serialized => {
+                match serialize::deserialize_with_budget(b, &opts, &mut budget) {
+                    Ok(v) => Ok(Ok(v)),
+                    Err(DecodeError::RemoteSerializationError { text }) => Ok(Err(text)),
+                    Err(e) => Err(input::block_error(&input.name, msg, r, &e)),
+                }
+            }
         })
         .collect()
 }

@@ -1,0 +1,754 @@
+//! Compression of payload frames (SPEC.md §5.12): every codec Dask names in
+//! a header, decoded under [`Limits`]; lz4 / zstd / snappy / zlib encoded
+//! under Dask's `maybe_compress` policy, made deterministic.
+//!
+//! ```text
+//! sub-header {..., "split-num-sub-frames": [3], "split-offsets": [0],
+//!             "compression": ["lz4", "lz4", nil]}      one entry per frame (shard)
+//!
+//! "lz4"     u32 LE uncompressed size | raw LZ4 block        (lz4.block.compress)
+//! "zstd"    one zstd frame, content size in its header      (level 3)
+//! "snappy"  varint uncompressed size | raw snappy block     (not the framed format)
+//! "zlib"    zlib stream: 2-byte header | deflate | Adler-32 (level 6; no size)
+//! nil/false the frame's bytes as they are
+//! ```
+//!
+//! Decoding never trusts a declared size: it is checked against
+//! [`Limits::max_frame_len`], against what the input could possibly expand
+//! to, and against the message's [`DecompressBudget`] before a byte is
+//! allocated, and the output buffer is exactly that size. Formats without a
+//! size (zlib, a zstd frame without its content size) decode through a
+//! buffer that grows as output arrives and stops one byte past the limit.
+
+mod lz4_block;
+
+use bytes::Bytes;
+use zstd::zstd_safe::{self, zstd_sys::ZSTD_ErrorCode, DCtx, DParameter, InBuffer, OutBuffer};
+
+use crate::error::DecodeError;
+use crate::limits::Limits;
+use crate::value::Value;
+
+/// A compression codec Dask names in a header's `compression` list.
+///
+/// ```
+/// use framewire::serialize::Codec;
+///
+/// let frame = vec![0u8; 50_000];
+/// let packed = Codec::Lz4.compress(&frame).unwrap();
+/// assert_eq!(&packed[..4], &50_000u32.to_le_bytes()); // Dask's 4-byte size prefix
+/// assert_eq!(Codec::from_name("lz4"), Some(Codec::Lz4));
+/// assert_eq!(Codec::Zstd.name(), "zstd");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Codec {
+    /// `"lz4"`: a 4-byte little-endian uncompressed size, then a raw LZ4 block.
+    Lz4,
+    /// `"zstd"`: one zstd frame (level 3) with its content size.
+    Zstd,
+    /// `"snappy"`: a raw snappy block (varint size, then elements).
+    Snappy,
+    /// `"zlib"`: a zlib stream (level 6).
+    Zlib,
+}
+
+/// Frames below this many bytes are never compressed (Dask's `min_size`).
+const MIN_COMPRESS_SIZE: usize = 10_000;
+/// Frames above this many bytes are never compressed (Dask's `2**31`).
+const MAX_COMPRESS_SIZE: usize = 1 << 31;
+/// Bytes in one piece of the sample (Dask's `sample_size`).
+const SAMPLE_SIZE: usize = 10_000;
+/// Pieces in the sample (Dask's `nsamples`).
+const SAMPLES: usize = 5;
+/// Compressed output is kept only at or below this fraction (Dask's `min_ratio`).
+const MIN_RATIO: f64 = 0.7;
+/// Dask's zstd level (`distributed.comm.zstd.level`).
+const ZSTD_LEVEL: i32 = 3;
+/// zlib's `zlib.compress` default level.
+const ZLIB_LEVEL: u32 = 6;
+/// The largest input liblz4 (and so Python's `lz4.block`) accepts.
+const LZ4_MAX_INPUT: usize = 0x7E00_0000;
+/// zstd's default window limit (Python zstandard's too): 128 MiB.
+const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+/// The smallest window zstd knows.
+const ZSTD_WINDOW_LOG_MIN: u32 = 10;
+
+impl Codec {
+    /// Every codec, in the order Dask's `compressions` table lists them.
+    pub const ALL: [Codec; 4] = [Codec::Zlib, Codec::Snappy, Codec::Lz4, Codec::Zstd];
+
+    /// The name in headers and handshakes: `"lz4"`, `"zstd"`, `"snappy"`, `"zlib"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+            Codec::Snappy => "snappy",
+            Codec::Zlib => "zlib",
+        }
+    }
+
+    /// The codec with this exact name; `None` for anything else (`"auto"`
+    /// included: what it means depends on what the sender has installed).
+    pub fn from_name(name: &str) -> Option<Codec> {
+        Codec::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// The codec one entry of a header's `compression` list names:
+    /// `Ok(None)` for nil or `false` (raw bytes), the codec for its name, and
+    /// [`DecodeError::UnknownCodec`] for anything else: other strings (`""`,
+    /// `"auto"`, `"brotli"`) and other types (Dask's dict lookup would take
+    /// `0` for `False`; framewire does not guess).
+    pub fn from_header_entry(entry: &Value) -> Result<Option<Codec>, DecodeError> {
+        match entry {
+            Value::Nil | Value::Bool(false) => Ok(None),
+            Value::Str(s) => {
+                Codec::from_name(s)
+                    .map(Some)
+                    .ok_or_else(|| DecodeError::UnknownCodec {
+                        name: shorten(s).into_owned(),
+                    })
+            }
+            other => Err(DecodeError::UnknownCodec {
+                name: describe(other),
+            }),
+        }
+    }
+
+    /// `data` compressed whole in this codec's Dask format (no policy: see
+    /// [`maybe_compress`]); `None` when the codec cannot take that much
+    /// (lz4 above 0x7E000000 bytes, snappy above 2^32 − 1).
+    pub fn compress(self, data: &[u8]) -> Option<Bytes> {
+        let mut out = match self {
+            Codec::Lz4 if data.len() > LZ4_MAX_INPUT => return None,
+            Codec::Lz4 => {
+                // liblz4's LZ4_compressBound, after the size prefix.
+                let mut out = Vec::with_capacity(4 + data.len() + data.len() / 255 + 16);
+                out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+                lz4_block::compress_into(data, &mut out);
+                out
+            }
+            Codec::Zstd => zstd::bulk::compress(data, ZSTD_LEVEL).ok()?,
+            Codec::Snappy => snap::raw::Encoder::new().compress_vec(data).ok()?,
+            Codec::Zlib => {
+                let mut z = flate2::Compress::new(flate2::Compression::new(ZLIB_LEVEL), true);
+                // A bound on deflate's worst case: stored blocks of 64 KiB
+                // with 5 bytes each, plus the zlib header and checksum.
+                let mut out = Vec::with_capacity(data.len() + data.len() / 16_000 * 5 + 64);
+                loop {
+                    let consumed = usize::try_from(z.total_in()).ok()?;
+                    match z.compress_vec(&data[consumed..], &mut out, flate2::FlushCompress::Finish)
+                    {
+                        Ok(flate2::Status::StreamEnd) => break,
+                        Ok(_) => out.reserve(out.capacity().max(64)),
+                        Err(_) => return None,
+                    }
+                }
+                out
+            }
+        };
+        // Encoders reserve their worst case: keep only what was written.
+        out.shrink_to_fit();
+        Some(Bytes::from(out))
+    }
+}
+
+impl std::fmt::Display for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown codec name as the error shows it: cut at 64 bytes.
+fn shorten(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= 64 {
+        return s.into();
+    }
+    let mut cut = 64;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut]).into()
+}
+
+/// A non-string header entry, as [`DecodeError::UnknownCodec`] names it.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Bool(b) => format!("<bool {b}>"),
+        Value::Int(i) => format!("<int {i}>"),
+        Value::Float(x) => format!("<float {x:?}>"),
+        Value::Bin(b) => format!("<bin of {} bytes>", b.len()),
+        Value::Array(a) => format!("<array of {}>", a.len()),
+        Value::Map(m) => format!("<map of {}>", m.len()),
+        _ => "<not a string>".to_owned(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------
+
+/// The decompressed bytes one message may still produce: one budget is
+/// shared by every frame of every block of a message
+/// ([`deserialize_blocks`](super::deserialize_blocks) makes one per call;
+/// [`deserialize_with_budget`](super::deserialize_with_budget) takes one).
+///
+/// It starts at [`Limits::max_message_len`]; each frame is also bounded
+/// by [`Limits::max_frame_len`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecompressBudget {
+    frame_limit: u64,
+    message_limit: u64,
+    remaining: u64,
+}
+
+impl DecompressBudget {
+    /// A full budget for one message under `limits`.
+    pub fn new(limits: &Limits) -> DecompressBudget {
+        DecompressBudget {
+            frame_limit: limits.max_frame_len,
+            message_limit: limits.max_message_len,
+            remaining: limits.max_message_len,
+        }
+    }
+
+    /// Decompressed bytes the message may still produce.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Takes `declared` bytes for one frame of `input_len` compressed bytes,
+    /// before anything is allocated for it.
+    fn take_declared(
+        &mut self,
+        codec: Codec,
+        declared: u64,
+        input_len: usize,
+    ) -> Result<usize, DecodeError> {
+        let limit = self.frame_limit.min(max_expansion(codec, input_len));
+        let too_large = DecodeError::DeclaredSizeTooLarge {
+            codec,
+            declared,
+            limit,
+        };
+        if declared > limit {
+            return Err(too_large);
+        }
+        if declared > self.remaining {
+            return Err(DecodeError::DecompressedTooLarge {
+                codec,
+                limit: self.message_limit,
+            });
+        }
+        let n = usize::try_from(declared).map_err(|_| too_large)?;
+        self.remaining -= declared;
+        Ok(n)
+    }
+
+    /// The most a frame without a declared size may produce, and the error
+    /// for going past it.
+    fn cap(&self, codec: Codec) -> (u64, DecodeError) {
+        let limit = match self.frame_limit <= self.remaining {
+            true => self.frame_limit,
+            false => self.message_limit,
+        };
+        (
+            self.frame_limit.min(self.remaining),
+            DecodeError::DecompressedTooLarge { codec, limit },
+        )
+    }
+}
+
+/// What `input_len` bytes of a codec's format can decode to at most: a
+/// declared size above it is a lie, refused before allocating.
+///
+/// * lz4: an extra match-length byte (255) adds at most 255 output bytes,
+///   a 3-byte token + offset at most 19: ≤ 255 per input byte.
+/// * snappy: the best element is a 3-byte copy of 64 bytes: ≤ 22 per byte.
+/// * zstd: a block yields at most 128 KiB and takes at least 4 bytes (an
+///   RLE block): ≤ 32 768 per byte.
+/// * zlib has no declared size (it is capped while it streams).
+fn max_expansion(codec: Codec, input_len: usize) -> u64 {
+    let n = input_len as u64;
+    match codec {
+        Codec::Lz4 => n.saturating_sub(4).saturating_mul(255),
+        Codec::Snappy => n.saturating_mul(22),
+        Codec::Zstd => n.saturating_mul(32_768),
+        Codec::Zlib => n.saturating_mul(1_032),
+    }
+}
+
+/// Decompresses one frame in `codec`'s Dask format into a buffer of exactly
+/// its size, checked against the budget (and the limits it was made from)
+/// before allocating, and charged to it.
+///
+/// Errors: [`DecodeError::DeclaredSizeTooLarge`] (a declared size above the
+/// frame limit or above what the input can produce),
+/// [`DecodeError::DecompressedTooLarge`] (the message's budget or, for zlib
+/// and zstd without a content size, the frame limit reached while
+/// streaming), [`DecodeError::SizeMismatch`] (the output is longer or
+/// shorter than declared; never more than the declared size is written),
+/// [`DecodeError::WindowTooLarge`] (zstd), [`DecodeError::Corrupt`].
+///
+/// ```
+/// use framewire::serialize::{decompress, Codec, DecompressBudget};
+/// use framewire::{DecodeError, Limits};
+///
+/// let packed = Codec::Zstd.compress(&[7u8; 100_000]).unwrap();
+/// let mut budget = DecompressBudget::new(&Limits::strict());
+/// assert_eq!(decompress(Codec::Zstd, &packed, &mut budget)?.len(), 100_000);
+///
+/// // A 9-byte lz4 frame that claims 1 GiB is refused before allocating.
+/// let liar = [0, 0, 0, 0x40, 0x1f, 0, 1, 0, 0xff];
+/// assert!(matches!(
+///     decompress(Codec::Lz4, &liar, &mut budget),
+///     Err(DecodeError::DeclaredSizeTooLarge { declared: 0x4000_0000, .. })
+/// ));
+/// # Ok::<(), DecodeError>(())
+/// ```
+pub fn decompress(
+    codec: Codec,
+    frame: &[u8],
+    budget: &mut DecompressBudget,
+) -> Result<Bytes, DecodeError> {
+    match declared_size(codec, frame)? {
+        Some(declared) => {
+            let n = budget.take_declared(codec, declared, frame.len())?;
+            let mut out = vec![0u8; n];
+            decode_exact(codec, frame, &mut out)?;
+            Ok(Bytes::from(out))
+        }
+        None => decode_capped(codec, frame, budget).map(Bytes::from),
+    }
+}
+
+/// The frames of one original frame (its shards, each compressed or not)
+/// decompressed and joined. When every size is known up front the output is
+/// one buffer of exactly the total size, each shard decoded in place.
+/// `index` names the merged frame in a [`DecodeError::FrameTooLarge`].
+pub(super) fn decompress_shards(
+    shards: &[(Option<Codec>, &Bytes)],
+    index: usize,
+    budget: &mut DecompressBudget,
+) -> Result<Bytes, DecodeError> {
+    if let [(Some(codec), frame)] = shards {
+        return decompress(*codec, frame, budget);
+    }
+    let mut sizes = Vec::with_capacity(shards.len());
+    for (codec, frame) in shards {
+        sizes.push(match codec {
+            None => Some(frame.len() as u64),
+            Some(c) => match declared_size(*c, frame)? {
+                Some(d) => Some(budget.take_declared(*c, d, frame.len())? as u64),
+                None => None,
+            },
+        });
+    }
+    let frame_limit = budget.frame_limit;
+    let too_large = |declared| DecodeError::FrameTooLarge {
+        index,
+        declared,
+        limit: frame_limit,
+    };
+    if sizes.iter().all(Option::is_some) {
+        let total = sizes
+            .iter()
+            .flatten()
+            .fold(0u64, |a, &b| a.saturating_add(b));
+        if total > frame_limit {
+            return Err(too_large(total));
+        }
+        let total = usize::try_from(total).map_err(|_| too_large(total))?;
+        let mut out = vec![0u8; total];
+        let mut at = 0;
+        for ((codec, frame), size) in shards.iter().zip(sizes.iter().flatten()) {
+            let dst = &mut out[at..at + *size as usize];
+            match codec {
+                None => dst.copy_from_slice(frame),
+                Some(c) => decode_exact(*c, frame, dst)?,
+            }
+            at += *size as usize;
+        }
+        return Ok(Bytes::from(out));
+    }
+    // A shard without a declared size: decode each, then join (one copy).
+    let mut parts = Vec::with_capacity(shards.len());
+    let mut total = 0u64;
+    for ((codec, frame), size) in shards.iter().zip(&sizes) {
+        let part = match (codec, size) {
+            (None, _) => (*frame).clone(),
+            (Some(c), Some(n)) => {
+                let mut out = vec![0u8; *n as usize];
+                decode_exact(*c, frame, &mut out)?;
+                Bytes::from(out)
+            }
+            (Some(c), None) => decode_capped(*c, frame, budget).map(Bytes::from)?,
+        };
+        total = total.saturating_add(part.len() as u64);
+        if total > frame_limit {
+            return Err(too_large(total));
+        }
+        parts.push(part);
+    }
+    Ok(super::shards::merge_frames(&parts, None))
+}
+
+/// The size a frame declares it decompresses to, if its format has one.
+fn declared_size(codec: Codec, frame: &[u8]) -> Result<Option<u64>, DecodeError> {
+    let corrupt = DecodeError::Corrupt { codec };
+    match codec {
+        Codec::Lz4 => {
+            let prefix: [u8; 4] = frame
+                .get(..4)
+                .and_then(|p| p.try_into().ok())
+                .ok_or(corrupt)?;
+            Ok(Some(u32::from_le_bytes(prefix).into()))
+        }
+        Codec::Snappy => {
+            // A little-endian base-128 varint (snappy allows up to 2^32 - 1).
+            let mut n = 0u64;
+            for (i, &b) in frame.iter().take(5).enumerate() {
+                n |= u64::from(b & 0x7f) << (7 * i);
+                if b & 0x80 == 0 {
+                    return Ok(Some(n));
+                }
+            }
+            Err(corrupt)
+        }
+        Codec::Zstd => {
+            // Exactly one frame: no second frame, no trailing bytes.
+            if zstd_safe::find_frame_compressed_size(frame) != Ok(frame.len()) {
+                return Err(corrupt);
+            }
+            zstd_safe::get_frame_content_size(frame).map_err(|_| corrupt)
+        }
+        Codec::Zlib => Ok(None),
+    }
+}
+
+/// Decodes a frame whose declared size is `dst.len()` into `dst`, writing
+/// nothing past it.
+fn decode_exact(codec: Codec, frame: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
+    let declared = dst.len() as u64;
+    let corrupt = DecodeError::Corrupt { codec };
+    let mismatch = |actual| DecodeError::SizeMismatch {
+        codec,
+        declared,
+        actual,
+    };
+    let written = match codec {
+        Codec::Lz4 => {
+            use lz4_flex::block::DecompressError as E;
+            match lz4_flex::block::decompress_into(&frame[4..], dst) {
+                Ok(n) => n,
+                Err(E::OutputTooSmall { .. }) => return Err(mismatch(None)),
+                Err(_) => return Err(corrupt),
+            }
+        }
+        Codec::Snappy => {
+            use snap::Error as E;
+            match snap::raw::Decoder::new().decompress(frame, dst) {
+                Ok(n) => n,
+                Err(E::HeaderMismatch { got_len, .. }) => return Err(mismatch(Some(got_len))),
+                Err(E::CopyWrite { .. }) => return Err(mismatch(None)),
+                Err(E::Literal {
+                    len,
+                    src_len,
+                    dst_len,
+                }) if len <= src_len && len > dst_len => return Err(mismatch(None)),
+                Err(_) => return Err(corrupt),
+            }
+        }
+        Codec::Zstd => {
+            // One frame (`declared_size` checked), decoded in one shot into
+            // `dst`: zstd allocates no window for it.
+            let mut dctx = DCtx::try_create().ok_or(corrupt.clone())?;
+            match dctx.decompress(dst, frame) {
+                Ok(n) => n,
+                Err(code)
+                    if zstd_safe::is_error_kind(
+                        code,
+                        ZSTD_ErrorCode::ZSTD_error_dstSize_tooSmall,
+                    ) =>
+                {
+                    return Err(mismatch(None))
+                }
+                Err(_) => return Err(corrupt),
+            }
+        }
+        Codec::Zlib => unreachable!("zlib declares no size"),
+    };
+    match written as u64 == declared {
+        true => Ok(()),
+        false => Err(mismatch(Some(written as u64))),
+    }
+}
+
+/// Decodes a frame without a declared size (zlib, zstd without a content
+/// size) into a buffer that grows as output arrives, up to one byte past the
+/// budget's cap; the bytes produced are charged to the budget.
+fn decode_capped(
+    codec: Codec,
+    frame: &[u8],
+    budget: &mut DecompressBudget,
+) -> Result<Vec<u8>, DecodeError> {
+    let (cap, too_large) = budget.cap(codec);
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    match codec {
+        Codec::Zlib => inflate(frame, &mut out, cap, too_large)?,
+        Codec::Zstd => zstd_stream(frame, &mut out, cap, too_large)?,
+        Codec::Lz4 | Codec::Snappy => unreachable!("lz4 and snappy declare their size"),
+    }
+    budget.remaining -= out.len() as u64;
+    out.shrink_to_fit();
+    Ok(out)
+}
+
+/// Makes room for more output: doubles the buffer (from 4 × the input, at
+/// least 4 KiB), never past `cap + 1` bytes; `false` when it is full there.
+fn grow(out: &mut Vec<u8>, input_len: usize, cap: usize) -> bool {
+    let hard = cap.saturating_add(1);
+    if out.len() < out.capacity() {
+        return true;
+    }
+    if out.len() >= hard {
+        return false;
+    }
+    let want = match out.capacity() {
+        0 => input_len.saturating_mul(4).max(4096),
+        c => c.saturating_mul(2),
+    };
+    out.reserve_exact(want.min(hard) - out.len());
+    true
+}
+
+/// zlib: streamed through `out`, refused past `cap` bytes.
+fn inflate(
+    frame: &[u8],
+    out: &mut Vec<u8>,
+    cap: usize,
+    too_large: DecodeError,
+) -> Result<(), DecodeError> {
+    let corrupt = DecodeError::Corrupt { codec: Codec::Zlib };
+    let mut z = flate2::Decompress::new(true);
+    loop {
+        if !grow(out, frame.len(), cap) {
+            return Err(too_large);
+        }
+        let consumed = usize::try_from(z.total_in()).map_err(|_| corrupt.clone())?;
+        let before = (consumed, out.len());
+        let status = z
+            .decompress_vec(&frame[consumed..], out, flate2::FlushDecompress::None)
+            .map_err(|_| corrupt.clone())?;
+        if out.len() > cap {
+            return Err(too_large);
+        }
+        let consumed = usize::try_from(z.total_in()).map_err(|_| corrupt.clone())?;
+        match status {
+            flate2::Status::StreamEnd if consumed == frame.len() => return Ok(()),
+            // Bytes after the stream's end.
+            flate2::Status::StreamEnd => return Err(corrupt),
+            // No progress with room left: the stream is cut short.
+            _ if (consumed, out.len()) == before && out.len() < out.capacity() => {
+                return Err(corrupt)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// zstd without a content size: streamed through `out`, refused past `cap`
+/// bytes, the window bounded by `cap` (and zstd's default 128 MiB) before
+/// zstd allocates it.
+fn zstd_stream(
+    frame: &[u8],
+    out: &mut Vec<u8>,
+    cap: usize,
+    too_large: DecodeError,
+) -> Result<(), DecodeError> {
+    // `declared_size` checked that `frame` is exactly one frame.
+    let corrupt = DecodeError::Corrupt { codec: Codec::Zstd };
+    let window_log = (usize::BITS - 1)
+        .saturating_sub(cap.max(1).leading_zeros())
+        .clamp(ZSTD_WINDOW_LOG_MIN, ZSTD_WINDOW_LOG_MAX);
+    let mut dctx = DCtx::try_create().ok_or(corrupt.clone())?;
+    dctx.set_parameter(DParameter::WindowLogMax(window_log))
+        .map_err(|_| corrupt.clone())?;
+    let mut input = InBuffer::around(frame);
+    loop {
+        if !grow(out, frame.len(), cap) {
+            return Err(too_large);
+        }
+        let before = (input.pos(), out.len());
+        let mut output = OutBuffer::around_pos(out, out.len());
+        let result = dctx.decompress_stream(&mut output, &mut input);
+        match result {
+            Err(code)
+                if zstd_safe::is_error_kind(
+                    code,
+                    ZSTD_ErrorCode::ZSTD_error_frameParameter_windowTooLarge,
+                ) =>
+            {
+                return Err(DecodeError::WindowTooLarge {
+                    codec: Codec::Zstd,
+                    limit: 1 << window_log,
+                })
+            }
+            Err(_) => return Err(corrupt),
+            _ if out.len() > cap => return Err(too_large),
+            // The frame is complete (and `frame` is exactly one frame).
+            Ok(0) => return Ok(()),
+            Ok(_) if (input.pos(), out.len()) == before && out.len() < out.capacity() => {
+                return Err(corrupt)
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------
+
+/// Dask's `maybe_compress`, deterministic: a frame is compressed when it has
+/// 10 000 to 2^31 bytes, a sample of it shrinks to ≤ 70 % and the whole
+/// frame shrinks to ≤ 70 %. Returns the codec used (or `None`) and the bytes
+/// to send (the frame itself, not a copy, when it is not compressed).
+///
+/// The sample is Dask's: 5 pieces of up to 10 000 bytes, each cut short
+/// where the next one starts; but where Dask draws the 5 offsets at random,
+/// framewire spaces them evenly: `i × (len − 10 000) / 4` for i = 0..=4.
+/// So the decision depends on the bytes alone. Frames of at most 50 000
+/// bytes are sampled whole (the pieces tile them), so only the whole frame
+/// is compressed.
+///
+/// ```
+/// use bytes::Bytes;
+/// use framewire::serialize::{maybe_compress, Codec};
+///
+/// let zeros = Bytes::from(vec![0u8; 50_000]);
+/// let (codec, packed) = maybe_compress(&zeros, Codec::Lz4);
+/// assert_eq!((codec, packed.len()), (Some(Codec::Lz4), 210)); // as Dask writes it
+///
+/// let small = Bytes::from(vec![0u8; 9_999]);
+/// assert_eq!(maybe_compress(&small, Codec::Lz4).0, None);
+/// ```
+pub fn maybe_compress(frame: &Bytes, codec: Codec) -> (Option<Codec>, Bytes) {
+    let len = frame.len();
+    let skip = (None, frame.clone());
+    if !(MIN_COMPRESS_SIZE..=MAX_COMPRESS_SIZE).contains(&len) {
+        return skip;
+    }
+    if len > SAMPLES * SAMPLE_SIZE {
+        let sample = byte_sample(frame);
+        match codec.compress(&sample) {
+            Some(c) if shrinks(c.len(), sample.len()) => {}
+            _ => return skip,
+        }
+    }
+    match codec.compress(frame) {
+        Some(c) if shrinks(c.len(), len) => (Some(codec), c),
+        _ => skip,
+    }
+}
+
+/// Python's `len(compressed) <= min_ratio * len(original)` (int ≤ float).
+fn shrinks(compressed: usize, original: usize) -> bool {
+    compressed as f64 <= MIN_RATIO * original as f64
+}
+
+/// Dask's `byte_sample` with evenly spaced offsets instead of random ones.
+fn byte_sample(frame: &[u8]) -> Vec<u8> {
+    let max_start = frame.len() - SAMPLE_SIZE;
+    let start = |i: usize| i * max_start / (SAMPLES - 1);
+    let mut sample = Vec::with_capacity(SAMPLES * SAMPLE_SIZE);
+    for i in 0..SAMPLES {
+        let end = match i + 1 < SAMPLES {
+            true => (start(i) + SAMPLE_SIZE).min(start(i + 1)),
+            false => start(i) + SAMPLE_SIZE,
+        };
+        sample.extend_from_slice(&frame[start(i)..end]);
+    }
+    sample
+}
+
+/// Compresses, under [`maybe_compress`], every frame whose `compression`
+/// entry in `header` is nil (Dask's `_inplace_compress_frames`) and records
+/// the codec in its place. Entries already set (`false`, a codec) are kept.
+pub(super) fn compress_frames(header: &mut [(Value, Value)], frames: &mut [Bytes], codec: Codec) {
+    let Some(Value::Array(entries)) = header
+        .iter_mut()
+        .find(|(k, _)| k.as_str() == Some("compression"))
+        .map(|(_, v)| v)
+    else {
+        return;
+    };
+    for (entry, frame) in entries.iter_mut().zip(frames.iter_mut()) {
+        if *entry != Value::Nil {
+            continue;
+        }
+        if let (Some(c), packed) = maybe_compress(frame, codec) {
+            *entry = Value::from_static(c.name());
+            *frame = packed;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_pieces_are_evenly_spaced_and_cut_where_the_next_starts() {
+        // 1 000 000 bytes: pieces at 0, 247 500, 495 000, 742 500, 990 000.
+        let frame: Vec<u8> = (0..1_000_000u32).map(|i| (i / 2_500) as u8).collect();
+        let sample = byte_sample(&frame);
+        let mut want = Vec::new();
+        for s in [0, 247_500, 495_000, 742_500, 990_000] {
+            want.extend_from_slice(&frame[s..s + SAMPLE_SIZE]);
+        }
+        assert_eq!(sample, want);
+        // Up to 5 × 10 000 bytes the pieces tile the frame exactly.
+        for len in [10_000, 10_001, 33_333, 50_000] {
+            let frame: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            assert_eq!(byte_sample(&frame), frame, "{len}");
+        }
+    }
+
+    #[test]
+    fn ratio_is_pythons_int_le_float() {
+        // 0.7 * 10 is 7.000000000000001 in binary floating point: 7 passes.
+        assert!(shrinks(7, 10));
+        assert!(!shrinks(8, 10));
+        assert!(shrinks(7_000, 10_000));
+        assert!(!shrinks(7_001, 10_000));
+    }
+
+    #[test]
+    fn growth_stops_one_byte_past_the_cap() {
+        let mut out = Vec::new();
+        let mut steps = 0;
+        while grow(&mut out, 10, 100_000) {
+            out.resize(out.capacity(), 0);
+            steps += 1;
+        }
+        assert_eq!(out.len(), 100_001);
+        assert!(steps <= 6, "{steps}");
+    }
+
+    #[test]
+    fn header_entries() {
+        assert_eq!(Codec::from_header_entry(&Value::Nil), Ok(None));
+        assert_eq!(Codec::from_header_entry(&Value::Bool(false)), Ok(None));
+        for c in Codec::ALL {
+            assert_eq!(Codec::from_header_entry(&Value::str(c.name())), Ok(Some(c)));
+        }
+        let long = "x".repeat(100);
+        assert_eq!(
+            Codec::from_header_entry(&Value::str(&long)),
+            Err(DecodeError::UnknownCodec {
+                name: format!("{}…", &long[..64])
+            })
+        );
+    }
+}
