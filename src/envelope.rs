@@ -265,6 +265,18 @@ impl Envelope {
         }
     }
 
+    /// `N` for this message with one more final frame of `len` bytes (a
+    /// checksum trailer): the first read covers the new frame if it covered
+    /// every frame, and the length table grows by one entry either way.
+    pub(crate) fn first_read_plus_frame(&self, len: u64) -> u64 {
+        let all = self.wire_len() - N_LEN;
+        if self.first_read >= all {
+            all + 8 + len
+        } else {
+            self.first_read + 8
+        }
+    }
+
     /// The frames.
     pub fn frames(&self) -> &[Bytes] {
         &self.frames

@@ -334,3 +334,84 @@ async fn python_connects_to_framewire_accept() {
     assert!(conn.recv().await.is_none(), "Python closed cleanly");
     assert!(child.wait().unwrap().success());
 }
+
+/// Checksum trailers (SPEC.md §6.2) against a real Python peer: Python
+/// never offers them, so `Require` fails the handshake and `Offer` falls
+/// back to plain Dask messages; and a message that carries a trailer anyway
+/// (an orphan frame) is still read by Python's `loads`, value intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_ignores_checksum_offers_and_reads_a_message_with_a_trailer() {
+    use framewire::transport::{Checksums, HandshakeError, TransportError};
+
+    // Require: refused.
+    let (mut child, mut lines) = peer(&["listen"]);
+    let first = lines.next().expect("port line").unwrap();
+    let port: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let port = port["port"].as_u64().unwrap() as u16;
+    let require = HandshakeOptions {
+        checksums: Checksums::Require,
+        ..opts()
+    };
+    let refused = Connection::builder()
+        .limits(limits())
+        .connect(("127.0.0.1", port), &require)
+        .await;
+    assert!(matches!(
+        refused,
+        Err(TransportError::Handshake(HandshakeError::ChecksumRequired))
+    ));
+    child.kill().ok();
+    child.wait().ok();
+
+    // Offer: not agreed; then a hand-made trailer on one message.
+    let (mut child, mut lines) = peer(&["listen"]);
+    let first = lines.next().expect("port line").unwrap();
+    let port: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let port = port["port"].as_u64().unwrap() as u16;
+    let offer = HandshakeOptions {
+        checksums: Checksums::Offer,
+        ..opts()
+    };
+    let (mut conn, agreed) = Connection::builder()
+        .limits(limits())
+        .connect(("127.0.0.1", port), &offer)
+        .await
+        .expect("connect + handshake");
+    assert!(!agreed.checksums());
+
+    let data = Value::map_of([
+        ("x", Value::from(7u64)),
+        (
+            "payload",
+            Value::Serialize(Box::new(Value::bin(vec![5u8; 100_000]))),
+        ),
+    ]);
+    let msg = Value::map_of([("op", Value::str("echo")), ("data", data.clone())]);
+    let mut frames = dumps(&msg).unwrap();
+    let mut trailer = Vec::new();
+    for f in &frames {
+        trailer.extend_from_slice(&crc32fast::hash(f).to_le_bytes());
+    }
+    let table: Vec<u8> = frames
+        .iter()
+        .flat_map(|f| (f.len() as u64).to_le_bytes())
+        .collect();
+    trailer.extend_from_slice(&crc32fast::hash(&table).to_le_bytes());
+    frames.push(Bytes::from(trailer));
+    conn.send(Envelope::new(frames).unwrap())
+        .await
+        .expect("send");
+    let reply = decode(&conn.recv().await.expect("a reply").expect("a valid reply"));
+    assert_eq!(reply.get("status"), Some(&Value::str("OK")), "{reply:?}");
+    // Python echoes the bytes back inline (its handler returns them as they are).
+    let plain = Value::map_of([
+        ("x", Value::from(7u64)),
+        ("payload", Value::bin(vec![5u8; 100_000])),
+    ]);
+    assert!(
+        reply.get("data") == Some(&plain),
+        "Python did not decode the message intact"
+    );
+    drop(conn);
+    child.wait().ok();
+}

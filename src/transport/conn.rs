@@ -89,6 +89,7 @@ pub struct Builder {
     write_timeout: Option<Duration>,
     recycle: bool,
     recycle_limit: usize,
+    checksums: bool,
 }
 
 impl Default for Builder {
@@ -99,6 +100,7 @@ impl Default for Builder {
             write_timeout: None,
             recycle: true,
             recycle_limit: DEFAULT_RECYCLE_LIMIT,
+            checksums: false,
         }
     }
 }
@@ -148,17 +150,29 @@ impl Builder {
         self
     }
 
+    /// Checksum trailers on every message, both ways, from the start
+    /// (SPEC.md §6.3), for connections without a handshake; both peers must
+    /// agree. After a handshake, they are on when both sides offered them
+    /// ([`HandshakeOptions::checksums`](super::HandshakeOptions)), whatever this says.
+    pub fn checksums(&mut self, on: bool) -> &mut Builder {
+        self.checksums = on;
+        self
+    }
+
     fn reader(&self) -> Reader {
         Reader::new(ReadConfig {
             limits: self.limits.clone(),
             recycle: self.recycle,
             recycle_limit: self.recycle_limit,
             timeout: self.read_timeout,
+            checksums: self.checksums,
         })
     }
 
     fn writer(&self) -> Writer {
-        Writer::new(self.limits.clone(), self.write_timeout)
+        let mut w = Writer::new(self.limits.clone(), self.write_timeout);
+        w.set_checksums(self.checksums);
+        w
     }
 
     /// A connection over `io`, without a handshake.
@@ -540,6 +554,11 @@ impl<W: AsyncWrite + Unpin> WriteHalf<W> {
     /// What this half has sent (its receive counters are zero).
     pub fn stats(&self) -> Stats {
         self.writer.stats()
+    }
+
+    /// The underlying writer; a message still queued is dropped.
+    pub fn into_inner(self) -> W {
+        self.io
     }
 }
 

@@ -59,8 +59,12 @@ pub enum HandshakeError {
     InvalidValue(&'static str),
     /// The handshake message has more than one frame (out-of-band values).
     UnexpectedFrames(usize),
-    /// An extension name we offer is not usable as a key suffix (empty).
+    /// An extension name we offer is not usable as a key suffix (empty or
+    /// offered twice).
     InvalidExtensionName,
+    /// Our policy requires checksums and the peer did not offer them (a
+    /// Python peer, or a downgrade).
+    ChecksumRequired,
 }
 
 impl fmt::Display for HandshakeError {
@@ -77,7 +81,12 @@ impl fmt::Display for HandshakeError {
             HandshakeError::UnexpectedFrames(n) => {
                 write!(f, "the handshake message has {n} frames, expected 1")
             }
-            HandshakeError::InvalidExtensionName => f.write_str("an extension name is empty"),
+            HandshakeError::InvalidExtensionName => {
+                f.write_str("an extension name is empty or offered twice")
+            }
+            HandshakeError::ChecksumRequired => {
+                f.write_str("checksums are required and the peer did not offer them")
+            }
         }
     }
 }

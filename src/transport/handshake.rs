@@ -48,6 +48,7 @@ use crate::limits::Limits;
 use crate::message;
 use crate::value::Value;
 
+use super::checksum;
 use super::conn::{Builder, Connection};
 use super::error::{HandshakeError, TimeoutPhase, TransportError};
 
@@ -66,6 +67,19 @@ const HANDSHAKE_LIMITS: Limits = Limits {
     max_msgpack_items: 4096,
 };
 
+/// Whether a connection uses checksum trailers (SPEC.md §6.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checksums {
+    /// Not offered (what Python peers do).
+    #[default]
+    Off,
+    /// Offered; used when the peer offers them too.
+    Offer,
+    /// Offered, and the handshake fails with
+    /// [`HandshakeError::ChecksumRequired`] if the peer does not offer them.
+    Require,
+}
+
 /// What we announce in the handshake.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HandshakeOptions {
@@ -80,6 +94,9 @@ pub struct HandshakeOptions {
     pub pickle_protocol: u8,
     /// framewire extensions: `(name, value)`, sent as `"framewire-<name>"`.
     pub extensions: Vec<(String, Value)>,
+    /// Checksum trailers (SPEC.md §6.3): offered as the extension
+    /// `"framewire-checksum": "crc32"`. Default: off, as Python peers.
+    pub checksums: Checksums,
     /// Time allowed for the whole exchange (default 30 s, Dask's
     /// `distributed.comm.timeouts.connect`); `None` waits forever.
     pub timeout: Option<Duration>,
@@ -92,6 +109,7 @@ impl Default for HandshakeOptions {
             python: [3, 11, 7],
             pickle_protocol: 5,
             extensions: Vec::new(),
+            checksums: Checksums::Off,
             timeout: Some(Duration::from_secs(30)),
         }
     }
@@ -131,8 +149,9 @@ impl HandshakeOptions {
                 Value::from(self.pickle_protocol),
             ),
         ];
-        for (i, (name, value)) in self.extensions.iter().enumerate() {
-            let duplicate = self.extensions[..i].iter().any(|(n, _)| n == name);
+        let offered = self.offered();
+        for (i, (name, value)) in offered.iter().enumerate() {
+            let duplicate = offered[..i].iter().any(|(n, _)| n == name);
             if name.is_empty() || duplicate {
                 return Err(HandshakeError::InvalidExtensionName);
             }
@@ -142,6 +161,19 @@ impl HandshakeOptions {
             ));
         }
         Ok(Value::Map(map))
+    }
+
+    /// Every extension we offer: the checksum one, then the others.
+    fn offered(&self) -> Vec<(String, Value)> {
+        let mut all = Vec::with_capacity(self.extensions.len() + 1);
+        if self.checksums != Checksums::Off {
+            all.push((
+                checksum::EXTENSION.to_owned(),
+                Value::str(checksum::ALGORITHM),
+            ));
+        }
+        all.extend(self.extensions.iter().cloned());
+        all
     }
 }
 
@@ -153,6 +185,7 @@ pub struct Negotiated {
     pickle_protocol: u8,
     ours: Vec<String>,
     peer: Value,
+    checksums: bool,
 }
 
 impl Negotiated {
@@ -199,17 +232,30 @@ impl Negotiated {
         // min(ours, theirs) ≤ ours, which is a u8.
         let pickle_protocol = u8::try_from(theirs_pickle)
             .map_or(ours.pickle_protocol, |p| p.min(ours.pickle_protocol));
+        let key = format!("{EXTENSION_PREFIX}{}", checksum::EXTENSION);
+        let peer_sums = peer.get(&key).and_then(Value::as_str) == Some(checksum::ALGORITHM);
+        let checksums = ours.checksums != Checksums::Off && peer_sums;
+        if ours.checksums == Checksums::Require && !checksums {
+            return Err(HandshakeError::ChecksumRequired);
+        }
         Ok(Negotiated {
             compression,
             pickle_protocol,
-            ours: ours.extensions.iter().map(|(n, _)| n.clone()).collect(),
+            ours: ours.offered().into_iter().map(|(n, _)| n).collect(),
             peer,
+            checksums,
         })
     }
 
     /// The compression both sides use: ours if the peer offered the same, else none.
     pub fn compression(&self) -> Option<&str> {
         self.compression.as_deref()
+    }
+
+    /// Whether both sides offered checksum trailers: every message after the
+    /// handshake carries one, both ways.
+    pub fn checksums(&self) -> bool {
+        self.checksums
     }
 
     /// The pickle protocol both sides use: the lower of the two.
@@ -289,6 +335,9 @@ where
     let ours = Envelope::new(frames)?;
     let (io, reader, writer) = conn.parts();
     let limits = reader.replace_limits(HANDSHAKE_LIMITS);
+    // The handshake itself never carries a trailer.
+    reader.set_checksums(false);
+    writer.set_checksums(false);
     writer.start_send(&ours)?;
     let (mut sent, mut theirs) = (false, None);
     let both = poll_fn(|cx| {
@@ -332,5 +381,8 @@ where
     };
     reader.replace_limits(limits);
     let peer = message::loads(env.frames(), &HANDSHAKE_LIMITS)?;
-    Ok(Negotiated::new(opts, peer)?)
+    let agreed = Negotiated::new(opts, peer)?;
+    reader.set_checksums(agreed.checksums);
+    writer.set_checksums(agreed.checksums);
+    Ok(agreed)
 }

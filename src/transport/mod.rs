@@ -43,6 +43,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod checksum;
 mod codec;
 mod conn;
 mod error;
@@ -56,7 +57,7 @@ use bytes::BytesMut;
 pub use codec::{Builder as CodecBuilder, FrameCodec};
 pub use conn::{Builder, Connection, ReadHalf, WriteHalf};
 pub use error::{HandshakeError, TimeoutPhase, TransportError};
-pub use handshake::{handshake, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
+pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
 pub use read::OWN_BUFFER_THRESHOLD;
 pub use stats::Stats;
 pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};

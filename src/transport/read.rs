@@ -47,6 +47,7 @@ use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
 use crate::error::DecodeError;
 use crate::limits::Limits;
 
+use super::checksum::{self, Running};
 use super::conn::Deadline;
 use super::error::{TimeoutPhase, TransportError};
 use super::stats::Stats;
@@ -92,6 +93,10 @@ struct Body {
     done: u64,
     /// The buffer of the large run being read.
     large: Option<BytesMut>,
+    /// With checksums on: the frames' CRCs so far, and how much of `large`
+    /// they cover.
+    sums: Option<Running>,
+    hashed: usize,
 }
 
 #[derive(Debug)]
@@ -111,6 +116,8 @@ pub(crate) struct ReadConfig {
     pub(crate) recycle: bool,
     pub(crate) recycle_limit: usize,
     pub(crate) timeout: Option<std::time::Duration>,
+    /// Whether messages end with a checksum trailer to verify and remove.
+    pub(crate) checksums: bool,
 }
 
 /// The read half's state (see this module's docs).
@@ -141,6 +148,11 @@ impl Reader {
     /// Counters of the messages received so far.
     pub(crate) fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Starts (or stops) expecting checksum trailers, from the next message.
+    pub(crate) fn set_checksums(&mut self, on: bool) {
+        self.cfg.checksums = on;
     }
 
     /// Swaps the limits (the handshake is read under tight ones).
@@ -181,9 +193,6 @@ impl Reader {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(Some(env))) => {
                 coop.made_progress();
-                self.stats.messages_received += 1;
-                self.stats.frames_received += env.frames().len() as u64;
-                self.stats.bytes_received += env.wire_len();
                 Poll::Ready(Some(Ok(env)))
             }
             Poll::Ready(Ok(None)) => {
@@ -220,7 +229,7 @@ impl Reader {
                         let header = usize::try_from(prelude.header_len())
                             .map_err(|_| DecodeError::LengthOverflow)?;
                         self.rbuf.advance(header);
-                        self.phase = Phase::Body(Body::new(prelude)?);
+                        self.phase = Phase::Body(Body::new(prelude, self.cfg.checksums)?);
                     }
                 },
                 Phase::Body(body) => {
@@ -233,7 +242,11 @@ impl Reader {
                         if !self.rbuf.is_empty() {
                             self.deadline.arm(); // the next message has begun
                         }
-                        return Poll::Ready(Ok(Some(body.finish()?)));
+                        self.stats.bytes_received += body.prelude.wire_len();
+                        let env = body.finish()?;
+                        self.stats.messages_received += 1;
+                        self.stats.frames_received += env.frames().len() as u64;
+                        return Poll::Ready(Ok(Some(env)));
                     };
                     if !run.large {
                         if self.rbuf.len() >= run.len {
@@ -264,9 +277,15 @@ impl Reader {
                         buf.extend_from_slice(&self.rbuf[..n]);
                         self.rbuf.advance(n);
                     }
+                    if let Some(sums) = &mut body.sums {
+                        // Sum what just arrived, while it is in cache.
+                        sums.feed(&body.lengths, &buf[body.hashed..]);
+                        body.hashed = buf.len();
+                    }
                     if buf.len() == run.len {
                         let mut buf = body.large.take().unwrap_or_default();
                         let data = buf.split_to(run.len).freeze();
+                        body.hashed = 0;
                         if self.cfg.recycle && data.len() + buf.capacity() <= self.cfg.recycle_limit
                         {
                             self.spare = buf; // keeps a handle on the allocation
@@ -275,7 +294,12 @@ impl Reader {
                         continue;
                     }
                     let got = buf.len();
-                    let read = fill_exact(io, cx, buf, run.len - got, cap, &mut self.deadline);
+                    let mut want = run.len - got;
+                    if body.sums.is_some() {
+                        // Read in pieces that stay in cache until summed.
+                        want = want.min(checksum::PIECE);
+                    }
+                    let read = fill_exact(io, cx, buf, want, cap, &mut self.deadline);
                     if ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadFrames))? == 0 {
                         return Poll::Ready(Err(body.truncated(got)));
                     }
@@ -297,7 +321,7 @@ fn take_large_buffer(spare: &mut BytesMut, len: usize, recycle: bool) -> BytesMu
 }
 
 impl Body {
-    fn new(prelude: Prelude) -> Result<Body, DecodeError> {
+    fn new(prelude: Prelude, checksums: bool) -> Result<Body, DecodeError> {
         let lengths = prelude
             .lengths()
             .iter()
@@ -319,6 +343,7 @@ impl Body {
                 }),
             }
         }
+        let sums = checksums.then(|| Running::new(&lengths));
         Ok(Body {
             frames: Vec::with_capacity(lengths.len()),
             done: prelude.header_len(),
@@ -327,11 +352,16 @@ impl Body {
             runs,
             run: 0,
             large: None,
+            sums,
+            hashed: 0,
         })
     }
 
     /// Slices the frames of `run` out of its buffer.
     fn push_run(&mut self, run: Run, data: Bytes) {
+        if let (Some(sums), false) = (&mut self.sums, run.large) {
+            sums.feed(&self.lengths, &data);
+        }
         let start = self.frames.len();
         let mut at = 0;
         for &len in &self.lengths[start..start + run.frames] {
@@ -347,8 +377,12 @@ impl Body {
         truncated(offset, self.prelude.wire_len())
     }
 
-    fn finish(self) -> Result<Envelope, TransportError> {
-        let k = self.prelude.frames_in_first_read();
+    fn finish(mut self) -> Result<Envelope, TransportError> {
+        let mut k = self.prelude.frames_in_first_read();
+        if let Some(sums) = &self.sums {
+            checksum::verify(&mut self.frames, sums.sums())?;
+            k = k.min(self.frames.len());
+        }
         Ok(Envelope::with_first_read_frames(self.frames, k)?)
     }
 }

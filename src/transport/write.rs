@@ -22,6 +22,7 @@
 //! appended after half a message.
 
 use std::io::{self, IoSlice};
+use std::mem;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
@@ -33,9 +34,10 @@ use crate::envelope::Envelope;
 use crate::limits::Limits;
 
 use super::check_outgoing;
-use super::stats::Stats;
+use super::checksum;
 use super::conn::Deadline;
 use super::error::{TimeoutPhase, TransportError};
+use super::stats::Stats;
 
 /// Frames shorter than this are copied next to the prelude, into one buffer
 /// per message, instead of getting an iovec of their own (h2 makes the same
@@ -62,31 +64,90 @@ struct Outgoing {
     frames: u64,
     wire_len: u64,
     copied: u64,
+    /// With checksums on and large frames in the message: their CRCs,
+    /// computed as they are written, and the trailer still to append.
+    sums: Option<Box<Sums>>,
+}
+
+/// CRCs of a message whose trailer is written last (see [`checksum`]).
+#[derive(Debug)]
+struct Sums {
+    /// One per frame; large frames' are filled in as they are written.
+    crcs: Vec<u32>,
+    /// The frame lengths, for the length table's CRC.
+    lengths: Vec<u64>,
+    /// For each chunk that is a large frame, its frame index.
+    chunk_frame: Vec<Option<usize>>,
+    running: crc32fast::Hasher,
 }
 
 impl Outgoing {
-    fn new(env: &Envelope) -> Outgoing {
+    fn new(env: &Envelope, checksums: bool) -> Outgoing {
         let frames = env.frames();
+        let count = frames.len() + usize::from(checksums);
+        let trailer_len = if checksums {
+            checksum::trailer_len(count)
+        } else {
+            0
+        };
         let small: usize = frames
             .iter()
             .filter(|f| f.len() < COALESCE_THRESHOLD)
             .map(Bytes::len)
             .sum();
-        let mut buf = BytesMut::with_capacity(16 + 8 * frames.len() + small);
-        buf.put_u64_le(env.first_read());
-        buf.put_u64_le(frames.len() as u64);
+        let mut buf = BytesMut::with_capacity(16 + 8 * count + small + trailer_len);
+        let first_read = if checksums {
+            env.first_read_plus_frame(trailer_len as u64)
+        } else {
+            env.first_read()
+        };
+        buf.put_u64_le(first_read);
+        buf.put_u64_le(count as u64);
         for f in frames {
             buf.put_u64_le(f.len() as u64);
         }
+        if checksums {
+            buf.put_u64_le(trailer_len as u64);
+        }
         let mut chunks = Vec::new();
-        for f in frames {
+        let mut chunk_frame = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
             if f.len() < COALESCE_THRESHOLD {
                 buf.put_slice(f);
             } else {
                 if !buf.is_empty() {
                     chunks.push(buf.split().freeze());
+                    chunk_frame.push(None);
                 }
                 chunks.push(f.clone());
+                chunk_frame.push(Some(i));
+            }
+        }
+        let mut sums = None;
+        if checksums {
+            // Small frames are summed now (they were just copied: in cache);
+            // large ones as they are written.
+            let crcs: Vec<u32> = frames
+                .iter()
+                .map(|f| {
+                    if f.len() < COALESCE_THRESHOLD {
+                        crc32fast::hash(f)
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let lengths = frames.iter().map(|f| f.len() as u64).collect::<Vec<_>>();
+            if chunk_frame.iter().any(Option::is_some) {
+                sums = Some(Box::new(Sums {
+                    crcs,
+                    lengths,
+                    chunk_frame,
+                    running: crc32fast::Hasher::new(),
+                }));
+            } else {
+                // Everything is summed: the trailer joins the one buffer.
+                buf.put_slice(&checksum::trailer(&crcs, lengths));
             }
         }
         if !buf.is_empty() {
@@ -98,19 +159,41 @@ impl Outgoing {
             off: 0,
             written: 0,
             frames: frames.len() as u64,
-            wire_len: env.wire_len(),
+            wire_len: env.wire_len() + if checksums { 8 + trailer_len as u64 } else { 0 },
             copied: small as u64,
+            sums,
         }
     }
 
     fn is_done(&self) -> bool {
-        self.idx == self.chunks.len()
+        self.idx == self.chunks.len() && self.sums.is_none()
+    }
+
+    /// Once every large frame is written (and summed), appends the trailer.
+    fn finish_sums(&mut self) {
+        if self.idx == self.chunks.len() {
+            if let Some(s) = self.sums.take() {
+                self.chunks
+                    .push(checksum::trailer(&s.crcs, s.lengths.iter().copied()));
+            }
+        }
     }
 
     fn advance(&mut self, mut n: usize) {
         self.written += n as u64;
         while n > 0 {
             let rest = self.chunks[self.idx].len() - self.off;
+            if let Some(s) = &mut self.sums {
+                // Sum the bytes the kernel just took, while they are in cache.
+                if let Some(&Some(frame)) = s.chunk_frame.get(self.idx) {
+                    let m = n.min(rest);
+                    s.running
+                        .update(&self.chunks[self.idx][self.off..self.off + m]);
+                    if m == rest {
+                        s.crcs[frame] = mem::take(&mut s.running).finalize();
+                    }
+                }
+            }
             if n < rest {
                 self.off += n;
                 return;
@@ -129,6 +212,12 @@ impl Outgoing {
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<usize>> {
         let first = &self.chunks[self.idx][self.off..];
+        if self.sums.is_some() && first.len() >= COALESCE_THRESHOLD {
+            // A large frame being summed: write it in pieces that stay in
+            // cache until summed.
+            let piece = &first[..first.len().min(checksum::PIECE)];
+            return Pin::new(io).poll_write(cx, piece);
+        }
         if !io.is_write_vectored() {
             return Pin::new(io).poll_write(cx, first);
         }
@@ -156,6 +245,8 @@ pub(crate) struct Writer {
     state: State,
     deadline: Deadline,
     stats: Stats,
+    /// Whether messages carry a checksum trailer.
+    checksums: bool,
 }
 
 impl Writer {
@@ -166,7 +257,13 @@ impl Writer {
             state: State::Open,
             deadline: Deadline::new(timeout),
             stats: Stats::default(),
+            checksums: false,
         }
+    }
+
+    /// Starts (or stops) appending checksum trailers to messages.
+    pub(crate) fn set_checksums(&mut self, on: bool) {
+        self.checksums = on;
     }
 
     /// Counters of the messages written completely so far.
@@ -212,7 +309,7 @@ impl Writer {
             )));
         }
         check_outgoing(env, &self.limits)?;
-        self.out = Some(Outgoing::new(env));
+        self.out = Some(Outgoing::new(env, self.checksums));
         self.deadline.arm();
         Ok(())
     }
@@ -267,6 +364,7 @@ impl Writer {
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), TransportError>> {
         while let Some(out) = &mut self.out {
+            out.finish_sums();
             if out.is_done() {
                 self.stats.messages_sent += 1;
                 self.stats.frames_sent += out.frames;
