@@ -1,4 +1,5 @@
-//! `framewire`: look at Dask wire captures.
+//! `framewire`: look at Dask wire captures, talk to and relay Dask
+//! servers, and demonstrate the transport.
 //!
 //! Every error is one line on stderr and exit status 1.
 
@@ -8,17 +9,20 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use framewire::serialize::{IterateCollection, SerializeOptions, DEFAULT_SHARD_SIZE};
 
+mod call;
+mod demo;
 mod encode;
 mod input;
 mod inspect;
 mod json;
 mod roundtrip;
+mod tap;
 
 #[derive(Parser)]
 #[command(
     name = "framewire",
     version,
-    about = "Inspect Dask distributed wire captures"
+    about = "Dask distributed's wire protocol: inspect captures, call and relay Dask servers"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -65,6 +69,42 @@ enum Command {
         #[arg(value_name = "JSON")]
         json: String,
     },
+    /// Send one RPC message (JSON as for `encode`) to a Dask server, after
+    /// the handshake, and print its reply as one JSON line (blocks
+    /// deserialized as by `inspect --deserialize`). `"reply": true` is added
+    /// as Dask's rpc does. An error reply (`"status": "error"` or
+    /// `"uncaught-error"`) exits with status 1.
+    Call {
+        /// Give up after this many seconds (connecting, handshake, reply).
+        #[arg(long, value_name = "SECONDS", default_value = "30",
+              value_parser = call::parse_timeout)]
+        timeout: std::time::Duration,
+        /// The server: `tcp://HOST:PORT`.
+        #[arg(value_name = "ADDRESS")]
+        address: String,
+        /// The message as JSON, e.g. '{"op": "identity"}'; `-` reads stdin.
+        #[arg(value_name = "JSON")]
+        json: String,
+    },
+    /// Relay Dask connections to an upstream server, message by message and
+    /// unchanged (zero-copy, nothing deserialized), logging one line per
+    /// message: time, connection, direction, ops, frames, bytes.
+    Tap {
+        /// Where to listen (`HOST:PORT`; port 0 picks one, printed on stderr).
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: String,
+        /// The server to relay to (`HOST:PORT` or `tcp://HOST:PORT`).
+        #[arg(long, value_name = "HOST:PORT")]
+        upstream: String,
+        /// Write the log here instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        log: Option<String>,
+    },
+    /// Run a loopback client and server in-process: the handshake, then
+    /// 64 MiB payloads, large collections and hundreds of small messages,
+    /// each verified on arrival; print messages, bytes, throughput and the
+    /// payload bytes copied on send.
+    Demo,
 }
 
 /// `--iterate`: Dask's `iterate_collection` True / False / None.
@@ -103,6 +143,17 @@ fn main() -> ExitCode {
             };
             encode::run(json, &opts, *first_read, &mut out).map(|()| true)
         }
+        Command::Call {
+            timeout,
+            address,
+            json,
+        } => call::run(address, json, *timeout, &mut out).map(|()| true),
+        Command::Tap {
+            listen,
+            upstream,
+            log,
+        } => tap::run(listen, upstream, log.as_deref()).map(|()| true),
+        Command::Demo => demo::run(&mut out).map(|()| true),
     };
     // What was printed before an error stays printed.
     let flushed = out.flush();

@@ -1,0 +1,287 @@
+//! `framewire call`: one Dask RPC, as Dask's own `rpc` makes it.
+//!
+//! ```text
+//! connect ─▶ handshake ─▶ {"op": .., ..., "reply": true} ─▶ reply ─▶ {"op": "close", "reply": false}
+//! ```
+//!
+//! The message is the JSON of `encode`; `"reply": true` is appended unless
+//! the message says otherwise (Dask's `send_recv` sets `msg["reply"]`). The
+//! reply is printed as one JSON line, blocks deserialized as by
+//! `inspect --deserialize`. A reply map whose `status` is `"error"` or
+//! `"uncaught-error"` (Dask's `error_message`: `exception`, `traceback`,
+//! `exception_text`, `traceback_text`) is an error, as it is for Dask's
+//! client; so is a block of the `error` family (a value the server could not
+//! serialize), which Dask's client would raise on.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use framewire::message::{self, BlockKind, Loaded};
+use framewire::serialize::{
+    self, dumps_with, DecompressBudget, DeserializeOptions, SerializeOptions,
+};
+use framewire::transport::{Connection, HandshakeOptions};
+use framewire::{DecodeError, Envelope, Limits, Value};
+use serde_json::Value as Json;
+use tokio::net::TcpStream;
+use tokio::time::{timeout_at, Instant};
+
+use crate::json;
+
+/// Time allowed for the `{"op": "close"}` goodbye after the reply arrived.
+const GOODBYE: Duration = Duration::from_secs(1);
+
+/// Sends the message `input` (JSON text, or `-` for stdin) to the Dask
+/// server at `address` and prints its reply.
+pub fn run(
+    address: &str,
+    input: &str,
+    timeout: Duration,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let text = if input == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .lock()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("<stdin>: {e}"))?;
+        s
+    } else {
+        input.to_owned()
+    };
+    let msg = message_from_json(&text)?;
+    let op = msg
+        .get("op")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let wants_reply = !matches!(msg.get("reply"), Some(Value::Bool(false)));
+    let env = dumps_with(&msg, &SerializeOptions::default())
+        .and_then(Envelope::new)
+        .map_err(|e| format!("cannot encode the message: {e}"))?;
+    let host_port = host_port(address)?;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let reply = rt.block_on(converse(host_port, env, wants_reply, timeout));
+    let reply = reply.map_err(|e| format!("{address}: {e}"))?;
+    let line = match reply {
+        None => Json::Null,
+        Some(loaded) => reply_json(&loaded).map_err(|e| format!("{address}: {op}: {e}"))?,
+    };
+    let line = serde_json::to_string(&line).map_err(|e| e.to_string())?;
+    writeln!(out, "{line}").map_err(crate::output_error)
+}
+
+/// `host:port` of a `tcp://host:port` (or bare `host:port`) address.
+pub fn host_port(address: &str) -> Result<&str, String> {
+    let rest = match address.split_once("://") {
+        Some(("tcp", rest)) => rest,
+        Some((scheme, _)) => {
+            return Err(format!(
+                "{address}: only tcp:// addresses are supported, not {scheme}://"
+            ))
+        }
+        None => address,
+    };
+    match rest.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(rest),
+        _ => Err(format!("{address}: expected tcp://HOST:PORT")),
+    }
+}
+
+/// The message: a JSON object in the conventions of `encode`, with an `op`;
+/// `"reply": true` appended when absent, as Dask's `send_recv` does.
+fn message_from_json(text: &str) -> Result<Value, String> {
+    let j: Json = serde_json::from_str(text).map_err(|e| format!("JSON input: {e}"))?;
+    let mut value = json::json_to_value(&j)?;
+    let Value::Map(entries) = &mut value else {
+        return Err("JSON input: a Dask RPC message is an object with an \"op\"".into());
+    };
+    let op = entries
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("op"))
+        .map(|(_, v)| v);
+    if op.and_then(Value::as_str).is_none() {
+        return Err("JSON input: the message needs an \"op\" string".into());
+    }
+    match entries.iter().find(|(k, _)| k.as_str() == Some("reply")) {
+        Some((_, Value::Bool(_))) => {}
+        Some(_) => return Err("JSON input: \"reply\" must be true or false".into()),
+        None => entries.push((Value::from_static("reply"), Value::Bool(true))),
+    }
+    Ok(value)
+}
+
+/// Connect, handshake, send, and read the reply (unless none is wanted),
+/// all within `timeout`.
+async fn converse(
+    host_port: &str,
+    env: Envelope,
+    wants_reply: bool,
+    timeout: Duration,
+) -> Result<Option<Loaded>, String> {
+    let deadline = Instant::now() + timeout;
+    let within = seconds(timeout);
+    let stream = timeout_at(deadline, TcpStream::connect(host_port))
+        .await
+        .map_err(|_| format!("cannot connect within {within}"))?
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let opts = HandshakeOptions {
+        // The deadline below covers it.
+        timeout: None,
+        ..HandshakeOptions::default()
+    };
+    let mut builder = Connection::builder();
+    builder.limits(Limits::dask_compat());
+    let (mut conn, _agreed) = timeout_at(deadline, builder.accept(stream, &opts))
+        .await
+        .map_err(|_| format!("no handshake from the server within {within}"))?
+        .map_err(|e| format!("handshake: {e}"))?;
+    timeout_at(deadline, conn.send(env))
+        .await
+        .map_err(|_| format!("cannot send the message within {within}"))?
+        .map_err(|e| format!("sending the message: {e}"))?;
+    let reply = if wants_reply {
+        let env = match timeout_at(deadline, conn.recv()).await {
+            Err(_) => return Err(format!("no reply within {within}")),
+            Ok(Some(Ok(env))) => env,
+            Ok(Some(Err(e))) => return Err(format!("receiving the reply: {e}")),
+            Ok(None) => return Err("the server closed the connection without replying".into()),
+        };
+        let loaded = message::loads_detailed(env.frames(), &Limits::dask_compat())
+            .map_err(|e| format!("the reply: {e}"))?;
+        Some(loaded)
+    } else {
+        None
+    };
+    // What Dask's rpc does when it is done with a comm; best effort.
+    let goodbye = async {
+        let bye = Value::map_of([("op", Value::from_static("close")), ("reply", false.into())]);
+        if let Ok(env) = framewire::dumps(&bye).and_then(Envelope::new) {
+            conn.send(env).await?;
+        }
+        conn.close().await
+    };
+    let _ = tokio::time::timeout(GOODBYE, goodbye).await;
+    Ok(reply)
+}
+
+/// The reply's JSON with every block deserialized, or the error it reports.
+fn reply_json(loaded: &Loaded) -> Result<Json, String> {
+    if let Some(err) = remote_error(&loaded.value) {
+        return Err(err);
+    }
+    let opts = DeserializeOptions::with_limits(Limits::dask_compat());
+    // One decompression budget for the whole reply, as `inspect` does.
+    let mut budget = DecompressBudget::new(&opts.limits);
+    let blocks = json::blocks_in_order(&loaded.value);
+    let results = loaded
+        .blocks
+        .iter()
+        .zip(blocks)
+        .map(|(r, b)| match r.kind {
+            BlockKind::Pickled => Ok(Ok(Value::Pickled(Box::new(b.clone())))),
+            BlockKind::Serialized => {
+                match serialize::deserialize_with_budget(b, &opts, &mut budget) {
+                    Ok(v) => Ok(Ok(v)),
+                    Err(DecodeError::RemoteSerializationError { text }) => Err(format!(
+                        "the reply holds a value the server could not serialize: {text}"
+                    )),
+                    Err(e) => Err(format!(
+                        "the reply's block {}@{}: {e}",
+                        json::kind_name(r.kind),
+                        r.offset
+                    )),
+                }
+            }
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(json::deserialized_to_json(&loaded.value, &results))
+}
+
+/// The text of an error reply: a map whose `status` is `"error"` (handlers
+/// that return `error_message(e)`) or `"uncaught-error"` (an exception in the
+/// handler).
+fn remote_error(reply: &Value) -> Option<String> {
+    let status = reply.get("status")?.as_str()?;
+    if status != "error" && status != "uncaught-error" {
+        return None;
+    }
+    let text = match reply.get("exception_text") {
+        Some(Value::Str(s)) if !s.is_empty() => s.to_string(),
+        Some(other) => json::value_to_json(other).to_string(),
+        None => "(no exception_text)".into(),
+    };
+    Some(format!("remote error ({status}): {text}"))
+}
+
+/// `1.5 s`, `30 s`.
+fn seconds(d: Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
+/// `--timeout`: seconds, fractions allowed, more than 0.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if secs.is_nan() || secs <= 0.0 || secs.is_infinite() {
+        return Err(format!("{s:?}: the timeout must be more than 0 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(host_port("tcp://127.0.0.1:8786"), Ok("127.0.0.1:8786"));
+        assert_eq!(host_port("localhost:1"), Ok("localhost:1"));
+        assert_eq!(host_port("tcp://[::1]:8786"), Ok("[::1]:8786"));
+        assert!(host_port("tls://a:1").unwrap_err().contains("only tcp://"));
+        assert!(host_port("tcp://a").is_err());
+        assert!(host_port("tcp://:80").is_err());
+    }
+
+    #[test]
+    fn reply_key_appended_like_send_recv() {
+        let v = message_from_json(r#"{"op": "identity"}"#).unwrap();
+        assert_eq!(
+            v,
+            Value::map_of([("op", Value::str("identity")), ("reply", true.into())])
+        );
+        let v = message_from_json(r#"{"reply": false, "op": "x"}"#).unwrap();
+        assert_eq!(v.get("reply"), Some(&Value::Bool(false)));
+        assert!(message_from_json("[1]").is_err());
+        assert!(message_from_json(r#"{"x": 1}"#).is_err());
+        assert!(message_from_json(r#"{"op": "x", "reply": 1}"#).is_err());
+    }
+
+    #[test]
+    fn error_replies() {
+        let e = Value::map_of([
+            ("status", Value::str("uncaught-error")),
+            ("exception_text", Value::str("TypeError('x')")),
+        ]);
+        assert_eq!(
+            remote_error(&e).unwrap(),
+            "remote error (uncaught-error): TypeError('x')"
+        );
+        assert!(remote_error(&Value::map_of([("status", Value::str("OK"))])).is_none());
+        assert!(remote_error(&Value::str("OK")).is_none());
+    }
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(parse_timeout("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_timeout("0").is_err());
+        assert!(parse_timeout("nan").is_err());
+        assert!(parse_timeout("-1").is_err());
+        assert!(parse_timeout("x").is_err());
+    }
+}

@@ -1,0 +1,554 @@
+//! `framewire demo`: the whole transport in one process, no external service.
+//!
+//! ```text
+//!  client task                          loopback TCP                    server task
+//!  Value ─dumps_with─▶ Envelope ─send─▶ (vectored writes) ─recv─▶ Envelope ─loads─▶ deserialize_blocks ─▶ == expected?
+//!        └── 64 MiB payloads leave from their own Bytes (Stats::bytes_copied_on_send)
+//! ```
+//!
+//! The stream: heartbeats (`heartbeat-worker`, hundreds, small), two
+//! `compute-task` messages whose task tuples carry a 64 MiB payload (bytes,
+//! and an `NdArray`), and three large collections (100 000 elements under
+//! `IterateCollection::Auto` and `Always`; 1 000 under `Auto` with a large
+//! bytes element last, which Dask's first-element inference would miss).
+//! Every message that arrives is deserialized and compared with what was
+//! sent; payload bytes must be identical, and no byte of a frame at or above
+//! the coalesce threshold may have been copied on the send side.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use framewire::serialize::{dumps_with, DeserializeOptions, IterateCollection, SerializeOptions};
+use framewire::transport::{Connection, HandshakeOptions, Stats, COALESCE_THRESHOLD};
+use framewire::{deserialize_blocks, loads, Envelope, Limits, NdArray, Value};
+use tokio::net::TcpListener;
+
+/// Size of each large payload.
+const PAYLOAD: usize = 64 << 20;
+/// Elements of the large collections.
+const COLLECTION: usize = 100_000;
+/// `heartbeat-worker` messages.
+const HEARTBEATS: usize = 500;
+/// The whole demo must finish within this (a hang guard).
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// One message of the stream: what is sent, with which options, and what
+/// deserializing it must give back.
+struct Planned {
+    label: &'static str,
+    value: Value,
+    iterate: IterateCollection,
+    expected: Value,
+}
+
+/// What the sending side measured.
+struct Sent {
+    stats: Stats,
+    frames: u64,
+    /// Bytes of frames under the coalesce threshold (copied next to the prelude).
+    small_bytes: u64,
+    /// Frames at or above it, and their bytes.
+    large_frames: u64,
+    large_bytes: u64,
+}
+
+/// What the receiving side measured.
+struct Received {
+    stats: Stats,
+    verified: usize,
+    payload_bytes_checked: u64,
+    done: Instant,
+}
+
+/// Runs the demo and prints its report; an error if anything did not verify.
+pub fn run(out: &mut impl Write) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("demo: cannot start the runtime: {e}"))?;
+    let report = rt.block_on(async {
+        tokio::time::timeout(HANG_GUARD, demo())
+            .await
+            .map_err(|_| format!("demo: did not finish within {} s", HANG_GUARD.as_secs()))?
+    })?;
+    out.write_all(report.as_bytes())
+        .map_err(crate::output_error)
+}
+
+/// Limits for both ends: Dask's, with room for the 100 001 frames of a
+/// 100 000-element collection serialized with `Always` (Dask itself has no
+/// frame-count limit; `Limits::dask_compat()` stops at 65 536).
+fn limits() -> Limits {
+    let mut l = Limits::dask_compat();
+    l.max_frames = 1 << 18;
+    l
+}
+
+async fn demo() -> Result<String, String> {
+    let plan = plan()?;
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("demo: cannot listen on 127.0.0.1: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("demo: cannot listen on 127.0.0.1: {e}"))?;
+    let opts = HandshakeOptions::default().extension("demo", Value::Bool(true));
+    let mut builder = Connection::builder();
+    builder.limits(limits());
+
+    // Handshake, both ends at once.
+    let server = async {
+        let (stream, _) = listener
+            .accept()
+            .await
+            .map_err(|e| format!("demo: accept: {e}"))?;
+        builder
+            .accept(stream, &opts)
+            .await
+            .map_err(|e| format!("demo: server handshake: {e}"))
+    };
+    let client = async {
+        builder
+            .connect(addr, &opts)
+            .await
+            .map_err(|e| format!("demo: client handshake: {e}"))
+    };
+    let (server, client) = tokio::join!(server, client);
+    let ((mut server, agreed), (mut client, _)) = (server?, client?);
+    if !agreed.agreed("demo") {
+        return Err("demo: the framewire-demo handshake extension was not agreed".into());
+    }
+    let handshake = format!(
+        "pickle-protocol {}, compression {}, framewire-demo extension agreed",
+        agreed.pickle_protocol(),
+        agreed.compression().unwrap_or("none")
+    );
+
+    let expected: Vec<(&'static str, Value)> =
+        plan.iter().map(|p| (p.label, p.expected.clone())).collect();
+    let started = Instant::now();
+    let receiving = tokio::spawn(async move {
+        let opts = DeserializeOptions::with_limits(limits());
+        let mut checked = 0u64;
+        for (i, (label, want)) in expected.iter().enumerate() {
+            let env = match server.recv().await {
+                Some(Ok(env)) => env,
+                Some(Err(e)) => return Err(format!("demo: message #{i} ({label}): {e}")),
+                None => {
+                    return Err(format!(
+                        "demo: the connection closed after {i} of {} messages",
+                        expected.len()
+                    ))
+                }
+            };
+            let got = loads(env.frames(), &opts.limits)
+                .and_then(|v| deserialize_blocks(v, &opts))
+                .map_err(|e| format!("demo: message #{i} ({label}): {e}"))?;
+            if &got != want {
+                return Err(format!(
+                    "demo: message #{i} ({label}) differs from what was sent after deserialize"
+                ));
+            }
+            checked += payload_bytes(want, &got)?;
+        }
+        if let Some(extra) = server.recv().await {
+            return Err(format!(
+                "demo: a message after the last one ({})",
+                extra.map_or_else(
+                    |e| e.to_string(),
+                    |env| format!("{} frames", env.frames().len())
+                )
+            ));
+        }
+        Ok(Received {
+            stats: server.stats(),
+            verified: expected.len(),
+            payload_bytes_checked: checked,
+            done: Instant::now(),
+        })
+    });
+
+    // The handshake went out first: one small frame, copied like any other.
+    let mut frames = 1u64;
+    let mut small_bytes = handshake_frame_len(&opts)?;
+    let (mut large_frames, mut large_bytes) = (0u64, 0u64);
+    for (i, p) in plan.iter().enumerate() {
+        let opts = SerializeOptions {
+            iterate: p.iterate,
+            ..SerializeOptions::default()
+        };
+        let env = dumps_with(&p.value, &opts)
+            .and_then(Envelope::new)
+            .map_err(|e| format!("demo: message #{i} ({}): cannot encode: {e}", p.label))?;
+        for f in env.frames() {
+            frames += 1;
+            if f.len() < COALESCE_THRESHOLD {
+                small_bytes += f.len() as u64;
+            } else {
+                large_frames += 1;
+                large_bytes += f.len() as u64;
+            }
+        }
+        if let Err(e) = client.send(env).await {
+            // The receiver hanging up (say, on a verification failure) is
+            // the real story: report its error first.
+            if let Ok(Err(why)) = receiving.await {
+                return Err(why);
+            }
+            return Err(format!("demo: message #{i} ({}): {e}", p.label));
+        }
+    }
+    client
+        .close()
+        .await
+        .map_err(|e| format!("demo: closing the client: {e}"))?;
+    let sent = Sent {
+        stats: client.stats(),
+        frames,
+        small_bytes,
+        large_frames,
+        large_bytes,
+    };
+    let received = receiving
+        .await
+        .map_err(|e| format!("demo: the receiving task failed: {e}"))??;
+    report(
+        &plan,
+        &sent,
+        &received,
+        received.done - started,
+        addr,
+        &handshake,
+    )
+}
+
+/// Checks the counters and writes the report.
+fn report(
+    plan: &[Planned],
+    sent: &Sent,
+    received: &Received,
+    elapsed: Duration,
+    addr: std::net::SocketAddr,
+    handshake: &str,
+) -> Result<String, String> {
+    let (s, r) = (&sent.stats, &received.stats);
+    // The handshake message is counted on both sides too.
+    let messages = plan.len() as u64 + 1;
+    if s.messages_sent != messages || r.messages_received != messages {
+        return Err(format!(
+            "demo: {} messages sent and {} received, expected {messages}",
+            s.messages_sent, r.messages_received
+        ));
+    }
+    if s.frames_sent != sent.frames {
+        return Err(format!(
+            "demo: the connection counted {} frames sent, the messages had {}",
+            s.frames_sent, sent.frames
+        ));
+    }
+    if (s.frames_sent, s.bytes_sent) != (r.frames_received, r.bytes_received) {
+        return Err(format!(
+            "demo: sent {} frames / {} bytes but received {} frames / {} bytes",
+            s.frames_sent, s.bytes_sent, r.frames_received, r.bytes_received
+        ));
+    }
+    // Every small frame is copied once next to its prelude (the handshake's
+    // included); anything more is bytes of a large frame that were copied.
+    let large_copied = s.bytes_copied_on_send.saturating_sub(sent.small_bytes);
+    if large_copied > 0 {
+        return Err(format!(
+            "demo: {large_copied} bytes of frames >= {COALESCE_THRESHOLD} bytes were copied on send"
+        ));
+    }
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let heartbeats = plan
+        .iter()
+        .filter(|p| p.label == "heartbeat-worker")
+        .count();
+    let mut text = String::new();
+    let mut line = |l: String| {
+        text.push_str(&l);
+        text.push('\n');
+    };
+    line(format!(
+        "framewire demo: loopback {addr}, handshake: {handshake}"
+    ));
+    line(format!(
+        "messages: {} ({heartbeats} heartbeat-worker, 2 compute-task with {} MiB payloads, 3 collections, the handshake)",
+        s.messages_sent,
+        PAYLOAD >> 20
+    ));
+    line(format!("frames: {}", s.frames_sent));
+    line(format!("bytes: {}", s.bytes_sent));
+    line(format!(
+        "throughput: {:.1} MB/s, {:.0} msgs/s ({:.3} s end to end: encoded, sent, received, deserialized, verified)",
+        r.bytes_received as f64 / 1e6 / secs,
+        r.messages_received as f64 / secs,
+        secs
+    ));
+    line(format!(
+        "large frames (>= {COALESCE_THRESHOLD} bytes): {}, {} bytes",
+        sent.large_frames, sent.large_bytes
+    ));
+    line(format!(
+        "large payload bytes copied on send: {large_copied}"
+    ));
+    line(format!(
+        "small frame bytes copied on send (coalesced with the prelude): {}",
+        s.bytes_copied_on_send
+    ));
+    line(format!(
+        "verified: {} of {} messages equal after deserialize, {} payload bytes identical",
+        received.verified,
+        plan.len(),
+        received.payload_bytes_checked
+    ));
+    Ok(text)
+}
+
+/// The length of our handshake message's only frame.
+fn handshake_frame_len(opts: &HandshakeOptions) -> Result<u64, String> {
+    let v = opts
+        .to_value()
+        .map_err(|e| format!("demo: handshake: {e}"))?;
+    let frames = framewire::dumps(&v).map_err(|e| format!("demo: handshake: {e}"))?;
+    Ok(frames.iter().map(|f| f.len() as u64).sum())
+}
+
+/// The payload bytes of `want` and `got` compared one by one (bins and
+/// array data of at least the coalesce threshold): their total.
+fn payload_bytes(want: &Value, got: &Value) -> Result<u64, String> {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    large_payloads(want, &mut a);
+    large_payloads(got, &mut b);
+    if a.len() != b.len() {
+        return Err("demo: payload count differs".into());
+    }
+    let mut total = 0;
+    for (x, y) in a.iter().zip(&b) {
+        if x[..] != y[..] {
+            return Err("demo: payload bytes differ".into());
+        }
+        total += x.len() as u64;
+    }
+    Ok(total)
+}
+
+fn large_payloads(v: &Value, out: &mut Vec<Bytes>) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Bin(b) if b.len() >= COALESCE_THRESHOLD => out.push(b.clone()),
+            Value::NdArray(a) if a.data().len() >= COALESCE_THRESHOLD => out.push(a.data().clone()),
+            Value::Array(items) => stack.extend(items.iter().rev()),
+            Value::Map(entries) => {
+                for (k, v) in entries.iter().rev() {
+                    stack.push(v);
+                    stack.push(k);
+                }
+            }
+            Value::Serialize(x) => stack.push(x),
+            _ => {}
+        }
+    }
+}
+
+// ---- the stream ---------------------------------------------------------------
+
+/// Pseudo-random bytes (xorshift64*), so that a misplaced byte shows.
+fn pattern(len: usize, seed: u64) -> Bytes {
+    let mut x = seed | 1;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let word = x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
+        let n = word.len().min(len - v.len());
+        v.extend_from_slice(&word[..n]);
+    }
+    Bytes::from(v)
+}
+
+/// What deserializing gives back: `Serialize` wrappers gone.
+fn unwrapped(v: &Value) -> Value {
+    match v {
+        Value::Serialize(x) => unwrapped(x),
+        Value::Array(a) => Value::Array(a.iter().map(unwrapped).collect()),
+        Value::Map(m) => Value::Map(m.iter().map(|(k, x)| (k.clone(), unwrapped(x))).collect()),
+        other => other.clone(),
+    }
+}
+
+fn ser(v: Value) -> Value {
+    Value::Serialize(Box::new(v))
+}
+
+fn s(text: &str) -> Value {
+    Value::str(text)
+}
+
+fn heartbeat(i: usize) -> Value {
+    let now = 1.7e9 + i as f64 * 0.5;
+    Value::map_of([
+        ("op", s("heartbeat-worker")),
+        ("address", s("tcp://127.0.0.1:40411")),
+        ("now", Value::Float(now)),
+        (
+            "metrics",
+            Value::map_of([
+                (
+                    "task_counts",
+                    Value::map_of([("memory", Value::from(i as u64))]),
+                ),
+                (
+                    "bandwidth",
+                    Value::map_of([
+                        ("total", Value::Float(1e8)),
+                        ("workers", Value::map_of([])),
+                        ("types", Value::map_of([])),
+                    ]),
+                ),
+                ("managed_bytes", Value::from(1_000_000 + i as u64)),
+                (
+                    "spilled_bytes",
+                    Value::map_of([("memory", 0u8.into()), ("disk", 0u8.into())]),
+                ),
+                ("event_loop_interval", Value::Float(0.02)),
+                ("cpu", Value::Float(12.5)),
+                ("memory", Value::from(150_000_000u64)),
+                ("time", Value::Float(now)),
+                (
+                    "host_net_io",
+                    Value::map_of([
+                        ("read_bps", Value::Float(0.0)),
+                        ("write_bps", Value::Float(0.0)),
+                    ]),
+                ),
+                ("num_fds", Value::from(31u8)),
+            ]),
+        ),
+        ("executing", Value::map_of([])),
+        (
+            "extensions",
+            Value::map_of([("spans", Value::map_of([])), ("shuffle", Value::map_of([]))]),
+        ),
+        ("reply", Value::Bool(true)),
+    ])
+}
+
+/// A Dask task message whose run_spec is a task tuple `(func, arg, kwargs)`.
+fn compute_task(key: &str, func: &str, arg: Value, nbytes: usize) -> Value {
+    Value::map_of([
+        ("op", s("compute-task")),
+        ("key", s(key)),
+        (
+            "priority",
+            Value::Array(vec![0u8.into(), 1u8.into(), 0u8.into()]),
+        ),
+        ("duration", Value::Float(0.5)),
+        (
+            "run_spec",
+            Value::Array(vec![
+                s(func),
+                ser(arg),
+                Value::map_of([("axis", 0u8.into())]),
+            ]),
+        ),
+        ("who_has", Value::map_of([])),
+        ("nbytes", Value::map_of([(key, Value::from(nbytes as u64))])),
+        ("resource_restrictions", Value::map_of([])),
+        ("actor", Value::Bool(false)),
+        ("annotations", Value::map_of([])),
+        ("stimulus_id", s("compute-task-1700000000.0")),
+    ])
+}
+
+/// `n` small mixed elements.
+fn elements(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| match i % 4 {
+            0 => Value::from(i as u64),
+            1 => Value::Float(i as f64 * 0.25),
+            2 => Value::from(format!("x-{i}")),
+            _ => Value::Bool(i % 8 == 3),
+        })
+        .collect()
+}
+
+fn update_data(key: &str, collection: Vec<Value>) -> Value {
+    Value::map_of([
+        ("op", s("update-data")),
+        (
+            "data",
+            ser(Value::map_of([(key, Value::Array(collection))])),
+        ),
+        ("report", Value::Bool(false)),
+        ("reply", Value::Bool(true)),
+    ])
+}
+
+fn plan() -> Result<Vec<Planned>, String> {
+    let bytes = pattern(PAYLOAD, 0x5eed_0001);
+    let array_data = pattern(PAYLOAD, 0x5eed_0002);
+    let array = NdArray::from_c_order("<f8", &[2048, (PAYLOAD / 8 / 2048) as u64], array_data)
+        .map_err(|e| format!("demo: {e}"))?;
+    let mut with_large_last = elements(999);
+    with_large_last.push(Value::Bin(pattern(1 << 20, 0x5eed_0003)));
+
+    let mut plan = Vec::new();
+    let mut push = |label: &'static str, value: Value, iterate: IterateCollection| {
+        let expected = unwrapped(&value);
+        plan.push(Planned {
+            label,
+            value,
+            iterate,
+            expected,
+        });
+    };
+    let auto = IterateCollection::Auto;
+    let mut beats = 0..HEARTBEATS;
+    let mut some_beats =
+        |n: usize, push: &mut dyn FnMut(&'static str, Value, IterateCollection)| {
+            for i in beats.by_ref().take(n) {
+                push("heartbeat-worker", heartbeat(i), auto);
+            }
+        };
+    some_beats(200, &mut push);
+    push(
+        "compute-task",
+        compute_task("('load-7f3a', 0)", "load", Value::Bin(bytes), PAYLOAD),
+        auto,
+    );
+    some_beats(100, &mut push);
+    push(
+        "compute-task",
+        compute_task(
+            "('mean-9c1e', 0)",
+            "numpy.mean",
+            Value::NdArray(Box::new(array)),
+            PAYLOAD,
+        ),
+        auto,
+    );
+    some_beats(100, &mut push);
+    push(
+        "collection (Auto)",
+        update_data("('range-auto', 0)", elements(COLLECTION)),
+        auto,
+    );
+    push(
+        "collection (Always)",
+        update_data("('range-always', 0)", elements(COLLECTION)),
+        IterateCollection::Always,
+    );
+    push(
+        "collection (Auto, large element last)",
+        update_data("('mixed', 0)", with_large_last),
+        auto,
+    );
+    some_beats(HEARTBEATS, &mut push);
+    Ok(plan)
+}

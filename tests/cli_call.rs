@@ -1,0 +1,346 @@
+//! `framewire call` against a real Python Dask scheduler (started here; the
+//! test fails, never skips, when Python Dask is missing), and against
+//! addresses that refuse or never answer.
+
+#[path = "support/dask_python.rs"]
+mod dask_python;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+
+const BIN: &str = env!("CARGO_BIN_EXE_framewire");
+
+/// Every `framewire call` here finishes in well under this.
+const CALL_GUARD: Duration = Duration::from_secs(60);
+
+/// Time a Python scheduler gets to come up (a loaded CI machine is slow).
+const STARTUP: Duration = Duration::from_secs(90);
+
+// ---- helpers -------------------------------------------------------------------
+
+/// A scratch directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("framewire-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A background process, killed (and reaped) on drop, whatever happens.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `cmd` in `dir`, stdout and stderr into `dir/<name>.log`.
+    fn start(name: &str, cmd: &mut Command, dir: &Path) -> Daemon {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Daemon { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until `find` finds something in the log; panics (with the log)
+    /// if the process exits or `timeout` passes first.
+    fn wait_for<T>(&mut self, timeout: Duration, find: impl Fn(&str) -> Option<T>) -> T {
+        let started = Instant::now();
+        loop {
+            let log = self.log();
+            if let Some(found) = find(&log) {
+                return found;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("the process exited ({status}) early; its log:\n{log}");
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "nothing expected in the log after {timeout:?}; the log:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A real `dask scheduler` on 127.0.0.1, any free port, no dashboard.
+fn start_scheduler(dir: &Path) -> (Daemon, String) {
+    let mut cmd = Command::new(dask_python::python());
+    cmd.args([
+        "-m",
+        "distributed.cli.dask_scheduler",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--no-dashboard",
+    ]);
+    let mut scheduler = Daemon::start("scheduler", &mut cmd, dir);
+    let address = scheduler.wait_for(STARTUP, |log| {
+        let line = log.lines().find(|l| l.contains("Scheduler at:"))?;
+        line.split_whitespace()
+            .find(|w| w.starts_with("tcp://"))
+            .map(str::to_owned)
+    });
+    (scheduler, address)
+}
+
+/// Runs `framewire ARGS` with `stdin`, killing it after [`CALL_GUARD`].
+fn framewire(args: &[&str], stdin: Option<&str>) -> (Output, Duration) {
+    let started = Instant::now();
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn framewire");
+    if let Some(text) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(text.as_bytes()).unwrap();
+    }
+    // Pipes are drained by threads, so the child never blocks on them.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).map(|_| v)
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        err.read_to_end(&mut v).map(|_| v)
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > CALL_GUARD {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("framewire {args:?} hung for {CALL_GUARD:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = started.elapsed();
+    let output = Output {
+        status,
+        stdout: out.join().unwrap().unwrap(),
+        stderr: err.join().unwrap().unwrap(),
+    };
+    (output, elapsed)
+}
+
+/// The one JSON line a successful call prints.
+fn reply(out: &Output) -> Json {
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    assert!(stderr.is_empty(), "stderr: {stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one JSON line: {stdout}");
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// The one-line error of a failed call (exit 1, nothing on stdout).
+fn failure(out: &Output) -> String {
+    let stderr = String::from_utf8(out.stderr.clone()).unwrap();
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(out.stdout.is_empty(), "stdout: {:?}", out.stdout);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.ends_with('\n'));
+    assert!(stderr.starts_with("framewire: "), "{stderr}");
+    stderr.trim_end().to_owned()
+}
+
+// ---- tests --------------------------------------------------------------------
+
+#[test]
+fn call_against_a_real_scheduler() {
+    let dir = TempDir::new("call");
+    let (scheduler, address) = start_scheduler(&dir.0);
+    let on_failure = || scheduler.log();
+
+    // identity: the scheduler describes itself.
+    let (out, _) = framewire(&["call", &address, r#"{"op": "identity"}"#], None);
+    let identity = reply(&out);
+    assert_eq!(identity["type"], "Scheduler", "{identity}");
+    let id = identity["id"].as_str().expect("an id");
+    assert!(id.starts_with("Scheduler-"), "{identity}");
+    assert_eq!(identity["address"], address.as_str(), "{identity}");
+    assert!(identity["workers"].is_object(), "{identity}");
+
+    // The message from stdin: the same scheduler.
+    let (out, _) = framewire(&["call", &address, "-"], Some(r#"{"op": "identity"}"#));
+    assert_eq!(reply(&out)["id"], id);
+
+    // With --timeout, a fraction of a second is plenty for a live server.
+    let (out, _) = framewire(
+        &["call", "--timeout", "20", &address, r#"{"op": "identity"}"#],
+        None,
+    );
+    assert_eq!(reply(&out)["address"], address.as_str());
+
+    // echo: blocks in the reply come back deserialized, as with
+    // `inspect --deserialize` (an array by dtype, shape and digest).
+    let data = "0100000002000000ffffffff";
+    let msg = format!(
+        r#"{{"op": "echo", "data": {{"$serialize": {{"$ndarray": {{"dtype": "<i4", "shape": [3], "data": "{data}"}}}}}}}}"#
+    );
+    let (out, _) = framewire(&["call", &address, &msg], None);
+    let echoed = reply(&out);
+    let digest = hex::encode(Sha256::digest(hex::decode(data).unwrap()));
+    assert_eq!(
+        echoed,
+        serde_json::json!({"$ndarray": {"dtype": "<i4", "shape": [3], "data_sha256": digest}}),
+        "scheduler log:\n{}",
+        on_failure()
+    );
+    let (out, _) = framewire(
+        &[
+            "call",
+            &address,
+            r#"{"op": "echo", "data": {"$bytes": "00ff10"}}"#,
+        ],
+        None,
+    );
+    assert_eq!(reply(&out), serde_json::json!({"$bytes": "00ff10"}));
+
+    // "reply": false, as Dask's send_recv(reply=False): nothing to wait for.
+    let (out, _) = framewire(
+        &["call", &address, r#"{"op": "identity", "reply": false}"#],
+        None,
+    );
+    assert_eq!(reply(&out), Json::Null);
+
+    // An error reply: the handler raised, Dask answers
+    // {"status": "uncaught-error", "exception": .., "exception_text": ..}.
+    let (out, _) = framewire(
+        &["call", &address, r#"{"op": "identity", "bogus": 1}"#],
+        None,
+    );
+    let line = failure(&out);
+    assert!(
+        line.starts_with(&format!(
+            "framewire: {address}: identity: remote error (uncaught-error): TypeError("
+        )),
+        "{line}"
+    );
+    assert!(line.contains("bogus"), "{line}");
+
+    // The server is still fine afterwards.
+    let (out, _) = framewire(&["call", &address, r#"{"op": "identity"}"#], None);
+    assert_eq!(reply(&out)["id"], id);
+}
+
+#[test]
+fn connection_refused_is_one_line() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let address = format!("tcp://127.0.0.1:{port}");
+    let (out, elapsed) = framewire(&["call", &address, r#"{"op": "identity"}"#], None);
+    let line = failure(&out);
+    assert!(
+        line.starts_with(&format!("framewire: {address}: cannot connect: ")),
+        "{line}"
+    );
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+}
+
+#[test]
+fn timeout_on_a_listener_that_never_answers() {
+    // The kernel completes the TCP handshake (backlog), but nobody ever
+    // reads or writes: no Dask handshake comes back.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("tcp://{}", listener.local_addr().unwrap());
+    let (out, elapsed) = framewire(
+        &[
+            "call",
+            "--timeout",
+            "0.5",
+            &address,
+            r#"{"op": "identity"}"#,
+        ],
+        None,
+    );
+    let line = failure(&out);
+    assert_eq!(
+        line,
+        format!("framewire: {address}: no handshake from the server within 0.5 s")
+    );
+    assert!(elapsed >= Duration::from_millis(500), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    drop(listener);
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("tcp://{}", listener.local_addr().unwrap());
+    for (args, needle) in [
+        (vec!["call", &address, "{"], "JSON input: "),
+        (vec!["call", &address, "[1, 2]"], "an object with an \"op\""),
+        (vec!["call", &address, r#"{"x": 1}"#], "needs an \"op\""),
+        (
+            vec!["call", &address, r#"{"op": "x", "y": {"$serialized": 1}}"#],
+            "cannot be rebuilt",
+        ),
+        (
+            vec!["call", "tls://127.0.0.1:1", r#"{"op": "identity"}"#],
+            "only tcp:// addresses",
+        ),
+        (
+            vec!["call", "tcp://127.0.0.1", r#"{"op": "identity"}"#],
+            "expected tcp://HOST:PORT",
+        ),
+    ] {
+        let (out, _) = framewire(&args, None);
+        let line = failure(&out);
+        assert!(line.contains(needle), "{args:?}: {line}");
+    }
+    // An empty stdin is not a message either.
+    let (out, _) = framewire(&["call", &address, "-"], Some(""));
+    assert!(failure(&out).contains("JSON input: "));
+}

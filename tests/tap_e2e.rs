@@ -1,0 +1,590 @@
+//! `framewire tap` in front of a real Dask cluster: a Python `dask scheduler`
+//! and `dask worker` (started here; the test fails, never skips, when Python
+//! Dask is missing), and a Python `Client` that connects through the tap and
+//! moves numpy arrays both ways (`tests/dask/tap_client.py`). The worker
+//! talks to the scheduler directly; everything the client says goes through
+//! the tap, relayed unchanged.
+
+#[path = "support/dask_python.rs"]
+mod dask_python;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value as Json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_framewire");
+
+/// Time a Python process gets to come up (a loaded CI machine is slow).
+const STARTUP: Duration = Duration::from_secs(90);
+
+/// Time the client script gets for its whole graph.
+const CLIENT_GUARD: Duration = Duration::from_secs(180);
+
+// ---- helpers -------------------------------------------------------------------
+
+/// A scratch directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("framewire-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A background process, killed (and reaped) on drop, whatever happens.
+struct Daemon {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `cmd` in `dir`, stdout and stderr into `dir/<name>.log`.
+    fn start(name: &str, cmd: &mut Command, dir: &Path) -> Daemon {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Daemon {
+            name: name.to_owned(),
+            child,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until `find` finds something in the log; panics (with the log)
+    /// if the process exits or `timeout` passes first.
+    fn wait_for<T>(&mut self, timeout: Duration, find: impl Fn(&str) -> Option<T>) -> T {
+        let started = Instant::now();
+        loop {
+            let log = self.log();
+            if let Some(found) = find(&log) {
+                return found;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("{} exited ({status}) early; its log:\n{log}", self.name);
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "{}: nothing expected in the log after {timeout:?}; the log:\n{log}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The first `tcp://...` word on the first line containing `marker`.
+fn address_after(log: &str, marker: &str) -> Option<String> {
+    let line = log.lines().find(|l| l.contains(marker))?;
+    line.split_whitespace()
+        .find(|w| w.starts_with("tcp://"))
+        .map(str::to_owned)
+}
+
+/// One parsed message line of the tap's log.
+#[derive(Debug)]
+struct Message {
+    conn: u64,
+    direction: String,
+    ops: String,
+    frames: u64,
+    bytes: u64,
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+fn is_rfc3339_ms(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.len() == 24
+        && t.ends_with('Z')
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'.'
+        && t.char_indices()
+            .filter(|&(i, _)| ![4, 7, 10, 13, 16, 19, 23].contains(&i))
+            .all(|(_, c)| c.is_ascii_digit())
+}
+
+fn field<'a>(words: &[&'a str], key: &str) -> Option<&'a str> {
+    words.iter().find_map(|w| w.strip_prefix(key))
+}
+
+fn int_field(words: &[&str], key: &str, line: &str) -> u64 {
+    field(words, key)
+        .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{key} is not an integer in {line:?}"))
+}
+
+// ---- the test -----------------------------------------------------------------
+
+#[test]
+fn dask_cluster_works_through_the_tap() {
+    let python = dask_python::python();
+    let dir = TempDir::new("tap");
+
+    let mut scheduler = Daemon::start(
+        "scheduler",
+        Command::new(&python).args([
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+        ]),
+        &dir.0,
+    );
+    let sched_addr = scheduler.wait_for(STARTUP, |log| address_after(log, "Scheduler at:"));
+
+    // One worker process (no nanny, so that killing it leaves nothing
+    // behind), straight to the scheduler.
+    let mut worker = Daemon::start(
+        "worker",
+        Command::new(&python).args([
+            "-m",
+            "distributed.cli.dask_worker",
+            &sched_addr,
+            "--nworkers",
+            "1",
+            "--nthreads",
+            "2",
+            "--no-nanny",
+            "--no-dashboard",
+            "--host",
+            "127.0.0.1",
+        ]),
+        &dir.0,
+    );
+
+    let tap_log = dir.0.join("tap-messages.log");
+    let upstream = sched_addr.trim_start_matches("tcp://").to_owned();
+    let mut tap = Daemon::start(
+        "tap",
+        Command::new(BIN).args([
+            "tap",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &upstream,
+            "--log",
+            tap_log.to_str().unwrap(),
+        ]),
+        &dir.0,
+    );
+    let tap_addr = tap.wait_for(Duration::from_secs(10), |log| {
+        let line = log
+            .lines()
+            .find(|l| l.starts_with("framewire tap: listening on "))?;
+        let addr = line
+            .trim_start_matches("framewire tap: listening on ")
+            .split(',')
+            .next()?;
+        Some(addr.to_owned())
+    });
+    assert!(!tap_addr.ends_with(":0"), "the real port: {tap_addr}");
+    worker.wait_for(STARTUP, |log| log.contains("Registered to:").then_some(()));
+
+    // The client, through the tap.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dask/tap_client.py");
+    let mut client = Daemon::start(
+        "client",
+        Command::new(&python)
+            .arg(&script)
+            .arg(format!("tcp://{tap_addr}")),
+        &dir.0,
+    );
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = client.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < CLIENT_GUARD,
+            "the client hung; its log:\n{}\ntap log:\n{}",
+            client.log(),
+            std::fs::read_to_string(&tap_log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let client_out = client.log();
+    let result: Json = client_out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .find(|j| j.get("ok").is_some())
+        .unwrap_or_else(|| {
+            panic!(
+                "no result line from the client ({status}):\n{client_out}\nscheduler:\n{}",
+                scheduler.log()
+            )
+        });
+    assert!(status.success(), "{result}\n{client_out}");
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(result["workers"], 1, "{result}");
+    for check in [
+        "scatter_mean",
+        "gather_doubled",
+        "map_sum",
+        "gather_map",
+        "transpose",
+    ] {
+        assert_eq!(result["checks"][check], true, "{check}: {result}");
+    }
+    let scattered = result["scattered_bytes"].as_u64().unwrap();
+
+    // The client closed its connections: wait (bounded) until the tap has
+    // logged a close for every connection it opened.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let log = loop {
+        let log = std::fs::read_to_string(&tap_log).unwrap_or_default();
+        let opened = log.lines().filter(|l| l.contains(" open client=")).count();
+        let closed = log.lines().filter(|l| l.contains(" closed")).count();
+        if opened > 0 && opened == closed {
+            break log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{opened} connections opened, {closed} closed; tap log:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(tap.is_running(), "the tap keeps listening: {}", tap.log());
+
+    // ---- the log ----
+    let mut messages = Vec::new();
+    let mut conns = BTreeSet::new();
+    for line in log.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert!(
+            words.first().is_some_and(|t| is_rfc3339_ms(t)),
+            "timestamp: {line:?}"
+        );
+        assert!(!words.contains(&"error"), "an error line: {line:?}\n{log}");
+        if let Some(id) = field(&words, "conn=") {
+            conns.insert(id.parse::<u64>().unwrap());
+        }
+        let Some(direction) = words
+            .iter()
+            .find(|w| **w == "c->u" || **w == "u->c")
+            .map(|w| w.to_string())
+        else {
+            continue;
+        };
+        let m = Message {
+            conn: int_field(&words, "conn=", line),
+            direction,
+            ops: field(&words, "op=")
+                .unwrap_or_else(|| panic!("no op= in {line:?}"))
+                .to_owned(),
+            frames: int_field(&words, "frames=", line),
+            bytes: int_field(&words, "bytes=", line),
+        };
+        assert!(m.frames > 0 && m.bytes > 0, "{line:?}");
+        // A message is at least its prelude (16 bytes + 8 per frame).
+        assert!(m.bytes >= 16 + 8 * m.frames, "{line:?}");
+        messages.push(m);
+    }
+    assert!(
+        conns.len() >= 2,
+        "the client opens several connections: {log}"
+    );
+    let c2u: Vec<&Message> = messages.iter().filter(|m| m.direction == "c->u").collect();
+    let u2c: Vec<&Message> = messages.iter().filter(|m| m.direction == "u->c").collect();
+    assert!(!c2u.is_empty() && !u2c.is_empty(), "{log}");
+
+    // Each connection starts with the relayed handshake, both ways.
+    let mut first: BTreeMap<(u64, &str), &str> = BTreeMap::new();
+    for m in &messages {
+        first
+            .entry((m.conn, m.direction.as_str()))
+            .or_insert(m.ops.as_str());
+    }
+    for ((conn, dir), ops) in &first {
+        assert_eq!(*ops, "(handshake)", "conn {conn} {dir}: {log}");
+    }
+
+    // What a Dask client says to its scheduler.
+    let has_op = |msgs: &[&Message], op: &str| {
+        msgs.iter()
+            .any(|m| m.ops.split(',').any(|o| o.split('*').next() == Some(op)))
+    };
+    for op in [
+        "register-client",
+        "identity",
+        "update-graph",
+        "scatter",
+        "gather",
+    ] {
+        assert!(has_op(&c2u, op), "no c->u op={op}:\n{log}");
+    }
+    assert!(
+        has_op(&u2c, "key-in-memory"),
+        "no u->c key-in-memory:\n{log}"
+    );
+
+    // The 8 MB array crossed the tap both ways, as a frame of its own.
+    assert!(
+        c2u.iter()
+            .any(|m| m.ops == "scatter" && m.bytes > scattered && m.frames >= 3),
+        "the scatter message: {log}"
+    );
+    assert!(
+        u2c.iter().any(|m| m.bytes > scattered && m.frames >= 3),
+        "the gathered array: {log}"
+    );
+
+    // And the scheduler saw a well-behaved client.
+    let sched_log = scheduler.log();
+    assert!(
+        sched_log.contains("Receive client connection"),
+        "{sched_log}"
+    );
+}
+
+// ---- without Python: byte-exact relaying, bad peers -----------------------------
+
+mod raw {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use bytes::Bytes;
+    use framewire::{dumps, Envelope, Value};
+
+    /// A raw TCP echo server (bytes back as they come), one thread per
+    /// connection; the listener thread ends with the process.
+    fn echo_server() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut reader = stream.try_clone().unwrap();
+                    let mut writer = stream;
+                    let _ = std::io::copy(&mut reader, &mut writer);
+                });
+            }
+        });
+        addr
+    }
+
+    fn start_tap(dir: &Path, upstream: &str, name: &str) -> (Daemon, String, PathBuf) {
+        let log = dir.join(format!("{name}-messages.log"));
+        let mut tap = Daemon::start(
+            name,
+            Command::new(BIN).args([
+                "tap",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                upstream,
+                "--log",
+                log.to_str().unwrap(),
+            ]),
+            dir,
+        );
+        let addr = tap.wait_for(Duration::from_secs(10), |log| {
+            let line = log
+                .lines()
+                .find(|l| l.starts_with("framewire tap: listening on "))?;
+            Some(
+                line.trim_start_matches("framewire tap: listening on ")
+                    .split(',')
+                    .next()?
+                    .to_owned(),
+            )
+        });
+        (tap, addr, log)
+    }
+
+    fn connect(addr: &str) -> TcpStream {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    fn wire(v: &Value) -> Bytes {
+        Envelope::new(dumps(v).unwrap()).unwrap().to_bytes()
+    }
+
+    /// Waits (bounded) until the log holds `n` lines containing `needle`.
+    fn wait_log(path: &Path, needle: &str, n: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = std::fs::read_to_string(path).unwrap_or_default();
+            if log.lines().filter(|l| l.contains(needle)).count() >= n {
+                return log;
+            }
+            assert!(Instant::now() < deadline, "waiting for {needle:?}:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn tap_relays_bytes_unchanged_and_survives_bad_peers() {
+        let dir = TempDir::new("tap-raw");
+        let upstream = echo_server();
+        let (mut tap, addr, log_path) = start_tap(&dir.0, &upstream, "tap");
+
+        let handshake = Value::map_of([
+            ("compression", Value::Nil),
+            (
+                "python",
+                Value::Array(vec![3u8.into(), 11u8.into(), 7u8.into()]),
+            ),
+            ("pickle-protocol", 5u8.into()),
+        ]);
+        let op = |name: &str| Value::map_of([("op", Value::str(name))]);
+        let big = Value::map_of([
+            ("op", Value::str("update-data")),
+            (
+                "data",
+                Value::Serialize(Box::new(Value::Bin(Bytes::from(
+                    (0..3 << 20)
+                        .map(|i| (i * 7 % 251) as u8)
+                        .collect::<Vec<u8>>(),
+                )))),
+            ),
+        ]);
+        let batch = Value::Array(vec![
+            op("task-finished"),
+            op("task-finished"),
+            op("release"),
+        ]);
+        let msgs = [
+            wire(&handshake),
+            wire(&big),
+            wire(&batch),
+            wire(&Value::str("OK")),
+        ];
+
+        // Two connections at once; each gets its bytes back exactly.
+        let mut a = connect(&addr);
+        let mut b = connect(&addr);
+        for m in &msgs {
+            a.write_all(m).unwrap();
+        }
+        b.write_all(&msgs[0]).unwrap();
+        let sent: Vec<u8> = msgs.iter().flat_map(|m| m.iter().copied()).collect();
+        let mut back = vec![0u8; sent.len()];
+        a.read_exact(&mut back).unwrap();
+        assert!(back == sent, "the relayed bytes differ");
+        let mut back = vec![0u8; msgs[0].len()];
+        b.read_exact(&mut back).unwrap();
+        assert_eq!(back, msgs[0]);
+
+        // A peer that sends garbage (2^40 frames) is cut off, with an error
+        // line; the other connection carries on.
+        let mut bad = connect(&addr);
+        let mut garbage = 100u64.to_le_bytes().to_vec();
+        garbage.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        bad.write_all(&garbage).unwrap();
+        let mut rest = Vec::new();
+        let _ = bad.read_to_end(&mut rest); // EOF (or a reset): closed by the tap
+        assert!(rest.is_empty());
+        b.write_all(&msgs[2]).unwrap();
+        let mut back = vec![0u8; msgs[2].len()];
+        b.read_exact(&mut back).unwrap();
+        assert_eq!(back, msgs[2]);
+        drop((a, b));
+
+        let log = wait_log(&log_path, " closed", 3);
+        assert!(tap.is_running(), "{}", tap.log());
+        let lines: Vec<&str> = log.lines().collect();
+        let has = |needle: &str| lines.iter().any(|l| l.contains(needle));
+        // Both directions of every message, ops named, frames and bytes exact.
+        for dir in ["c->u", "u->c"] {
+            assert!(
+                has(&format!(
+                    "conn=1 {dir} op=(handshake) frames=1 bytes={}",
+                    msgs[0].len()
+                )),
+                "{log}"
+            );
+            assert!(
+                has(&format!(
+                    "conn=1 {dir} op=update-data frames=3 bytes={}",
+                    msgs[1].len()
+                )),
+                "{log}"
+            );
+            assert!(
+                has(&format!(
+                    "conn=1 {dir} op=task-finished*2,release frames=1 bytes={}",
+                    msgs[2].len()
+                )),
+                "{log}"
+            );
+            assert!(
+                has(&format!(
+                    "conn=1 {dir} op=- frames=1 bytes={}",
+                    msgs[3].len()
+                )),
+                "{log}"
+            );
+        }
+        assert!(has("conn=3 error c->u reading from client: "), "{log}");
+        assert!(has("conn=3 closed c->u=0 u->c=0"), "{log}");
+        assert!(
+            has("conn=1 closed by=client reason=eof c->u=4 u->c=4"),
+            "{log}"
+        );
+
+        // An upstream that refuses: the client is closed, the error logged,
+        // and the tap keeps listening.
+        let refused = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let (mut tap2, addr2, log2) = start_tap(&dir.0, &refused, "tap-refused");
+        for _ in 0..2 {
+            let mut c = connect(&addr2);
+            let mut rest = Vec::new();
+            let _ = c.read_to_end(&mut rest);
+            assert!(rest.is_empty());
+        }
+        let log = wait_log(&log2, "error connecting", 2);
+        assert!(log.contains(&format!("to upstream {refused}: ")), "{log}");
+        assert!(tap2.is_running(), "{}", tap2.log());
+    }
+}
