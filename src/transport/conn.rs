@@ -509,6 +509,12 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
     pub fn stats(&self) -> Stats {
         Stats::merge(Stats::default(), self.reader.stats())
     }
+
+    /// Expects (or stops expecting) checksum trailers from the next message
+    /// on (SPEC.md §6.2): for relays that watched two peers agree on them.
+    pub fn set_checksums(&mut self, on: bool) {
+        self.reader.set_checksums(on);
+    }
 }
 
 impl<R: AsyncRead + Unpin> Stream for ReadHalf<R> {
@@ -559,6 +565,12 @@ impl<W: AsyncWrite + Unpin> WriteHalf<W> {
     /// The underlying writer; a message still queued is dropped.
     pub fn into_inner(self) -> W {
         self.io
+    }
+
+    /// Appends (or stops appending) checksum trailers from the next message
+    /// on (SPEC.md §6.2): for relays that watched two peers agree on them.
+    pub fn set_checksums(&mut self, on: bool) {
+        self.writer.set_checksums(on);
     }
 }
 
