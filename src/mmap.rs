@@ -263,6 +263,7 @@ mod tests {
     use std::io::Write;
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot create or map files")]
     fn an_unsealed_file_is_never_mapped() {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(b"hello").unwrap();
@@ -281,6 +282,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot create or map files")]
     fn ranges_past_the_end_are_errors() {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(&[1; 100]).unwrap();
@@ -298,6 +300,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot create or map files")]
     fn a_copy_does_not_see_later_changes_to_its_source() {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(&[1; 8192]).unwrap();

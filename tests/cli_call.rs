@@ -192,6 +192,75 @@ fn failure(out: &Output) -> String {
     stderr.trim_end().to_owned()
 }
 
+/// At least `n` bytes of one line of text repeated: what lz4 compresses well.
+fn compressible(n: usize) -> Vec<u8> {
+    let line = b"framewire call: the same line again and again, so that lz4 finds matches.\n";
+    line.iter().copied().cycle().take(n).collect()
+}
+
+/// `{"op": "echo", "data": {"$serialize": {"$bytes": "<hex>"}}}`: the bytes
+/// in a block of their own (one payload frame).
+fn echo_message(data: &[u8]) -> String {
+    format!(
+        r#"{{"op": "echo", "data": {{"$serialize": {{"$bytes": "{}"}}}}}}"#,
+        hex::encode(data)
+    )
+}
+
+/// The JSON `call` prints for bytes over 512: length and digest.
+fn long_bytes(data: &[u8]) -> Json {
+    serde_json::json!({
+        "$bytes": null,
+        "len": data.len(),
+        "sha256": hex::encode(Sha256::digest(data)),
+    })
+}
+
+/// `framewire tap ARGS --listen 127.0.0.1:0 --upstream UPSTREAM`: the tap,
+/// the address it listens on, and its log file.
+fn start_tap(dir: &Path, upstream: &str, args: &[&str]) -> (Daemon, String, PathBuf) {
+    let log = dir.join("tap-messages.log");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("tap")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0", "--upstream", upstream, "--log"])
+        .arg(&log);
+    let mut tap = Daemon::start("tap", &mut cmd, dir);
+    let addr = tap.wait_for(Duration::from_secs(10), |log| {
+        let line = log
+            .lines()
+            .find(|l| l.starts_with("framewire tap: listening on "))?;
+        let rest = line.trim_start_matches("framewire tap: listening on ");
+        Some(rest.split(',').next()?.to_owned())
+    });
+    (tap, addr, log)
+}
+
+/// Waits (bounded) until the file holds `n` lines containing `needle`.
+fn wait_log(path: &Path, needle: &str, n: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        if log.lines().filter(|l| l.contains(needle)).count() >= n {
+            return log;
+        }
+        assert!(Instant::now() < deadline, "waiting for {needle:?}:\n{log}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `bytes=` of the log line containing `needle`.
+fn logged_bytes(log: &str, needle: &str) -> u64 {
+    let line = log
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no {needle:?} in the log:\n{log}"));
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("bytes="))
+        .and_then(|b| b.parse().ok())
+        .unwrap_or_else(|| panic!("no bytes= in {line:?}"))
+}
+
 // ---- tests --------------------------------------------------------------------
 
 #[test]
@@ -270,6 +339,66 @@ fn call_against_a_real_scheduler() {
     // The server is still fine afterwards.
     let (out, _) = framewire(&["call", &address, r#"{"op": "identity"}"#], None);
     assert_eq!(reply(&out)["id"], id);
+
+    // --checksums offer: a Python server never offers them; the call works
+    // without.
+    let identity_msg = r#"{"op": "identity"}"#;
+    let (out, _) = framewire(
+        &["call", "--checksums", "offer", &address, identity_msg],
+        None,
+    );
+    assert_eq!(reply(&out)["id"], id);
+    // --checksums require: one line, exit 1.
+    let (out, _) = framewire(
+        &["call", "--checksums", "require", &address, identity_msg],
+        None,
+    );
+    let line = failure(&out);
+    assert!(
+        line.starts_with(&format!(
+            "framewire: {address}: checksums required, the server did not offer them"
+        )),
+        "{line}"
+    );
+
+    // --compression lz4: offered, but a Dask server answers nil to a client
+    // on its own host, so nothing is compressed; the call works all the
+    // same. Seen through a tap (with --checksums, not agreed with Python):
+    // the 120 000 compressible bytes cross uncompressed both ways.
+    let data = compressible(120_000);
+    let (tap, tap_addr, tap_log) = start_tap(&dir.0, &address, &["--checksums"]);
+    let (out, _) = framewire(
+        &[
+            "call",
+            "--compression",
+            "lz4",
+            "--checksums",
+            "offer",
+            &format!("tcp://{tap_addr}"),
+            "-",
+        ],
+        Some(&echo_message(&data)),
+    );
+    assert_eq!(
+        reply(&out),
+        long_bytes(&data),
+        "scheduler log:\n{}\ntap log:\n{}",
+        on_failure(),
+        tap.log()
+    );
+    let log = wait_log(&tap_log, " closed", 1);
+    assert!(log.contains("conn=1 checksums=not-agreed"), "{log}");
+    assert!(!log.contains(" error "), "{log}");
+    assert!(logged_bytes(&log, "conn=1 c->u op=echo ") > data.len() as u64);
+    assert!(logged_bytes(&log, "conn=1 u->c op=- ") > data.len() as u64);
+    drop(tap);
+
+    // zstd likewise (straight to the scheduler).
+    let (out, _) = framewire(
+        &["call", "--compression", "zstd", &address, "-"],
+        Some(&echo_message(&data)),
+    );
+    assert_eq!(reply(&out), long_bytes(&data));
 }
 
 #[test]
@@ -343,4 +472,114 @@ fn bad_input_is_one_line() {
     // An empty stdin is not a message either.
     let (out, _) = framewire(&["call", &address, "-"], Some(""));
     assert!(failure(&out).contains("JSON input: "));
+
+    // An unknown codec.
+    for codec in ["brotli", "LZ4", ""] {
+        let (out, _) = framewire(
+            &[
+                "call",
+                "--compression",
+                codec,
+                &address,
+                r#"{"op": "identity"}"#,
+            ],
+            None,
+        );
+        assert_eq!(
+            failure(&out),
+            format!(
+                "framewire: --compression {codec:?}: unknown codec (known: zlib, snappy, lz4, zstd)"
+            )
+        );
+    }
+
+    // None of these even connected: the listener has nothing to accept.
+    listener.set_nonblocking(true).unwrap();
+    let accepted = listener.accept().map(|(_, peer)| peer);
+    assert!(
+        matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "a connection was made: {accepted:?}"
+    );
 }
+
+/// Waits (bounded) until the server has seen connection `idx` end.
+fn wait_seen(seen: &std::sync::Mutex<Vec<fw_server::Seen>>, idx: usize) -> fw_server::Seen {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let all = seen.lock().unwrap().clone();
+        if let Some(s) = all.get(idx).filter(|s| s.end.is_some()) {
+            return s.clone();
+        }
+        assert!(Instant::now() < deadline, "connection {idx}: {all:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn call_a_framewire_server_with_lz4_and_checksums() {
+    use framewire::Value;
+
+    let (addr, seen) = fw_server::start();
+    let address = format!("tcp://{addr}");
+    let data = compressible(150_000);
+    let msg = echo_message(&data);
+    let expected = serde_json::json!({"status": "OK", "data": long_bytes(&data)});
+    let lz4 = Some(Value::Array(vec![Value::str("lz4")]));
+    let raw = Some(Value::Array(vec![Value::Nil]));
+
+    // Both agreed: the payload went out lz4-compressed (the server looked at
+    // the raw sub-header), every message after the handshakes carried a
+    // trailer both ways, and the compressed reply decodes intact.
+    let (out, _) = framewire(
+        &[
+            "call",
+            "--checksums",
+            "require",
+            "--compression",
+            "lz4",
+            &address,
+            "-",
+        ],
+        Some(&msg),
+    );
+    assert_eq!(reply(&out), expected);
+    let s = wait_seen(&seen, 0);
+    assert!(s.checksums, "{s:?}");
+    assert_eq!(s.compression.as_deref(), Some("lz4"), "{s:?}");
+    assert_eq!(s.echo_codecs, [vec![lz4.clone()]], "{s:?}");
+    assert_eq!(s.reply_codecs, [vec![lz4.clone()]], "{s:?}");
+    assert_eq!(s.ops, ["echo", "close"], "{s:?}");
+    assert_eq!(s.end.as_deref(), Some("eof"), "{s:?}");
+
+    // Neither flag: Dask's defaults, nothing compressed, no trailers.
+    let (out, _) = framewire(&["call", &address, "-"], Some(&msg));
+    assert_eq!(reply(&out), expected);
+    let s = wait_seen(&seen, 1);
+    assert!(!s.checksums, "{s:?}");
+    assert_eq!(s.compression, None, "{s:?}");
+    assert_eq!(s.echo_codecs, [vec![raw.clone()]], "{s:?}");
+    assert_eq!(s.reply_codecs, [vec![raw.clone()]], "{s:?}");
+
+    // zstd against a server offering lz4: no codec agreed, so nothing is
+    // compressed; checksums still are.
+    let (out, _) = framewire(
+        &[
+            "call",
+            "--compression",
+            "zstd",
+            "--checksums",
+            "offer",
+            &address,
+            "-",
+        ],
+        Some(&msg),
+    );
+    assert_eq!(reply(&out), expected);
+    let s = wait_seen(&seen, 2);
+    assert!(s.checksums, "{s:?}");
+    assert_eq!(s.compression, None, "{s:?}");
+    assert_eq!(s.echo_codecs, [vec![raw]], "{s:?}");
+    assert_eq!(s.ops, ["echo", "close"], "{s:?}");
+}
+#[path = "support/framewire_server.rs"]
+mod fw_server;

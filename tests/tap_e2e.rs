@@ -409,11 +409,20 @@ mod raw {
     }
 
     fn start_tap(dir: &Path, upstream: &str, name: &str) -> (Daemon, String, PathBuf) {
+        start_tap_with(dir, upstream, name, &[])
+    }
+
+    /// [`start_tap`] with more options (`--checksums`).
+    fn start_tap_with(
+        dir: &Path,
+        upstream: &str,
+        name: &str,
+        options: &[&str],
+    ) -> (Daemon, String, PathBuf) {
         let log = dir.join(format!("{name}-messages.log"));
         let mut tap = Daemon::start(
             name,
-            Command::new(BIN).args([
-                "tap",
+            Command::new(BIN).arg("tap").args(options).args([
                 "--listen",
                 "127.0.0.1:0",
                 "--upstream",
@@ -587,4 +596,186 @@ mod raw {
         assert!(log.contains(&format!("to upstream {refused}: ")), "{log}");
         assert!(tap2.is_running(), "{}", tap2.log());
     }
+
+    /// At least `n` bytes of one line of text repeated: what lz4 compresses well.
+    fn compressible(n: usize) -> Vec<u8> {
+        let line = b"framewire tap: the same line again and again, so that lz4 finds matches.\n";
+        line.iter().copied().cycle().take(n).collect()
+    }
+
+    /// `framewire call --timeout 30 ARGS` with `stdin`: exit 0 and one JSON
+    /// line, which is returned.
+    fn call(args: &[&str], stdin: &str) -> Json {
+        let mut child = Command::new(BIN)
+            .args(["call", "--timeout", "30"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        let text = stdin.to_owned();
+        let writer = std::thread::spawn(move || pipe.write_all(text.as_bytes()));
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap().unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{stderr}");
+        assert_eq!(stdout.lines().count(), 1, "{stdout}");
+        serde_json::from_str(stdout.trim_end()).unwrap()
+    }
+
+    /// `(frames, bytes)` of the log line containing `needle`.
+    fn logged(log: &str, needle: &str) -> (u64, u64) {
+        let line = log
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in the log:\n{log}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        (
+            int_field(&words, "frames=", line),
+            int_field(&words, "bytes=", line),
+        )
+    }
+
+    /// Waits (bounded) until the server has seen connection `idx` end.
+    fn wait_seen(seen: &std::sync::Mutex<Vec<fw_server::Seen>>, idx: usize) -> fw_server::Seen {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let all = seen.lock().unwrap().clone();
+            if let Some(s) = all.get(idx).filter(|s| s.end.is_some()) {
+                return s.clone();
+            }
+            assert!(Instant::now() < deadline, "connection {idx}: {all:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn tap_verifies_checksums_between_framewire_peers() {
+        use sha2::{Digest, Sha256};
+
+        let dir = TempDir::new("tap-sums");
+        let (server, seen) = fw_server::start();
+        let data = compressible(150_000);
+        let msg = format!(
+            r#"{{"op": "echo", "data": {{"$serialize": {{"$bytes": "{}"}}}}}}"#,
+            hex::encode(&data)
+        );
+        let expected = serde_json::json!({"status": "OK", "data": {
+            "$bytes": null,
+            "len": data.len(),
+            "sha256": hex::encode(Sha256::digest(&data)),
+        }});
+        let lz4 = Some(Value::Array(vec![Value::str("lz4")]));
+
+        // With --checksums: the two framewire peers agree on trailers (and
+        // lz4) through the tap, which verifies the trailers of every message
+        // after the handshakes, strips them and adds them again.
+        let (mut tap, addr, log_path) =
+            start_tap_with(&dir.0, &server, "tap-sums", &["--checksums"]);
+        let tap_address = format!("tcp://{addr}");
+        let args = [
+            "--checksums",
+            "require",
+            "--compression",
+            "lz4",
+            &tap_address,
+            "-",
+        ];
+        assert_eq!(call(&args, &msg), expected);
+        let s = wait_seen(&seen, 0);
+        assert!(s.checksums, "{s:?}");
+        assert_eq!(s.compression.as_deref(), Some("lz4"), "{s:?}");
+        assert_eq!(s.echo_codecs, [vec![lz4.clone()]], "{s:?}");
+        assert_eq!(s.ops, ["echo", "close"], "{s:?}");
+        let log = wait_log(&log_path, " closed", 1);
+        assert!(log.contains("conn=1 checksums=verified"), "{log}");
+        assert!(!log.contains(" error "), "{log}");
+        assert!(log.contains("conn=1 closed by=client"), "{log}");
+        // frames and bytes as on the wire, trailer included: frame 0, the
+        // sub-header, the lz4 payload (far smaller than the data), trailer.
+        let echo = logged(&log, "conn=1 c->u op=echo ");
+        let answer = logged(&log, "conn=1 u->c op=- ");
+        assert_eq!(echo.0, 4, "{log}");
+        assert_eq!(answer.0, 4, "{log}");
+        assert!(echo.1 < data.len() as u64 / 10, "{log}");
+        assert!(answer.1 < data.len() as u64 / 10, "{log}");
+
+        // A client that agrees on checksums, then sends a message with a
+        // valid trailer but one bit of frame 0 flipped: the tap reports it
+        // and closes the connection; the message never reaches the server.
+        let mut bad = connect(&addr);
+        let offer = framewire::transport::HandshakeOptions {
+            checksums: framewire::transport::Checksums::Offer,
+            ..Default::default()
+        };
+        bad.write_all(&wire(&offer.to_value().unwrap())).unwrap();
+        let theirs = wire(&fw_server::handshake().to_value().unwrap());
+        let mut back = vec![0u8; theirs.len()];
+        bad.read_exact(&mut back).unwrap();
+        assert_eq!(back, theirs, "the server's handshake, relayed");
+        let mut frames = dumps(&Value::map_of([("op", Value::str("echo"))])).unwrap();
+        // The trailer (SPEC.md §6.2): each frame's CRC32, then the length
+        // table's, u32 LE.
+        let mut trailer = Vec::new();
+        for f in &frames {
+            trailer.extend_from_slice(&crc32fast::hash(f).to_le_bytes());
+        }
+        let table: Vec<u8> = frames
+            .iter()
+            .flat_map(|f| (f.len() as u64).to_le_bytes())
+            .collect();
+        trailer.extend_from_slice(&crc32fast::hash(&table).to_le_bytes());
+        let mut flipped = frames[0].to_vec();
+        *flipped.last_mut().unwrap() ^= 0x10;
+        frames[0] = Bytes::from(flipped);
+        frames.push(Bytes::from(trailer));
+        bad.write_all(&Envelope::new(frames).unwrap().to_bytes())
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = bad.read_to_end(&mut rest); // EOF (or a reset): closed by the tap
+        assert!(rest.is_empty(), "{rest:?}");
+        let log = wait_log(&log_path, " closed", 2);
+        assert!(log.contains("conn=2 checksums=verified"), "{log}");
+        assert!(
+            log.lines()
+                .any(|l| l.contains("conn=2 error c->u reading from client: ")
+                    && l.contains("checksum")),
+            "{log}"
+        );
+        let s = wait_seen(&seen, 1);
+        assert!(s.checksums, "{s:?}");
+        assert!(s.ops.is_empty(), "{s:?}");
+        assert!(tap.is_running(), "{}", tap.log());
+
+        // Without --checksums: the same call works, the trailers relayed as
+        // ordinary frames (the same frames and bytes), nothing said about
+        // verifying.
+        let (_plain, addr, plain_log) = start_tap_with(&dir.0, &server, "tap-plain", &[]);
+        let tap_address = format!("tcp://{addr}");
+        let args = [
+            "--checksums",
+            "require",
+            "--compression",
+            "lz4",
+            &tap_address,
+            "-",
+        ];
+        assert_eq!(call(&args, &msg), expected);
+        let s = wait_seen(&seen, 2);
+        assert!(s.checksums, "{s:?}");
+        assert_eq!(s.echo_codecs, [vec![lz4]], "{s:?}");
+        let log = wait_log(&plain_log, " closed", 1);
+        assert!(!log.contains("checksums="), "{log}");
+        assert!(!log.contains(" error "), "{log}");
+        assert_eq!(logged(&log, "conn=1 c->u op=echo "), echo, "{log}");
+        assert_eq!(logged(&log, "conn=1 u->c op=- "), answer, "{log}");
+    }
 }
+// ---- a framewire server: lz4 and checksums offered --------------------------------
+
+#[path = "support/framewire_server.rs"]
+mod fw_server;

@@ -12,15 +12,26 @@
 //! `exception_text`, `traceback_text`) is an error, as it is for Dask's
 //! client; so is a block of the `error` family (a value the server could not
 //! serialize), which Dask's client would raise on.
+//!
+//! `--compression CODEC` offers a codec in the handshake; when the server
+//! offers the same, the message's payload frames are compressed under Dask's
+//! policy (`SerializeOptions::compression`), as a Dask comm does after
+//! negotiating. A Python Dask server answers `"compression": nil` to a peer
+//! on its own host, so nothing is compressed then. `--checksums offer`
+//! offers CRC32 trailers (SPEC.md §6.2; only a framewire peer agrees),
+//! `--checksums require` refuses a server that does not offer them. Replies
+//! are decompressed whatever was negotiated, as Dask does.
 
 use std::io::{Read, Write};
 use std::time::Duration;
 
 use framewire::message::{self, BlockKind, Loaded};
 use framewire::serialize::{
-    self, dumps_with, DecompressBudget, DeserializeOptions, SerializeOptions,
+    self, dumps_with, Codec, DecompressBudget, DeserializeOptions, SerializeOptions,
 };
-use framewire::transport::{Connection, HandshakeOptions};
+use framewire::transport::{
+    Checksums, Connection, HandshakeError, HandshakeOptions, TransportError,
+};
 use framewire::{DecodeError, Envelope, Limits, Value};
 use serde_json::Value as Json;
 use tokio::net::TcpStream;
@@ -31,14 +42,30 @@ use crate::json;
 /// Time allowed for the `{"op": "close"}` goodbye after the reply arrived.
 const GOODBYE: Duration = Duration::from_secs(1);
 
+/// `--checksums`: what `call` asks of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChecksumMode {
+    /// Offer CRC32 trailers; used if the server offers them too.
+    Offer,
+    /// Offer them and fail unless the server offers them too.
+    Require,
+}
+
+/// What `call` offers in the handshake, and how long it waits.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Connecting, handshake and reply, all together.
+    pub timeout: Duration,
+    /// `--compression`: a codec name, checked before anything else.
+    pub compression: Option<String>,
+    /// `--checksums`; `None`: not offered (as Python peers).
+    pub checksums: Option<ChecksumMode>,
+}
+
 /// Sends the message `input` (JSON text, or `-` for stdin) to the Dask
 /// server at `address` and prints its reply.
-pub fn run(
-    address: &str,
-    input: &str,
-    timeout: Duration,
-    out: &mut impl Write,
-) -> Result<(), String> {
+pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> Result<(), String> {
+    let codec = opts.compression.as_deref().map(parse_codec).transpose()?;
     let text = if input == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -56,16 +83,32 @@ pub fn run(
         .unwrap_or_default()
         .to_owned();
     let wants_reply = !matches!(msg.get("reply"), Some(Value::Bool(false)));
-    let env = dumps_with(&msg, &SerializeOptions::default())
-        .and_then(Envelope::new)
-        .map_err(|e| format!("cannot encode the message: {e}"))?;
+    // Encoded now, uncompressed, so that a message that cannot be encoded
+    // fails before connecting; encoded again if a codec is agreed.
+    let env = encode(&msg, None)?;
     let host_port = host_port(address)?;
+    let handshake = HandshakeOptions {
+        compression: codec.map(|c| c.name().to_owned()),
+        checksums: match opts.checksums {
+            None => Checksums::Off,
+            Some(ChecksumMode::Offer) => Checksums::Offer,
+            Some(ChecksumMode::Require) => Checksums::Require,
+        },
+        // The deadline in `converse` covers it.
+        timeout: None,
+        ..HandshakeOptions::default()
+    };
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let reply = rt.block_on(converse(host_port, env, wants_reply, timeout));
+    let request = Request {
+        msg: &msg,
+        env,
+        wants_reply,
+    };
+    let reply = rt.block_on(converse(host_port, request, &handshake, opts.timeout));
     let reply = reply.map_err(|e| format!("{address}: {e}"))?;
     let line = match reply {
         None => Json::Null,
@@ -73,6 +116,29 @@ pub fn run(
     };
     let line = serde_json::to_string(&line).map_err(|e| e.to_string())?;
     writeln!(out, "{line}").map_err(crate::output_error)
+}
+
+/// `--compression NAME`: one of Dask's codecs, by its exact name.
+pub fn parse_codec(name: &str) -> Result<Codec, String> {
+    Codec::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Codec::ALL.iter().map(|c| c.name()).collect();
+        format!(
+            "--compression {name:?}: unknown codec (known: {})",
+            known.join(", ")
+        )
+    })
+}
+
+/// The message enveloped, payload frames compressed with `codec` under
+/// Dask's policy.
+fn encode(msg: &Value, codec: Option<Codec>) -> Result<Envelope, String> {
+    let opts = SerializeOptions {
+        compression: codec,
+        ..SerializeOptions::default()
+    };
+    dumps_with(msg, &opts)
+        .and_then(Envelope::new)
+        .map_err(|e| format!("cannot encode the message: {e}"))
 }
 
 /// `host:port` of a `tcp://host:port` (or bare `host:port`) address.
@@ -115,31 +181,51 @@ fn message_from_json(text: &str) -> Result<Value, String> {
     Ok(value)
 }
 
+/// The message to send: its value (to encode again if a codec is agreed),
+/// its uncompressed envelope, and whether a reply is expected.
+struct Request<'a> {
+    msg: &'a Value,
+    env: Envelope,
+    wants_reply: bool,
+}
+
 /// Connect, handshake, send, and read the reply (unless none is wanted),
 /// all within `timeout`.
 async fn converse(
     host_port: &str,
-    env: Envelope,
-    wants_reply: bool,
+    request: Request<'_>,
+    opts: &HandshakeOptions,
     timeout: Duration,
 ) -> Result<Option<Loaded>, String> {
+    let Request {
+        msg,
+        env,
+        wants_reply,
+    } = request;
     let deadline = Instant::now() + timeout;
     let within = seconds(timeout);
     let stream = timeout_at(deadline, TcpStream::connect(host_port))
         .await
         .map_err(|_| format!("cannot connect within {within}"))?
         .map_err(|e| format!("cannot connect: {e}"))?;
-    let opts = HandshakeOptions {
-        // The deadline below covers it.
-        timeout: None,
-        ..HandshakeOptions::default()
-    };
     let mut builder = Connection::builder();
     builder.limits(Limits::dask_compat());
-    let (mut conn, _agreed) = timeout_at(deadline, builder.accept(stream, &opts))
-        .await
-        .map_err(|_| format!("no handshake from the server within {within}"))?
-        .map_err(|e| format!("handshake: {e}"))?;
+    let (mut conn, agreed) = match timeout_at(deadline, builder.accept(stream, opts)).await {
+        Err(_) => return Err(format!("no handshake from the server within {within}")),
+        Ok(Err(TransportError::Handshake(HandshakeError::ChecksumRequired))) => {
+            return Err("checksums required, the server did not offer them \
+                        (a Python Dask server never does)"
+                .into())
+        }
+        Ok(Err(e)) => return Err(format!("handshake: {e}")),
+        Ok(Ok(x)) => x,
+    };
+    // As a Dask comm: payloads compressed with the codec both sides
+    // announced, if any (the same as ours, so a name we know).
+    let env = match agreed.compression().and_then(Codec::from_name) {
+        Some(codec) => encode(msg, Some(codec))?,
+        None => env,
+    };
     timeout_at(deadline, conn.send(env))
         .await
         .map_err(|_| format!("cannot send the message within {within}"))?
@@ -274,6 +360,17 @@ mod tests {
         );
         assert!(remote_error(&Value::map_of([("status", Value::str("OK"))])).is_none());
         assert!(remote_error(&Value::str("OK")).is_none());
+    }
+
+    #[test]
+    fn codecs() {
+        assert_eq!(parse_codec("lz4"), Ok(Codec::Lz4));
+        assert_eq!(parse_codec("zstd"), Ok(Codec::Zstd));
+        assert_eq!(
+            parse_codec("brotli").unwrap_err(),
+            "--compression \"brotli\": unknown codec (known: zlib, snappy, lz4, zstd)"
+        );
+        assert!(parse_codec("auto").is_err());
     }
 
     #[test]

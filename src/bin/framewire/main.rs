@@ -79,6 +79,18 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value = "30",
               value_parser = call::parse_timeout)]
         timeout: std::time::Duration,
+        /// Offer this codec in the handshake (lz4, zstd, snappy, zlib); if
+        /// the server offers the same, payloads are compressed under Dask's
+        /// policy. A Python Dask server answers nil to a client on its own
+        /// host, so nothing is compressed then (as between two Dask
+        /// processes). Compressed replies are decoded whatever is agreed.
+        #[arg(long, value_name = "CODEC")]
+        compression: Option<String>,
+        /// Offer CRC32 checksum trailers (agreed only with a framewire
+        /// peer); `require`: fail unless the server offers them too (a
+        /// Python Dask server never does).
+        #[arg(long, value_enum, value_name = "MODE")]
+        checksums: Option<call::ChecksumMode>,
         /// The server: `tcp://HOST:PORT`.
         #[arg(value_name = "ADDRESS")]
         address: String,
@@ -88,7 +100,9 @@ enum Command {
     },
     /// Relay Dask connections to an upstream server, message by message and
     /// unchanged (zero-copy, nothing deserialized), logging one line per
-    /// message: time, connection, direction, ops, frames, bytes.
+    /// message: time, connection, direction, ops, frames, bytes. Compressed
+    /// frames are forwarded as they are (the tap never decodes payloads, so
+    /// it has no codec option).
     Tap {
         /// Where to listen (`HOST:PORT`; port 0 picks one, printed on stderr).
         #[arg(long, value_name = "HOST:PORT")]
@@ -99,6 +113,12 @@ enum Command {
         /// Write the log here instead of stdout.
         #[arg(long, value_name = "FILE")]
         log: Option<String>,
+        /// Verify checksum trailers in transit on connections whose two
+        /// peers agreed on them in their (relayed) handshakes: a bad
+        /// trailer is an error that closes the connection. Without it,
+        /// trailers are relayed as ordinary frames.
+        #[arg(long)]
+        checksums: bool,
     },
     /// Run a loopback client and server in-process: the handshake, then
     /// 64 MiB payloads, large collections and hundreds of small messages,
@@ -145,14 +165,24 @@ fn main() -> ExitCode {
         }
         Command::Call {
             timeout,
+            compression,
+            checksums,
             address,
             json,
-        } => call::run(address, json, *timeout, &mut out).map(|()| true),
+        } => {
+            let opts = call::Options {
+                timeout: *timeout,
+                compression: compression.clone(),
+                checksums: *checksums,
+            };
+            call::run(address, json, &opts, &mut out).map(|()| true)
+        }
         Command::Tap {
             listen,
             upstream,
             log,
-        } => tap::run(listen, upstream, log.as_deref()).map(|()| true),
+            checksums,
+        } => tap::run(listen, upstream, log.as_deref(), *checksums).map(|()| true),
         Command::Demo => demo::run(&mut out).map(|()| true),
     };
     // What was printed before an error stays printed.

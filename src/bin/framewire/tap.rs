@@ -30,6 +30,30 @@
 //! written `op*N`. `bytes` is the message's size on the wire, prelude
 //! included. A connection reset or a broken pipe is how a Dask peer often
 //! goes away: it is logged as a close (`reason=reset`), not an error.
+//!
+//! Compressed frames are forwarded as they came: the tap never decodes a
+//! payload, so it needs no codec of its own.
+//!
+//! With `--checksums`, the tap checks CRC32 trailers (SPEC.md §6.2) in
+//! transit on connections whose peers agreed on them, still without taking
+//! part in the handshake:
+//!
+//! ```text
+//!  c->u: relay the client's handshake ─ note "framewire-checksum": "crc32"? ─┐
+//!                                                                           ├─ both offered?
+//!  u->c: relay the upstream's handshake ─ note "framewire-checksum"? ────────┘   each direction
+//!        waits for the other's note, then (if so) verifies and strips trailers on its
+//!        read half, and adds them again on its write half
+//! ```
+//!
+//! Waiting is safe: a peer sends its second message only once it has
+//! received the other side's handshake, which the tap reads before
+//! forwarding it. One line per connection says what was decided
+//! (`conn=N checksums=verified` or `checksums=not-agreed`); a message whose
+//! trailer does not match is a read error (`conn=N error c->u reading from
+//! client: frame 1 fails its checksum: ...`) and closes the connection.
+//! `frames` and `bytes` still count the trailer, as it travels on the wire.
+//! Without `--checksums`, trailers are relayed as ordinary frames.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -38,10 +62,11 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
 use framewire::message;
-use framewire::transport::{Connection, ReadHalf, TransportError, WriteHalf};
+use framewire::transport::{Connection, ReadHalf, TransportError, WriteHalf, EXTENSION_PREFIX};
 use framewire::{Envelope, Limits, Value};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
 /// Time allowed to shut down the write sides once a connection is over.
 const SHUTDOWN: Duration = Duration::from_secs(2);
@@ -49,8 +74,14 @@ const SHUTDOWN: Duration = Duration::from_secs(2);
 /// Ops listed per message at most; the rest are counted.
 const MAX_OPS: usize = 64;
 
-/// Relays connections accepted on `listen` to `upstream` until killed.
-pub fn run(listen: &str, upstream: &str, log: Option<&str>) -> Result<(), String> {
+/// The checksum extension (SPEC.md §6.2): its handshake key after
+/// [`EXTENSION_PREFIX`], and the value both peers must send.
+const CHECKSUM_EXTENSION: &str = "checksum";
+const CHECKSUM_ALGORITHM: &str = "crc32";
+
+/// Relays connections accepted on `listen` to `upstream` until killed;
+/// with `checksums`, verifies the trailers of peers that agreed on them.
+pub fn run(listen: &str, upstream: &str, log: Option<&str>, checksums: bool) -> Result<(), String> {
     let listen = crate::call::host_port(listen)?.to_owned();
     let upstream = crate::call::host_port(upstream)?.to_owned();
     let sink: Box<dyn Write + Send> = match log {
@@ -65,10 +96,15 @@ pub fn run(listen: &str, upstream: &str, log: Option<&str>) -> Result<(), String
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(serve(&listen, upstream, logger))
+    rt.block_on(serve(&listen, upstream, logger, checksums))
 }
 
-async fn serve(listen: &str, upstream: String, logger: Logger) -> Result<(), String> {
+async fn serve(
+    listen: &str,
+    upstream: String,
+    logger: Logger,
+    checksums: bool,
+) -> Result<(), String> {
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
@@ -88,6 +124,7 @@ async fn serve(listen: &str, upstream: String, logger: Logger) -> Result<(), Str
                     peer,
                     upstream.clone(),
                     logger.clone(),
+                    checksums,
                 ));
             }
             Err(e) => {
@@ -140,12 +177,64 @@ enum End {
     Write(TransportError),
 }
 
+/// With `--checksums`: what one direction of a connection tells the other
+/// about the handshake it relayed, and learns of the other's.
+struct Agreement {
+    /// Whether the handshake this direction relayed offered checksums; set
+    /// once it has been read.
+    ours: watch::Sender<Option<bool>>,
+    /// The same, for the other direction.
+    theirs: watch::Receiver<Option<bool>>,
+}
+
+impl Agreement {
+    /// One for each direction of a connection.
+    fn pair() -> (Agreement, Agreement) {
+        let (a_tx, a_rx) = watch::channel(None);
+        let (b_tx, b_rx) = watch::channel(None);
+        (
+            Agreement {
+                ours: a_tx,
+                theirs: b_rx,
+            },
+            Agreement {
+                ours: b_tx,
+                theirs: a_rx,
+            },
+        )
+    }
+
+    /// Publishes what our handshake offered and waits for the other
+    /// direction's: whether both offered checksums.
+    async fn settle(mut self, offered: bool) -> bool {
+        // The other direction may be gone already (its receiver dropped).
+        let _ = self.ours.send(Some(offered));
+        let theirs = match self.theirs.wait_for(Option::is_some).await {
+            Ok(v) => *v == Some(true),
+            // The other direction ended before reading a handshake.
+            Err(_) => false,
+        };
+        offered && theirs
+    }
+}
+
+/// Whether a handshake offers checksum trailers:
+/// `"framewire-checksum": "crc32"`.
+fn offers_checksums(env: &Envelope) -> bool {
+    let Ok(v) = message::loads(env.frames(), &Limits::dask_compat()) else {
+        return false;
+    };
+    let key = format!("{EXTENSION_PREFIX}{CHECKSUM_EXTENSION}");
+    v.get(&key).and_then(Value::as_str) == Some(CHECKSUM_ALGORITHM)
+}
+
 async fn relay_connection(
     id: u64,
     client: TcpStream,
     peer: SocketAddr,
     upstream: String,
     logger: Logger,
+    checksums: bool,
 ) {
     let up = match TcpStream::connect(&upstream).await {
         Ok(s) => s,
@@ -167,11 +256,27 @@ async fn relay_connection(
     let (mut ur, mut uw) = builder.build(up).into_tcp_split();
     let mut counts = [0u64; 2];
     let [c2u, u2c] = &mut counts;
+    let (c_agree, u_agree) = match checksums.then(Agreement::pair) {
+        Some((c, u)) => (Some(c), Some(u)),
+        None => (None, None),
+    };
+    let client_side = Relay {
+        id,
+        from: Side::Client,
+        logger: &logger,
+        agreement: c_agree,
+    };
+    let upstream_side = Relay {
+        id,
+        from: Side::Upstream,
+        logger: &logger,
+        agreement: u_agree,
+    };
     // The first direction to end ends the connection: a Dask peer that
     // closes (or fails) is gone in both directions.
     let (side, end) = tokio::select! {
-        end = relay(id, Side::Client, &mut cr, &mut uw, c2u, &logger) => (Side::Client, end),
-        end = relay(id, Side::Upstream, &mut ur, &mut cw, u2c, &logger) => (Side::Upstream, end),
+        end = client_side.run(&mut cr, &mut uw, c2u) => (Side::Client, end),
+        end = upstream_side.run(&mut ur, &mut cw, u2c) => (Side::Upstream, end),
     };
     let tally = format!("c->u={} u->c={}", counts[0], counts[1]);
     match end {
@@ -211,33 +316,64 @@ async fn relay_connection(
     .await;
 }
 
-/// Relays the messages read from `from` to `to` until one side ends.
-async fn relay(
+/// One direction of a connection.
+struct Relay<'a> {
     id: u64,
+    /// The side it reads from.
     from: Side,
-    r: &mut ReadHalf<OwnedReadHalf>,
-    w: &mut WriteHalf<OwnedWriteHalf>,
-    count: &mut u64,
-    logger: &Logger,
-) -> End {
-    loop {
-        let env = match r.recv().await {
-            None => return End::Eof,
-            Some(Err(e)) => return End::Read(e),
-            Some(Ok(env)) => env,
-        };
-        // Logged before it is forwarded: a request's line always comes before
-        // its reply's.
-        logger.line(format!(
-            "conn={id} {} op={} frames={} bytes={}",
-            from.direction(),
-            describe(&env, *count == 0),
-            env.frames().len(),
-            env.wire_len()
-        ));
-        *count += 1;
-        if let Err(e) = w.send(env).await {
-            return End::Write(e);
+    logger: &'a Logger,
+    /// With `--checksums`: settled after the first message (the handshake).
+    agreement: Option<Agreement>,
+}
+
+impl Relay<'_> {
+    /// Relays the messages read from `r` to `w` until one side ends.
+    async fn run(
+        mut self,
+        r: &mut ReadHalf<OwnedReadHalf>,
+        w: &mut WriteHalf<OwnedWriteHalf>,
+        count: &mut u64,
+    ) -> End {
+        let id = self.id;
+        // Whether trailers are verified (and stripped) on reading: they are
+        // still counted in the log, as they travel on the wire.
+        let mut verified = false;
+        loop {
+            let env = match r.recv().await {
+                None => return End::Eof,
+                Some(Err(e)) => return End::Read(e),
+                Some(Ok(env)) => env,
+            };
+            let (frames, bytes) = if verified {
+                let n = env.frames().len() as u64 + 1;
+                (n, env.wire_len() + 8 + 4 * n)
+            } else {
+                (env.frames().len() as u64, env.wire_len())
+            };
+            // Logged before it is forwarded: a request's line always comes
+            // before its reply's.
+            self.logger.line(format!(
+                "conn={id} {} op={} frames={frames} bytes={bytes}",
+                self.from.direction(),
+                describe(&env, *count == 0),
+            ));
+            *count += 1;
+            let agreement = self.agreement.take();
+            let offered = agreement.is_some() && offers_checksums(&env);
+            if let Err(e) = w.send(env).await {
+                return End::Write(e);
+            }
+            // The handshake is relayed: once the other one has been read
+            // too, both directions know whether the peers agreed.
+            if let Some(agreement) = agreement {
+                verified = agreement.settle(offered).await;
+                r.set_checksums(verified);
+                w.set_checksums(verified);
+                if self.from == Side::Client {
+                    let state = if verified { "verified" } else { "not-agreed" };
+                    self.logger.line(format!("conn={id} checksums={state}"));
+                }
+            }
         }
     }
 }
