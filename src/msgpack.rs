@@ -492,34 +492,26 @@ pub(crate) fn encode_into(
             leaf(v, out)?;
             continue;
         }
+        if put_scalar(v, out)? {
+            continue;
+        }
         match v {
-            Value::Nil => out.put_u8(0xc0),
-            Value::Bool(b) => out.put_u8(if *b { 0xc3 } else { 0xc2 }),
-            Value::Int(i) => match i.as_u64() {
-                Some(u) => put_uint(out, u),
-                // Negative, so in i64's range: rmp picks the smallest signed
-                // form, as msgpack-python does.
-                None => {
-                    let _ =
-                        rmp::encode::write_sint(&mut out.writer(), i.as_i64().unwrap_or(i64::MIN));
-                }
-            },
-            Value::Float(f) => {
-                let _ = rmp::encode::write_f64(&mut out.writer(), *f);
-            }
-            Value::Str(s) => put_str(out, s)?,
-            Value::Bin(b) => {
-                let len =
-                    u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
-                let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
-                out.extend_from_slice(b);
-            }
             Value::Array(items) => {
                 check_depth(depth)?;
                 let len = u32::try_from(items.len())
                     .map_err(|_| EncodeError::TooLong { len: items.len() })?;
                 let _ = rmp::encode::write_array_len(&mut out.writer(), len);
-                todo.extend(items.iter().rev().map(|x| (x, depth + 1)));
+                out.reserve(items.len());
+                // Scalars are written at once; from the first item that is
+                // not, the rest wait on the stack (in order).
+                let mut rest = &items[..];
+                while let Some((x, tail)) = rest.split_first() {
+                    if is_out_of_band(x, bin_threshold) || !put_scalar(x, out)? {
+                        break;
+                    }
+                    rest = tail;
+                }
+                todo.extend(rest.iter().rev().map(|x| (x, depth + 1)));
             }
             Value::Map(entries) => {
                 check_depth(depth)?;
@@ -538,9 +530,45 @@ pub(crate) fn encode_into(
             Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => {
                 leaf(v, out)?
             }
+            // Written by `put_scalar`.
+            Value::Nil
+            | Value::Bool(_)
+            | Value::Int(_)
+            | Value::Float(_)
+            | Value::Str(_)
+            | Value::Bin(_) => {}
         }
     }
     Ok(())
+}
+
+/// Writes `v` if it is a scalar (the caller has ruled out an out-of-band
+/// `Bin`); `false` for containers and out-of-band leaves.
+#[inline]
+fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
+    match v {
+        Value::Nil => out.put_u8(0xc0),
+        Value::Bool(b) => out.put_u8(if *b { 0xc3 } else { 0xc2 }),
+        Value::Int(i) => match i.as_u64() {
+            Some(u) => put_uint(out, u),
+            // Negative, so in i64's range: rmp picks the smallest signed
+            // form, as msgpack-python does.
+            None => {
+                let _ = rmp::encode::write_sint(&mut out.writer(), i.as_i64().unwrap_or(i64::MIN));
+            }
+        },
+        Value::Float(f) => {
+            let _ = rmp::encode::write_f64(&mut out.writer(), *f);
+        }
+        Value::Str(s) => put_str(out, s)?,
+        Value::Bin(b) => {
+            let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
+            let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
+            out.extend_from_slice(b);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 fn check_depth(depth: usize) -> Result<(), EncodeError> {
@@ -553,6 +581,10 @@ fn check_depth(depth: usize) -> Result<(), EncodeError> {
 }
 
 fn put_uint(out: &mut BytesMut, v: u64) {
+    if v < 0x80 {
+        out.put_u8(v as u8); // positive fixint: the common case, inline
+        return;
+    }
     let _ = rmp::encode::write_uint(&mut out.writer(), v);
 }
 

@@ -30,51 +30,97 @@ pub type BlockFrames = SmallVec<[Bytes; 2]>;
 ///
 /// Non-negative values are encoded in msgpack's unsigned forms and negative
 /// ones in the signed forms, as msgpack-python does.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Integer(i128);
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Integer(Repr);
+
+/// Two 64-bit halves of the range rather than an `i128`: 8-byte aligned,
+/// which keeps [`Value`] at 40 bytes instead of 48.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Repr {
+    /// `0 ..= 2^64 - 1`.
+    NonNeg(u64),
+    /// `-2^63 ..= -1` (never a non-negative value: one representation each).
+    Neg(i64),
+}
 
 impl Integer {
     /// The value as an `i64`, if it fits.
     pub fn as_i64(self) -> Option<i64> {
-        i64::try_from(self.0).ok()
+        match self.0 {
+            Repr::NonNeg(u) => i64::try_from(u).ok(),
+            Repr::Neg(i) => Some(i),
+        }
     }
     /// The value as a `u64`, if it fits.
     pub fn as_u64(self) -> Option<u64> {
-        u64::try_from(self.0).ok()
+        match self.0 {
+            Repr::NonNeg(u) => Some(u),
+            Repr::Neg(_) => None,
+        }
     }
     /// The value, widened.
     pub fn as_i128(self) -> i128 {
-        self.0
+        match self.0 {
+            Repr::NonNeg(u) => i128::from(u),
+            Repr::Neg(i) => i128::from(i),
+        }
+    }
+}
+
+impl PartialOrd for Integer {
+    fn partial_cmp(&self, other: &Integer) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Integer {
+    fn cmp(&self, other: &Integer) -> std::cmp::Ordering {
+        self.as_i128().cmp(&other.as_i128())
     }
 }
 
 impl fmt::Debug for Integer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
+        fmt::Debug::fmt(&self.as_i128(), f)
     }
 }
 
 impl fmt::Display for Integer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Display::fmt(&self.as_i128(), f)
     }
 }
 
-macro_rules! integer_from {
+macro_rules! integer_from_unsigned {
     ($($t:ty),*) => {$(
         impl From<$t> for Integer {
             fn from(v: $t) -> Self {
-                Integer(i128::from(v))
+                Integer(Repr::NonNeg(u64::from(v)))
             }
         }
     )*};
 }
-integer_from!(u8, u16, u32, u64, i8, i16, i32, i64);
+integer_from_unsigned!(u8, u16, u32, u64);
+
+macro_rules! integer_from_signed {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Integer {
+            fn from(v: $t) -> Self {
+                let v = i64::from(v);
+                match u64::try_from(v) {
+                    Ok(u) => Integer(Repr::NonNeg(u)),
+                    Err(_) => Integer(Repr::Neg(v)),
+                }
+            }
+        }
+    )*};
+}
+integer_from_signed!(i8, i16, i32, i64);
 
 impl From<usize> for Integer {
     fn from(v: usize) -> Self {
         // usize is at most 64 bits on every supported target.
-        Integer(v as i128)
+        Integer(Repr::NonNeg(v as u64))
     }
 }
 
@@ -372,8 +418,50 @@ value_from_int!(u8, u16, u32, u64, usize, i8, i16, i32, i64);
 impl Integer {
     /// Builds an integer from an `i128`, if it is in msgpack's range.
     pub fn try_from_i128(v: i128) -> Option<Integer> {
-        (i128::from(i64::MIN)..=i128::from(u64::MAX))
-            .contains(&v)
-            .then_some(Integer(v))
+        match u64::try_from(v) {
+            Ok(u) => Some(Integer(Repr::NonNeg(u))),
+            Err(_) => i64::try_from(v).ok().map(|i| Integer(Repr::Neg(i))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_have_one_representation_and_order_across_the_range() {
+        assert_eq!(std::mem::size_of::<Value>(), 40);
+        assert_eq!(Integer::from(0i64), Integer::from(0u64));
+        assert_eq!(Integer::from(7i8), Integer::from(7usize));
+        assert_eq!(Integer::try_from_i128(-1), Some(Integer::from(-1i64)));
+        assert_eq!(
+            Integer::try_from_i128(i128::from(u64::MAX)),
+            Some(u64::MAX.into())
+        );
+        assert_eq!(
+            Integer::try_from_i128(i128::from(i64::MIN)),
+            Some(i64::MIN.into())
+        );
+        assert_eq!(Integer::try_from_i128(i128::from(u64::MAX) + 1), None);
+        assert_eq!(Integer::try_from_i128(i128::from(i64::MIN) - 1), None);
+        let sorted = [
+            i64::MIN.into(),
+            (-1i64).into(),
+            0u8.into(),
+            (i64::MAX as u64 + 1).into(),
+            u64::MAX.into(),
+        ];
+        for w in sorted.windows(2) {
+            let (a, b): (Integer, Integer) = (w[0], w[1]);
+            assert!(a < b, "{a} < {b}");
+        }
+        assert_eq!(Integer::from(-5i32).as_u64(), None);
+        assert_eq!(Integer::from(u64::MAX).as_i64(), None);
+        assert_eq!(Integer::from(-5i32).as_i128(), -5);
+        assert_eq!(
+            format!("{:?}", Integer::from(i64::MIN)),
+            i64::MIN.to_string()
+        );
     }
 }
