@@ -20,7 +20,9 @@
 //! * [`SpillBuffer`]: an anonymous (unlinked, `O_TMPFILE`, mode 0600)
 //!   temporary file that only this process holds open, with its blocks
 //!   allocated up front (`fallocate`), so a full disk is an error at
-//!   creation, never a `SIGBUS` on a write.
+//!   creation, never a `SIGBUS` on a write. The transport receives large
+//!   frames into one when [`Builder::spill`](crate::transport::Builder::spill)
+//!   is set.
 //!
 //! Any other file (a user's file that another process may truncate) is
 //! never mapped: [`sealed`] refuses it with [`MmapError::NotSealed`];
@@ -199,6 +201,8 @@ pub fn sealed_copy(src: &File, offset: u64, len: usize) -> Result<Bytes, MmapErr
 /// ```
 pub struct SpillBuffer {
     map: MmapMut,
+    /// The anonymous file: kept for growing it.
+    file: File,
 }
 
 impl fmt::Debug for SpillBuffer {
@@ -219,13 +223,32 @@ impl SpillBuffer {
         // would be a SIGBUS; here it is ENOSPC.
         rustix::fs::fallocate(&file, FallocateFlags::empty(), 0, len as u64)?;
         // SAFETY: the file was created unlinked (no path names it) and its
-        // only descriptor is `file`, dropped when this function returns, so
-        // no other code or process can truncate it while the mapping lives;
-        // its blocks are allocated (fallocate above), so writes cannot fault
-        // for lack of space. The mapping covers exactly the file.
+        // only descriptor is `file`, owned by this buffer and never shrunk,
+        // so no other code or process can truncate it while the mapping
+        // lives; its blocks are allocated (fallocate above), so writes
+        // cannot fault for lack of space. The mapping covers exactly the file.
         #[allow(unsafe_code)]
         let map = unsafe { MmapOptions::new().len(len).map_mut(&file)? };
-        Ok(SpillBuffer { map })
+        Ok(SpillBuffer { map, file })
+    }
+
+    /// Grows the buffer to `len` bytes (more blocks allocated first, then
+    /// the mapping extended); what it holds is kept. Smaller `len`: no-op.
+    pub fn grow_to(&mut self, len: usize) -> Result<(), MmapError> {
+        if len <= self.map.len() {
+            return Ok(());
+        }
+        rustix::fs::fallocate(&self.file, FallocateFlags::empty(), 0, len as u64)?;
+        // SAFETY: as in `new`: only this buffer holds the unlinked file,
+        // which now has `len` allocated bytes, so the larger mapping is
+        // backed in full and nobody can shrink it. `remap` may move the
+        // mapping; no reference into it outlives this `&mut self` call.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.map
+                .remap(len, memmap2::RemapOptions::new().may_move(true))?
+        };
+        Ok(())
     }
 
     /// Its length.
@@ -297,6 +320,20 @@ mod tests {
         }
         assert_eq!(sealed_copy(&f, 100, 0).unwrap(), Bytes::new());
         assert_eq!(sealed_copy(&f, 0, 100).unwrap(), &[1u8; 100][..]);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot create or map files")]
+    fn a_spill_buffer_grows_and_keeps_its_bytes() {
+        let mut b = SpillBuffer::new(std::env::temp_dir(), 4096).unwrap();
+        b.as_mut()[..4096].fill(3);
+        b.grow_to(3 << 20).unwrap();
+        assert_eq!(b.len(), 3 << 20);
+        b.as_mut()[4096..].fill(4);
+        b.grow_to(10).unwrap(); // never shrinks
+        let frame = b.freeze().unwrap();
+        assert!(frame[..4096].iter().all(|&x| x == 3));
+        assert!(frame[4096..].iter().all(|&x| x == 4));
     }
 
     #[test]

@@ -52,3 +52,93 @@ async fn a_sealed_file_region_is_sent_from_its_mapping() {
         Bytes::from_static(&[100 % 251, 101 % 251, 102 % 251, 103 % 251][..]).slice(..)
     );
 }
+
+/// The line of /proc/self/maps whose range holds `addr`.
+fn mapping_of(addr: usize) -> String {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    for line in maps.lines() {
+        let range = line.split_whitespace().next().unwrap();
+        let (a, b) = range.split_once('-').unwrap();
+        let (a, b) = (
+            usize::from_str_radix(a, 16).unwrap(),
+            usize::from_str_radix(b, 16).unwrap(),
+        );
+        if (a..b).contains(&addr) {
+            return line.to_owned();
+        }
+    }
+    panic!("{addr:#x} is in no mapping");
+}
+
+/// `Builder::spill`: large frames arrive in an anonymous mapped file, not
+/// on the heap, with and without checksum trailers; shards stay contiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_frames_are_received_into_a_spill_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for sums in [false, true] {
+        let a: Bytes = (0..5_000_000u32).map(|i| (i % 253) as u8).collect();
+        let b: Bytes = (0..3_000_000u32).map(|i| (i % 241) as u8).collect();
+        let small = Bytes::from_static(b"\x80");
+        let env = Envelope::new(vec![small.clone(), a.clone(), b.clone(), small.clone()]).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sender = tokio::spawn(async move {
+            let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let mut tx = Connection::builder()
+                .limits(Limits::dask_compat())
+                .checksums(sums)
+                .build(s);
+            tx.send(env.clone()).await.unwrap();
+            tx.send(env).await.unwrap();
+        });
+        let (s, _) = listener.accept().await.unwrap();
+        let mut rx = Connection::builder()
+            .limits(Limits::dask_compat())
+            .checksums(sums)
+            .spill(dir.path(), 1 << 20)
+            .build(s);
+        for _ in 0..2 {
+            let got = rx.recv().await.unwrap().unwrap();
+            assert_eq!(got.frames().len(), 4);
+            assert!(
+                got.frames()[1] == a && got.frames()[2] == b,
+                "payload differs"
+            );
+            assert_eq!(got.frames()[0], small);
+            // Both large frames are slices of one mapping of a deleted file.
+            let line = mapping_of(got.frames()[1].as_ptr() as usize);
+            assert!(line.contains("(deleted)"), "not a spill mapping: {line}");
+            assert_eq!(
+                got.frames()[2].as_ptr() as usize,
+                got.frames()[1].as_ptr() as usize + a.len(),
+                "shards are contiguous"
+            );
+        }
+        sender.await.unwrap();
+    }
+    // Nothing is left behind in the directory (the files were never linked).
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// A spill run cut off by EOF is `Truncated`, like any other.
+#[tokio::test]
+async fn a_spill_run_cut_off_is_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Envelope::new(vec![Bytes::from(vec![9u8; 3 << 20])]).unwrap();
+    let wire = env.to_bytes();
+    let cut = &wire[..wire.len() - 1000];
+    let mut rx = Connection::builder()
+        .limits(Limits::dask_compat())
+        .spill(dir.path(), 1 << 20)
+        .build(tokio::io::join(cut, tokio::io::sink()));
+    let r = rx.recv().await.unwrap();
+    assert!(
+        matches!(
+            r,
+            Err(framewire::TransportError::Decode(
+                framewire::DecodeError::Truncated { .. }
+            ))
+        ),
+        "{r:?}"
+    );
+}

@@ -90,6 +90,8 @@ pub struct Builder {
     recycle: bool,
     recycle_limit: usize,
     checksums: bool,
+    #[cfg(target_os = "linux")]
+    spill: Option<(std::path::PathBuf, usize)>,
 }
 
 impl Default for Builder {
@@ -101,6 +103,8 @@ impl Default for Builder {
             recycle: true,
             recycle_limit: DEFAULT_RECYCLE_LIMIT,
             checksums: false,
+            #[cfg(target_os = "linux")]
+            spill: None,
         }
     }
 }
@@ -159,6 +163,19 @@ impl Builder {
         self
     }
 
+    /// Receives runs of large frames of at least `min_run` bytes into an
+    /// anonymous memory-mapped file in `dir` ([`SpillBuffer`](crate::mmap::SpillBuffer))
+    /// instead of the heap: the frames are `Bytes` over the mapping, and
+    /// the page cache, not the process's heap, holds them. The file grows
+    /// as bytes arrive (never more than twice what arrived plus
+    /// [`Limits::prealloc_cap`]); a full disk is an `Io` error, never a
+    /// `SIGBUS` (SPEC.md §6, `mmap` module docs). Linux only.
+    #[cfg(target_os = "linux")]
+    pub fn spill(&mut self, dir: impl Into<std::path::PathBuf>, min_run: usize) -> &mut Builder {
+        self.spill = Some((dir.into(), min_run.max(1)));
+        self
+    }
+
     fn reader(&self) -> Reader {
         Reader::new(ReadConfig {
             limits: self.limits.clone(),
@@ -166,6 +183,8 @@ impl Builder {
             recycle_limit: self.recycle_limit,
             timeout: self.read_timeout,
             checksums: self.checksums,
+            #[cfg(target_os = "linux")]
+            spill: self.spill.clone(),
         })
     }
 

@@ -38,10 +38,11 @@
 use std::future::Future;
 use std::io;
 use std::mem;
+use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
 use crate::error::DecodeError;
@@ -97,6 +98,9 @@ struct Body {
     /// they cover.
     sums: Option<Running>,
     hashed: usize,
+    /// The spill file of the large run being read, and its bytes so far.
+    #[cfg(target_os = "linux")]
+    spill: Option<(crate::mmap::SpillBuffer, usize)>,
 }
 
 #[derive(Debug)]
@@ -118,6 +122,10 @@ pub(crate) struct ReadConfig {
     pub(crate) timeout: Option<std::time::Duration>,
     /// Whether messages end with a checksum trailer to verify and remove.
     pub(crate) checksums: bool,
+    /// Where runs of large frames of at least this size are received
+    /// instead of the heap: an anonymous mapped file in this directory.
+    #[cfg(target_os = "linux")]
+    pub(crate) spill: Option<(std::path::PathBuf, usize)>,
 }
 
 /// The read half's state (see this module's docs).
@@ -268,6 +276,23 @@ impl Reader {
                         }
                         continue;
                     }
+                    #[cfg(target_os = "linux")]
+                    if let Some((dir, min_run)) = &self.cfg.spill {
+                        if run.len >= *min_run {
+                            let data = ready!(poll_spill(
+                                io,
+                                cx,
+                                body,
+                                &mut self.rbuf,
+                                dir,
+                                run,
+                                cap,
+                                &mut self.deadline
+                            ))?;
+                            body.push_run(run, data);
+                            continue;
+                        }
+                    }
                     let buf = body.large.get_or_insert_with(|| {
                         take_large_buffer(&mut self.spare, run.len, self.cfg.recycle)
                     });
@@ -354,6 +379,8 @@ impl Body {
             large: None,
             sums,
             hashed: 0,
+            #[cfg(target_os = "linux")]
+            spill: None,
         })
     }
 
@@ -453,7 +480,17 @@ fn read<R: AsyncRead + Unpin>(
     // the future keeps no state, so polling a fresh one each time is exact.
     let mut limited = (&mut *buf).limit(limit);
     let read = std::pin::pin!(io.read_buf(&mut limited));
-    match read.poll(cx) {
+    let polled = read.poll(cx);
+    with_deadline(polled, cx, deadline)
+}
+
+/// A read's outcome, with the deadline armed by its first byte and checked.
+fn with_deadline(
+    polled: Poll<io::Result<usize>>,
+    cx: &mut Context<'_>,
+    deadline: &mut Deadline,
+) -> Poll<Result<usize, ReadError>> {
+    match polled {
         Poll::Ready(Ok(n)) => {
             if n > 0 {
                 deadline.arm(); // no-op when already armed
@@ -469,6 +506,77 @@ fn read<R: AsyncRead + Unpin>(
                 return Poll::Ready(Err(ReadError::Timeout));
             }
             Poll::Pending
+        }
+    }
+}
+
+/// Smallest spill file, and the least it grows by.
+#[cfg(target_os = "linux")]
+const MIN_SPILL: usize = 1 << 20;
+
+/// Reads a run of large frames into a spill file (`Builder::spill`) that
+/// grows as bytes arrive (at most twice what it holds plus `cap`, never past
+/// the run), then hands it over as one `Bytes` over the mapping.
+#[cfg(target_os = "linux")]
+#[allow(clippy::too_many_arguments)]
+fn poll_spill<R: AsyncRead + Unpin>(
+    io: &mut R,
+    cx: &mut Context<'_>,
+    body: &mut Body,
+    rbuf: &mut BytesMut,
+    dir: &std::path::Path,
+    run: Run,
+    cap: usize,
+    deadline: &mut Deadline,
+) -> Poll<Result<Bytes, TransportError>> {
+    use crate::mmap::SpillBuffer;
+    let spill_err = |e: crate::mmap::MmapError| TransportError::Io(io::Error::other(e));
+    loop {
+        let (buf, filled) = match &mut body.spill {
+            Some(s) => s,
+            None => {
+                let first = run.len.min(cap.max(MIN_SPILL));
+                body.spill
+                    .insert((SpillBuffer::new(dir, first).map_err(spill_err)?, 0))
+            }
+        };
+        if !rbuf.is_empty() && *filled < run.len {
+            // At most READ_AHEAD bytes, as for a heap buffer.
+            let n = rbuf.len().min(run.len - *filled);
+            buf.grow_to(*filled + n).map_err(spill_err)?;
+            buf.as_mut()[*filled..*filled + n].copy_from_slice(&rbuf[..n]);
+            rbuf.advance(n);
+            *filled += n;
+        }
+        if let Some(sums) = &mut body.sums {
+            sums.feed(&body.lengths, &buf.as_ref()[body.hashed..*filled]);
+            body.hashed = *filled;
+        }
+        if *filled == run.len {
+            let (buf, _) = body.spill.take().expect("a spill buffer");
+            body.hashed = 0;
+            return Poll::Ready(buf.freeze().map_err(spill_err));
+        }
+        if *filled == buf.len() {
+            let next = (2 * buf.len())
+                .max(*filled + cap.max(MIN_SPILL))
+                .min(run.len);
+            buf.grow_to(next).map_err(spill_err)?;
+        }
+        let mut want = buf.len().min(run.len) - *filled;
+        if body.sums.is_some() {
+            want = want.min(checksum::PIECE);
+        }
+        let mut rb = ReadBuf::new(&mut buf.as_mut()[*filled..*filled + want]);
+        let polled = Pin::new(&mut *io)
+            .poll_read(cx, &mut rb)
+            .map_ok(|()| rb.filled().len());
+        let got = *filled;
+        match ready!(with_deadline(polled, cx, deadline))
+            .map_err(|e| e.phase(TimeoutPhase::ReadFrames))?
+        {
+            0 => return Poll::Ready(Err(body.truncated(got))),
+            n => *filled += n,
         }
     }
 }
