@@ -22,7 +22,7 @@ fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
     let frames: Vec<Bytes> = frames.into_iter().take(64).map(Bytes::from).collect();
     let total: usize = frames.iter().map(Bytes::len).sum();
     let block = Block::new(Header::new(map), frames);
-    if let Ok(v) = deserialize(&block, &DeserializeOptions::with_limits(limits)) {
+    if let Ok(v) = deserialize(&block, &DeserializeOptions::with_limits(limits.clone())) {
         fn max_bin(v: &Value) -> usize {
             match v {
                 Value::Bin(b) => b.len(),
