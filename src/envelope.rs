@@ -16,6 +16,7 @@
 use std::io::IoSlice;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use smallvec::SmallVec;
 use zerocopy::little_endian::U64;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -190,11 +191,24 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Decod
 /// assert_eq!(back.frames(), env.frames());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Envelope {
     first_read: u64,
     frames: Vec<Bytes>,
+    /// The receive buffers the frames are slices of (none for a message
+    /// built locally): what lets shards merge without a copy.
+    buffers: SmallVec<[Bytes; 2]>,
 }
+
+/// Two messages are equal when their `N` and frames are: where the bytes
+/// live does not matter.
+impl PartialEq for Envelope {
+    fn eq(&self, other: &Envelope) -> bool {
+        self.first_read == other.first_read && self.frames == other.frames
+    }
+}
+
+impl Eq for Envelope {}
 
 impl Envelope {
     /// A message of these frames, with `N` covering the whole message (the
@@ -217,7 +231,11 @@ impl Envelope {
         })?;
         let first_read =
             first.iter().map(|f| f.len() as u64).sum::<u64>() + prelude_len(frames.len() as u64);
-        Ok(Envelope { first_read, frames })
+        Ok(Envelope {
+            first_read,
+            frames,
+            buffers: SmallVec::new(),
+        })
     }
 
     /// Decodes the message at the start of `buf`: the frames are slices of
@@ -262,6 +280,7 @@ impl Envelope {
         Envelope {
             first_read: prelude.first_read,
             frames,
+            buffers: SmallVec::from_iter([buf.clone()]),
         }
     }
 
@@ -280,6 +299,20 @@ impl Envelope {
     /// The frames.
     pub fn frames(&self) -> &[Bytes] {
         &self.frames
+    }
+
+    /// The buffers this message was received into, which its frames are
+    /// slices of (empty for a message built locally). Handed to
+    /// [`DeserializeOptions::backing`](crate::serialize::DeserializeOptions::backing),
+    /// they let shards that arrived back to back merge without a copy.
+    pub fn buffers(&self) -> &[Bytes] {
+        &self.buffers
+    }
+
+    /// Records the buffers the frames were read into.
+    pub(crate) fn with_buffers(mut self, buffers: SmallVec<[Bytes; 2]>) -> Envelope {
+        self.buffers = buffers;
+        self
     }
 
     /// The frames, by value.

@@ -177,7 +177,7 @@ fn golden_compressed_captures_deserialize_like_dask() {
         let c = case(name);
         let passthrough = loads(&c.frames, &Limits::dask_compat()).unwrap();
         let opts = DeserializeOptions {
-            backing: Some(c.wire.clone()),
+            backing: vec![c.wire.clone()],
             ..compat()
         };
         let value = deserialize_blocks(passthrough, &opts).unwrap();

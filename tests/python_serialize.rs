@@ -623,7 +623,7 @@ fn framewire_deserializes_what_python_dumps() {
     let wire = Bytes::from(out.stdout);
     let limits = Limits::dask_compat();
     let opts = DeserializeOptions {
-        backing: Some(wire.clone()),
+        backing: vec![wire.clone()],
         ..DeserializeOptions::with_limits(limits.clone())
     };
     let inside = |b: &[u8]| {

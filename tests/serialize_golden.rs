@@ -86,7 +86,7 @@ fn opts() -> DeserializeOptions {
 
 fn opts_backed(wire: &Bytes) -> DeserializeOptions {
     DeserializeOptions {
-        backing: Some(wire.clone()),
+        backing: vec![wire.clone()],
         ..opts()
     }
 }

@@ -412,7 +412,7 @@ fn check(name: &str, input: &Bytes, exp: &Json) -> Result<(), String> {
     // backing buffer; `Pickled` blocks are never deserialized.
     if obj.contains_key("deserialized") {
         let opts = DeserializeOptions {
-            backing: Some(input.clone()),
+            backing: vec![input.clone()],
             ..DeserializeOptions::with_limits(limits.clone())
         };
         let got: Vec<Json> = conv

@@ -1419,3 +1419,52 @@ fn bench_64mib_loopback() {
         );
     }
 }
+
+/// Shards that arrive back to back merge into a slice of the receive
+/// buffer (`Envelope::buffers` → `DeserializeOptions::backed_by`), not a copy.
+#[tokio::test]
+async fn received_shards_merge_in_the_receive_buffer() {
+    use framewire::serialize::{
+        deserialize_blocks, dumps_with, DeserializeOptions, SerializeOptions,
+    };
+    let payload: Bytes = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+    let msg = Value::map_of([
+        ("op", Value::str("put")),
+        (
+            "data",
+            Value::Serialize(Box::new(Value::Bin(payload.clone()))),
+        ),
+    ]);
+    let opts = SerializeOptions {
+        shard_size: 1 << 20,
+        ..Default::default()
+    };
+    let frames = dumps_with(&msg, &opts).unwrap();
+    assert_eq!(frames.len(), 6, "frame 0, a sub-header, 4 shards");
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let mut tx = Connection::builder().limits(dask()).build(a);
+    let mut rx = Connection::builder().limits(dask()).build(b);
+    let (sent, got) = tokio::join!(tx.send(Envelope::new(frames).unwrap()), rx.recv());
+    sent.unwrap();
+    let env = got.unwrap().unwrap();
+    let value = framewire::loads(env.frames(), &dask()).unwrap();
+    let de = DeserializeOptions::with_limits(dask()).backed_by(&env);
+    let value = deserialize_blocks(value, &de).unwrap();
+    let Some(Value::Bin(data)) = value.get("data") else {
+        panic!("no bytes")
+    };
+    assert!(*data == payload);
+    let inside = env.buffers().iter().any(|buf| {
+        let base = buf.as_ptr() as usize;
+        let p = data.as_ptr() as usize;
+        p >= base && p + data.len() <= base + buf.len()
+    });
+    assert!(inside, "the merged payload was copied");
+    // Without the backing, the same merge copies (one copy, same bytes).
+    let copy = deserialize_blocks(
+        framewire::loads(env.frames(), &dask()).unwrap(),
+        &DeserializeOptions::with_limits(dask()),
+    )
+    .unwrap();
+    assert!(copy == value);
+}

@@ -389,7 +389,7 @@ pub(super) fn decompress_shards(
         }
         parts.push(part);
     }
-    Ok(super::shards::merge_frames(&parts, None))
+    Ok(super::shards::merge_frames(&parts, &[]))
 }
 
 /// The size a frame declares it decompresses to, if its format has one.

@@ -394,8 +394,10 @@ pub struct DeserializeOptions {
     pub limits: Limits,
     /// The families, found by the header's `serializer` name.
     pub registry: Registry,
-    /// The receive buffer the frames are slices of, if any.
-    pub backing: Option<Bytes>,
+    /// The receive buffers the frames may be slices of
+    /// ([`Envelope::buffers`](crate::Envelope::buffers)): shards that lie
+    /// back to back in one of them merge into a slice of it, not a copy.
+    pub backing: Vec<Bytes>,
 }
 
 impl DeserializeOptions {
@@ -405,6 +407,13 @@ impl DeserializeOptions {
             limits,
             ..Default::default()
         }
+    }
+
+    /// These options, with the receive buffers of `env` as the backing:
+    /// shards that arrived back to back merge without a copy.
+    pub fn backed_by(mut self, env: &crate::Envelope) -> DeserializeOptions {
+        self.backing = env.buffers().to_vec();
+        self
     }
 }
 

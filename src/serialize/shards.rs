@@ -157,29 +157,31 @@ pub(super) fn merge(
                 limit: opts.limits.max_frame_len,
             });
         }
-        merged.push(merge_frames(&frames[range], opts.backing.as_ref()));
+        merged.push(merge_frames(&frames[range], &opts.backing));
     }
     Ok(merged)
 }
 
 /// Joins shards into one frame: a slice of `backing` when they lie back to
 /// back inside it (no copy), else one copy.
-pub fn merge_frames(shards: &[Bytes], backing: Option<&Bytes>) -> Bytes {
+pub fn merge_frames(shards: &[Bytes], backing: &[Bytes]) -> Bytes {
     match shards {
         [] => return Bytes::new(),
         [one] => return one.clone(),
         _ => {}
     }
-    if let Some(parent) = backing {
-        let base = parent.as_ptr() as usize;
-        let start = shards[0].as_ptr() as usize;
-        let adjacent = shards
-            .windows(2)
-            .all(|w| w[0].as_ptr() as usize + w[0].len() == w[1].as_ptr() as usize);
-        let last = &shards[shards.len() - 1];
-        let end = last.as_ptr() as usize + last.len();
-        if adjacent && start >= base && end <= base + parent.len() {
-            return parent.slice(start - base..end - base);
+    let start = shards[0].as_ptr() as usize;
+    let adjacent = shards
+        .windows(2)
+        .all(|w| w[0].as_ptr() as usize + w[0].len() == w[1].as_ptr() as usize);
+    let last = &shards[shards.len() - 1];
+    let end = last.as_ptr() as usize + last.len();
+    if adjacent {
+        for parent in backing {
+            let base = parent.as_ptr() as usize;
+            if start >= base && end <= base + parent.len() {
+                return parent.slice(start - base..end - base);
+            }
         }
     }
     let mut out = BytesMut::with_capacity(shards.iter().map(Bytes::len).sum());

@@ -42,6 +42,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use smallvec::SmallVec;
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
@@ -98,6 +99,8 @@ struct Body {
     /// they cover.
     sums: Option<Running>,
     hashed: usize,
+    /// The buffers the runs were read into.
+    buffers: SmallVec<[Bytes; 2]>,
     /// The spill file of the large run being read, and its bytes so far.
     #[cfg(target_os = "linux")]
     spill: Option<(crate::mmap::SpillBuffer, usize)>,
@@ -379,6 +382,7 @@ impl Body {
             large: None,
             sums,
             hashed: 0,
+            buffers: SmallVec::new(),
             #[cfg(target_os = "linux")]
             spill: None,
         })
@@ -386,6 +390,9 @@ impl Body {
 
     /// Slices the frames of `run` out of its buffer.
     fn push_run(&mut self, run: Run, data: Bytes) {
+        if run.len > 0 {
+            self.buffers.push(data.clone());
+        }
         if let (Some(sums), false) = (&mut self.sums, run.large) {
             sums.feed(&self.lengths, &data);
         }
@@ -410,7 +417,7 @@ impl Body {
             checksum::verify(&mut self.frames, sums.sums())?;
             k = k.min(self.frames.len());
         }
-        Ok(Envelope::with_first_read_frames(self.frames, k)?)
+        Ok(Envelope::with_first_read_frames(self.frames, k)?.with_buffers(self.buffers))
     }
 }
 

@@ -59,7 +59,7 @@ pub fn run(
 fn deserialize_message(input: &Input, msg: &Decoded) -> Result<Vec<Result<Value, String>>, String> {
     let opts = DeserializeOptions {
         limits: Limits::dask_compat(),
-        backing: Some(input.buf.clone()),
+        backing: vec![input.buf.clone()],
         ..Default::default()
     };
     let mut budget = DecompressBudget::new(&opts.limits);
