@@ -143,6 +143,8 @@ async fn demo() -> Result<String, String> {
                     ))
                 }
             };
+            // Backed by the receive buffers: shards merge without a copy.
+            let opts = opts.clone().backed_by(&env);
             let got = loads(env.frames(), &opts.limits)
                 .and_then(|v| deserialize_blocks(v, &opts))
                 .map_err(|e| format!("demo: message #{i} ({label}): {e}"))?;
