@@ -225,6 +225,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "hundreds of KiB compressed: hours under Miri")]
     fn lz4_block_round_trips_random_zero_and_repetitive_data() {
         for (i, &len) in sizes().iter().enumerate() {
             round_trip(&random(len, 0x9E37_79B9_7F4A_7C15 ^ i as u64));
