@@ -109,7 +109,7 @@ struct Body {
 #[derive(Debug)]
 enum Phase {
     Prelude,
-    Body(Body),
+    Body(Box<Body>),
     /// The peer closed the stream cleanly between messages.
     Eof,
     /// An error happened: nothing more is decoded.
@@ -240,7 +240,7 @@ impl Reader {
                         let header = usize::try_from(prelude.header_len())
                             .map_err(|_| DecodeError::LengthOverflow)?;
                         self.rbuf.advance(header);
-                        self.phase = Phase::Body(Body::new(prelude, self.cfg.checksums)?);
+                        self.phase = Phase::Body(Box::new(Body::new(prelude, self.cfg.checksums)?));
                     }
                 },
                 Phase::Body(body) => {
