@@ -1,90 +1,125 @@
-//! Layer 3: serialize + deserialize of large collections in every
-//! `IterateCollection` mode, and `dumps` of a task message whose payload
-//! grows from 1 KiB to 1 GiB. Names: `<api>/<variant>/<size>`.
-//! `scripts/bench-serialize` runs these beside Python Dask's equivalents.
+//! Layer 3: serialize / deserialize of collections in every
+//! `IterateCollection` mode, for N from 10 to 1e6 leaves, and `dumps` /
+//! `loads` of a task message whose `Serialize`d payload grows from 1 KiB to
+//! 1 GiB. Names: `<api>/<variant>/<size>`:
+//!
+//! * `serialize/<collection>/<mode>/<n>`, `deserialize/<collection>/<mode>/<n>`
+//!   (element throughput: per-leaf cost), for every collection of
+//!   `common::STRUCTS` (`Never` is skipped where it must refuse: a
+//!   `Serialized` block inside);
+//! * `serialize_roundtrip/{tuple_small_ints,list_bytes8}/<mode>/<n>`: both
+//!   together (the figure `scripts/bench-compare` sets beside Dask);
+//! * `dumps_loads/serialize_payload/{dumps,loads}/<size>`.
+//!
+//! `cargo bench --bench serialize -- --quick` runs everything in a few
+//! minutes; a filter narrows it (`-- 'serialize/tuple_small_ints'`).
 
 use std::hint::black_box;
+use std::time::Duration;
 
-use bytes::Bytes;
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use framewire::serialize::{
-    deserialize, serialize, DeserializeOptions, IterateCollection, SerializeOptions,
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
+    Throughput,
 };
-use framewire::{dumps, loads, Limits, Value};
+use framewire::serialize::{deserialize, serialize};
+use framewire::{dumps, loads, Limits};
 
-const N: [usize; 3] = [1_000, 100_000, 1_000_000];
+mod common;
+use common::{collection, deserialize_options, modes, serialize_options, size_name, STRUCTS};
 
-fn modes() -> [(&'static str, IterateCollection); 3] {
-    [
-        ("never", IterateCollection::Never),
-        ("auto", IterateCollection::Auto),
-        ("always", IterateCollection::Always),
-    ]
+const N: [usize; 4] = [10, 1_000, 100_000, 1_000_000];
+
+fn configure<M: criterion::measurement::Measurement>(g: &mut BenchmarkGroup<'_, M>, n: usize) {
+    g.throughput(Throughput::Elements(n as u64));
+    if n >= 100_000 {
+        // Milliseconds to a second per call: few, flat samples.
+        g.sample_size(10)
+            .sampling_mode(SamplingMode::Flat)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(3));
+    } else {
+        g.sample_size(20)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(1));
+    }
 }
 
-fn roundtrip(c: &mut Criterion, name: &str, make: impl Fn(usize) -> Value) {
-    let de = DeserializeOptions::with_limits(Limits::dask_compat());
-    let mut g = c.benchmark_group(format!("serialize_roundtrip/{name}"));
-    g.sample_size(10);
-    for n in N {
-        let value = make(n);
-        g.throughput(Throughput::Elements(n as u64));
-        for (mode_name, mode) in modes() {
-            let opts = SerializeOptions {
-                iterate: mode,
-                ..Default::default()
-            };
-            if serialize(&value, &opts).is_err() {
-                continue;
+/// `serialize/…` and `deserialize/…` of every collection.
+fn ser_de(c: &mut Criterion) {
+    let de = deserialize_options();
+    for name in STRUCTS {
+        let mut ser_group = c.benchmark_group(format!("serialize/{name}"));
+        let mut de_group_ids = Vec::new();
+        for n in N {
+            let value = collection(name, n);
+            configure(&mut ser_group, n);
+            for (mode_name, mode) in modes() {
+                let opts = serialize_options(mode);
+                let Ok(block) = serialize(&value, &opts) else {
+                    continue; // `never` with a `Serialized` inside: refused, as it must be
+                };
+                ser_group.bench_function(BenchmarkId::new(mode_name, n), |b| {
+                    b.iter(|| black_box(serialize(black_box(&value), &opts).unwrap()))
+                });
+                de_group_ids.push((mode_name, n, block));
             }
-            g.bench_function(BenchmarkId::new(mode_name, n), |b| {
-                b.iter(|| {
-                    let block = serialize(black_box(&value), &opts).unwrap();
-                    black_box(deserialize(&block, &de).unwrap())
-                })
+        }
+        ser_group.finish();
+        let mut de_group = c.benchmark_group(format!("deserialize/{name}"));
+        for (mode_name, n, block) in de_group_ids {
+            configure(&mut de_group, n);
+            de_group.bench_function(BenchmarkId::new(mode_name, n), |b| {
+                b.iter(|| black_box(deserialize(black_box(&block), &de).unwrap()))
             });
         }
+        de_group.finish();
     }
-    g.finish();
 }
 
-fn small_ints(c: &mut Criterion) {
-    roundtrip(c, "tuple_small_ints", |n| {
-        Value::Array((0..n).map(|i| Value::from(i % 100)).collect())
-    });
+/// `serialize_roundtrip/…`: serialize, then deserialize the block.
+fn roundtrip(c: &mut Criterion) {
+    let de = deserialize_options();
+    for name in ["tuple_small_ints", "list_bytes8"] {
+        let mut g = c.benchmark_group(format!("serialize_roundtrip/{name}"));
+        for n in N {
+            let value = collection(name, n);
+            configure(&mut g, n);
+            for (mode_name, mode) in modes() {
+                let opts = serialize_options(mode);
+                if serialize(&value, &opts).is_err() {
+                    continue;
+                }
+                g.bench_function(BenchmarkId::new(mode_name, n), |b| {
+                    b.iter(|| {
+                        let block = serialize(black_box(&value), &opts).unwrap();
+                        black_box(deserialize(&block, &de).unwrap())
+                    })
+                });
+            }
+        }
+        g.finish();
+    }
 }
 
-fn small_bytes(c: &mut Criterion) {
-    roundtrip(c, "list_bytes8", |n| {
-        Value::Array(
-            (0..n)
-                .map(|i| Value::Bin(Bytes::from((i as u64).to_le_bytes().to_vec())))
-                .collect(),
-        )
-    });
-}
-
+/// `dumps_loads/serialize_payload/…`: the cost must not grow with the payload
+/// (it is sliced into 64 MiB shards, never copied).
 fn big_payload(c: &mut Criterion) {
     let limits = Limits::dask_compat();
     let mut g = c.benchmark_group("dumps_loads/serialize_payload");
-    for (name, size) in [("1KiB", 1usize << 10), ("1MiB", 1 << 20), ("1GiB", 1 << 30)] {
-        let payload = Bytes::from(vec![1u8; size]);
-        let msg = Value::map_of([
-            ("op", "compute-task".into()),
-            ("key", Value::Array(vec!["x".into(), 0.into()])),
-            ("data", Value::Serialize(Box::new(Value::Bin(payload)))),
-        ]);
-        g.throughput(Throughput::Elements(1));
-        g.bench_function(BenchmarkId::new("dumps", name), |b| {
+    g.throughput(Throughput::Elements(1));
+    for size in [1usize << 10, 1 << 20, 64 << 20, 1 << 30] {
+        let name = size_name(size);
+        let msg = common::serialize_task(bytes::Bytes::from(vec![1u8; size]));
+        g.bench_function(BenchmarkId::new("dumps", &name), |b| {
             b.iter(|| black_box(dumps(black_box(&msg)).unwrap()))
         });
         let frames = dumps(&msg).unwrap();
-        g.bench_function(BenchmarkId::new("loads", name), |b| {
+        g.bench_function(BenchmarkId::new("loads", &name), |b| {
             b.iter(|| black_box(loads(black_box(&frames), &limits).unwrap()))
         });
     }
     g.finish();
 }
 
-criterion_group!(benches, small_ints, small_bytes, big_payload);
+criterion_group!(benches, roundtrip, big_payload, ser_de);
 criterion_main!(benches);

@@ -1,0 +1,278 @@
+//! framewire's side of `scripts/bench-compare`: a worker that runs one
+//! measurement per request, so the driver (`benches/bench_compare.py`) can
+//! interleave it with Python Dask's side (`benches/dask_peer.py`) round by
+//! round. Not a criterion bench (`harness = false`):
+//!
+//! ```text
+//! compare serve      JSON requests on stdin, one JSON result per line on stdout
+//! compare rss-recv   receives one message on 127.0.0.1 (port printed first) and
+//!                    prints its VmRSS before and VmHWM after (peak-RSS row)
+//! ```
+//!
+//! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `dumps` {size,
+//! min_time}, `transport` {variant, size, count, flavor}, `small_one_way`
+//! {count, flavor}, `round_trip` {count, flavor}, `rss` {size, deserialize},
+//! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
+//! one call); results are seconds, never ratios: the driver pairs them.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use bytes::Bytes;
+use framewire::serialize::{deserialize, serialize};
+use framewire::transport::Connection;
+use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, Value};
+use serde_json::{json, Value as Json};
+
+mod common;
+use common::{
+    collection, deserialize_options, mode, ndarray_message, rss_and_hwm, serialize_options,
+    serialize_task, small_task, Flavor, Link, PingPong, Variant,
+};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("serve") => serve(),
+        Some("rss-recv") => rss_recv(args.get(1).map(String::as_str) == Some("deserialize")),
+        _ => {
+            // `cargo bench` runs every bench target with `--bench`: nothing to do here.
+            eprintln!("compare: the worker of scripts/bench-compare (run that instead)");
+        }
+    }
+}
+
+/// Values kept between rounds of one row, so building them is never timed.
+#[derive(Default)]
+struct Cache {
+    /// The collection of the current serialize row, by (name, n).
+    collection: Option<((String, usize), Value)>,
+    /// (collection, mode) pairs whose warm-up call has run.
+    warmed: HashSet<(String, String)>,
+    dumps: HashMap<usize, Value>,
+    runtimes: HashMap<&'static str, tokio::runtime::Runtime>,
+}
+
+impl Cache {
+    fn runtime(&mut self, flavor: &str) -> &tokio::runtime::Runtime {
+        let key = match flavor {
+            "1thread" => "1thread",
+            _ => "2threads",
+        };
+        self.runtimes
+            .entry(key)
+            .or_insert_with(|| Flavor::parse(key).runtime())
+    }
+}
+
+fn serve() {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut cache = Cache::default();
+    for line in stdin.lock().lines() {
+        let line = line.expect("stdin");
+        if line.trim().is_empty() {
+            continue;
+        }
+        let req: Json = serde_json::from_str(&line).expect("a JSON request");
+        let op = req["op"].as_str().unwrap_or("");
+        if op == "quit" {
+            break;
+        }
+        let result = handle(op, &req, &mut cache);
+        writeln!(out, "{result}").expect("stdout");
+        out.flush().expect("stdout");
+    }
+}
+
+fn get_usize(req: &Json, key: &str) -> usize {
+    req[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("request needs {key}")) as usize
+}
+
+/// Calls `f` until `min_time` seconds have passed; seconds per call.
+fn timed(min_time: f64, mut f: impl FnMut()) -> (f64, u64) {
+    let start = Instant::now();
+    let mut calls = 0u64;
+    loop {
+        f();
+        calls += 1;
+        let elapsed = start.elapsed().as_secs_f64();
+        if elapsed >= min_time {
+            return (elapsed / calls as f64, calls);
+        }
+    }
+}
+
+fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
+    let min_time = req["min_time"].as_f64().unwrap_or(0.1);
+    match op {
+        "serde" => {
+            let name = req["struct"].as_str().expect("struct").to_owned();
+            let n = get_usize(req, "n");
+            let key = (name.clone(), n);
+            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
+                cache.collection = None; // free the previous one first
+                cache.collection = Some((key, collection(&name, n)));
+            }
+            let value = &cache.collection.as_ref().expect("cached").1;
+            let mode_name = req["mode"].as_str().expect("mode");
+            let opts = serialize_options(mode(mode_name));
+            let de = deserialize_options();
+            if cache.warmed.insert((name, mode_name.to_owned())) {
+                // Untimed warm-up, once per collection and mode (first-use costs).
+                match serialize(value, &opts) {
+                    Ok(block) => drop(deserialize(&block, &de).expect("deserialize")),
+                    Err(e) => return json!({"error": e.to_string()}),
+                }
+            }
+            let mut frames = 0;
+            let (per_call, calls) = timed(min_time, || {
+                let block = serialize(std::hint::black_box(value), &opts).expect("serialize");
+                frames = block.frames().len();
+                std::hint::black_box(deserialize(&block, &de).expect("deserialize"));
+            });
+            json!({"per_call_s": per_call, "calls": calls, "frames": frames})
+        }
+        "dumps" => {
+            let size = get_usize(req, "size");
+            let msg = cache
+                .dumps
+                .entry(size)
+                .or_insert_with(|| serialize_task(Bytes::from(vec![1u8; size])));
+            let frames = dumps(msg).expect("dumps").len();
+            let (per_call, calls) = timed(min_time, || {
+                std::hint::black_box(dumps(std::hint::black_box(msg)).expect("dumps"));
+            });
+            json!({"per_call_s": per_call, "calls": calls, "frames": frames})
+        }
+        "transport" => {
+            let variant = Variant::parse(req["variant"].as_str().expect("variant"));
+            let (size, count) = (get_usize(req, "size"), get_usize(req, "count"));
+            let rt = cache.runtime(req["flavor"].as_str().unwrap_or("2threads"));
+            let mut link = Link::new(rt, variant, size);
+            let secs = link.run(rt, count as u64).as_secs_f64();
+            json!({"secs": secs, "bytes": size * count, "count": count})
+        }
+        "small_one_way" => {
+            let count = get_usize(req, "count");
+            let rt = cache.runtime(req["flavor"].as_str().unwrap_or("1thread"));
+            let mut link = Link::task(rt, small_task());
+            let secs = link.run(rt, count as u64).as_secs_f64();
+            json!({"secs": secs, "count": count})
+        }
+        "round_trip" => {
+            let count = get_usize(req, "count");
+            let rt = cache.runtime(req["flavor"].as_str().unwrap_or("1thread"));
+            let mut pp = PingPong::new(rt);
+            let secs = pp.run(rt, count as u64).as_secs_f64();
+            json!({"secs": secs, "count": count})
+        }
+        "reset" => {
+            let runtimes = std::mem::take(&mut cache.runtimes);
+            *cache = Cache {
+                runtimes,
+                ..Cache::default()
+            };
+            json!({"ok": true})
+        }
+        "rss" => rss_send(
+            get_usize(req, "size"),
+            req["deserialize"].as_bool().unwrap_or(true),
+        ),
+        other => json!({"error": format!("unknown op {other:?}")}),
+    }
+}
+
+/// The sending side of the peak-RSS row: starts a fresh `rss-recv` process
+/// (so its peak is its own), sends it one message carrying a `size`-byte
+/// ndarray (sharded at 64 MiB, as Dask does) and returns its report.
+fn rss_send(size: usize, deserialize: bool) -> Json {
+    let exe = std::env::current_exe().expect("own path");
+    let mut child = Command::new(exe)
+        .arg("rss-recv")
+        .arg(if deserialize { "deserialize" } else { "frames" })
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn rss-recv");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let port: u16 = lines
+        .next()
+        .expect("a port line")
+        .expect("read")
+        .trim()
+        .parse()
+        .expect("a port");
+    let msg = ndarray_message(Bytes::from(vec![1u8; size]));
+    let env = Envelope::new(dumps(&msg).expect("dumps")).expect("envelope");
+    let frames = env.frames().len();
+    let rt = Flavor::OneThread.runtime();
+    rt.block_on(async {
+        let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let mut tx = Connection::builder().limits(Limits::dask_compat()).build(s);
+        tx.send(env).await.expect("send");
+        // Wait for the receiver to be done before dropping the payload.
+        let _ = tx.recv().await;
+    });
+    let report = lines.next().expect("a report").expect("read");
+    child.wait().expect("rss-recv exit");
+    let mut report: Json = serde_json::from_str(&report).expect("JSON report");
+    report["frames"] = json!(frames);
+    report["size"] = json!(size);
+    report
+}
+
+/// Receives one message and reports `VmRSS` before it and `VmHWM` after it
+/// (with every frame, or the deserialized value, still alive).
+fn rss_recv(deserialize: bool) {
+    let rt = Flavor::OneThread.runtime();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        println!("{}", listener.local_addr().expect("addr").port());
+        std::io::stdout().flush().expect("stdout");
+        let (s, _) = listener.accept().await.expect("accept");
+        s.set_nodelay(true).expect("nodelay");
+        let limits = Limits::dask_compat();
+        let mut rx = Connection::builder().limits(limits.clone()).build(s);
+        let (rss_before, hwm_before) = rss_and_hwm();
+        let env = rx.recv().await.expect("a message").expect("recv");
+        let payload: usize = env.frames().iter().skip(1).map(Bytes::len).sum();
+        let kept = if deserialize {
+            let value = loads(env.frames(), &limits).expect("loads");
+            // Shards merge into the receive buffer: no copy.
+            let de = deserialize_options().backed_by(&env);
+            drop(env);
+            let value = deserialize_blocks(value, &de).expect("deserialize");
+            let data = match value.get("data") {
+                Some(Value::NdArray(a)) => a.data().len(),
+                other => panic!("expected an ndarray, got {other:?}"),
+            };
+            assert!(data > 0);
+            Box::new(value) as Box<dyn std::any::Any>
+        } else {
+            Box::new(env) as Box<dyn std::any::Any>
+        };
+        let (rss_after, hwm_after) = rss_and_hwm();
+        println!(
+            "{}",
+            json!({
+                "rss_before": rss_before, "hwm_before": hwm_before,
+                "rss_after": rss_after, "hwm_after": hwm_after,
+                "payload": payload, "deserialized": deserialize,
+            })
+        );
+        std::io::stdout().flush().expect("stdout");
+        drop(kept);
+        // Tell the sender we are done (any message will do).
+        let ack = Envelope::new(dumps(&Value::str("ok")).expect("dumps")).expect("env");
+        let _ = rx.send(ack).await;
+    });
+}

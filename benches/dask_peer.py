@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Python Dask's side of scripts/bench-compare: the same requests as
+benches/compare.rs (framewire's side), answered with distributed 2026.8.0.
+
+    dask_peer.py serve             JSON requests on stdin, one JSON result per line on stdout
+    dask_peer.py rss-recv MODE     receives one message over distributed.comm and prints its
+                                   VmRSS before and VmHWM after (peak-RSS row)
+
+Requests ("op"): serde {struct, mode, n, min_time}, dumps {size, min_time},
+transport {size, count}, small_one_way {count}, round_trip {count}, rss {size},
+reset (drop cached values), quit.
+
+Method (as /work/shared/peers measured Dask): serialize/deserialize and dumps are
+timed with time.perf_counter, gc collected before and disabled inside the timed
+loop (a lower bound for Python); a loop runs until min_time has passed (at least
+one call). The comm rows put both ends in this one process on one asyncio event
+loop, over tcp://127.0.0.1, deserialize=True on both ends (py_small_msgs.py's
+set-up); each request opens a fresh listener and connection, sends one
+warm-up message, then times `count` messages until the receiver has the last.
+Modes: never = iterate_collection=False, auto = None, always = True.
+"""
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+from distributed.comm import connect, listen
+from distributed.comm.core import CommClosedError
+from distributed.protocol import deserialize, dumps, serialize, to_serialize
+
+MODES = {"never": False, "auto": None, "always": True}
+
+
+def collection(name, n):
+    """The collections of benches/common/mod.rs, element for element."""
+    if name == "tuple_small_ints":
+        return tuple(i % 100 for i in range(n))
+    if name == "list_bytes8":
+        return [i.to_bytes(8, "little") for i in range(n)]
+    if name == "dict_str_int":
+        return {f"k{i}": i % 100 for i in range(n)}
+    if name == "nested_small_ints":
+        return [[i % 100 for i in range(s, min(s + 10, n))] for s in range(0, n, 10)]
+    raise ValueError(f"no Python peer for collection {name!r}")
+
+
+def timed(fn, min_time):
+    """Seconds per call of fn, calling it until min_time has passed."""
+    gc.collect()
+    gc.disable()
+    try:
+        calls = 0
+        t0 = time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= min_time:
+                return elapsed / calls, calls
+    finally:
+        gc.enable()
+
+
+def rss_and_hwm():
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key = line.split(":", 1)[0]
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(line.split()[1]) * 1024
+    return out.get("VmRSS", 0), out.get("VmHWM", 0)
+
+
+class Peer:
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.cached = None  # (key, value)
+        self.dumps_msgs = {}
+        self.warmed = set()
+
+    def cache(self, key, make):
+        if self.cached is None or self.cached[0] != key:
+            self.cached = None  # free the previous value first
+            gc.collect()
+            self.cached = (key, make())
+        return self.cached[1]
+
+    # ---- serialize --------------------------------------------------------------------
+
+    def serde(self, req):
+        n, mode = req["n"], req["mode"]
+        x = self.cache(("serde", req["struct"], n), lambda: collection(req["struct"], n))
+        flag = MODES[mode]
+        if (req["struct"], mode) not in self.warmed:
+            # Untimed warm-up, once per collection and mode: first-use costs (imports).
+            h, f = serialize(x, iterate_collection=flag)
+            deserialize(h, f)
+            del h, f
+            self.warmed.add((req["struct"], mode))
+        frames = []
+
+        def call():
+            h, f = serialize(x, iterate_collection=flag)
+            frames[:] = [len(f)]
+            deserialize(h, f)
+
+        per_call, calls = timed(call, req.get("min_time", 0.1))
+        return {"per_call_s": per_call, "calls": calls, "frames": frames[0]}
+
+    def dumps(self, req):
+        size = req["size"]
+        if size not in self.dumps_msgs:
+            payload = b"\x01" * size
+            self.dumps_msgs[size] = {"op": "compute-task", "key": ("x", 0), "data": to_serialize(payload)}
+        msg = self.dumps_msgs[size]
+        # A comm passes the negotiated compression in the context (False by default in
+        # 2026.8.0); without one, dumps would try lz4 on every shard ("auto").
+        ctx = {"compression": None}
+        nframes = len(dumps(msg, context=ctx))
+        per_call, calls = timed(lambda: dumps(msg, context=ctx), req.get("min_time", 0.1))
+        return {"per_call_s": per_call, "calls": calls, "frames": nframes}
+
+    def reset(self, req):
+        self.cached = None
+        self.dumps_msgs = {}
+        gc.collect()
+        return {"ok": True}
+
+    # ---- comm -------------------------------------------------------------------------
+
+    async def _one_way(self, msg, count):
+        state = {"n": 0, "target": 1, "done": asyncio.Event()}
+
+        async def handle(comm):
+            try:
+                while True:
+                    m = await comm.read()
+                    del m
+                    state["n"] += 1
+                    if state["n"] == state["target"]:
+                        state["done"].set()
+            except CommClosedError:
+                pass
+
+        listener = listen("tcp://127.0.0.1:0", handle, deserialize=True)
+        await listener.start()
+        comm = await connect(listener.contact_address, deserialize=True)
+        await comm.write(msg)  # warm-up
+        await state["done"].wait()
+        state.update(n=0, target=count, done=asyncio.Event())
+        t0 = time.perf_counter()
+        for _ in range(count):
+            await comm.write(msg)
+        await state["done"].wait()
+        secs = time.perf_counter() - t0
+        await comm.close()
+        listener.stop()
+        return secs
+
+    async def _round_trip(self, count):
+        async def handle(comm):
+            try:
+                while True:
+                    m = await comm.read()
+                    if m == "ping":
+                        await comm.write("pong")
+            except CommClosedError:
+                pass
+
+        listener = listen("tcp://127.0.0.1:0", handle, deserialize=True)
+        await listener.start()
+        comm = await connect(listener.contact_address, deserialize=True)
+        for _ in range(10):  # warm-up
+            await comm.write("ping")
+            await comm.read()
+        t0 = time.perf_counter()
+        for _ in range(count):
+            await comm.write("ping")
+            assert await comm.read() == "pong"
+        secs = time.perf_counter() - t0
+        await comm.close()
+        listener.stop()
+        return secs
+
+    def transport(self, req):
+        size, count = req["size"], req["count"]
+        arr = self.cache(("array", size), lambda: (np.arange(size) % 251).astype(np.uint8))
+        msg = {"op": "send", "data": to_serialize(arr)}
+        secs = self.loop.run_until_complete(self._one_way(msg, count))
+        return {"secs": secs, "bytes": size * count, "count": count}
+
+    def small_one_way(self, req):
+        msg = {"op": "compute-task", "key": ("x", 1),
+               "run_spec": ("f", to_serialize(b"\x00" * 1024)), "priority": (0, 1)}
+        secs = self.loop.run_until_complete(self._one_way(msg, req["count"]))
+        return {"secs": secs, "count": req["count"]}
+
+    def round_trip(self, req):
+        secs = self.loop.run_until_complete(self._round_trip(req["count"]))
+        return {"secs": secs, "count": req["count"]}
+
+    # ---- peak RSS ---------------------------------------------------------------------
+
+    def rss(self, req):
+        """Sends one message with a size-byte ndarray to a fresh receiver process."""
+        size = req["size"]
+        self.cached = None
+        gc.collect()
+        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "rss-recv"],
+                                 stdout=subprocess.PIPE, text=True)
+        addr = child.stdout.readline().strip()
+        arr = np.ones(size, dtype=np.uint8)
+        msg = {"op": "send", "data": to_serialize(arr)}
+
+        async def send():
+            comm = await connect(addr, deserialize=True)
+            await comm.write(msg)
+            await comm.read()  # the receiver's "ok", once it has measured
+            await comm.close()
+
+        self.loop.run_until_complete(send())
+        report = json.loads(child.stdout.readline())
+        child.wait(timeout=120)
+        return report
+
+
+def rss_recv():
+    async def main():
+        done = asyncio.Event()
+
+        async def handle(comm):
+            rss_before, hwm_before = rss_and_hwm()
+            msg = await comm.read()
+            payload = int(msg["data"].nbytes)
+            rss_after, hwm_after = rss_and_hwm()
+            print(json.dumps({"rss_before": rss_before, "hwm_before": hwm_before,
+                              "rss_after": rss_after, "hwm_after": hwm_after,
+                              "payload": payload, "deserialized": True}), flush=True)
+            del msg
+            await comm.write("ok")
+            await comm.close()
+            done.set()
+
+        listener = listen("tcp://127.0.0.1:0", handle, deserialize=True)
+        await listener.start()
+        print(listener.contact_address, flush=True)
+        await done.wait()
+        listener.stop()
+
+    asyncio.run(main())
+
+
+def serve():
+    peer = Peer()
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        req = json.loads(line)
+        op = req.get("op")
+        if op == "quit":
+            break
+        handler = getattr(peer, op, None)
+        try:
+            result = handler(req) if handler else {"error": f"unknown op {op!r}"}
+        except ValueError as e:
+            result = {"error": str(e)}
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "rss-recv":
+        rss_recv()
+    else:
+        serve()
