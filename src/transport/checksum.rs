@@ -22,7 +22,7 @@ use crate::error::DecodeError;
 /// With checksums on, large frames are written and read in pieces of at
 /// most this many bytes, summed right after each system call while they
 /// are still in the CPU's cache.
-pub(crate) const PIECE: usize = 128 << 10;
+pub(crate) const PIECE: usize = 1 << 20;
 
 /// The handshake extension: `"framewire-checksum": "crc32"`.
 pub(crate) const EXTENSION: &str = "checksum";
