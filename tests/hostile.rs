@@ -1574,3 +1574,41 @@ fn encode_zero_frames_and_first_read_out_of_range() {
         EncodeError::FirstReadOutOfRange { k: 2, frames: 1 }
     );
 }
+
+/// Regression for the first 20-minute ASan run of `msgpack_decode`
+/// (fuzz/artifacts/msgpack_decode/crash-f6b3560…): a frame 0 of about
+/// 3 KB that opens with `93` (fixarray of 3) and then nests `91`
+/// (fixarray of 1) about a thousand times, with a few `c4 01 93` (bin8 of
+/// one byte) leaves, decodes under `dask_compat()` (depth ≤ 1024) and then
+/// overflowed the target's 128 KiB thread *while being dropped*: decoding
+/// is iterative, dropping a `Value` recurses once per level. Not a decoder
+/// bug: stack use is bounded by `max_depth` (SPEC.md §7), and the fuzz
+/// target now gives `dask_compat()` values the 1 MiB SPEC.md asks for. This
+/// checks that bound: the same shape, 1 000 levels, decoded, compared,
+/// re-encoded and dropped on 1 MiB.
+#[test]
+fn fuzz_msgpack_decode_1000_deep_fixarray_chain_fits_the_documented_stack() {
+    let mut bytes = vec![0x93];
+    bytes.extend(std::iter::repeat_n(0x91, 999));
+    bytes.extend_from_slice(b"\xc4\x01\x93"); // the innermost: bin8 of one byte
+    bytes.extend_from_slice(b"\xc0\xc0"); // the outer array's other two items
+    let ok = on_small_stack(1 << 20, move || {
+        let frames = vec![Bytes::from(bytes)];
+        let v = framewire::loads(&frames, &compat()).expect("1 000 levels are within dask_compat");
+        let again = dumps(&v).expect("re-encodes");
+        assert_eq!(again, frames, "byte for byte");
+        let back = framewire::loads(&again, &compat()).unwrap();
+        assert_eq!(back, v);
+        drop((v, back));
+        true
+    });
+    assert!(ok);
+    // Under strict() (depth 64) the same bytes are refused before any of it is built.
+    let mut strict = vec![0x93];
+    strict.extend(std::iter::repeat_n(0x91, 999));
+    strict.extend_from_slice(b"\xc4\x01\x93\xc0\xc0");
+    assert!(matches!(
+        framewire::loads(&[Bytes::from(strict)], &Limits::strict()),
+        Err(DecodeError::DepthExceeded { limit: 64, .. })
+    ));
+}
