@@ -8,8 +8,8 @@ mod dask_python;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
@@ -24,80 +24,9 @@ const STARTUP: Duration = Duration::from_secs(90);
 
 // ---- helpers -------------------------------------------------------------------
 
-/// A scratch directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("framewire-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A background process, killed (and reaped) on drop, whatever happens.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    /// Starts `cmd` in `dir`, stdout and stderr into `dir/<name>.log`.
-    fn start(name: &str, cmd: &mut Command, dir: &Path) -> Daemon {
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        Daemon { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until `find` finds something in the log; panics (with the log)
-    /// if the process exits or `timeout` passes first.
-    fn wait_for<T>(&mut self, timeout: Duration, find: impl Fn(&str) -> Option<T>) -> T {
-        let started = Instant::now();
-        loop {
-            let log = self.log();
-            if let Some(found) = find(&log) {
-                return found;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("the process exited ({status}) early; its log:\n{log}");
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "nothing expected in the log after {timeout:?}; the log:\n{log}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+#[path = "support/procs.rs"]
+mod procs;
+use procs::{Daemon, TempDir};
 
 /// A real `dask scheduler` on 127.0.0.1, any free port, no dashboard.
 fn start_scheduler(dir: &Path) -> (Daemon, String) {

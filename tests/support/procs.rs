@@ -1,0 +1,93 @@
+//! Background processes and scratch directories for the CLI tests
+//! (`tests/cli_call.rs`, `tests/tap_e2e.rs`): killed, reaped and removed on
+//! drop, whatever happens.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// A scratch directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("framewire-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A background process, killed (and reaped) on drop, whatever happens.
+pub struct Daemon {
+    name: String,
+    pub child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `cmd` in `dir`, stdout and stderr into `dir/<name>.log`.
+    pub fn start(name: &str, cmd: &mut Command, dir: &Path) -> Daemon {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Daemon {
+            name: name.to_owned(),
+            child,
+            log,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until `find` finds something in the log; panics (with the log)
+    /// if the process exits or `timeout` passes first.
+    pub fn wait_for<T>(&mut self, timeout: Duration, find: impl Fn(&str) -> Option<T>) -> T {
+        let started = Instant::now();
+        loop {
+            let log = self.log();
+            if let Some(found) = find(&log) {
+                return found;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("{} exited ({status}) early; its log:\n{log}", self.name);
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "{}: nothing expected in the log after {timeout:?}; the log:\n{log}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
