@@ -699,6 +699,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "compresses megabytes: hours under Miri")]
     fn sample_pieces_are_evenly_spaced_and_cut_where_the_next_starts() {
         // 1 000 000 bytes: pieces at 0, 247 500, 495 000, 742 500, 990 000.
         let frame: Vec<u8> = (0..1_000_000u32).map(|i| (i / 2_500) as u8).collect();
