@@ -431,19 +431,6 @@ fn bad_input_is_one_line() {
     );
 }
 
-/// Waits (bounded) until the server has seen connection `idx` end.
-fn wait_seen(seen: &std::sync::Mutex<Vec<fw_server::Seen>>, idx: usize) -> fw_server::Seen {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let all = seen.lock().unwrap().clone();
-        if let Some(s) = all.get(idx).filter(|s| s.end.is_some()) {
-            return s.clone();
-        }
-        assert!(Instant::now() < deadline, "connection {idx}: {all:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn call_a_framewire_server_with_lz4_and_checksums() {
     use framewire::Value;
@@ -472,7 +459,7 @@ fn call_a_framewire_server_with_lz4_and_checksums() {
         Some(&msg),
     );
     assert_eq!(reply(&out), expected);
-    let s = wait_seen(&seen, 0);
+    let s = fw_server::wait_seen(&seen, 0);
     assert!(s.checksums, "{s:?}");
     assert_eq!(s.compression.as_deref(), Some("lz4"), "{s:?}");
     assert_eq!(s.echo_codecs, [vec![lz4.clone()]], "{s:?}");
@@ -483,7 +470,7 @@ fn call_a_framewire_server_with_lz4_and_checksums() {
     // Neither flag: Dask's defaults, nothing compressed, no trailers.
     let (out, _) = framewire(&["call", &address, "-"], Some(&msg));
     assert_eq!(reply(&out), expected);
-    let s = wait_seen(&seen, 1);
+    let s = fw_server::wait_seen(&seen, 1);
     assert!(!s.checksums, "{s:?}");
     assert_eq!(s.compression, None, "{s:?}");
     assert_eq!(s.echo_codecs, [vec![raw.clone()]], "{s:?}");
@@ -504,7 +491,7 @@ fn call_a_framewire_server_with_lz4_and_checksums() {
         Some(&msg),
     );
     assert_eq!(reply(&out), expected);
-    let s = wait_seen(&seen, 2);
+    let s = fw_server::wait_seen(&seen, 2);
     assert!(s.checksums, "{s:?}");
     assert_eq!(s.compression, None, "{s:?}");
     assert_eq!(s.echo_codecs, [vec![raw]], "{s:?}");

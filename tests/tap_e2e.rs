@@ -559,19 +559,6 @@ mod raw {
         )
     }
 
-    /// Waits (bounded) until the server has seen connection `idx` end.
-    fn wait_seen(seen: &std::sync::Mutex<Vec<fw_server::Seen>>, idx: usize) -> fw_server::Seen {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let all = seen.lock().unwrap().clone();
-            if let Some(s) = all.get(idx).filter(|s| s.end.is_some()) {
-                return s.clone();
-            }
-            assert!(Instant::now() < deadline, "connection {idx}: {all:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
     #[test]
     fn tap_verifies_checksums_between_framewire_peers() {
         use sha2::{Digest, Sha256};
@@ -605,7 +592,7 @@ mod raw {
             "-",
         ];
         assert_eq!(call(&args, &msg), expected);
-        let s = wait_seen(&seen, 0);
+        let s = fw_server::wait_seen(&seen, 0);
         assert!(s.checksums, "{s:?}");
         assert_eq!(s.compression.as_deref(), Some("lz4"), "{s:?}");
         assert_eq!(s.echo_codecs, [vec![lz4.clone()]], "{s:?}");
@@ -665,7 +652,7 @@ mod raw {
                     && l.contains("checksum")),
             "{log}"
         );
-        let s = wait_seen(&seen, 1);
+        let s = fw_server::wait_seen(&seen, 1);
         assert!(s.checksums, "{s:?}");
         assert!(s.ops.is_empty(), "{s:?}");
         assert!(tap.is_running(), "{}", tap.log());
@@ -684,7 +671,7 @@ mod raw {
             "-",
         ];
         assert_eq!(call(&args, &msg), expected);
-        let s = wait_seen(&seen, 2);
+        let s = fw_server::wait_seen(&seen, 2);
         assert!(s.checksums, "{s:?}");
         assert_eq!(s.echo_codecs, [vec![lz4]], "{s:?}");
         let log = wait_log(&plain_log, " closed", 1);

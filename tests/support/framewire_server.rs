@@ -161,3 +161,19 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
         }
     }
 }
+
+/// Waits (bounded) until the server has seen connection `idx` end.
+pub fn wait_seen(seen: &std::sync::Mutex<Vec<Seen>>, idx: usize) -> Seen {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let all = seen.lock().unwrap().clone();
+        if let Some(s) = all.get(idx).filter(|s| s.end.is_some()) {
+            return s.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "connection {idx}: {all:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
