@@ -51,6 +51,9 @@ struct Open {
 /// The items of an open container; a map keeps its key until the value comes.
 enum Items {
     Array(Vec<Value>),
+    /// An array being packed; it becomes an `Array` at its first item that
+    /// is not an integer in `i64`'s range.
+    Ints(Vec<i64>),
     Map(Vec<(Value, Value)>, Option<Value>),
 }
 
@@ -194,6 +197,29 @@ pub(crate) fn decode(
     limits: &Limits,
     hook: &mut MapHook<'_>,
 ) -> Result<Value, DecodeError> {
+    decode_with(buf, frame, limits, hook, usize::MAX)
+}
+
+/// [`decode`] with every map kept plain and every array of at least
+/// `pack_min` items that are all integers in `i64`'s range packed into a
+/// [`Value::IntArray`] (the `msgpack` family's blobs). It accepts and
+/// refuses exactly what [`decode`] does.
+pub(crate) fn decode_packed(
+    buf: &Bytes,
+    frame: usize,
+    limits: &Limits,
+    pack_min: usize,
+) -> Result<Value, DecodeError> {
+    decode_with(buf, frame, limits, &mut plain_map, pack_min)
+}
+
+fn decode_with(
+    buf: &Bytes,
+    frame: usize,
+    limits: &Limits,
+    hook: &mut MapHook<'_>,
+    pack_min: usize,
+) -> Result<Value, DecodeError> {
     let mut rd = Reader::new(buf, frame, limits)?;
     let mut stack: Vec<Open> = Vec::new();
     let mut items_seen: usize = 0;
@@ -229,15 +255,21 @@ pub(crate) fn decode(
                     prealloc_left -= cap * per_item;
                     let items = if is_map {
                         Items::Map(Vec::with_capacity(cap), None)
+                    } else if n >= pack_min as u64 {
+                        Items::Ints(Vec::with_capacity(cap))
                     } else {
                         Items::Array(Vec::with_capacity(cap))
                     };
-                    stack.push(Open {
+                    let mut open = Open {
                         remaining: n,
                         items,
                         reserved: cap * per_item,
                         start,
-                    });
+                    };
+                    if let Items::Ints(ints) = &mut open.items {
+                        read_ints(&mut rd, ints, &mut open.remaining, &mut items_seen, limits);
+                    }
+                    stack.push(open);
                     continue;
                 }
             }
@@ -252,6 +284,15 @@ pub(crate) fn decode(
             };
             match &mut top.items {
                 Items::Array(items) => items.push(value),
+                Items::Ints(ints) => match value.as_int().and_then(Integer::as_i64) {
+                    Some(x) => ints.push(x),
+                    // Not an i64 after all: unpack what came so far.
+                    None => {
+                        let mut items: Vec<Value> = ints.drain(..).map(Value::from).collect();
+                        items.push(value);
+                        top.items = Items::Array(items);
+                    }
+                },
                 Items::Map(entries, key) => match key.take() {
                     Some(k) => entries.push((k, value)),
                     None => *key = Some(value),
@@ -271,8 +312,63 @@ pub(crate) fn decode(
 fn finish(items: Items, at: Position, hook: &mut MapHook<'_>) -> Result<Value, DecodeError> {
     match items {
         Items::Array(items) => Ok(Value::Array(items)),
+        Items::Ints(ints) => Ok(Value::IntArray(ints)),
         Items::Map(entries, _) => hook(entries, at),
     }
+}
+
+/// The fast path of a packed array: reads integers straight into `ints`
+/// while they come, leaving the array's last item (which closes it), and
+/// anything else, to the general loop. It stops short of every error, so the
+/// general loop reports it exactly as [`decode`] would.
+fn read_ints(
+    rd: &mut Reader<'_>,
+    ints: &mut Vec<i64>,
+    remaining: &mut u64,
+    items_seen: &mut usize,
+    limits: &Limits,
+) {
+    let buf: &[u8] = rd.buf;
+    let mut pos = rd.pos;
+    let budget = limits.max_msgpack_items.saturating_sub(*items_seen);
+    let todo = usize::try_from(*remaining - 1)
+        .unwrap_or(usize::MAX)
+        .min(budget);
+    let mut done = 0;
+    while done < todo {
+        let Some(&b) = buf.get(pos) else { break };
+        let (x, width) = match b {
+            0x00..=0x7f => (i64::from(b), 1),
+            0xe0..=0xff => (i64::from(b as i8), 1),
+            0xcc..=0xd3 => {
+                let width = 1usize << ((b - 0xcc) & 3);
+                let Some(be) = buf.get(pos + 1..pos + 1 + width) else {
+                    break;
+                };
+                let mut raw = [0u8; 8];
+                raw[8 - width..].copy_from_slice(be);
+                let u = u64::from_be_bytes(raw);
+                let x = if b >= 0xd0 {
+                    // Signed: sign-extend from `width` bytes.
+                    let shift = 64 - 8 * width as u32;
+                    ((u << shift) as i64) >> shift
+                } else {
+                    match i64::try_from(u) {
+                        Ok(x) => x,
+                        Err(_) => break, // above i64: the general loop unpacks
+                    }
+                };
+                (x, 1 + width)
+            }
+            _ => break,
+        };
+        ints.push(x);
+        pos += width;
+        done += 1;
+    }
+    rd.pos = pos;
+    *remaining -= done as u64;
+    *items_seen += done;
 }
 
 fn read_item(rd: &mut Reader<'_>) -> Result<Item, DecodeError> {
@@ -513,6 +609,16 @@ pub(crate) fn encode_into(
                 }
                 todo.extend(rest.iter().rev().map(|x| (x, depth + 1)));
             }
+            Value::IntArray(items) => {
+                check_depth(depth)?;
+                let len = u32::try_from(items.len())
+                    .map_err(|_| EncodeError::TooLong { len: items.len() })?;
+                let _ = rmp::encode::write_array_len(&mut out.writer(), len);
+                out.reserve(items.len());
+                for &x in items {
+                    put_int(out, x);
+                }
+            }
             Value::Map(entries) => {
                 check_depth(depth)?;
                 let len = u32::try_from(entries.len())
@@ -553,9 +659,7 @@ fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
             Some(u) => put_uint(out, u),
             // Negative, so in i64's range: rmp picks the smallest signed
             // form, as msgpack-python does.
-            None => {
-                let _ = rmp::encode::write_sint(&mut out.writer(), i.as_i64().unwrap_or(i64::MIN));
-            }
+            None => put_int(out, i.as_i64().unwrap_or(i64::MIN)),
         },
         Value::Float(f) => {
             let _ = rmp::encode::write_f64(&mut out.writer(), *f);
@@ -578,6 +682,15 @@ fn check_depth(depth: usize) -> Result<(), EncodeError> {
         });
     }
     Ok(())
+}
+
+fn put_int(out: &mut BytesMut, v: i64) {
+    match u64::try_from(v) {
+        Ok(u) => put_uint(out, u),
+        Err(_) => {
+            let _ = rmp::encode::write_sint(&mut out.writer(), v);
+        }
+    }
 }
 
 fn put_uint(out: &mut BytesMut, v: u64) {
@@ -673,6 +786,127 @@ mod tests {
                         let mut m = seed.clone();
                         m[i] = byte;
                         agree(&m, &limits);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `decode_packed` must accept and refuse exactly what `decode` does
+    /// (same error), give an equal value, and pack exactly the arrays of at
+    /// least `pack_min` items that are all integers in `i64`'s range.
+    fn packed_agrees(buf: &[u8], limits: &Limits, pack_min: usize) {
+        let buf = Bytes::copy_from_slice(buf);
+        let plain = decode(&buf, 0, limits, &mut plain_map);
+        let packed = decode_packed(&buf, 0, limits, pack_min);
+        match (&plain, &packed) {
+            (Ok(p), Ok(q)) => {
+                assert_eq!(p, q, "{buf:02x?}");
+                assert_packed_exactly(p, q, pack_min);
+            }
+            (Err(p), Err(q)) => assert_eq!(p, q, "{buf:02x?}"),
+            _ => panic!("decode {plain:?} but decode_packed {packed:?} for {buf:02x?}"),
+        }
+    }
+
+    fn assert_packed_exactly(plain: &Value, packed: &Value, pack_min: usize) {
+        match (plain, packed) {
+            (Value::Array(a), Value::IntArray(p)) => {
+                assert!(a.len() >= pack_min && a.len() == p.len());
+            }
+            (Value::Array(a), Value::Array(b)) => {
+                let all_i64 = a
+                    .iter()
+                    .all(|v| v.as_int().and_then(Integer::as_i64).is_some());
+                assert!(a.len() < pack_min || !all_i64, "not packed: {a:?}");
+                for (x, y) in a.iter().zip(b) {
+                    assert_packed_exactly(x, y, pack_min);
+                }
+            }
+            (Value::Map(a), Value::Map(b)) => {
+                for ((k, x), (l, y)) in a.iter().zip(b) {
+                    assert_packed_exactly(k, l, pack_min);
+                    assert_packed_exactly(x, y, pack_min);
+                }
+            }
+            (p, q) => assert_eq!(p, q),
+        }
+    }
+
+    #[test]
+    fn packed_decoding_covers_every_int_form_and_agrees_with_decode() {
+        // Every integer form at its edges, in i64's range.
+        let ints: Vec<i64> = vec![
+            0,
+            1,
+            127,
+            128,
+            255,
+            256,
+            65535,
+            65536,
+            1 << 32,
+            i64::MAX,
+            -1,
+            -32,
+            -33,
+            -128,
+            -129,
+            -32768,
+            -32769,
+            -(1 << 31) - 1,
+            i64::MIN,
+        ];
+        let mut buf = BytesMut::new();
+        encode_into(
+            &Value::from(ints.clone()),
+            &mut buf,
+            usize::MAX,
+            &mut |_, _| Err(EncodeError::OutOfBandInHeader),
+        )
+        .unwrap();
+        let buf = buf.freeze();
+        let v = decode_packed(&buf, 0, &Limits::strict(), 4).unwrap();
+        assert_eq!(v.as_int_array(), Some(&ints[..]));
+        assert_eq!(
+            encode(&v).unwrap(),
+            buf,
+            "IntArray encodes as the Array does"
+        );
+        let boxed = Value::Array(ints.iter().map(|&x| Value::from(x)).collect());
+        assert_eq!(encode(&boxed).unwrap(), buf);
+        // Below pack_min: a plain array.
+        assert!(decode_packed(&buf, 0, &Limits::strict(), 20)
+            .unwrap()
+            .as_array()
+            .is_some());
+
+        let seeds: Vec<Vec<u8>> = vec![
+            buf.to_vec(),
+            // u64 above i64::MAX in the middle, then more ints: unpacked.
+            b"\x95\x01\x02\xcf\xff\xff\xff\xff\xff\xff\xff\xff\x03\x04".to_vec(),
+            // A string last, a nested packed array, a map of arrays.
+            b"\x94\x01\x02\x03\xa1x".to_vec(),
+            b"\x92\x94\x01\x02\x03\x04\x94\xd0\x80\xd1\x80\x00\x00\xc0".to_vec(),
+            b"\x81\xa1k\x94\x01\xcc\x80\xcd\x01\x00\xce\x00\x01\x00\x00".to_vec(),
+        ];
+        let mut tight = Limits::strict();
+        tight.max_msgpack_items = 6;
+        for seed in &seeds {
+            for limits in [Limits::strict(), tight.clone()] {
+                for pack_min in [1, 4, 5] {
+                    packed_agrees(seed, &limits, pack_min);
+                    for cut in 0..seed.len() {
+                        packed_agrees(&seed[..cut], &limits, pack_min);
+                    }
+                    for i in 0..seed.len() {
+                        for byte in [
+                            0x00, 0x7f, 0x80, 0xa1, 0xc0, 0xcc, 0xcf, 0xd0, 0xd3, 0xe0, 0xff,
+                        ] {
+                            let mut m = seed.clone();
+                            m[i] = byte;
+                            packed_agrees(&m, &limits, pack_min);
+                        }
                     }
                 }
             }

@@ -4,6 +4,7 @@
 //! ```text
 //! Value ::= Nil | Bool | Int (i64 ∪ u64) | Float (f64) | Str | Bin
 //!         | Array [Value]  | Map [(Value, Value)]      (insertion order kept)
+//!         | IntArray [i64]       an Array of Ints, packed (same value, same bytes)
 //!         | Serialized Block                            ({"__Serialized__": i})
 //!         | Pickled Block                               ({"__Pickled__": i})
 //!         | Serialize Value      a value to serialize into frames of its own
@@ -263,6 +264,26 @@ pub enum Value {
     Array(Vec<Value>),
     /// A map with any key type, in insertion (wire) order.
     Map(Vec<(Value, Value)>),
+    /// An array whose items are all integers in `i64`'s range, packed: 8
+    /// bytes an item instead of a `Value` each. It is the same value as the
+    /// [`Value::Array`] of those [`Value::Int`]s: the two compare equal and
+    /// encode to the same bytes; only the representation differs.
+    ///
+    /// Deserializing a `msgpack` blob packs every array of at least
+    /// [`PACK_MIN`](crate::serialize::PACK_MIN) such integers (a tuple of a million small ints decodes
+    /// into 8 MB, not 40); build one with `Value::from(Vec<i64>)`. Read it
+    /// with [`Value::as_int_array`], or any array with [`Value::array_len`]
+    /// and [`Value::array_item`].
+    ///
+    /// ```
+    /// use framewire::Value;
+    ///
+    /// let packed = Value::from(vec![1i64, -2, 3]);
+    /// let boxed = Value::Array(vec![1.into(), (-2).into(), 3.into()]);
+    /// assert_eq!(packed, boxed);
+    /// assert_eq!(packed.array_item(1), Some((-2).into()));
+    /// ```
+    IntArray(Vec<i64>),
     /// A `{"__Serialized__": i}` block, carried verbatim.
     Serialized(Box<Block>),
     /// A `{"__Pickled__": i}` block, carried verbatim and never unpickled.
@@ -339,6 +360,33 @@ impl Value {
         }
     }
 
+    /// The integers, if this is an `IntArray`.
+    pub fn as_int_array(&self) -> Option<&[i64]> {
+        match self {
+            Value::IntArray(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The number of items, if this is an `Array` or an `IntArray`.
+    pub fn array_len(&self) -> Option<usize> {
+        match self {
+            Value::Array(a) => Some(a.len()),
+            Value::IntArray(a) => Some(a.len()),
+            _ => None,
+        }
+    }
+
+    /// Item `i` of an `Array` or `IntArray` (an `IntArray`'s as a
+    /// [`Value::Int`]).
+    pub fn array_item(&self, i: usize) -> Option<Value> {
+        match self {
+            Value::Array(a) => a.get(i).cloned(),
+            Value::IntArray(a) => a.get(i).map(|&x| Value::from(x)),
+            _ => None,
+        }
+    }
+
     /// In a map, the value of the first entry whose key is the string `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.as_map()?
@@ -359,6 +407,13 @@ impl PartialEq for Value {
             (Str(a), Str(b)) => a == b,
             (Bin(a), Bin(b)) => a == b,
             (Array(a), Array(b)) => a == b,
+            (IntArray(a), IntArray(b)) => a == b,
+            (IntArray(p), Array(a)) | (Array(a), IntArray(p)) => {
+                p.len() == a.len()
+                    && p.iter()
+                        .zip(a)
+                        .all(|(&x, v)| v.as_int().and_then(Integer::as_i64) == Some(x))
+            }
             (Map(a), Map(b)) => a == b,
             (Serialized(a), Serialized(b)) | (Pickled(a), Pickled(b)) => a == b,
             (Serialize(a), Serialize(b)) => a == b,
@@ -401,6 +456,13 @@ impl From<Bytes> for Value {
 impl From<Vec<Value>> for Value {
     fn from(v: Vec<Value>) -> Value {
         Value::Array(v)
+    }
+}
+
+impl From<Vec<i64>> for Value {
+    /// An [`Value::IntArray`].
+    fn from(v: Vec<i64>) -> Value {
+        Value::IntArray(v)
     }
 }
 

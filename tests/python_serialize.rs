@@ -77,6 +77,7 @@ fn py(v: &Value) -> J {
         Value::Str(s) => json!(&**s),
         Value::Bin(b) => blob("$bytes", b),
         Value::Array(a) => json!({ "$tuple": a.iter().map(py).collect::<Vec<_>>() }),
+        Value::IntArray(a) => json!({ "$tuple": a }),
         Value::Map(m) => {
             if m.iter().all(|(k, _)| k.as_str().is_some()) {
                 J::Object(
@@ -368,6 +369,16 @@ fn python_loads_what_framewire_serializes() {
             let r = serialize::dumps_with(&msg(vec![("d", ser(deep.clone()))]), &with_mode(mode));
             assert_eq!(r, Err(framewire::EncodeError::OutOfBandInBlob));
         }
+        // Packed integer arrays: at the top (iterated, as Dask iterates a
+        // Serialize'd tuple) and inside a dict (a blob unless Always).
+        let packed = Value::from((-40i64..40).chain([i64::MAX, i64::MIN]).collect::<Vec<_>>());
+        let holder = Value::map_of([("p", packed.clone()), ("arr", arr.clone())]);
+        add(
+            &format!("packed ints {mode:?}"),
+            msg(vec![("t", ser(packed.clone())), ("d", ser(holder.clone()))]),
+            with_mode(mode),
+            json!({"op": "x", "t": py(&packed), "d": py(&holder)}),
+        );
         // Scalars under Serialize go through the msgpack family.
         add(
             &format!("scalars {mode:?}"),
@@ -541,6 +552,20 @@ fn check(got: &Value, exp: &J, path: &str) -> Result<(), String> {
             }
             Ok(())
         }
+        Value::IntArray(items) => {
+            let js = match exp {
+                J::Array(a) => a,
+                J::Object(o) if o.len() == 1 && o.contains_key("$tuple") => {
+                    o["$tuple"].as_array().unwrap()
+                }
+                _ => return fail("not a sequence"),
+            };
+            ok(
+                js.iter().map(J::as_i64).collect::<Vec<_>>()
+                    == items.iter().map(|&x| Some(x)).collect::<Vec<_>>(),
+                "packed ints",
+            )
+        }
         Value::Map(entries) => {
             let Some(o) = exp.as_object() else {
                 return fail("not a dict");
@@ -674,6 +699,22 @@ fn framewire_deserializes_what_python_dumps() {
         b.data().len(),
         24,
         "a broadcast array sends its base row only"
+    );
+    // Long integer arrays in msgpack blobs come back packed; a short one, or
+    // one with an integer above i64, as a plain array.
+    let ints = &by_name["msgpack_ints"];
+    let small: Vec<i64> = (-50..50).collect();
+    assert_eq!(find(ints, "small").as_int_array(), Some(&small[..]));
+    assert_eq!(
+        find(ints, "wide").as_int_array().map(<[i64]>::len),
+        Some(40)
+    );
+    assert_eq!(find(ints, "over").array_len(), Some(41));
+    assert!(find(ints, "over").as_array().is_some());
+    assert!(find(ints, "short").as_array().is_some());
+    assert_eq!(
+        find(find(ints, "nested"), "n").as_int_array(),
+        Some(&(0..40).collect::<Vec<i64>>()[..])
     );
     let z = nd(find(&by_name["zero_d_i2"], "a"));
     assert_eq!((z.shape(), z.strides()), (&[][..], &[][..]));

@@ -16,7 +16,7 @@
 //! `deserialize_blocks`.
 
 use bytes::Bytes;
-use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions};
+use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions, PACK_MIN};
 use framewire::{
     deserialize_blocks, dumps, loads, Block, EncodeError, Header, IterateCollection, Limits,
     NdArray, Value,
@@ -92,6 +92,11 @@ fn leaf() -> impl Strategy<Value = Value> {
             .prop_map(|b| Value::Bin(Bytes::from(b))),
         1 => ndarray(),
         1 => opaque_block(),
+        // Integer arrays around PACK_MIN, packed and boxed: either form
+        // decodes packed from PACK_MIN items on.
+        1 => prop::collection::vec(any::<i64>(), 0..=PACK_MIN + 4).prop_map(Value::from),
+        1 => prop::collection::vec(-200i64..200, PACK_MIN - 2..=PACK_MIN + 2)
+            .prop_map(|v| Value::Array(v.into_iter().map(Value::from).collect())),
     ]
 }
 
@@ -172,6 +177,8 @@ fn expected_frames(v: &Value, mode: IterateCollection, forced: bool, thr: usize)
             .iter()
             .map(|(_, x)| expected_frames(x, mode, false, thr))
             .sum(),
+        // One msgpack frame per integer.
+        Value::IntArray(a) if iterated(v, mode, forced, thr) => a.len(),
         _ => 1,
     }
 }
@@ -214,7 +221,7 @@ fn check_header(
             }
             Ok(())
         }
-        Value::Array(_) | Value::Map(_) => {
+        Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
             let iter = iterated(v, mode, forced, thr);
             if iter != h.get("is-collection").is_some() {
                 return err(if iter {
@@ -239,6 +246,14 @@ fn check_header(
                     }
                     for (x, s) in a.iter().zip(subs) {
                         check_header(x, s, mode, false, thr)?;
+                    }
+                }
+                Value::IntArray(a) => {
+                    if kind != Some("tuple") || subs.len() != a.len() {
+                        return err("tuple header");
+                    }
+                    for (&x, s) in a.iter().zip(subs) {
+                        check_header(&Value::from(x), s, mode, false, thr)?;
                     }
                 }
                 Value::Map(m) => {

@@ -258,7 +258,7 @@ impl Family for MsgpackFamily {
         limits: &Limits,
     ) -> Option<Result<Value, DecodeError>> {
         let frame = concat(frames);
-        Some(msgpack::decode(&frame, 0, limits, &mut msgpack::plain_map))
+        Some(msgpack::decode_packed(&frame, 0, limits, super::PACK_MIN))
     }
 }
 

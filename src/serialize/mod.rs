@@ -60,6 +60,10 @@ pub enum IterateCollection {
     Auto,
 }
 
+/// Deserializing a `msgpack` blob packs arrays of at least this many
+/// integers (all in `i64`'s range) into a [`Value::IntArray`].
+pub const PACK_MIN: usize = 32;
+
 /// Dask's default shard size, `distributed.comm.shard` (64 MiB).
 pub const DEFAULT_SHARD_SIZE: usize = 64 << 20;
 
@@ -242,7 +246,7 @@ fn ser(
             what: "a Pickled block inside a serialized value",
         }),
         Value::Serialize(inner) => ser(inner, mode, true, opts, out, depth),
-        Value::Array(_) | Value::Map(_) => {
+        Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
             let iterate = force || mode == IterateCollection::Always;
             if !iterate {
                 let threshold = match mode {
@@ -333,6 +337,7 @@ fn iterate_collection(
     let (len, kind) = match v {
         Value::Map(m) => (m.len(), CollectionKind::Dict),
         Value::Array(a) => (a.len(), CollectionKind::Tuple),
+        Value::IntArray(a) => (a.len(), CollectionKind::Tuple),
         _ => unreachable!("only collections are iterated"),
     };
     let mut sub_headers = Vec::with_capacity(len);
@@ -364,6 +369,7 @@ fn iterate_collection(
     match v {
         Value::Map(m) => m.iter().try_for_each(|(k, e)| element(e, Some(k)))?,
         Value::Array(a) => a.iter().try_for_each(|e| element(e, None))?,
+        Value::IntArray(a) => a.iter().try_for_each(|&x| element(&Value::from(x), None))?,
         _ => {}
     }
     let mut header = vec![

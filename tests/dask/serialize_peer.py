@@ -30,6 +30,7 @@ from gen_captures import py_json  # noqa: E402  (re-execs with PYTHONHASHSEED=0)
 import numpy as np  # noqa: E402
 from distributed.comm.tcp import _add_frames_header  # noqa: E402
 from distributed.protocol import dumps, loads, to_serialize  # noqa: E402
+from distributed.protocol.serialize import Serialized, serialize  # noqa: E402
 
 CONTEXT = {"compression": None, "pickle-protocol": 5}
 
@@ -97,6 +98,19 @@ def messages():
             {"key": ("k", 0), "data": to_serialize(np.arange(4, dtype="<f4"))},
             {"key": ("k", 1), "data": to_serialize(b"\x00\x01")},
         ],
+    }, None
+    # Blobs of Dask's msgpack family (what serializers=("msgpack",) sends):
+    # framewire packs the long integer arrays in them.
+    def msgpack_blob(x):
+        return Serialized(*serialize(x, serializers=("msgpack",), iterate_collection=False))
+
+    yield "msgpack_ints", {
+        "op": "x",
+        "small": msgpack_blob(tuple(range(-50, 50))),
+        "wide": msgpack_blob([2**63 - 1, -(2**63), 0, 255, -129] * 8),
+        "over": msgpack_blob(list(range(40)) + [2**64 - 1]),
+        "short": msgpack_blob(tuple(range(5))),
+        "nested": msgpack_blob({"n": tuple(range(40)), "s": ("a", 1)}),
     }, None
     yield "sharded", {
         "op": "x",

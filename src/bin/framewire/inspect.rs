@@ -282,6 +282,7 @@ fn inline(v: &Value) -> String {
         }
         Value::Bin(b) => format!("bytes[{}] {}", b.len(), hex::encode(b)),
         Value::Array(a) if a.is_empty() => "[]".into(),
+        Value::IntArray(a) if a.is_empty() => "[]".into(),
         Value::Map(m) if m.is_empty() => "{}".into(),
         other => compact(other),
     }
@@ -302,6 +303,7 @@ impl<W: Write> Tree<'_, W> {
     fn is_inline(v: &Value) -> bool {
         match v {
             Value::Array(a) => a.is_empty(),
+            Value::IntArray(a) => a.is_empty(),
             Value::Map(m) => m.is_empty(),
             _ => true,
         }
@@ -326,6 +328,11 @@ impl<W: Write> Tree<'_, W> {
                         writeln!(self.out, "{pad}-")?;
                         self.value(item, depth + 1)?;
                     }
+                }
+            }
+            Value::IntArray(items) if !items.is_empty() => {
+                for x in items {
+                    writeln!(self.out, "{pad}- {x}")?;
                 }
             }
             Value::Map(entries) if !entries.is_empty() => {

@@ -244,6 +244,7 @@ impl Converter<'_> {
             Value::Str(s) => Json::String(s.to_string()),
             Value::Bin(b) => bytes_to_json(b),
             Value::Array(items) => Json::Array(items.iter().map(|x| self.convert(x)).collect()),
+            Value::IntArray(items) => Json::Array(items.iter().map(|&x| Json::from(x)).collect()),
             Value::Map(entries) => self.map(entries),
             Value::Serialized(b) => self.leaf(b, "$serialized", None),
             Value::Pickled(b) => self.leaf(b, "$pickled", Some("pickle")),
