@@ -99,7 +99,12 @@ class Run:
 
 def serde_cells(struct, mode, n, min_time):
     req = {"op": "serde", "struct": struct, "mode": mode, "n": n, "min_time": min_time}
-    return {"fw": ("rust", req), "dask": ("python", req)}
+    cells = {"fw": ("rust", req), "dask": ("python", req)}
+    if struct == "tuple_small_ints":
+        # The same tuple built as a packed Value::IntArray (what framewire's own
+        # deserialize returns for it) instead of a Value::Int per element.
+        cells["fw_packed"] = ("rust", dict(req, struct="tuple_small_ints_packed"))
+    return cells
 
 
 def plan_serialize(run, quick, min_time):
@@ -252,6 +257,10 @@ def build_table(groups):
             frames = f"frames: fw {g[key]['fw'][0]['frames']:,}, Dask {g[key]['dask'][0]['frames']:,}"
             t.pair(f"serialize+deserialize, tuple of 1e6 small ints, {mode} (Dask iterate_collection={flag}) vs Dask",
                    fw, dk, "ns/elem", False, frames)
+            if "fw_packed" in g[key]:
+                fp = [ns_per_elem(r, 1e6) for r in g[key]["fw_packed"]]
+                t.pair(f"the same, input built packed (`Value::IntArray`), {mode} vs Dask",
+                       fp, dk, "ns/elem", False, f"frames: fw {g[key]['fw_packed'][0]['frames']:,}")
     key = "serde/list_bytes8/auto/1000000"
     if key in g:
         fw = [ns_per_elem(r, 1e6) for r in g[key]["fw"]]

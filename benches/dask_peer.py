@@ -37,7 +37,7 @@ MODES = {"never": False, "auto": None, "always": True}
 
 def collection(name, n):
     """The collections of benches/common/mod.rs, element for element."""
-    if name == "tuple_small_ints":
+    if name in ("tuple_small_ints", "tuple_small_ints_packed"):
         return tuple(i % 100 for i in range(n))
     if name == "list_bytes8":
         return [i.to_bytes(8, "little") for i in range(n)]

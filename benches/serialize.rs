@@ -7,7 +7,7 @@
 //!   (element throughput: per-leaf cost), for every collection of
 //!   `common::STRUCTS` (`Never` is skipped where it must refuse: a
 //!   `Serialized` block inside);
-//! * `serialize_roundtrip/{tuple_small_ints,list_bytes8}/<mode>/<n>`: both
+//! * `serialize_roundtrip/{tuple_small_ints,tuple_small_ints_packed,list_bytes8}/<mode>/<n>`: both
 //!   together (the figure `scripts/bench-compare` sets beside Dask);
 //! * `dumps_loads/serialize_payload/{dumps,loads}/<size>`.
 //!
@@ -79,7 +79,7 @@ fn ser_de(c: &mut Criterion) {
 /// `serialize_roundtrip/…`: serialize, then deserialize the block.
 fn roundtrip(c: &mut Criterion) {
     let de = deserialize_options();
-    for name in ["tuple_small_ints", "list_bytes8"] {
+    for name in ["tuple_small_ints", "tuple_small_ints_packed", "list_bytes8"] {
         let mut g = c.benchmark_group(format!("serialize_roundtrip/{name}"));
         for n in N {
             let value = collection(name, n);

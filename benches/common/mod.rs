@@ -66,6 +66,7 @@ pub fn mode(name: &str) -> IterateCollection {
 
 /// A collection of `n` leaves:
 /// * `tuple_small_ints`: `tuple(i % 100 for i in range(n))`;
+/// * `tuple_small_ints_packed`: the same, built as a [`Value::IntArray`];
 /// * `list_bytes8`: `[i.to_bytes(8, "little") for i in range(n)]`;
 /// * `dict_str_int`: `{f"k{i}": i % 100 for i in range(n)}`;
 /// * `nested_small_ints`: `n / 10` lists of 10 small ints;
@@ -76,6 +77,9 @@ pub fn collection(name: &str, n: usize) -> Value {
     let int = |i: usize| Value::from(i % 100);
     match name {
         "tuple_small_ints" => Value::Array((0..n).map(int).collect()),
+        "tuple_small_ints_packed" => {
+            Value::from((0..n).map(|i| (i % 100) as i64).collect::<Vec<_>>())
+        }
         "list_bytes8" => Value::Array(
             (0..n)
                 .map(|i| Value::Bin(Bytes::copy_from_slice(&(i as u64).to_le_bytes())))
