@@ -581,6 +581,9 @@ pub(crate) fn encode_into(
     bin_threshold: usize,
     leaf: &mut dyn FnMut(&Value, &mut BytesMut) -> Result<(), EncodeError>,
 ) -> Result<(), EncodeError> {
+    if !is_out_of_band(value, bin_threshold) && put_scalar(value, out)? {
+        return Ok(()); // a scalar: no work list needed
+    }
     // Values still to write, with their depth (containers they sit in).
     let mut todo: Vec<(&Value, usize)> = vec![(value, 0)];
     while let Some((v, depth)) = todo.pop() {

@@ -226,6 +226,14 @@ impl Block {
         }
     }
 
+    /// A block over frames already collected (no copy of the list).
+    pub(crate) fn from_vec(header: Header, frames: Vec<Bytes>) -> Block {
+        Block {
+            header,
+            frames: BlockFrames::from_vec(frames),
+        }
+    }
+
     /// The sub-header.
     pub fn header(&self) -> &Header {
         &self.header
@@ -387,6 +395,17 @@ impl Value {
         }
     }
 
+    /// The items of an `Array` or `IntArray`, each as an integer (`None` for
+    /// an item that is not one): header tables such as `frame-lengths` come
+    /// in either form.
+    pub(crate) fn int_items(&self) -> Option<IntItems<'_>> {
+        match self {
+            Value::Array(a) => Some(IntItems::Boxed(a.iter())),
+            Value::IntArray(a) => Some(IntItems::Packed(a.iter())),
+            _ => None,
+        }
+    }
+
     /// In a map, the value of the first entry whose key is the string `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.as_map()?
@@ -395,6 +414,32 @@ impl Value {
             .map(|(_, v)| v)
     }
 }
+
+/// See [`Value::int_items`].
+pub(crate) enum IntItems<'a> {
+    Boxed(std::slice::Iter<'a, Value>),
+    Packed(std::slice::Iter<'a, i64>),
+}
+
+impl Iterator for IntItems<'_> {
+    type Item = Option<Integer>;
+
+    fn next(&mut self) -> Option<Option<Integer>> {
+        match self {
+            IntItems::Boxed(it) => it.next().map(Value::as_int),
+            IntItems::Packed(it) => it.next().map(|&x| Some(Integer::from(x))),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            IntItems::Boxed(it) => it.size_hint(),
+            IntItems::Packed(it) => it.size_hint(),
+        }
+    }
+}
+
+impl ExactSizeIterator for IntItems<'_> {}
 
 impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {

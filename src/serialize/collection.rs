@@ -83,7 +83,7 @@ impl<'a> CollectionView<'a> {
             .ok_or(field("sub-headers"))?;
         let lengths = header
             .get("frame-lengths")
-            .and_then(Value::as_array)
+            .and_then(Value::int_items)
             .ok_or(field("frame-lengths"))?;
         let kind = header
             .get("type-serialized")
@@ -97,21 +97,19 @@ impl<'a> CollectionView<'a> {
                 got: lengths.len(),
             });
         }
-        let mut starts = Vec::with_capacity(lengths.len() + 1);
+        let count = lengths.len();
+        let mut starts = Vec::with_capacity(count + 1);
         let mut at: u64 = 0;
         starts.push(0);
         for len in lengths {
-            let len = len
-                .as_int()
-                .and_then(|i| i.as_u64())
-                .ok_or(field("frame-lengths"))?;
+            let len = len.and_then(|i| i.as_u64()).ok_or(field("frame-lengths"))?;
             at = at.saturating_add(len);
             if at > frames.len() as u64 {
                 break;
             }
             starts.push(at as usize);
         }
-        if at != frames.len() as u64 || starts.len() != lengths.len() + 1 {
+        if at != frames.len() as u64 || starts.len() != count + 1 {
             return Err(DecodeError::FrameLengthsMismatch {
                 declared: at,
                 frames: frames.len(),

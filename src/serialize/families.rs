@@ -257,8 +257,11 @@ impl Family for MsgpackFamily {
         frames: &[Bytes],
         limits: &Limits,
     ) -> Option<Result<Value, DecodeError>> {
-        let frame = concat(frames);
-        Some(msgpack::decode_packed(&frame, 0, limits, super::PACK_MIN))
+        let decode = |frame: &Bytes| msgpack::decode_packed(frame, 0, limits, super::PACK_MIN);
+        Some(match frames {
+            [one] => decode(one),
+            _ => decode(&concat(frames)),
+        })
     }
 }
 

@@ -29,7 +29,7 @@ mod shards;
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::limits::Limits;
@@ -111,6 +111,9 @@ impl Default for SerializeOptions {
 #[derive(Clone)]
 pub struct Registry {
     families: Vec<Arc<dyn Family>>,
+    /// Where framewire's own [`MsgpackFamily`] is in `families`: it encodes
+    /// into [`Out::arena`] instead of a buffer per frame.
+    builtin_msgpack: Option<usize>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -130,6 +133,7 @@ impl Default for Registry {
                 Arc::new(MsgpackFamily),
                 Arc::new(ErrorFamily),
             ],
+            builtin_msgpack: Some(1),
         }
     }
 }
@@ -138,6 +142,7 @@ impl Registry {
     /// This registry with `family` tried first.
     pub fn with(mut self, family: impl Family + 'static) -> Registry {
         self.families.insert(0, Arc::new(family));
+        self.builtin_msgpack = self.builtin_msgpack.map(|i| i + 1);
         self
     }
 
@@ -155,7 +160,14 @@ impl Registry {
 struct Out {
     frames: Vec<Bytes>,
     units: Vec<usize>,
+    /// Where the `msgpack` family writes element frames: each frame is split
+    /// off it, so the small frames of an iterated collection share a few
+    /// [`ARENA_CHUNK`]-byte buffers instead of one allocation each.
+    arena: BytesMut,
 }
+
+/// See [`Out::arena`].
+const ARENA_CHUNK: usize = 4096;
 
 /// Serializes a value into a header and frames of its own (Dask's
 /// `serialize`). The header has no `num-sub-frames` yet; the message layer
@@ -175,7 +187,7 @@ struct Out {
 pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
     let mut out = Out::default();
     let header = ser(value, opts.iterate, false, opts, &mut out, 0)?;
-    Ok(Block::new(Header::new(Value::Map(header)), out.frames))
+    Ok(Block::from_vec(Header::new(Value::Map(header)), out.frames))
 }
 
 /// [`serialize`], then cut long frames into shards and add Dask's
@@ -190,7 +202,7 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
     if let Some(codec) = opts.compression {
         compression::compress_frames(&mut header, &mut frames, codec);
     }
-    Ok(Block::new(Header::new(Value::Map(header)), frames))
+    Ok(Block::from_vec(Header::new(Value::Map(header)), frames))
 }
 
 /// The serialize-aware [`message::dumps`]: every [`Value::Serialize`] leaf
@@ -199,7 +211,7 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
 /// through untouched.
 ///
 /// ```
-/// use bytes::Bytes;
+/// use bytes::{Bytes, BytesMut};
 /// use framewire::{dumps, Value};
 ///
 /// let payload = Bytes::from(vec![7u8; 1 << 20]);
@@ -268,7 +280,7 @@ fn ser(
 /// The msgpack blob of a collection, or `OutOfBandInBlob` at the first value
 /// that needs frames of its own.
 fn blob(v: &Value, threshold: usize) -> Result<Bytes, EncodeError> {
-    let mut buf = bytes::BytesMut::new();
+    let mut buf = BytesMut::new();
     msgpack::encode_into(v, &mut buf, threshold, &mut |_, _| {
         Err(EncodeError::OutOfBandInBlob)
     })?;
@@ -291,7 +303,13 @@ fn family_serialize(
     opts: &SerializeOptions,
     out: &mut Out,
 ) -> Result<Vec<(Value, Value)>, EncodeError> {
-    for family in &opts.registry.families {
+    for (i, family) in opts.registry.families.iter().enumerate() {
+        if opts.registry.builtin_msgpack == Some(i) {
+            match msgpack_into_arena(v, out) {
+                Some(header) => return header,
+                None => continue,
+            }
+        }
         let Some(encoded) = family.serialize(v) else {
             continue;
         };
@@ -309,6 +327,30 @@ fn family_serialize(
     Err(EncodeError::Unserializable {
         what: "this value (no family in the registry accepts it)",
     })
+}
+
+/// [`MsgpackFamily::serialize`], with the frame split off [`Out::arena`].
+fn msgpack_into_arena(
+    v: &Value,
+    out: &mut Out,
+) -> Option<Result<Vec<(Value, Value)>, EncodeError>> {
+    if out.arena.capacity() < 64 {
+        out.arena.reserve(ARENA_CHUNK);
+    }
+    let encoded = msgpack::encode_into(v, &mut out.arena, usize::MAX, &mut |_, _| {
+        Err(EncodeError::OutOfBandInHeader)
+    });
+    if let Err(e) = encoded {
+        out.arena.clear();
+        // As MsgpackFamily::serialize: out-of-band values are not msgpack.
+        return (e != EncodeError::OutOfBandInHeader).then_some(Err(e));
+    }
+    out.frames.push(out.arena.split().freeze());
+    out.units.push(1);
+    Some(Ok(vec![(
+        Value::from_static(SERIALIZER),
+        Value::from_static(MsgpackFamily::NAME),
+    )]))
 }
 
 /// Sets `key` in a header: in place if present, appended otherwise (Python
@@ -341,29 +383,33 @@ fn iterate_collection(
         _ => unreachable!("only collections are iterated"),
     };
     let mut sub_headers = Vec::with_capacity(len);
-    let mut lengths = Vec::with_capacity(len);
-    let mut compressions: Vec<Value> = Vec::new();
-    let mut any_compression = false;
+    let mut lengths: Vec<i64> = Vec::with_capacity(len);
+    // Built only once an element brings a codec: one entry per frame so far.
+    let mut compressions: Option<Vec<Value>> = None;
+    let first = out.frames.len();
     let mut element = |e: &Value, key: Option<&Value>| -> Result<(), EncodeError> {
         let before = out.frames.len();
         let mut h = ser(e, mode, false, opts, out, depth + 1)?;
         let n = out.frames.len() - before;
-        match h
+        let given = h
             .iter()
             .find(|(k, _)| k.as_str() == Some("compression"))
-            .and_then(|(_, c)| c.as_array())
-        {
-            Some(c) => {
-                any_compression |= c.iter().any(|x| *x != Value::Nil);
-                compressions.extend(c.iter().cloned());
+            .and_then(|(_, c)| c.as_array());
+        match (given, &mut compressions) {
+            (Some(c), None) if c.iter().any(|x| *x != Value::Nil) => {
+                let mut all = vec![Value::Nil; before - first];
+                all.extend(c.iter().cloned());
+                compressions = Some(all);
             }
-            None => compressions.extend(std::iter::repeat_n(Value::Nil, n)),
+            (Some(c), Some(all)) => all.extend(c.iter().cloned()),
+            (None, Some(all)) => all.extend(std::iter::repeat_n(Value::Nil, n)),
+            _ => {}
         }
         if let Some(k) = key {
             set_key(&mut h, "key", k.clone());
         }
         sub_headers.push(Value::Map(h));
-        lengths.push(Value::from(n));
+        lengths.push(n as i64);
         Ok(())
     };
     match v {
@@ -375,13 +421,16 @@ fn iterate_collection(
     let mut header = vec![
         (Value::from_static("sub-headers"), Value::Array(sub_headers)),
         (Value::from_static("is-collection"), Value::Bool(true)),
-        (Value::from_static("frame-lengths"), Value::Array(lengths)),
+        (
+            Value::from_static("frame-lengths"),
+            Value::IntArray(lengths),
+        ),
         (
             Value::from_static("type-serialized"),
             Value::from_static(kind.name()),
         ),
     ];
-    if any_compression {
+    if let Some(compressions) = compressions {
         header.push((
             Value::from_static("compression"),
             Value::Array(compressions),

@@ -2,12 +2,14 @@
 //! (Dask's `frame_split_size`), and merged back on decode, after each shard
 //! is decompressed (`compression.rs`).
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 
 use super::compression::{self, Codec, DecompressBudget};
 use super::{set_key, DeserializeOptions, Out};
 use crate::error::DecodeError;
-use crate::value::Value;
+use crate::value::{Integer, Value};
 
 /// Cuts every frame whose `compression` entry is nil into shards of at most
 /// `shard_size` bytes, at a multiple of its shard unit, and adds Dask's
@@ -28,20 +30,20 @@ pub(super) fn split(
     let mut frames = Vec::with_capacity(out.frames.len());
     let mut compression = Vec::with_capacity(out.frames.len());
     for (i, (frame, unit)) in out.frames.into_iter().zip(out.units).enumerate() {
-        offsets.push(Value::from(frames.len()));
+        offsets.push(frames.len() as i64);
         let codec = given
             .as_ref()
             .and_then(|c| c.get(i))
             .cloned()
             .unwrap_or(Value::Nil);
         if codec != Value::Nil || frame.len() <= shard_size {
-            counts.push(Value::from(1u64));
+            counts.push(1i64);
             frames.push(frame);
             compression.push(codec);
             continue;
         }
         let step = (shard_size / unit).max(1) * unit;
-        let mut n = 0u64;
+        let mut n = 0i64;
         let mut at = 0;
         while at < frame.len() {
             let end = (at + step).min(frame.len());
@@ -50,10 +52,10 @@ pub(super) fn split(
             at = end;
             n += 1;
         }
-        counts.push(Value::from(n));
+        counts.push(n);
     }
-    set_key(&mut header, "split-num-sub-frames", Value::Array(counts));
-    set_key(&mut header, "split-offsets", Value::Array(offsets));
+    set_key(&mut header, "split-num-sub-frames", Value::IntArray(counts));
+    set_key(&mut header, "split-offsets", Value::IntArray(offsets));
     set_key(&mut header, "compression", Value::Array(compression));
     (header, frames)
 }
@@ -68,12 +70,12 @@ pub(super) fn split(
 /// exactly; `compression` must have one entry per frame, each nil, `false`
 /// or a codec name ([`DecodeError::UnknownCodec`] otherwise, before anything
 /// is decompressed).
-pub(super) fn merge(
+pub(super) fn merge<'f>(
     header: &Value,
-    frames: &[Bytes],
+    frames: &'f [Bytes],
     opts: &DeserializeOptions,
     budget: &mut DecompressBudget,
-) -> Result<Vec<Bytes>, DecodeError> {
+) -> Result<Cow<'f, [Bytes]>, DecodeError> {
     let mut codecs: Vec<Option<Codec>> = Vec::new();
     if let Some(c) = header.get("compression") {
         let c = c.as_array().ok_or(DecodeError::InvalidHeader {
@@ -93,6 +95,9 @@ pub(super) fn merge(
     }
     let codec = |i: usize| codecs.get(i).copied().flatten();
     let Some(counts) = header.get("split-num-sub-frames") else {
+        if codecs.iter().all(Option::is_none) {
+            return Ok(Cow::Borrowed(frames));
+        }
         return frames
             .iter()
             .enumerate()
@@ -104,11 +109,11 @@ pub(super) fn merge(
     };
     let invalid = |reason| DecodeError::SplitTableInvalid { reason };
     let counts = counts
-        .as_array()
+        .int_items()
         .ok_or(invalid("split-num-sub-frames is not an array"))?;
     let offsets = header
         .get("split-offsets")
-        .and_then(Value::as_array)
+        .and_then(Value::int_items)
         .ok_or(invalid("split-offsets missing"))?;
     if counts.len() != offsets.len() {
         return Err(invalid(
@@ -118,10 +123,9 @@ pub(super) fn merge(
     // The whole table is checked before anything is decompressed.
     let mut ranges = Vec::with_capacity(counts.len().min(frames.len() + 1));
     let mut next = 0usize;
-    for (n, off) in counts.iter().zip(offsets) {
-        let as_usize = |v: &Value| {
-            v.as_int()
-                .and_then(|i| i.as_u64())
+    for (n, off) in counts.zip(offsets) {
+        let as_usize = |v: Option<Integer>| {
+            v.and_then(|i| i.as_u64())
                 .and_then(|u| usize::try_from(u).ok())
         };
         let (Some(n), Some(off)) = (as_usize(n), as_usize(off)) else {
@@ -159,7 +163,7 @@ pub(super) fn merge(
         }
         merged.push(merge_frames(&frames[range], &opts.backing));
     }
-    Ok(merged)
+    Ok(Cow::Owned(merged))
 }
 
 /// Joins shards into one frame: a slice of `backing` when they lie back to
