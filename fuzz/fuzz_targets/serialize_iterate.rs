@@ -38,7 +38,7 @@ fn value(u: &mut Unstructured, depth: u32) -> Result<Value> {
             let n = u.int_in_range(0..=6)?;
             Value::Map((0..n).map(|_| Ok((scalar(u)?, value(u, depth + 1)?))).collect::<Result<_>>()?)
         }
-        8 => match u.int_in_range(0..=2)? {
+        8 => match u.int_in_range(0..=3)? {
             0 => {
                 let n = u.int_in_range(0..=3)?;
                 let frames: Vec<Bytes> = (0..n)
@@ -48,6 +48,11 @@ fn value(u: &mut Unstructured, depth: u32) -> Result<Value> {
                 Value::Serialized(Box::new(Block::new(header, frames)))
             }
             1 => Value::Serialize(Box::new(value(u, depth + 1)?)),
+            // A packed integer array, around PACK_MIN long.
+            2 => {
+                let n = u.int_in_range(0..=40)?;
+                Value::from((0..n).map(|_| u.arbitrary::<i64>()).collect::<Result<Vec<i64>>>()?)
+            }
             _ => {
                 let n = u.int_in_range(0..=16u64)?;
                 let data = Bytes::from(u.bytes(n as usize)?.to_vec());
@@ -109,7 +114,7 @@ fuzz_target!(|data: &[u8]| {
     for mode in [IterateCollection::Always, IterateCollection::Never, IterateCollection::Auto] {
         let opts = SerializeOptions { iterate: mode, out_of_band_threshold: THRESHOLD, ..Default::default() };
         let result = serialize(&v, &opts);
-        let is_collection = matches!(v, Value::Array(_) | Value::Map(_));
+        let is_collection = matches!(v, Value::Array(_) | Value::IntArray(_) | Value::Map(_));
         if mode == IterateCollection::Never && is_collection && needs_frames(&v, usize::MAX) {
             match result.unwrap_err() {
                 EncodeError::OutOfBandInBlob => {}
