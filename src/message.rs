@@ -222,24 +222,23 @@ pub(crate) fn dumps_with(
 }
 
 /// The sub-header frame of a block: its wire bytes when they still describe
-/// its frames, else its map with `num-sub-frames` set (kept in place if the
-/// key exists, appended otherwise, as Dask's dict assignment does).
+/// its frames, else its bytes (as it came or was written, or its map
+/// encoded) with `num-sub-frames` set: kept in place if the key exists,
+/// appended otherwise, as Dask's dict assignment does.
 fn sub_header_bytes(block: &Block) -> Result<Bytes, EncodeError> {
     let header = block.header();
     let n = block.frames().len();
     if let Some(raw) = header.raw_for(n) {
         return Ok(raw.clone());
     }
-    let Value::Map(entries) = header.map() else {
-        return Err(EncodeError::HeaderNotMap);
+    // Its bytes (or its map's), with the count set in them.
+    let encoded;
+    let raw = match header.raw_bytes() {
+        Some(raw) => raw,
+        None => {
+            encoded = msgpack::encode(header.map())?;
+            &encoded
+        }
     };
-    let mut entries = entries.clone();
-    match entries
-        .iter_mut()
-        .find(|(k, _)| k.as_str() == Some(NUM_SUB_FRAMES))
-    {
-        Some((_, v)) => *v = Value::from(n),
-        None => entries.push((Value::str(NUM_SUB_FRAMES), Value::from(n))),
-    }
-    msgpack::encode(&Value::Map(entries))
+    msgpack::set_entries(raw, &[(NUM_SUB_FRAMES, &Value::from(n))])
 }

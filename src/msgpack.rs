@@ -10,9 +10,12 @@
 //! smallest signed form, float64 only, str8 for 32..=255-byte text, bin8 even
 //! for empty bytes, maps in insertion order (SPEC.md §3).
 
+use std::ops::Range;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use bytestring::ByteString;
 use rmp::Marker;
+use smallvec::SmallVec;
 
 use crate::error::{DecodeError, EncodeError, Position};
 use crate::limits::Limits;
@@ -220,6 +223,11 @@ fn decode_with(
     hook: &mut MapHook<'_>,
     pack_min: usize,
 ) -> Result<Value, DecodeError> {
+    if let [b @ 0x00..=0x7f] = buf[..] {
+        if limits.max_msgpack_items > 0 && limits.max_header_len > 0 {
+            return Ok(Value::from(b)); // a lone positive fixint: an element's frame
+        }
+    }
     let mut rd = Reader::new(buf, frame, limits)?;
     let mut stack: Vec<Open> = Vec::new();
     let mut items_seen: usize = 0;
@@ -454,6 +462,263 @@ fn read_bin(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, DecodeE
     Ok(Item::Bin { start: from, end })
 }
 
+/// A msgpack map read in place: where each entry's key text (for str keys)
+/// and value lie in the buffer. Nothing is decoded until asked for, so the
+/// serialize layer reads headers (and finds each sub-header of a million-
+/// element collection) without building a `Value` per entry.
+pub(crate) struct RawMap<'a> {
+    buf: &'a Bytes,
+    entries: SmallVec<[RawEntry; 6]>,
+    /// See [`RawMap::read_noting_items`].
+    items: Option<Vec<usize>>,
+}
+
+/// Where one map entry lies: it starts at `start` (its key), `key` is the
+/// key's text when the key is a str, `value` the value's bytes.
+struct RawEntry {
+    start: usize,
+    key: Option<Range<usize>>,
+    value: Range<usize>,
+}
+
+impl<'a> RawMap<'a> {
+    /// The map at `pos` and where it ends; `None` when the value there is
+    /// not a map. The bytes must already be checked msgpack (a header the
+    /// message layer claimed, or one framewire wrote).
+    pub(crate) fn read(
+        buf: &'a Bytes,
+        pos: usize,
+    ) -> Result<Option<(RawMap<'a>, usize)>, DecodeError> {
+        Self::read_noting_items(buf, pos, None)
+    }
+
+    /// [`RawMap::read`], noting on the way where the items of the array under
+    /// `items_of` start (see [`RawMap::items`]): a collection header's
+    /// sub-headers are found in the same pass that steps over them.
+    pub(crate) fn read_noting_items(
+        buf: &'a Bytes,
+        pos: usize,
+        mut items_of: Option<&str>,
+    ) -> Result<Option<(RawMap<'a>, usize)>, DecodeError> {
+        let mut rd = Reader::new(buf, 0, &CHECKED)?;
+        rd.pos = pos;
+        let len = match Marker::from_u8(rd.u8()?) {
+            Marker::FixMap(n) => u64::from(n),
+            Marker::Map16 => u64::from(rd.u16()?),
+            Marker::Map32 => u64::from(rd.u32()?),
+            _ => return Ok(None),
+        };
+        rd.check_len(pos, len, 2)?;
+        let mut entries: SmallVec<[RawEntry; 6]> = SmallVec::new();
+        let mut items = None;
+        for _ in 0..len {
+            let key_start = rd.pos;
+            let key = match read_item(&mut rd)? {
+                Item::Str { start, end, .. } => Some(start..end),
+                _ => {
+                    rd.pos = key_start;
+                    skip_value(&mut rd)?;
+                    None
+                }
+            };
+            let value_start = rd.pos;
+            // Only the first entry with the key counts, as in `get`.
+            let wanted = items_of
+                .take_if(|k| {
+                    key.as_ref()
+                        .is_some_and(|r| &buf[r.clone()] == k.as_bytes())
+                })
+                .is_some();
+            if wanted {
+                items = array_items(&mut rd)?;
+            }
+            if items.is_none() || !wanted {
+                skip_value(&mut rd)?;
+            }
+            entries.push(RawEntry {
+                start: key_start,
+                key,
+                value: value_start..rd.pos,
+            });
+        }
+        Ok(Some((
+            RawMap {
+                buf,
+                entries,
+                items,
+            },
+            rd.pos,
+        )))
+    }
+
+    /// The value range of the first entry whose key is the str `key` (as
+    /// [`Value::get`]).
+    pub(crate) fn get(&self, key: &str) -> Option<Range<usize>> {
+        self.entries
+            .iter()
+            .find(|e| {
+                e.key
+                    .as_ref()
+                    .is_some_and(|k| &self.buf[k.clone()] == key.as_bytes())
+            })
+            .map(|e| e.value.clone())
+    }
+
+    /// Whether the map has an entry with this key.
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Where the items of the array under the `items_of` key start,
+    /// followed by where the array ends (see [`RawMap::read_noting_items`]);
+    /// `None` if there was no such key or its value is not an array.
+    pub(crate) fn items(&self) -> Option<&[usize]> {
+        self.items.as_deref()
+    }
+
+    /// The value under `key`, decoded, with every integer array packed (for
+    /// header tables: `frame-lengths`, the split table).
+    pub(crate) fn table(&self, key: &str) -> Result<Option<Value>, DecodeError> {
+        self.get(key)
+            .map(|r| decode_range(self.buf, r, 1))
+            .transpose()
+    }
+
+    /// The text under `key`, if it is a str.
+    pub(crate) fn str(&self, key: &str) -> Option<&'a str> {
+        let range = self.get(key)?;
+        let mut rd = Reader::new(self.buf, 0, &CHECKED).ok()?;
+        rd.pos = range.start;
+        match read_item(&mut rd).ok()? {
+            Item::Str { start, end, .. } => std::str::from_utf8(&self.buf[start..end]).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// Decodes the one value at `buf[range]` (checked bytes), packing integer
+/// arrays of at least `pack_min` items.
+pub(crate) fn decode_range(
+    buf: &Bytes,
+    range: Range<usize>,
+    pack_min: usize,
+) -> Result<Value, DecodeError> {
+    decode_packed(&buf.slice(range), 0, &CHECKED, pack_min)
+}
+
+/// Where the items of the array at the reader start, followed by where the
+/// array ends, stepping over it; `None` (nothing read) when the value there
+/// is not an array.
+fn array_items(rd: &mut Reader<'_>) -> Result<Option<Vec<usize>>, DecodeError> {
+    let pos = rd.pos;
+    let len = match Marker::from_u8(rd.u8()?) {
+        Marker::FixArray(n) => u64::from(n),
+        Marker::Array16 => u64::from(rd.u16()?),
+        Marker::Array32 => u64::from(rd.u32()?),
+        _ => {
+            rd.pos = pos;
+            return Ok(None);
+        }
+    };
+    rd.check_len(pos, len, 1)?;
+    let mut items = Vec::with_capacity(len as usize + 1); // checked against the bytes
+    for _ in 0..len {
+        items.push(rd.pos);
+        skip_value(rd)?;
+    }
+    items.push(rd.pos);
+    Ok(Some(items))
+}
+
+/// Whether the value at `buf[pos]` is a map.
+pub(crate) fn is_map_at(buf: &[u8], pos: usize) -> bool {
+    buf.get(pos).is_some_and(|&b| {
+        matches!(
+            Marker::from_u8(b),
+            Marker::FixMap(_) | Marker::Map16 | Marker::Map32
+        )
+    })
+}
+
+/// Steps over one whole value (containers included), iteratively. The
+/// one-byte forms headers are made of are stepped over in place; the rest
+/// (and every error) goes through [`read_item`].
+fn skip_value(rd: &mut Reader<'_>) -> Result<(), DecodeError> {
+    let buf: &[u8] = rd.buf;
+    let mut left: u64 = 1;
+    while left > 0 {
+        left -= 1;
+        let start = rd.pos;
+        let quick = match buf.get(start) {
+            Some(&b @ (0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff)) => Some((b, 1)),
+            Some(&b @ 0xa0..=0xbf) => Some((b, 1 + usize::from(b & 0x1f))),
+            Some(&b @ 0x80..=0x9f) => Some((b, 1)),
+            _ => None,
+        };
+        if let Some((b, width)) = quick.filter(|&(_, w)| start + w <= buf.len()) {
+            rd.pos += width;
+            match b {
+                0x80..=0x8f => left += 2 * u64::from(b & 0x0f),
+                0x90..=0x9f => left += u64::from(b & 0x0f),
+                _ => {}
+            }
+            continue;
+        }
+        if let Item::Container { len, is_map } = read_item(rd)? {
+            let units = if is_map { 2 } else { 1 };
+            rd.check_len(start, len, units)?;
+            left += len * units;
+        }
+    }
+    Ok(())
+}
+
+/// `raw` (a msgpack map) with `entries` set as Python dict assignment does:
+/// a key already there keeps its place and takes the new value, the others
+/// are appended in order. The other entries are copied byte for byte.
+pub(crate) fn set_entries(raw: &Bytes, entries: &[(&str, &Value)]) -> Result<Bytes, EncodeError> {
+    let bad = || EncodeError::HeaderNotMap;
+    let (map, end) = RawMap::read(raw, 0).ok().flatten().ok_or_else(bad)?;
+    let mut out = BytesMut::with_capacity(raw.len() + 64);
+    let appended = entries.iter().filter(|(k, _)| !map.has(k)).count();
+    put_map_len(
+        &mut out,
+        u32::try_from(map.entries.len() + appended).map_err(|_| bad())?,
+    );
+    let new_value = |out: &mut BytesMut, v: &Value| {
+        encode_into(v, out, usize::MAX, &mut |_, _| {
+            Err(EncodeError::OutOfBandInHeader)
+        })
+    };
+    if end != raw.len() {
+        return Err(bad());
+    }
+    let mut done = vec![false; entries.len()];
+    for e in &map.entries {
+        let key_text = e.key.as_ref().map(|k| &raw[k.clone()]);
+        match entries
+            .iter()
+            .position(|(k, _)| key_text == Some(k.as_bytes()))
+        {
+            // The first entry with the key takes the value (as `Value::get`
+            // finds it); later duplicates stay as they were.
+            Some(i) if !done[i] => {
+                done[i] = true;
+                out.extend_from_slice(&raw[e.start..e.value.start]);
+                new_value(&mut out, entries[i].1)?;
+            }
+            _ => out.extend_from_slice(&raw[e.start..e.value.end]),
+        }
+    }
+    for ((key, value), done) in entries.iter().zip(done) {
+        if !done {
+            put_str(&mut out, key)?;
+            new_value(&mut out, value)?;
+        }
+    }
+    Ok(out.freeze())
+}
+
 /// What [`skim`] learns about a frame without building it.
 pub(crate) struct Skimmed {
     /// Whether the value is a map.
@@ -581,11 +846,38 @@ pub(crate) fn encode_into(
     bin_threshold: usize,
     leaf: &mut dyn FnMut(&Value, &mut BytesMut) -> Result<(), EncodeError>,
 ) -> Result<(), EncodeError> {
+    encode_at(value, out, bin_threshold, leaf, 0)
+}
+
+/// Encodes a header value (out-of-band values refused) that sits inside
+/// `depth` containers of the header being written.
+pub(crate) fn encode_header_at(
+    value: &Value,
+    out: &mut BytesMut,
+    depth: usize,
+) -> Result<(), EncodeError> {
+    encode_at(
+        value,
+        out,
+        usize::MAX,
+        &mut |_, _| Err(EncodeError::OutOfBandInHeader),
+        depth,
+    )
+}
+
+/// [`encode_into`] for a value inside `base` containers already.
+fn encode_at(
+    value: &Value,
+    out: &mut BytesMut,
+    bin_threshold: usize,
+    leaf: &mut dyn FnMut(&Value, &mut BytesMut) -> Result<(), EncodeError>,
+    base: usize,
+) -> Result<(), EncodeError> {
     if !is_out_of_band(value, bin_threshold) && put_scalar(value, out)? {
         return Ok(()); // a scalar: no work list needed
     }
     // Values still to write, with their depth (containers they sit in).
-    let mut todo: Vec<(&Value, usize)> = vec![(value, 0)];
+    let mut todo: Vec<(&Value, usize)> = vec![(value, base)];
     while let Some((v, depth)) = todo.pop() {
         if is_out_of_band(v, bin_threshold) {
             leaf(v, out)?;
@@ -614,13 +906,7 @@ pub(crate) fn encode_into(
             }
             Value::IntArray(items) => {
                 check_depth(depth)?;
-                let len = u32::try_from(items.len())
-                    .map_err(|_| EncodeError::TooLong { len: items.len() })?;
-                let _ = rmp::encode::write_array_len(&mut out.writer(), len);
-                out.reserve(items.len());
-                for &x in items {
-                    put_int(out, x);
-                }
+                put_ints(out, items)?;
             }
             Value::Map(entries) => {
                 check_depth(depth)?;
@@ -678,7 +964,9 @@ fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
     Ok(true)
 }
 
-fn check_depth(depth: usize) -> Result<(), EncodeError> {
+/// Refuses a container inside `depth` others once msgpack-python could not
+/// read it.
+pub(crate) fn check_depth(depth: usize) -> Result<(), EncodeError> {
     if depth >= PYTHON_MAX_DEPTH {
         return Err(EncodeError::DepthExceeded {
             limit: PYTHON_MAX_DEPTH,
@@ -704,7 +992,22 @@ fn put_uint(out: &mut BytesMut, v: u64) {
     let _ = rmp::encode::write_uint(&mut out.writer(), v);
 }
 
-fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
+/// Writes an array's length prefix.
+pub(crate) fn put_array_len(out: &mut BytesMut, len: usize) -> Result<(), EncodeError> {
+    let len = u32::try_from(len).map_err(|_| EncodeError::TooLong { len })?;
+    let _ = rmp::encode::write_array_len(&mut out.writer(), len);
+    Ok(())
+}
+
+/// Writes an array of integers, as the `Array` of their `Int`s would be.
+pub(crate) fn put_ints(out: &mut BytesMut, items: &[i64]) -> Result<(), EncodeError> {
+    put_array_len(out, items.len())?;
+    out.reserve(items.len());
+    items.iter().for_each(|&x| put_int(out, x));
+    Ok(())
+}
+
+pub(crate) fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
     let len = u32::try_from(s.len()).map_err(|_| EncodeError::TooLong { len: s.len() })?;
     let _ = rmp::encode::write_str_len(&mut out.writer(), len);
     out.extend_from_slice(s.as_bytes());

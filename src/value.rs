@@ -137,8 +137,9 @@ impl From<usize> for Integer {
 pub struct Header {
     map: OnceLock<Value>,
     raw: Option<Bytes>,
-    /// The `num-sub-frames` in `raw`.
-    raw_count: u64,
+    /// The `num-sub-frames` in `raw`; `None` for a header the serialize
+    /// layer wrote, which has no such key yet.
+    raw_count: Option<u64>,
 }
 
 impl Header {
@@ -149,7 +150,17 @@ impl Header {
         Header {
             map: OnceLock::from(map),
             raw: None,
-            raw_count: 0,
+            raw_count: None,
+        }
+    }
+
+    /// A header the serialize layer wrote as msgpack bytes (a map without
+    /// `num-sub-frames`); its map is decoded only if asked for.
+    pub(crate) fn written(raw: Bytes) -> Header {
+        Header {
+            map: OnceLock::new(),
+            raw: Some(raw),
+            raw_count: None,
         }
     }
 
@@ -160,7 +171,7 @@ impl Header {
         Header {
             map: OnceLock::new(),
             raw: Some(raw),
-            raw_count: count,
+            raw_count: Some(count),
         }
     }
 
@@ -168,7 +179,13 @@ impl Header {
     pub(crate) fn raw_for(&self, frames: usize) -> Option<&Bytes> {
         self.raw
             .as_ref()
-            .filter(|_| self.raw_count == frames as u64)
+            .filter(|_| self.raw_count == Some(frames as u64))
+    }
+
+    /// The header's msgpack bytes, when it has them: as it came off the
+    /// wire, or as the serialize layer wrote it (without `num-sub-frames`).
+    pub(crate) fn raw_bytes(&self) -> Option<&Bytes> {
+        self.raw.as_ref()
     }
 
     /// The header map.
@@ -178,7 +195,8 @@ impl Header {
                 .raw
                 .as_ref()
                 .expect("a header without a map has raw bytes");
-            // Checked when the block was claimed, with limits at least this tight.
+            // Checked when the block was claimed, with limits at least this
+            // tight, or written by the serialize layer.
             crate::msgpack::decode(
                 raw,
                 0,
@@ -191,7 +209,7 @@ impl Header {
 
     /// The bytes this header was decoded from, if it came off the wire.
     pub fn raw(&self) -> Option<&Bytes> {
-        self.raw.as_ref()
+        self.raw.as_ref().filter(|_| self.raw_count.is_some())
     }
 
     /// Looks up a string key in the header map.

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::error::DecodeError;
-use crate::value::Value;
+use crate::value::{IntItems, Value};
 
 /// The Python container a collection header names in `type-serialized`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +33,7 @@ impl CollectionKind {
         }
     }
 
-    fn from_name(name: &str) -> Option<CollectionKind> {
+    pub(super) fn from_name(name: &str) -> Option<CollectionKind> {
         [
             CollectionKind::List,
             CollectionKind::Tuple,
@@ -97,24 +97,7 @@ impl<'a> CollectionView<'a> {
                 got: lengths.len(),
             });
         }
-        let count = lengths.len();
-        let mut starts = Vec::with_capacity(count + 1);
-        let mut at: u64 = 0;
-        starts.push(0);
-        for len in lengths {
-            let len = len.and_then(|i| i.as_u64()).ok_or(field("frame-lengths"))?;
-            at = at.saturating_add(len);
-            if at > frames.len() as u64 {
-                break;
-            }
-            starts.push(at as usize);
-        }
-        if at != frames.len() as u64 || starts.len() != count + 1 {
-            return Err(DecodeError::FrameLengthsMismatch {
-                declared: at,
-                frames: frames.len(),
-            });
-        }
+        let starts = frame_starts(lengths, frames.len())?;
         if sub_headers.iter().any(|h| h.as_map().is_none()) {
             return Err(field("sub-headers"));
         }
@@ -154,4 +137,36 @@ impl<'a> CollectionView<'a> {
     pub fn key(&self, i: usize) -> Option<&'a Value> {
         self.sub_headers.get(i)?.get("key")
     }
+}
+
+/// Prefix sums over `frame-lengths`: element i's frames are
+/// `starts[i]..starts[i + 1]`. Every length must be a non-negative integer
+/// and they must add up to the `frames` there are.
+pub(super) fn frame_starts(
+    lengths: IntItems<'_>,
+    frames: usize,
+) -> Result<Vec<usize>, DecodeError> {
+    let count = lengths.len();
+    let mut starts = Vec::with_capacity(count + 1);
+    let mut at: u64 = 0;
+    starts.push(0);
+    for len in lengths {
+        let len = len
+            .and_then(|i| i.as_u64())
+            .ok_or(DecodeError::InvalidHeader {
+                field: "frame-lengths",
+            })?;
+        at = at.saturating_add(len);
+        if at > frames as u64 {
+            break;
+        }
+        starts.push(at as usize);
+    }
+    if at != frames as u64 || starts.len() != count + 1 {
+        return Err(DecodeError::FrameLengthsMismatch {
+            declared: at,
+            frames,
+        });
+    }
+    Ok(starts)
 }

@@ -674,16 +674,9 @@ fn byte_sample(frame: &[u8]) -> Vec<u8> {
 }
 
 /// Compresses, under [`maybe_compress`], every frame whose `compression`
-/// entry in `header` is nil (Dask's `_inplace_compress_frames`) and records
-/// the codec in its place. Entries already set (`false`, a codec) are kept.
-pub(super) fn compress_frames(header: &mut [(Value, Value)], frames: &mut [Bytes], codec: Codec) {
-    let Some(Value::Array(entries)) = header
-        .iter_mut()
-        .find(|(k, _)| k.as_str() == Some("compression"))
-        .map(|(_, v)| v)
-    else {
-        return;
-    };
+/// entry is nil (Dask's `_inplace_compress_frames`) and records the codec
+/// in its place. Entries already set (`false`, a codec) are kept.
+pub(super) fn compress_frames(entries: &mut [Value], frames: &mut [Bytes], codec: Codec) {
     for (entry, frame) in entries.iter_mut().zip(frames.iter_mut()) {
         if *entry != Value::Nil {
             continue;

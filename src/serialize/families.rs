@@ -257,11 +257,17 @@ impl Family for MsgpackFamily {
         frames: &[Bytes],
         limits: &Limits,
     ) -> Option<Result<Value, DecodeError>> {
-        let decode = |frame: &Bytes| msgpack::decode_packed(frame, 0, limits, super::PACK_MIN);
-        Some(match frames {
-            [one] => decode(one),
-            _ => decode(&concat(frames)),
-        })
+        Some(msgpack_value(frames, limits))
+    }
+}
+
+/// The `msgpack` family's value: its frames (one: in place; several:
+/// joined) as one msgpack value, long integer arrays packed.
+pub(super) fn msgpack_value(frames: &[Bytes], limits: &Limits) -> Result<Value, DecodeError> {
+    let decode = |frame: &Bytes| msgpack::decode_packed(frame, 0, limits, super::PACK_MIN);
+    match frames {
+        [one] => decode(one),
+        _ => decode(&concat(frames)),
     }
 }
 

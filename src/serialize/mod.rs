@@ -29,19 +29,21 @@ mod shards;
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::{DecodeError, EncodeError};
 use crate::limits::Limits;
 use crate::message;
-use crate::msgpack;
-use crate::value::{Block, Header, Value};
+use crate::msgpack::{self, RawMap};
+use crate::value::{Block, Header, Integer, Value};
 
 pub use collection::{CollectionKind, CollectionView};
 pub use compression::{decompress, maybe_compress, Codec, DecompressBudget};
+use families::msgpack_value;
 pub use families::{DaskFamily, Encoded, ErrorFamily, Family, MsgpackFamily};
 pub use ndarray::NdArray;
 pub use shards::merge_frames;
+use shards::Tables;
 
 /// Whether a collection is serialized element by element or as one blob
 /// (Dask's `iterate_collection` = True / False / None).
@@ -146,6 +148,10 @@ impl Registry {
         self
     }
 
+    fn index_of(&self, name: &str) -> Option<usize> {
+        self.families.iter().position(|f| f.name() == name)
+    }
+
     fn by_name(&self, name: &str) -> Option<&dyn Family> {
         self.families
             .iter()
@@ -186,8 +192,21 @@ const ARENA_CHUNK: usize = 4096;
 /// ```
 pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
     let mut out = Out::default();
-    let header = ser(value, opts.iterate, false, opts, &mut out, 0)?;
-    Ok(Block::from_vec(Header::new(Value::Map(header)), out.frames))
+    let mut header = BytesMut::new();
+    ser(
+        value,
+        opts.iterate,
+        false,
+        opts,
+        &mut out,
+        &mut header,
+        0,
+        None,
+    )?;
+    Ok(Block::from_vec(
+        Header::written(header.freeze()),
+        out.frames,
+    ))
 }
 
 /// [`serialize`], then cut long frames into shards and add Dask's
@@ -197,12 +216,30 @@ pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, Encode
 /// `compression` entry is nil then goes through [`maybe_compress`].
 pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
     let mut out = Out::default();
-    let header = ser(value, opts.iterate, false, opts, &mut out, 0)?;
-    let (mut header, mut frames) = shards::split(header, out, opts.shard_size);
+    let mut header = BytesMut::new();
+    let given = ser(
+        value,
+        opts.iterate,
+        false,
+        opts,
+        &mut out,
+        &mut header,
+        0,
+        None,
+    )?;
+    let (mut table, mut frames) = shards::split(given, out, opts.shard_size);
     if let Some(codec) = opts.compression {
-        compression::compress_frames(&mut header, &mut frames, codec);
+        compression::compress_frames(&mut table.compression, &mut frames, codec);
     }
-    Ok(Block::from_vec(Header::new(Value::Map(header)), frames))
+    let header = msgpack::set_entries(
+        &header.freeze(),
+        &[
+            ("split-num-sub-frames", &Value::IntArray(table.counts)),
+            ("split-offsets", &Value::IntArray(table.offsets)),
+            ("compression", &Value::Array(table.compression)),
+        ],
+    )?;
+    Ok(Block::from_vec(Header::written(header), frames))
 }
 
 /// The serialize-aware [`message::dumps`]: every [`Value::Serialize`] leaf
@@ -211,7 +248,7 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
 /// through untouched.
 ///
 /// ```
-/// use bytes::{Bytes, BytesMut};
+/// use bytes::{BufMut, Bytes, BytesMut};
 /// use framewire::{dumps, Value};
 ///
 /// let payload = Bytes::from(vec![7u8; 1 << 20]);
@@ -233,16 +270,24 @@ pub fn dumps_with(value: &Value, opts: &SerializeOptions) -> Result<Vec<Bytes>, 
     message::dumps_with(value, &mut |leaf| serialize_and_split(leaf, opts))
 }
 
-/// Returns the header entries for `v` and pushes its frames.
-/// `force` iterates a collection whatever `mode` says (the top of a `Serialize`).
+/// Writes `v`'s header to `header` and pushes its frames; returns the
+/// header's `compression` list, if it has one.
+///
+/// The header is written as msgpack straight away (no `Value` per element):
+/// a map inside `depth` containers of the whole header, with `key` as its
+/// last entry when given (a dict element's). `force` iterates a collection
+/// whatever `mode` says (the top of a `Serialize`).
+#[allow(clippy::too_many_arguments)]
 fn ser(
     v: &Value,
     mode: IterateCollection,
     force: bool,
     opts: &SerializeOptions,
     out: &mut Out,
+    header: &mut BytesMut,
     depth: usize,
-) -> Result<Vec<(Value, Value)>, EncodeError> {
+    key: Option<&Value>,
+) -> Result<Option<Vec<Value>>, EncodeError> {
     match v {
         Value::Serialized(block) => {
             let Value::Map(entries) = block.header().map() else {
@@ -252,12 +297,12 @@ fn ser(
                 out.frames.push(f.clone());
                 out.units.push(1);
             }
-            Ok(entries.clone())
+            write_entries(entries.clone(), key, header, depth)
         }
         Value::Pickled(_) => Err(EncodeError::Unserializable {
             what: "a Pickled block inside a serialized value",
         }),
-        Value::Serialize(inner) => ser(inner, mode, true, opts, out, depth),
+        Value::Serialize(inner) => ser(inner, mode, true, opts, out, header, depth, key),
         Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
             let iterate = force || mode == IterateCollection::Always;
             if !iterate {
@@ -266,14 +311,19 @@ fn ser(
                     _ => opts.out_of_band_threshold,
                 };
                 match blob(v, threshold) {
-                    Ok(frame) => return Ok(push_msgpack_blob(frame, out)),
+                    Ok(frame) => {
+                        out.frames.push(frame);
+                        out.units.push(1);
+                        write_msgpack_header(key, header, depth)?;
+                        return Ok(None);
+                    }
                     Err(EncodeError::OutOfBandInBlob) if mode == IterateCollection::Auto => {}
                     Err(e) => return Err(e),
                 }
             }
-            iterate_collection(v, mode, opts, out, depth)
+            iterate_collection(v, mode, opts, out, header, depth, key)
         }
-        _ => family_serialize(v, opts, out),
+        _ => family_serialize(v, opts, out, header, depth, key),
     }
 }
 
@@ -287,26 +337,64 @@ fn blob(v: &Value, threshold: usize) -> Result<Bytes, EncodeError> {
     Ok(buf.freeze())
 }
 
-fn push_msgpack_blob(frame: Bytes, out: &mut Out) -> Vec<(Value, Value)> {
-    out.frames.push(frame);
-    out.units.push(1);
-    vec![(
-        Value::from_static(SERIALIZER),
-        Value::from_static(MsgpackFamily::NAME),
-    )]
+const SERIALIZER: &str = "serializer";
+
+/// `{"serializer": "msgpack"}` in msgpack.
+const MSGPACK_LEAF_HEADER: &[u8] = b"\x81\xaaserializer\xa7msgpack";
+
+/// Writes a header map from its entries, with `key` set (Python dict
+/// assignment); returns its `compression` list, if it has one.
+fn write_entries(
+    mut entries: Vec<(Value, Value)>,
+    key: Option<&Value>,
+    header: &mut BytesMut,
+    depth: usize,
+) -> Result<Option<Vec<Value>>, EncodeError> {
+    if let Some(k) = key {
+        set_key(&mut entries, "key", k.clone());
+    }
+    let compression = entries
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("compression"))
+        .and_then(|(_, c)| c.as_array())
+        .map(<[Value]>::to_vec);
+    msgpack::encode_header_at(&Value::Map(entries), header, depth)?;
+    Ok(compression)
 }
 
-const SERIALIZER: &str = "serializer";
+/// Writes `{"serializer": "msgpack"}`, with `key` when given.
+fn write_msgpack_header(
+    key: Option<&Value>,
+    header: &mut BytesMut,
+    depth: usize,
+) -> Result<(), EncodeError> {
+    msgpack::check_depth(depth)?;
+    let at = header.len();
+    header.extend_from_slice(MSGPACK_LEAF_HEADER);
+    if let Some(k) = key {
+        header[at] = 0x82; // a fixmap of 2
+        msgpack::put_str(header, "key")?;
+        msgpack::encode_header_at(k, header, depth + 1)?;
+    }
+    Ok(())
+}
 
 fn family_serialize(
     v: &Value,
     opts: &SerializeOptions,
     out: &mut Out,
-) -> Result<Vec<(Value, Value)>, EncodeError> {
+    header: &mut BytesMut,
+    depth: usize,
+    key: Option<&Value>,
+) -> Result<Option<Vec<Value>>, EncodeError> {
     for (i, family) in opts.registry.families.iter().enumerate() {
         if opts.registry.builtin_msgpack == Some(i) {
             match msgpack_into_arena(v, out) {
-                Some(header) => return header,
+                Some(Ok(())) => {
+                    write_msgpack_header(key, header, depth)?;
+                    return Ok(None);
+                }
+                Some(Err(e)) => return Err(e),
                 None => continue,
             }
         }
@@ -314,26 +402,24 @@ fn family_serialize(
             continue;
         };
         let Encoded {
-            mut header,
+            header: mut entries,
             frames,
             shard_unit,
         } = encoded?;
-        set_key(&mut header, SERIALIZER, Value::from_static(family.name()));
+        set_key(&mut entries, SERIALIZER, Value::from_static(family.name()));
         out.units
             .extend(std::iter::repeat_n(shard_unit.max(1), frames.len()));
         out.frames.extend(frames);
-        return Ok(header);
+        return write_entries(entries, key, header, depth);
     }
     Err(EncodeError::Unserializable {
         what: "this value (no family in the registry accepts it)",
     })
 }
 
-/// [`MsgpackFamily::serialize`], with the frame split off [`Out::arena`].
-fn msgpack_into_arena(
-    v: &Value,
-    out: &mut Out,
-) -> Option<Result<Vec<(Value, Value)>, EncodeError>> {
+/// [`MsgpackFamily::serialize`], with the frame split off [`Out::arena`];
+/// `None` when the value is not msgpack (it has out-of-band values inside).
+fn msgpack_into_arena(v: &Value, out: &mut Out) -> Option<Result<(), EncodeError>> {
     if out.arena.capacity() < 64 {
         out.arena.reserve(ARENA_CHUNK);
     }
@@ -342,15 +428,11 @@ fn msgpack_into_arena(
     });
     if let Err(e) = encoded {
         out.arena.clear();
-        // As MsgpackFamily::serialize: out-of-band values are not msgpack.
         return (e != EncodeError::OutOfBandInHeader).then_some(Err(e));
     }
     out.frames.push(out.arena.split().freeze());
     out.units.push(1);
-    Some(Ok(vec![(
-        Value::from_static(SERIALIZER),
-        Value::from_static(MsgpackFamily::NAME),
-    )]))
+    Some(Ok(()))
 }
 
 /// Sets `key` in a header: in place if present, appended otherwise (Python
@@ -362,53 +444,52 @@ pub(crate) fn set_key(header: &mut Vec<(Value, Value)>, key: &'static str, value
     }
 }
 
+/// Writes a collection header (§5.3): `sub-headers` (each element's header,
+/// written in place), `is-collection`, `frame-lengths`, `type-serialized`,
+/// then `compression` when an element brought a codec, then `key`.
 fn iterate_collection(
     v: &Value,
     mode: IterateCollection,
     opts: &SerializeOptions,
     out: &mut Out,
+    header: &mut BytesMut,
     depth: usize,
-) -> Result<Vec<(Value, Value)>, EncodeError> {
-    if depth >= msgpack::PYTHON_MAX_DEPTH {
-        return Err(EncodeError::DepthExceeded {
-            limit: msgpack::PYTHON_MAX_DEPTH,
-        });
-    }
-    // Elements below an iterated level are inferred, unless the mode is
-    // Always (every level) or Never (every level below is a blob).
+    key: Option<&Value>,
+) -> Result<Option<Vec<Value>>, EncodeError> {
+    // The map, and the sub-headers array inside it.
+    msgpack::check_depth(depth + 1)?;
     let (len, kind) = match v {
         Value::Map(m) => (m.len(), CollectionKind::Dict),
         Value::Array(a) => (a.len(), CollectionKind::Tuple),
         Value::IntArray(a) => (a.len(), CollectionKind::Tuple),
         _ => unreachable!("only collections are iterated"),
     };
-    let mut sub_headers = Vec::with_capacity(len);
+    // At least a frame and a small header per element.
+    out.frames.reserve(len);
+    out.units.reserve(len);
+    header.reserve(len * (MSGPACK_LEAF_HEADER.len() + 1) + 64);
+    let map_at = header.len();
+    header.put_u8(0x80); // a fixmap; its entry count (4 to 6) is set below
+    msgpack::put_str(header, "sub-headers")?;
+    msgpack::put_array_len(header, len)?;
     let mut lengths: Vec<i64> = Vec::with_capacity(len);
     // Built only once an element brings a codec: one entry per frame so far.
     let mut compressions: Option<Vec<Value>> = None;
     let first = out.frames.len();
-    let mut element = |e: &Value, key: Option<&Value>| -> Result<(), EncodeError> {
+    let mut element = |e: &Value, k: Option<&Value>| -> Result<(), EncodeError> {
         let before = out.frames.len();
-        let mut h = ser(e, mode, false, opts, out, depth + 1)?;
+        let given = ser(e, mode, false, opts, out, header, depth + 2, k)?;
         let n = out.frames.len() - before;
-        let given = h
-            .iter()
-            .find(|(k, _)| k.as_str() == Some("compression"))
-            .and_then(|(_, c)| c.as_array());
         match (given, &mut compressions) {
             (Some(c), None) if c.iter().any(|x| *x != Value::Nil) => {
                 let mut all = vec![Value::Nil; before - first];
-                all.extend(c.iter().cloned());
+                all.extend(c);
                 compressions = Some(all);
             }
-            (Some(c), Some(all)) => all.extend(c.iter().cloned()),
+            (Some(c), Some(all)) => all.extend(c),
             (None, Some(all)) => all.extend(std::iter::repeat_n(Value::Nil, n)),
             _ => {}
         }
-        if let Some(k) = key {
-            set_key(&mut h, "key", k.clone());
-        }
-        sub_headers.push(Value::Map(h));
         lengths.push(n as i64);
         Ok(())
     };
@@ -418,25 +499,28 @@ fn iterate_collection(
         Value::IntArray(a) => a.iter().try_for_each(|&x| element(&Value::from(x), None))?,
         _ => {}
     }
-    let mut header = vec![
-        (Value::from_static("sub-headers"), Value::Array(sub_headers)),
-        (Value::from_static("is-collection"), Value::Bool(true)),
-        (
-            Value::from_static("frame-lengths"),
-            Value::IntArray(lengths),
-        ),
-        (
-            Value::from_static("type-serialized"),
-            Value::from_static(kind.name()),
-        ),
-    ];
-    if let Some(compressions) = compressions {
-        header.push((
-            Value::from_static("compression"),
-            Value::Array(compressions),
-        ));
+    msgpack::put_str(header, "is-collection")?;
+    header.put_u8(0xc3); // true
+    msgpack::put_str(header, "frame-lengths")?;
+    msgpack::put_ints(header, &lengths)?;
+    msgpack::put_str(header, "type-serialized")?;
+    msgpack::put_str(header, kind.name())?;
+    let mut entries = 4;
+    if let Some(c) = &compressions {
+        msgpack::put_str(header, "compression")?;
+        msgpack::put_array_len(header, c.len())?;
+        for x in c {
+            msgpack::encode_header_at(x, header, depth + 2)?;
+        }
+        entries += 1;
     }
-    Ok(header)
+    if let Some(k) = key {
+        msgpack::put_str(header, "key")?;
+        msgpack::encode_header_at(k, header, depth + 1)?;
+        entries += 1;
+    }
+    header[map_at] = 0x80 | entries;
+    Ok(compressions)
 }
 
 /// How blocks are deserialized: limits, the families, and optionally the
@@ -494,15 +578,117 @@ pub fn deserialize_with_budget(
     opts: &DeserializeOptions,
     budget: &mut DecompressBudget,
 ) -> Result<Value, DecodeError> {
+    // A collection whose header has bytes (it came off the wire, or
+    // `serialize` wrote it) is read in place: no `Value` per sub-header.
+    if let Some(raw) = block.header().raw_bytes() {
+        if let Some((top, _)) = RawMap::read_noting_items(raw, 0, Some("sub-headers"))? {
+            if top.has("is-collection") {
+                let frames = shards::merge(&Tables::of_raw(&top)?, block.frames(), opts, budget)?;
+                return raw_collection(raw, &top, &frames, opts);
+            }
+        }
+    }
     let header = block.header().map();
     if header.as_map().is_none() {
         return Err(DecodeError::InvalidHeader { field: "header" });
     }
-    let frames = shards::merge(header, block.frames(), opts, budget)?;
-    match deser(header, &frames, opts)? {
+    let frames = shards::merge(&Tables::of(header), block.frames(), opts, budget)?;
+    match deser(header, &frames, opts, 0)? {
         Some(v) => Ok(v),
         None => Ok(Value::Serialized(Box::new(block.clone()))),
     }
+}
+
+/// Rebuilds a collection from its header's bytes, as [`deser`] does from its
+/// map, with the same checks in the same order (those of
+/// [`CollectionView::new`]). The sub-headers are found in one pass; a leaf
+/// of the built-in `msgpack` family is decoded without building its header;
+/// any other element goes through [`deser`] from its decoded sub-header.
+fn raw_collection(
+    raw: &Bytes,
+    top: &RawMap<'_>,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<Value, DecodeError> {
+    let field = |field| DecodeError::InvalidHeader { field };
+    if opts.limits.max_depth == 0 {
+        return Err(DecodeError::CollectionTooDeep { limit: 0 });
+    }
+    // Where each sub-header starts, then where the last one ends.
+    let bounds = top.items().ok_or(field("sub-headers"))?;
+    let subs = &bounds[..bounds.len() - 1];
+    let lengths = top.table("frame-lengths")?;
+    let lengths = lengths
+        .as_ref()
+        .and_then(Value::int_items)
+        .ok_or(field("frame-lengths"))?;
+    let kind = top
+        .str("type-serialized")
+        .and_then(CollectionKind::from_name)
+        .ok_or(field("type-serialized"))?;
+    if lengths.len() != subs.len() {
+        return Err(DecodeError::LengthMismatch {
+            field: "frame-lengths",
+            expected: subs.len(),
+            got: lengths.len(),
+        });
+    }
+    let starts = collection::frame_starts(lengths, frames.len())?;
+    if !subs.iter().all(|&at| msgpack::is_map_at(raw, at)) {
+        return Err(field("sub-headers"));
+    }
+    let sub_header = |at: usize| -> Result<RawMap<'_>, DecodeError> {
+        Ok(RawMap::read(raw, at)?.ok_or(field("sub-headers"))?.0)
+    };
+    let builtin_msgpack = opts.registry.builtin_msgpack.is_some()
+        && opts.registry.index_of(MsgpackFamily::NAME) == opts.registry.builtin_msgpack;
+    let mut items = Items::new(kind, subs.len().min(opts.limits.prealloc_cap));
+    for (i, w) in bounds.windows(2).enumerate() {
+        let sub = &raw[w[0]..w[1]];
+        let f = &frames[starts[i]..starts[i + 1]];
+        // A leaf of the built-in msgpack family needs no header: known by
+        // its exact bytes (the common case, one comparison) or its entries.
+        let msgpack_leaf = builtin_msgpack
+            && (sub == MSGPACK_LEAF_HEADER || {
+                let map = sub_header(w[0])?;
+                !map.has("is-collection") && map.str(SERIALIZER) == Some(MsgpackFamily::NAME)
+            });
+        let item = if msgpack_leaf {
+            msgpack_value(f, &opts.limits)?
+        } else {
+            let h = msgpack::decode_range(raw, w[0]..w[1], usize::MAX)?;
+            match deser(&h, f, opts, 1)? {
+                Some(v) => v,
+                None => opaque_element(&h, f),
+            }
+        };
+        items.push(item);
+    }
+    let items = match items {
+        Items::Values(items) if kind == CollectionKind::Dict => items,
+        array => return Ok(array.finish()),
+    };
+    let entries = subs
+        .iter()
+        .zip(items)
+        .map(|(&at, v)| {
+            let key = sub_header(at)?
+                .get("key")
+                .ok_or(field("key"))
+                .and_then(|at| msgpack::decode_range(raw, at, usize::MAX))?;
+            Ok((key, v))
+        })
+        .collect::<Result<_, DecodeError>>()?;
+    Ok(Value::Map(entries))
+}
+
+/// An element no family rebuilds: an opaque block (without the `key` its
+/// dict put in its header).
+fn opaque_element(h: &Value, f: &[Bytes]) -> Value {
+    Value::Serialized(Box::new(Block::new(
+        Header::new(without_key(h)),
+        f.to_vec(),
+    )))
 }
 
 /// Every `Serialized` block in a decoded message, deserialized (Dask's
@@ -568,19 +754,20 @@ fn deser(
     header: &Value,
     frames: &[Bytes],
     opts: &DeserializeOptions,
+    depth: usize,
 ) -> Result<Option<Value>, DecodeError> {
     /// A collection being rebuilt.
     struct Level<'a> {
         view: CollectionView<'a>,
         next: usize,
-        items: Vec<Value>,
+        items: Items,
     }
     let mut stack: Vec<Level<'_>> = Vec::new();
     let (mut h, mut f) = (header, frames);
     loop {
         // Descend into `h`: open a collection, or rebuild a leaf.
         let mut done = if h.get("is-collection").is_some() {
-            if stack.len() >= opts.limits.max_depth {
+            if depth + stack.len() >= opts.limits.max_depth {
                 return Err(DecodeError::CollectionTooDeep {
                     limit: opts.limits.max_depth,
                 });
@@ -588,9 +775,9 @@ fn deser(
             let view = CollectionView::new(h, f)?;
             let cap = view.len().min(opts.limits.prealloc_cap);
             stack.push(Level {
+                items: Items::new(view.kind(), cap),
                 view,
                 next: 0,
-                items: Vec::with_capacity(cap),
             });
             None
         } else {
@@ -599,12 +786,7 @@ fn deser(
                 return Ok(leaf);
             }
             // An element no family rebuilds stays an opaque block.
-            Some(leaf.unwrap_or_else(|| {
-                Value::Serialized(Box::new(Block::new(
-                    Header::new(without_key(h)),
-                    f.to_vec(),
-                )))
-            }))
+            Some(leaf.unwrap_or_else(|| opaque_element(h, f)))
         };
         // Ascend: hand finished values to their collections.
         loop {
@@ -625,11 +807,53 @@ fn deser(
     }
 }
 
-/// Builds the container a collection header names from its rebuilt elements.
-fn finish_collection(view: CollectionView<'_>, items: Vec<Value>) -> Result<Value, DecodeError> {
-    if view.kind() != CollectionKind::Dict {
-        return Ok(Value::Array(items));
+/// The rebuilt elements of a collection. A tuple, list or set is kept packed
+/// while every element is an integer in `i64`'s range, and comes back as a
+/// [`Value::IntArray`] when it has at least [`PACK_MIN`] (as a `msgpack`
+/// blob's arrays do).
+enum Items {
+    Ints(Vec<i64>),
+    Values(Vec<Value>),
+}
+
+impl Items {
+    fn new(kind: CollectionKind, cap: usize) -> Items {
+        match kind {
+            CollectionKind::Dict => Items::Values(Vec::with_capacity(cap)),
+            _ => Items::Ints(Vec::with_capacity(cap)),
+        }
     }
+
+    fn push(&mut self, v: Value) {
+        match self {
+            Items::Values(items) => items.push(v),
+            Items::Ints(ints) => match v.as_int().and_then(Integer::as_i64) {
+                Some(x) => ints.push(x),
+                None => {
+                    let mut items: Vec<Value> = ints.drain(..).map(Value::from).collect();
+                    items.push(v);
+                    *self = Items::Values(items);
+                }
+            },
+        }
+    }
+
+    /// The array (a dict's values are taken apart by the caller).
+    fn finish(self) -> Value {
+        match self {
+            Items::Ints(ints) if ints.len() >= PACK_MIN => Value::IntArray(ints),
+            Items::Ints(ints) => Value::Array(ints.into_iter().map(Value::from).collect()),
+            Items::Values(items) => Value::Array(items),
+        }
+    }
+}
+
+/// Builds the container a collection header names from its rebuilt elements.
+fn finish_collection(view: CollectionView<'_>, items: Items) -> Result<Value, DecodeError> {
+    let items = match items {
+        Items::Values(items) if view.kind() == CollectionKind::Dict => items,
+        array => return Ok(array.finish()),
+    };
     let entries = items
         .into_iter()
         .enumerate()
@@ -656,5 +880,30 @@ fn family_value(
     match opts.registry.by_name(name) {
         Some(family) => family.deserialize(header, frames, &opts.limits).transpose(),
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes written for a msgpack leaf are those of its header map.
+    #[test]
+    fn msgpack_leaf_header_is_the_encoded_map() {
+        let leaf = |key: Option<Value>| {
+            let mut entries = vec![(Value::str(SERIALIZER), Value::str(MsgpackFamily::NAME))];
+            entries.extend(key.map(|k| (Value::str("key"), k)));
+            msgpack::encode(&Value::Map(entries)).unwrap()
+        };
+        assert_eq!(MSGPACK_LEAF_HEADER, &leaf(None)[..]);
+        for key in [
+            None,
+            Some(Value::str("k")),
+            Some(Value::Array(vec![1.into(), 2.into()])),
+        ] {
+            let mut written = BytesMut::new();
+            write_msgpack_header(key.as_ref(), &mut written, 0).unwrap();
+            assert_eq!(written, leaf(key), "written as the map encodes");
+        }
     }
 }

@@ -7,57 +7,94 @@ use std::borrow::Cow;
 use bytes::{Bytes, BytesMut};
 
 use super::compression::{self, Codec, DecompressBudget};
-use super::{set_key, DeserializeOptions, Out};
+use super::{DeserializeOptions, Out};
 use crate::error::DecodeError;
+use crate::msgpack::RawMap;
 use crate::value::{Integer, Value};
 
-/// Cuts every frame whose `compression` entry is nil into shards of at most
-/// `shard_size` bytes, at a multiple of its shard unit, and adds Dask's
-/// `split-num-sub-frames`, `split-offsets` and `compression` keys. Shards are
+/// Dask's split table for a block's frames, as [`split`] makes it.
+pub(super) struct SplitTable {
+    /// `split-num-sub-frames`: how many shards each original frame became.
+    pub(super) counts: Vec<i64>,
+    /// `split-offsets`: where each original frame's shards start.
+    pub(super) offsets: Vec<i64>,
+    /// `compression`: one entry per shard.
+    pub(super) compression: Vec<Value>,
+}
+
+/// Cuts every frame whose `compression` entry (in `given`, the header's own
+/// list if it has one) is nil into shards of at most `shard_size` bytes, at
+/// a multiple of its shard unit, and makes Dask's split table. Shards are
 /// `Bytes::slice`s: nothing is copied.
 pub(super) fn split(
-    mut header: Vec<(Value, Value)>,
+    given: Option<Vec<Value>>,
     out: Out,
     shard_size: usize,
-) -> (Vec<(Value, Value)>, Vec<Bytes>) {
-    let given: Option<Vec<Value>> = header
-        .iter()
-        .find(|(k, _)| k.as_str() == Some("compression"))
-        .and_then(|(_, v)| v.as_array())
-        .map(<[Value]>::to_vec);
-    let mut counts = Vec::with_capacity(out.frames.len());
-    let mut offsets = Vec::with_capacity(out.frames.len());
-    let mut frames = Vec::with_capacity(out.frames.len());
-    let mut compression = Vec::with_capacity(out.frames.len());
+) -> (SplitTable, Vec<Bytes>) {
+    let n = out.frames.len();
+    let mut table = SplitTable {
+        counts: Vec::with_capacity(n),
+        offsets: Vec::with_capacity(n),
+        compression: Vec::with_capacity(n),
+    };
+    let mut frames = Vec::with_capacity(n);
     for (i, (frame, unit)) in out.frames.into_iter().zip(out.units).enumerate() {
-        offsets.push(frames.len() as i64);
+        table.offsets.push(frames.len() as i64);
         let codec = given
             .as_ref()
             .and_then(|c| c.get(i))
             .cloned()
             .unwrap_or(Value::Nil);
         if codec != Value::Nil || frame.len() <= shard_size {
-            counts.push(1i64);
+            table.counts.push(1);
             frames.push(frame);
-            compression.push(codec);
+            table.compression.push(codec);
             continue;
         }
         let step = (shard_size / unit).max(1) * unit;
-        let mut n = 0i64;
+        let mut count = 0;
         let mut at = 0;
         while at < frame.len() {
             let end = (at + step).min(frame.len());
             frames.push(frame.slice(at..end));
-            compression.push(Value::Nil);
+            table.compression.push(Value::Nil);
             at = end;
-            n += 1;
+            count += 1;
         }
-        counts.push(n);
+        table.counts.push(count);
     }
-    set_key(&mut header, "split-num-sub-frames", Value::IntArray(counts));
-    set_key(&mut header, "split-offsets", Value::IntArray(offsets));
-    set_key(&mut header, "compression", Value::Array(compression));
-    (header, frames)
+    (table, frames)
+}
+
+/// The entries of a block header that [`merge`] reads.
+pub(super) struct Tables {
+    /// `compression`.
+    pub(super) compression: Option<Value>,
+    /// `split-num-sub-frames`.
+    pub(super) counts: Option<Value>,
+    /// `split-offsets`.
+    pub(super) offsets: Option<Value>,
+}
+
+impl Tables {
+    /// The entries of a header map.
+    pub(super) fn of(header: &Value) -> Tables {
+        let get = |key| header.get(key).cloned();
+        Tables {
+            compression: get("compression"),
+            counts: get("split-num-sub-frames"),
+            offsets: get("split-offsets"),
+        }
+    }
+
+    /// The entries of a header read in place (the integer tables packed).
+    pub(super) fn of_raw(header: &RawMap<'_>) -> Result<Tables, DecodeError> {
+        Ok(Tables {
+            compression: header.table("compression")?,
+            counts: header.table("split-num-sub-frames")?,
+            offsets: header.table("split-offsets")?,
+        })
+    }
 }
 
 /// The frames of a block, decompressed and with their shards merged (Dask's
@@ -71,13 +108,13 @@ pub(super) fn split(
 /// or a codec name ([`DecodeError::UnknownCodec`] otherwise, before anything
 /// is decompressed).
 pub(super) fn merge<'f>(
-    header: &Value,
+    header: &Tables,
     frames: &'f [Bytes],
     opts: &DeserializeOptions,
     budget: &mut DecompressBudget,
 ) -> Result<Cow<'f, [Bytes]>, DecodeError> {
     let mut codecs: Vec<Option<Codec>> = Vec::new();
-    if let Some(c) = header.get("compression") {
+    if let Some(c) = &header.compression {
         let c = c.as_array().ok_or(DecodeError::InvalidHeader {
             field: "compression",
         })?;
@@ -94,7 +131,7 @@ pub(super) fn merge<'f>(
             .collect::<Result<_, _>>()?;
     }
     let codec = |i: usize| codecs.get(i).copied().flatten();
-    let Some(counts) = header.get("split-num-sub-frames") else {
+    let Some(counts) = &header.counts else {
         if codecs.iter().all(Option::is_none) {
             return Ok(Cow::Borrowed(frames));
         }
@@ -112,7 +149,8 @@ pub(super) fn merge<'f>(
         .int_items()
         .ok_or(invalid("split-num-sub-frames is not an array"))?;
     let offsets = header
-        .get("split-offsets")
+        .offsets
+        .as_ref()
         .and_then(Value::int_items)
         .ok_or(invalid("split-offsets missing"))?;
     if counts.len() != offsets.len() {
