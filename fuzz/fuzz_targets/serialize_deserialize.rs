@@ -2,7 +2,9 @@
 //! `frame-lengths` offset tables, split tables, array headers) with arbitrary
 //! frames → `deserialize`. Oracle: a typed result, never a panic; without
 //! compression no value holds more bytes than the frames did, with it none
-//! holds more than `max_frame_len` (decompression is bounded).
+//! holds more than `max_frame_len` (decompression is bounded); the block's
+//! header read in place (sent through a message) gives the same result as
+//! its map.
 #![no_main]
 use bytes::Bytes;
 use framewire::serialize::{deserialize, DeserializeOptions};
@@ -22,7 +24,19 @@ fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
     let frames: Vec<Bytes> = frames.into_iter().take(64).map(Bytes::from).collect();
     let total: usize = frames.iter().map(Bytes::len).sum();
     let block = Block::new(Header::new(map), frames);
-    if let Ok(v) = deserialize(&block, &DeserializeOptions::with_limits(limits.clone())) {
+    let opts = DeserializeOptions::with_limits(limits.clone());
+    let result = deserialize(&block, &opts);
+    // The same block through a message: its header is then read in place
+    // (as from the wire), and must give the same value or error. (A
+    // top-level opaque block comes back as itself, `num-sub-frames` added.)
+    if !matches!(result, Ok(Value::Serialized(_))) {
+        if let Ok(wire) = framewire::dumps(&Value::Serialized(Box::new(block.clone()))) {
+            if let Ok(Value::Serialized(sent)) = loads(&wire, &Limits::dask_compat()) {
+                assert_eq!(deserialize(&sent, &opts), result, "off the wire");
+            }
+        }
+    }
+    if let Ok(v) = result {
         fn max_bin(v: &Value) -> usize {
             match v {
                 Value::Bin(b) => b.len(),
