@@ -1612,3 +1612,43 @@ fn fuzz_msgpack_decode_1000_deep_fixarray_chain_fits_the_documented_stack() {
         Err(DecodeError::DepthExceeded { limit: 64, .. })
     ));
 }
+
+/// An iterated collection's header takes two msgpack containers per level
+/// (its map and its `sub-headers` array): `serialize` refuses one that
+/// msgpack-python could not read (over 1024 nested containers) instead of
+/// writing it. The deepest it accepts goes through `dumps`, `loads` and
+/// `deserialize` whole.
+#[test]
+fn iterated_nesting_stops_where_the_header_would_exceed_1024_containers() {
+    use framewire::serialize::{
+        deserialize, serialize, DeserializeOptions, IterateCollection, SerializeOptions,
+    };
+    let nested = |levels: usize| {
+        let mut v = Value::from(7u8);
+        for _ in 0..levels {
+            v = Value::Array(vec![v]);
+        }
+        v
+    };
+    let opts = SerializeOptions {
+        iterate: IterateCollection::Always,
+        ..Default::default()
+    };
+    // Level L's map sits in 2L containers; the innermost leaf's header in
+    // 2 × 511 = 1022, its entries' values in 1023.
+    let deepest = nested(511);
+    // `serialize` recurses once per iterated level (SPEC.md §7).
+    on_small_stack(8 << 20, move || {
+        let block = serialize(&deepest, &opts).unwrap();
+        let frames = framewire::dumps(&Value::Serialized(Box::new(block))).unwrap();
+        let Value::Serialized(sent) = loads_detailed(&frames, &compat()).unwrap().value else {
+            panic!("one block");
+        };
+        let back = deserialize(&sent, &DeserializeOptions::with_limits(compat())).unwrap();
+        assert!(back == deepest, "511 iterated levels round-trip");
+        assert_eq!(
+            serialize(&nested(512), &opts).unwrap_err(),
+            EncodeError::DepthExceeded { limit: 1024 }
+        );
+    });
+}
