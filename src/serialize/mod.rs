@@ -160,15 +160,17 @@ impl Registry {
     }
 }
 
-/// Frames being collected, with each frame's shard unit (the item size
-/// shards are cut at a multiple of).
+/// Frames being collected, with the shard unit (the item size shards are
+/// cut at a multiple of) of every frame whose unit is not 1.
 #[derive(Default)]
 struct Out {
     frames: Vec<Bytes>,
-    units: Vec<usize>,
+    /// (frame index, unit), in frame order.
+    units: Vec<(usize, usize)>,
     /// Where the `msgpack` family writes element frames: each frame is split
     /// off it, so the small frames of an iterated collection share a few
-    /// [`ARENA_CHUNK`]-byte buffers instead of one allocation each.
+    /// [`ARENA_CHUNK`]-byte buffers instead of one allocation each (and a
+    /// one-byte frame is a slice of a static table).
     arena: BytesMut,
 }
 
@@ -293,10 +295,7 @@ fn ser(
             let Value::Map(entries) = block.header().map() else {
                 return Err(EncodeError::HeaderNotMap);
             };
-            for f in block.frames() {
-                out.frames.push(f.clone());
-                out.units.push(1);
-            }
+            out.frames.extend(block.frames().iter().cloned());
             write_entries(entries.clone(), key, header, depth)
         }
         Value::Pickled(_) => Err(EncodeError::Unserializable {
@@ -313,7 +312,6 @@ fn ser(
                 match blob(v, threshold) {
                     Ok(frame) => {
                         out.frames.push(frame);
-                        out.units.push(1);
                         write_msgpack_header(key, header, depth)?;
                         return Ok(None);
                     }
@@ -407,8 +405,11 @@ fn family_serialize(
             shard_unit,
         } = encoded?;
         set_key(&mut entries, SERIALIZER, Value::from_static(family.name()));
-        out.units
-            .extend(std::iter::repeat_n(shard_unit.max(1), frames.len()));
+        if shard_unit > 1 {
+            let first = out.frames.len();
+            out.units
+                .extend((first..first + frames.len()).map(|i| (i, shard_unit)));
+        }
         out.frames.extend(frames);
         return write_entries(entries, key, header, depth);
     }
@@ -430,10 +431,28 @@ fn msgpack_into_arena(v: &Value, out: &mut Out) -> Option<Result<(), EncodeError
         out.arena.clear();
         return (e != EncodeError::OutOfBandInHeader).then_some(Err(e));
     }
-    out.frames.push(out.arena.split().freeze());
-    out.units.push(1);
+    let frame = match out.arena[..] {
+        // A one-byte encoding (a small int, nil, a bool): a static frame.
+        [b] => {
+            out.arena.clear();
+            Bytes::from_static(&ONE_BYTE[usize::from(b)..=usize::from(b)])
+        }
+        _ => out.arena.split().freeze(),
+    };
+    out.frames.push(frame);
     Some(Ok(()))
 }
+
+/// Every byte value, for one-byte frames that need no buffer of their own.
+static ONE_BYTE: [u8; 256] = {
+    let mut all = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        all[i] = i as u8;
+        i += 1;
+    }
+    all
+};
 
 /// Sets `key` in a header: in place if present, appended otherwise (Python
 /// dict assignment).
@@ -466,7 +485,6 @@ fn iterate_collection(
     };
     // At least a frame and a small header per element.
     out.frames.reserve(len);
-    out.units.reserve(len);
     header.reserve(len * (MSGPACK_LEAF_HEADER.len() + 1) + 64);
     let map_at = header.len();
     header.put_u8(0x80); // a fixmap; its entry count (4 to 6) is set below

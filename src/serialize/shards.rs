@@ -38,7 +38,11 @@ pub(super) fn split(
         compression: Vec::with_capacity(n),
     };
     let mut frames = Vec::with_capacity(n);
-    for (i, (frame, unit)) in out.frames.into_iter().zip(out.units).enumerate() {
+    let mut units = out.units.into_iter().peekable();
+    for (i, frame) in out.frames.into_iter().enumerate() {
+        let unit = units
+            .next_if(|&(at, _)| at == i)
+            .map_or(1, |(_, unit)| unit);
         table.offsets.push(frames.len() as i64);
         let codec = given
             .as_ref()
