@@ -635,23 +635,27 @@ fn raw_collection(
     // Where each sub-header starts, then where the last one ends.
     let bounds = top.items().ok_or(field("sub-headers"))?;
     let subs = &bounds[..bounds.len() - 1];
-    let lengths = top.table("frame-lengths")?;
-    let lengths = lengths
-        .as_ref()
-        .and_then(Value::int_items)
-        .ok_or(field("frame-lengths"))?;
-    let kind = top
-        .str("type-serialized")
-        .and_then(CollectionKind::from_name)
-        .ok_or(field("type-serialized"))?;
-    if lengths.len() != subs.len() {
-        return Err(DecodeError::LengthMismatch {
-            field: "frame-lengths",
-            expected: subs.len(),
-            got: lengths.len(),
-        });
-    }
-    let starts = collection::frame_starts(lengths, frames.len())?;
+    let kind;
+    // (The decoded table goes once the offsets are made.)
+    let starts = {
+        let table = top.table("frame-lengths")?;
+        let lengths = table
+            .as_ref()
+            .and_then(Value::int_items)
+            .ok_or(field("frame-lengths"))?;
+        kind = top
+            .str("type-serialized")
+            .and_then(CollectionKind::from_name)
+            .ok_or(field("type-serialized"))?;
+        if lengths.len() != subs.len() {
+            return Err(DecodeError::LengthMismatch {
+                field: "frame-lengths",
+                expected: subs.len(),
+                got: lengths.len(),
+            });
+        }
+        collection::frame_starts(lengths, frames.len())?
+    };
     if !subs.iter().all(|&at| msgpack::is_map_at(raw, at)) {
         return Err(field("sub-headers"));
     }
