@@ -802,3 +802,19 @@ fn hostile_headers_are_one_line_errors() {
         }
     }
 }
+
+/// Integer arrays long enough to come back packed (`Value::IntArray`), in a
+/// blob and iterated, print as the plain JSON arrays they stand for.
+#[test]
+fn packed_integer_arrays_print_as_arrays() {
+    let ints: Vec<i64> = (-20..20).chain([i64::MIN, i64::MAX]).collect();
+    for mode in ["never", "auto", "always"] {
+        let message = json!({"op": "x", "t": {"$serialize": {"n": ints, "top": {"$serialize": ints}}}});
+        let line = inspect(&["--deserialize"], &encode(&["--iterate", mode], &message));
+        assert_eq!(
+            line["value"],
+            json!({"op": "x", "t": {"n": ints, "top": ints}}),
+            "{mode}"
+        );
+    }
+}
