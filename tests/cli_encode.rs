@@ -809,7 +809,8 @@ fn hostile_headers_are_one_line_errors() {
 fn packed_integer_arrays_print_as_arrays() {
     let ints: Vec<i64> = (-20..20).chain([i64::MIN, i64::MAX]).collect();
     for mode in ["never", "auto", "always"] {
-        let message = json!({"op": "x", "t": {"$serialize": {"n": ints, "top": {"$serialize": ints}}}});
+        let message =
+            json!({"op": "x", "t": {"$serialize": {"n": ints, "top": {"$serialize": ints}}}});
         let line = inspect(&["--deserialize"], &encode(&["--iterate", mode], &message));
         assert_eq!(
             line["value"],

@@ -160,10 +160,13 @@ impl Registry {
     }
 }
 
-/// Frames being collected, with the shard unit (the item size shards are
-/// cut at a multiple of) of every frame whose unit is not 1.
+/// What serializing a value builds: its header (msgpack bytes) and its
+/// frames, with the shard unit (the item size shards are cut at a multiple
+/// of) of every frame whose unit is not 1.
 #[derive(Default)]
 struct Out {
+    /// The header, written as the value is walked.
+    header: BytesMut,
     frames: Vec<Bytes>,
     /// (frame index, unit), in frame order.
     units: Vec<(usize, usize)>,
@@ -193,20 +196,9 @@ const ARENA_CHUNK: usize = 4096;
 /// # Ok::<(), framewire::EncodeError>(())
 /// ```
 pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
-    let mut out = Out::default();
-    let mut header = BytesMut::new();
-    ser(
-        value,
-        opts.iterate,
-        false,
-        opts,
-        &mut out,
-        &mut header,
-        0,
-        None,
-    )?;
+    let (_, out) = write(value, opts)?;
     Ok(Block::from_vec(
-        Header::written(header.freeze()),
+        Header::written(out.header.freeze()),
         out.frames,
     ))
 }
@@ -217,24 +209,14 @@ pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, Encode
 /// copied. With [`SerializeOptions::compression`], each frame (shard) whose
 /// `compression` entry is nil then goes through [`maybe_compress`].
 pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
-    let mut out = Out::default();
-    let mut header = BytesMut::new();
-    let given = ser(
-        value,
-        opts.iterate,
-        false,
-        opts,
-        &mut out,
-        &mut header,
-        0,
-        None,
-    )?;
+    let (given, mut out) = write(value, opts)?;
+    let header = std::mem::take(&mut out.header).freeze();
     let (mut table, mut frames) = shards::split(given, out, opts.shard_size);
     if let Some(codec) = opts.compression {
         compression::compress_frames(&mut table.compression, &mut frames, codec);
     }
     let header = msgpack::set_entries(
-        &header.freeze(),
+        &header,
         &[
             ("split-num-sub-frames", &Value::IntArray(table.counts)),
             ("split-offsets", &Value::IntArray(table.offsets)),
@@ -272,21 +254,27 @@ pub fn dumps_with(value: &Value, opts: &SerializeOptions) -> Result<Vec<Bytes>, 
     message::dumps_with(value, &mut |leaf| serialize_and_split(leaf, opts))
 }
 
-/// Writes `v`'s header to `header` and pushes its frames; returns the
+/// Serializes `value`: its header's `compression` list (if it has one), and
+/// what was built.
+fn write(value: &Value, opts: &SerializeOptions) -> Result<(Option<Vec<Value>>, Out), EncodeError> {
+    let mut out = Out::default();
+    let given = ser(value, opts.iterate, false, opts, &mut out, 0, None)?;
+    Ok((given, out))
+}
+
+/// Writes `v`'s header to `out.header` and pushes its frames; returns the
 /// header's `compression` list, if it has one.
 ///
 /// The header is written as msgpack straight away (no `Value` per element):
 /// a map inside `depth` containers of the whole header, with `key` as its
 /// last entry when given (a dict element's). `force` iterates a collection
 /// whatever `mode` says (the top of a `Serialize`).
-#[allow(clippy::too_many_arguments)]
 fn ser(
     v: &Value,
     mode: IterateCollection,
     force: bool,
     opts: &SerializeOptions,
     out: &mut Out,
-    header: &mut BytesMut,
     depth: usize,
     key: Option<&Value>,
 ) -> Result<Option<Vec<Value>>, EncodeError> {
@@ -296,12 +284,12 @@ fn ser(
                 return Err(EncodeError::HeaderNotMap);
             };
             out.frames.extend(block.frames().iter().cloned());
-            write_entries(entries.clone(), key, header, depth)
+            write_entries(entries.clone(), key, &mut out.header, depth)
         }
         Value::Pickled(_) => Err(EncodeError::Unserializable {
             what: "a Pickled block inside a serialized value",
         }),
-        Value::Serialize(inner) => ser(inner, mode, true, opts, out, header, depth, key),
+        Value::Serialize(inner) => ser(inner, mode, true, opts, out, depth, key),
         Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
             let iterate = force || mode == IterateCollection::Always;
             if !iterate {
@@ -312,16 +300,16 @@ fn ser(
                 match blob(v, threshold) {
                     Ok(frame) => {
                         out.frames.push(frame);
-                        write_msgpack_header(key, header, depth)?;
+                        write_msgpack_header(key, &mut out.header, depth)?;
                         return Ok(None);
                     }
                     Err(EncodeError::OutOfBandInBlob) if mode == IterateCollection::Auto => {}
                     Err(e) => return Err(e),
                 }
             }
-            iterate_collection(v, mode, opts, out, header, depth, key)
+            iterate_collection(v, mode, opts, out, depth, key)
         }
-        _ => family_serialize(v, opts, out, header, depth, key),
+        _ => family_serialize(v, opts, out, depth, key),
     }
 }
 
@@ -381,7 +369,6 @@ fn family_serialize(
     v: &Value,
     opts: &SerializeOptions,
     out: &mut Out,
-    header: &mut BytesMut,
     depth: usize,
     key: Option<&Value>,
 ) -> Result<Option<Vec<Value>>, EncodeError> {
@@ -389,7 +376,7 @@ fn family_serialize(
         if opts.registry.builtin_msgpack == Some(i) {
             match msgpack_into_arena(v, out) {
                 Some(Ok(())) => {
-                    write_msgpack_header(key, header, depth)?;
+                    write_msgpack_header(key, &mut out.header, depth)?;
                     return Ok(None);
                 }
                 Some(Err(e)) => return Err(e),
@@ -411,7 +398,7 @@ fn family_serialize(
                 .extend((first..first + frames.len()).map(|i| (i, shard_unit)));
         }
         out.frames.extend(frames);
-        return write_entries(entries, key, header, depth);
+        return write_entries(entries, key, &mut out.header, depth);
     }
     Err(EncodeError::Unserializable {
         what: "this value (no family in the registry accepts it)",
@@ -471,7 +458,6 @@ fn iterate_collection(
     mode: IterateCollection,
     opts: &SerializeOptions,
     out: &mut Out,
-    header: &mut BytesMut,
     depth: usize,
     key: Option<&Value>,
 ) -> Result<Option<Vec<Value>>, EncodeError> {
@@ -485,18 +471,19 @@ fn iterate_collection(
     };
     // At least a frame and a small header per element.
     out.frames.reserve(len);
-    header.reserve(len * (MSGPACK_LEAF_HEADER.len() + 1) + 64);
-    let map_at = header.len();
-    header.put_u8(0x80); // a fixmap; its entry count (4 to 6) is set below
-    msgpack::put_str(header, "sub-headers")?;
-    msgpack::put_array_len(header, len)?;
+    out.header
+        .reserve(len * (MSGPACK_LEAF_HEADER.len() + 1) + 64);
+    let map_at = out.header.len();
+    out.header.put_u8(0x80); // a fixmap; its entry count (4 to 6) is set below
+    msgpack::put_str(&mut out.header, "sub-headers")?;
+    msgpack::put_array_len(&mut out.header, len)?;
     let mut lengths: Vec<i64> = Vec::with_capacity(len);
     // Built only once an element brings a codec: one entry per frame so far.
     let mut compressions: Option<Vec<Value>> = None;
     let first = out.frames.len();
     let mut element = |e: &Value, k: Option<&Value>| -> Result<(), EncodeError> {
         let before = out.frames.len();
-        let given = ser(e, mode, false, opts, out, header, depth + 2, k)?;
+        let given = ser(e, mode, false, opts, out, depth + 2, k)?;
         let n = out.frames.len() - before;
         match (given, &mut compressions) {
             (Some(c), None) if c.iter().any(|x| *x != Value::Nil) => {
@@ -517,6 +504,7 @@ fn iterate_collection(
         Value::IntArray(a) => a.iter().try_for_each(|&x| element(&Value::from(x), None))?,
         _ => {}
     }
+    let header = &mut out.header;
     msgpack::put_str(header, "is-collection")?;
     header.put_u8(0xc3); // true
     msgpack::put_str(header, "frame-lengths")?;
