@@ -1218,4 +1218,60 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn raw_maps_are_read_and_set_in_place() {
+        let map = Value::Map(vec![
+            (Value::str("a"), 1u8.into()),
+            (2u8.into(), Value::str("x")),
+            (Value::str("a"), 3u8.into()),
+            (
+                Value::str("b"),
+                Value::Array(vec![Value::Nil, Value::str("y")]),
+            ),
+        ]);
+        let raw = encode(&map).unwrap();
+        let (read, end) = RawMap::read_noting_items(&raw, 0, Some("b"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(end, raw.len());
+        // The first entry with a key counts; non-str keys are never found.
+        assert_eq!(
+            decode_range(&raw, read.get("a").unwrap(), 1).unwrap(),
+            1u8.into()
+        );
+        assert!(read.has("b") && !read.has("x") && !read.has("2"));
+        assert_eq!(read.str("a"), None);
+        let items = read.items().unwrap();
+        assert_eq!(items.len(), 3, "two items, then the end");
+        assert_eq!(
+            decode_range(&raw, items[1]..items[2], 1).unwrap(),
+            Value::str("y")
+        );
+        assert!(RawMap::read(&encode(&Value::Nil).unwrap(), 0)
+            .unwrap()
+            .is_none());
+
+        // Dict assignment: the first "a" takes the value in place, the rest
+        // are copied, a new key is appended.
+        let set = set_entries(&raw, &[("a", &9u8.into()), ("c", &Value::Nil)]).unwrap();
+        let back = decode(&set, 0, &CHECKED, &mut plain_map).unwrap();
+        assert_eq!(
+            back,
+            Value::Map(vec![
+                (Value::str("a"), 9u8.into()),
+                (2u8.into(), Value::str("x")),
+                (Value::str("a"), 3u8.into()),
+                (
+                    Value::str("b"),
+                    Value::Array(vec![Value::Nil, Value::str("y")])
+                ),
+                (Value::str("c"), Value::Nil),
+            ])
+        );
+        assert_eq!(
+            set_entries(&encode(&Value::Nil).unwrap(), &[("a", &Value::Nil)]),
+            Err(EncodeError::HeaderNotMap)
+        );
+    }
 }
