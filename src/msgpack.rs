@@ -576,8 +576,15 @@ impl<'a> RawMap<'a> {
         self.items.as_deref()
     }
 
+    /// The value under `key`, decoded.
+    pub(crate) fn value(&self, key: &str) -> Result<Option<Value>, DecodeError> {
+        self.get(key)
+            .map(|r| decode_range(self.buf, r, usize::MAX))
+            .transpose()
+    }
+
     /// The value under `key`, decoded, with every integer array packed (for
-    /// header tables: `frame-lengths`, the split table).
+    /// the integer tables: `frame-lengths`, `split-*`).
     pub(crate) fn table(&self, key: &str) -> Result<Option<Value>, DecodeError> {
         self.get(key)
             .map(|r| decode_range(self.buf, r, 1))

@@ -1382,3 +1382,28 @@ fn collection_view_element_equals_full_deserialize_on_1e5_elements() {
     assert_eq!(sum, block.frames().len());
     assert!(start.elapsed().as_millis() < 2000, "{:?}", start.elapsed());
 }
+
+/// A collection whose `compression` list holds integers, and split tables
+/// with a non-integer: refused the same way whether the header is read as a
+/// map or in place (`de` checks both).
+#[test]
+fn h17_collection_tables_of_the_wrong_types() {
+    let leaf = msgpack_leaf();
+    let mut h = coll(vec![leaf.clone(), leaf], &[1, 1], "tuple");
+    let Value::Map(entries) = &mut h else {
+        unreachable!()
+    };
+    entries.push((Value::str("compression"), ints(&[1, 2])));
+    assert!(de(h, vec![frame(b"\x01"), frame(b"\x02")]).is_err());
+
+    let mut h = coll(vec![msgpack_leaf()], &[1], "tuple");
+    let Value::Map(entries) = &mut h else {
+        unreachable!()
+    };
+    entries.push((
+        Value::str("split-num-sub-frames"),
+        Value::Array(vec![Value::str("1")]),
+    ));
+    entries.push((Value::str("split-offsets"), ints(&[0])));
+    assert!(de(h, vec![frame(b"\x01")]).is_err());
+}

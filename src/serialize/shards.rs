@@ -94,7 +94,7 @@ impl Tables {
     /// The entries of a header read in place (the integer tables packed).
     pub(super) fn of_raw(header: &RawMap<'_>) -> Result<Tables, DecodeError> {
         Ok(Tables {
-            compression: header.table("compression")?,
+            compression: header.value("compression")?,
             counts: header.table("split-num-sub-frames")?,
             offsets: header.table("split-offsets")?,
         })
