@@ -207,12 +207,18 @@ pub(crate) fn decode(
 /// `pack_min` items that are all integers in `i64`'s range packed into a
 /// [`Value::IntArray`] (the `msgpack` family's blobs). It accepts and
 /// refuses exactly what [`decode`] does.
+#[inline]
 pub(crate) fn decode_packed(
     buf: &Bytes,
     frame: usize,
     limits: &Limits,
     pack_min: usize,
 ) -> Result<Value, DecodeError> {
+    if let [b @ 0x00..=0x7f] = buf[..] {
+        if limits.max_msgpack_items > 0 && limits.max_header_len > 0 {
+            return Ok(Value::from(b)); // a lone positive fixint: an element's frame
+        }
+    }
     decode_with(buf, frame, limits, &mut plain_map, pack_min)
 }
 
@@ -223,11 +229,6 @@ fn decode_with(
     hook: &mut MapHook<'_>,
     pack_min: usize,
 ) -> Result<Value, DecodeError> {
-    if let [b @ 0x00..=0x7f] = buf[..] {
-        if limits.max_msgpack_items > 0 && limits.max_header_len > 0 {
-            return Ok(Value::from(b)); // a lone positive fixint: an element's frame
-        }
-    }
     let mut rd = Reader::new(buf, frame, limits)?;
     let mut stack: Vec<Open> = Vec::new();
     let mut items_seen: usize = 0;
@@ -653,29 +654,35 @@ pub(crate) fn is_map_at(buf: &[u8], pos: usize) -> bool {
 fn skip_value(rd: &mut Reader<'_>) -> Result<(), DecodeError> {
     let buf: &[u8] = rd.buf;
     let mut left: u64 = 1;
+    let mut pos = rd.pos;
     while left > 0 {
         left -= 1;
-        let start = rd.pos;
-        let quick = match buf.get(start) {
-            Some(&b @ (0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff)) => Some((b, 1)),
-            Some(&b @ 0xa0..=0xbf) => Some((b, 1 + usize::from(b & 0x1f))),
-            Some(&b @ 0x80..=0x9f) => Some((b, 1)),
-            _ => None,
+        let Some(&b) = buf.get(pos) else {
+            break; // read_item reports it
         };
-        if let Some((b, width)) = quick.filter(|&(_, w)| start + w <= buf.len()) {
-            rd.pos += width;
-            match b {
-                0x80..=0x8f => left += 2 * u64::from(b & 0x0f),
-                0x90..=0x9f => left += u64::from(b & 0x0f),
-                _ => {}
-            }
+        let (width, items) = match b {
+            0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (1, 0),
+            0xa0..=0xbf => (1 + usize::from(b & 0x1f), 0),
+            0x80..=0x8f => (1, 2 * u64::from(b & 0x0f)),
+            0x90..=0x9f => (1, u64::from(b & 0x0f)),
+            _ => (usize::MAX, 0),
+        };
+        if width <= buf.len() - pos {
+            pos += width;
+            left += items;
             continue;
         }
+        rd.pos = pos;
         if let Item::Container { len, is_map } = read_item(rd)? {
             let units = if is_map { 2 } else { 1 };
-            rd.check_len(start, len, units)?;
+            rd.check_len(pos, len, units)?;
             left += len * units;
         }
+        pos = rd.pos;
+    }
+    rd.pos = pos;
+    if left > 0 {
+        read_item(rd)?; // past the end: the error read_item gives
     }
     Ok(())
 }
