@@ -1212,7 +1212,8 @@ mod tests {
         ];
         let mut tight = Limits::strict();
         tight.max_msgpack_items = 6;
-        for seed in &seeds {
+        let seeds = if cfg!(miri) { &seeds[1..2] } else { &seeds[..] }; // hours under Miri
+        for seed in seeds {
             for limits in [Limits::strict(), tight.clone()] {
                 for pack_min in [1, 4, 5] {
                     packed_agrees(seed, &limits, pack_min);
