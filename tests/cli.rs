@@ -2,14 +2,15 @@
 //! (`tests/captures/`, made by `tests/dask/gen_captures.py`) and against
 //! crafted bad input.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_framewire");
+#[path = "support/procs.rs"]
+mod procs;
+use procs::spawn_framewire;
 
 /// A hang guard only: every command here finishes in milliseconds.
 const HANG_GUARD: Duration = Duration::from_secs(5);
@@ -20,22 +21,7 @@ fn captures() -> PathBuf {
 
 fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let started = Instant::now();
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn framewire");
-    if let Some(data) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(data).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = spawn_framewire(args, stdin).wait_with_output().unwrap();
     assert!(
         started.elapsed() < HANG_GUARD,
         "framewire {args:?} took {:?}",

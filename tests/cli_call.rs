@@ -5,10 +5,10 @@
 #[path = "support/dask_python.rs"]
 mod dask_python;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
@@ -26,7 +26,7 @@ const STARTUP: Duration = Duration::from_secs(90);
 
 #[path = "support/procs.rs"]
 mod procs;
-use procs::{Daemon, TempDir};
+use procs::{spawn_framewire, Daemon, TempDir};
 
 /// A real `dask scheduler` on 127.0.0.1, any free port, no dashboard.
 fn start_scheduler(dir: &Path) -> (Daemon, String) {
@@ -53,21 +53,7 @@ fn start_scheduler(dir: &Path) -> (Daemon, String) {
 /// Runs `framewire ARGS` with `stdin`, killing it after [`CALL_GUARD`].
 fn framewire(args: &[&str], stdin: Option<&str>) -> (Output, Duration) {
     let started = Instant::now();
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn framewire");
-    if let Some(text) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(text.as_bytes()).unwrap();
-    }
+    let mut child = spawn_framewire(args, stdin.map(str::as_bytes));
     // Pipes are drained by threads, so the child never blocks on them.
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();

@@ -17,8 +17,9 @@ use sha2::{Digest, Sha256};
 #[path = "support/dask_python.rs"]
 mod dask_python;
 use dask_python::python;
-
-const BIN: &str = env!("CARGO_BIN_EXE_framewire");
+#[path = "support/procs.rs"]
+mod procs;
+use procs::spawn_framewire;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,22 +30,7 @@ fn captures() -> PathBuf {
 }
 
 fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn framewire");
-    if let Some(data) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(data).unwrap();
-    }
-    child.wait_with_output().unwrap()
+    spawn_framewire(args, stdin).wait_with_output().unwrap()
 }
 
 fn stderr(out: &Output) -> String {

@@ -1,11 +1,33 @@
-//! Background processes and scratch directories for the CLI tests
-//! (`tests/cli_call.rs`, `tests/tap_e2e.rs`): killed, reaped and removed on
-//! drop, whatever happens.
+//! Processes and scratch directories for the CLI tests: the `framewire`
+//! binary run with some stdin, and background processes and directories that
+//! are killed, reaped and removed on drop, whatever happens.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+
+/// Starts the `framewire` binary with `args`, stdout and stderr piped, and
+/// `stdin` written to it (closed at once; none: null).
+pub fn spawn_framewire(args: &[&str], stdin: Option<&[u8]>) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_framewire"))
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn framewire");
+    if let Some(data) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(data).unwrap();
+    }
+    child
+}
 
 /// A scratch directory, removed on drop.
 pub struct TempDir(pub PathBuf);
