@@ -580,18 +580,22 @@ mod raw {
         // With --checksums: the two framewire peers agree on trailers (and
         // lz4) through the tap, which verifies the trailers of every message
         // after the handshakes, strips them and adds them again.
+        // `framewire call` through a tap, asking for trailers and lz4.
+        let call_through = |addr: &str| {
+            let tap_address = format!("tcp://{addr}");
+            let args = [
+                "--checksums",
+                "require",
+                "--compression",
+                "lz4",
+                &tap_address,
+                "-",
+            ];
+            call(&args, &msg)
+        };
         let (mut tap, addr, log_path) =
             start_tap_with(&dir.0, &server, "tap-sums", &["--checksums"]);
-        let tap_address = format!("tcp://{addr}");
-        let args = [
-            "--checksums",
-            "require",
-            "--compression",
-            "lz4",
-            &tap_address,
-            "-",
-        ];
-        assert_eq!(call(&args, &msg), expected);
+        assert_eq!(call_through(&addr), expected);
         let s = fw_server::wait_seen(&seen, 0);
         assert!(s.checksums, "{s:?}");
         assert_eq!(s.compression.as_deref(), Some("lz4"), "{s:?}");
@@ -661,16 +665,7 @@ mod raw {
         // ordinary frames (the same frames and bytes), nothing said about
         // verifying.
         let (_plain, addr, plain_log) = start_tap_with(&dir.0, &server, "tap-plain", &[]);
-        let tap_address = format!("tcp://{addr}");
-        let args = [
-            "--checksums",
-            "require",
-            "--compression",
-            "lz4",
-            &tap_address,
-            "-",
-        ];
-        assert_eq!(call(&args, &msg), expected);
+        assert_eq!(call_through(&addr), expected);
         let s = fw_server::wait_seen(&seen, 2);
         assert!(s.checksums, "{s:?}");
         assert_eq!(s.echo_codecs, [vec![lz4]], "{s:?}");

@@ -78,31 +78,26 @@ fn record_big(old: usize, ptr: usize, size: usize) {
     });
 }
 
+/// Counts a fresh allocation of `size` bytes at `p` (null: none).
+fn allocated(p: *mut u8, size: usize) -> *mut u8 {
+    if !p.is_null() && on() {
+        add(&ALLOCATED, size);
+        add(&CALLS, 1);
+        live(size as isize);
+        if size >= BIG {
+            record_big(0, p as usize, size);
+        }
+    }
+    p
+}
+
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() && on() {
-            add(&ALLOCATED, layout.size());
-            add(&CALLS, 1);
-            live(layout.size() as isize);
-            if layout.size() >= BIG {
-                record_big(0, p as usize, layout.size());
-            }
-        }
-        p
+        allocated(unsafe { System.alloc(layout) }, layout.size())
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() && on() {
-            add(&ALLOCATED, layout.size());
-            add(&CALLS, 1);
-            live(layout.size() as isize);
-            if layout.size() >= BIG {
-                record_big(0, p as usize, layout.size());
-            }
-        }
-        p
+        allocated(unsafe { System.alloc_zeroed(layout) }, layout.size())
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
