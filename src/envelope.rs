@@ -53,6 +53,11 @@ impl Prelude {
         &self.lengths
     }
 
+    /// The declared frame lengths, by value.
+    pub fn into_lengths(self) -> Vec<u64> {
+        self.lengths
+    }
+
     /// Bytes of the prelude itself: `count` plus the length table (`8 + 8 × count`),
     /// plus the 8-byte `N` field.
     pub fn header_len(&self) -> u64 {

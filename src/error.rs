@@ -251,7 +251,8 @@ pub enum DecodeError {
     },
     /// A compressed frame declares (lz4 size prefix, snappy varint, zstd
     /// content size) more bytes than it may decompress to:
-    /// [`Limits::max_frame_len`](crate::Limits), or more than its input can
+    /// [`Limits::max_frame_len`](crate::Limits) (at most 2 GiB: Dask compresses
+    /// no larger frame), or more than its input can
     /// possibly expand to. Refused before anything is allocated.
     DeclaredSizeTooLarge {
         /// The codec.
@@ -262,9 +263,10 @@ pub enum DecodeError {
         limit: u64,
     },
     /// Decompressing would go past a limit: a message's frames together past
-    /// [`Limits::max_message_len`](crate::Limits) (the per-message budget), or
-    /// a frame without a declared size (zlib, zstd without a content size)
-    /// past [`Limits::max_frame_len`](crate::Limits). Output stops at the limit.
+    /// [`Limits::max_decompressed_len`](crate::Limits) (the per-message
+    /// budget), or a frame without a declared size (zlib, zstd without a
+    /// content size) past its bound ([`Limits::max_frame_len`](crate::Limits),
+    /// at most Dask's 2 GiB). Output stops at the limit.
     DecompressedTooLarge {
         /// The codec.
         codec: crate::serialize::Codec,

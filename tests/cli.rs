@@ -407,7 +407,8 @@ fn huge_declared_frame() {
         b"",
         &bad,
         0,
-        "frame 0 declares 1152921504606846976 bytes",
+        // dask_compat() sets no frame limit: the file just ends too soon.
+        "truncated at byte 24: the message needs 1152921504606847000 bytes, 24 available",
     );
 }
 

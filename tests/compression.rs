@@ -68,10 +68,11 @@ fn strict() -> DeserializeOptions {
     DeserializeOptions::with_limits(Limits::strict())
 }
 
-fn limits(frame: u64, message: u64) -> Limits {
+/// Strict limits with this frame limit and per-message decompression budget.
+fn limits(frame: u64, budget: u64) -> Limits {
     let mut l = Limits::strict();
     l.max_frame_len = frame;
-    l.max_message_len = message;
+    l.max_decompressed_len = budget;
     l
 }
 
@@ -228,7 +229,7 @@ fn golden_topickle_lz4_stays_opaque_and_its_buffer_decompresses() {
     assert_eq!(sha(&data), exp["data_sha256"].as_str().unwrap());
     assert_eq!(
         budget.remaining(),
-        Limits::strict().max_message_len - 20_000
+        Limits::strict().max_decompressed_len - 20_000
     );
 }
 

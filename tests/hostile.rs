@@ -18,8 +18,6 @@ use common::{bounded, measure, on_small_stack, SMALL};
 
 // ---- helpers ----------------------------------------------------------------
 
-const GIB: u64 = 1 << 30;
-
 fn strict() -> Limits {
     Limits::strict()
 }
@@ -188,7 +186,8 @@ fn p1_frame_count_2_pow_63_rejected_before_reading_lengths() {
 #[test]
 fn p2_length_table_cut_off_needs_more_then_truncated() {
     for limits in presets() {
-        let n = limits.max_frames as u64;
+        // dask_compat's 2^32 - 1 would need a 32 GiB table: 65 536 will do.
+        let n = (limits.max_frames as u64).min(1 << 16);
         let full = 16 + 8 * n;
         for cut in [16u64, 24, 16 + 8 * (n / 2), full - 1] {
             let mut buf = prelude(8 + 8 * n, n, &vec![0; n as usize]);
@@ -227,17 +226,36 @@ fn p3_length_sum_overflowing_u64_is_length_overflow() {
     both_refuse(&buf, &unlimited(), DecodeError::LengthOverflow);
     let buf = prelude(32, 3, &[u64::MAX, 0, 1]);
     both_refuse(&buf, &unlimited(), DecodeError::LengthOverflow);
-    // Under real limits the first length is already refused.
-    let buf = prelude(24, 2, &[1 << 63, 1 << 63]);
+    // dask_compat() has no per-frame limit: the sum is what overflows.
+    both_refuse(&buf_of_two_halves(), &compat(), DecodeError::LengthOverflow);
+    // Under strict() the first length is already refused.
     both_refuse(
-        &buf,
-        &compat(),
+        &buf_of_two_halves(),
+        &strict(),
         DecodeError::FrameTooLarge {
             index: 0,
             declared: 1 << 63,
-            limit: GIB,
+            limit: 16 << 20,
         },
     );
+}
+
+/// Two frames of 2^63 bytes: their sum overflows u64.
+fn buf_of_two_halves() -> Vec<u8> {
+    prelude(24, 2, &[1 << 63, 1 << 63])
+}
+
+/// The limits of `strict()` and a custom profile that sets each size limit:
+/// `dask_compat()` sets none of them (it bounds memory by the bytes
+/// received instead; see `compat_*` below).
+fn capped() -> [Limits; 2] {
+    let mut custom = compat();
+    custom.max_frames = 5;
+    custom.max_frame_len = 100;
+    custom.max_message_len = 250;
+    custom.max_header_len = 50;
+    custom.max_msgpack_items = 20;
+    [strict(), custom]
 }
 
 #[test]
@@ -258,7 +276,7 @@ fn p4_length_beyond_usize_on_32_bit_is_length_overflow() {
 
 #[test]
 fn p5_frame_longer_than_max_frame_len_is_frame_too_large() {
-    for limits in presets() {
+    for limits in capped() {
         let buf = prelude(24 + 8, 3, &[10, 0, 1 << 60]);
         both_refuse(
             &buf,
@@ -274,7 +292,7 @@ fn p5_frame_longer_than_max_frame_len_is_frame_too_large() {
 
 #[test]
 fn p5_sum_above_max_message_len_is_message_too_large() {
-    for limits in presets() {
+    for limits in capped() {
         let f = limits.max_frame_len;
         let lens = [f, f, f, f, f];
         let buf = prelude(8 + 40, 5, &lens);
@@ -370,7 +388,7 @@ fn p8_zero_frames_is_empty_message() {
 
 #[test]
 fn p9_max_frames_empty_frames_accepted_with_linear_memory() {
-    for limits in presets() {
+    for limits in capped() {
         let n = limits.max_frames;
         let mut buf = prelude(8 + 8 * n as u64, n as u64, &vec![0; n]);
         // Frame 0 must hold bytes for the message layer; make it 1 byte.
@@ -1231,13 +1249,117 @@ fn h16_num_sub_frames_negative_or_not_an_int_is_invalid_sub_frame_count() {
     }
 }
 
+// ---- dask_compat(): real traffic at scale, memory bounded by bytes received ------
+
+/// A `scatter` of `keys` small values as Dask's client writes it: frame 0
+/// maps each key to a placeholder, and each value is a block of a pickle
+/// sub-header and one payload frame: 2 × keys + 1 frames.
+fn scatter_message(keys: usize) -> Envelope {
+    let header =
+        Bytes::from_static(b"\x83\xaaserializer\xa6pickle\xa9writeable\x90\xaenum-sub-frames\x01");
+    let payload = Bytes::from_static(b"\x80\x05K\x07.");
+    // The sub-header exactly as Dask writes it (kept as its wire bytes).
+    let header = wire_header(&header);
+    let data = (0..keys)
+        .map(|i| {
+            let block = Block::new(header.clone(), [payload.clone()]);
+            (
+                Value::from(format!("int-{i:032x}")),
+                Value::Serialized(Box::new(block)),
+            )
+        })
+        .collect();
+    let msg = Value::Map(vec![
+        (Value::str("op"), Value::str("scatter")),
+        (Value::str("data"), Value::Map(data)),
+        (Value::str("broadcast"), Value::Bool(false)),
+    ]);
+    Envelope::new(dumps(&msg).unwrap()).unwrap()
+}
+
+/// A header as it came off the wire (decoded from its bytes).
+fn wire_header(raw: &Bytes) -> Header {
+    let frames = vec![
+        Bytes::from_static(b"\x81\xae__Serialized__\x01"),
+        raw.clone(),
+        Bytes::new(),
+    ];
+    match loads_detailed(&frames, &compat()).unwrap().value {
+        Value::Serialized(b) => b.header().clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn compat_scatter_of_a_million_keys_is_accepted_in_memory_linear_in_its_bytes() {
+    let keys = 1_000_000;
+    let env = scatter_message(keys);
+    let n = env.frames().len();
+    assert_eq!(n, 2 * keys + 1);
+    let wire = env.to_bytes();
+    // The envelope: a length and a `Bytes` handle per frame, about 6 × the
+    // 8 bytes of length table each frame costs on the wire.
+    let per_frame = 8 + std::mem::size_of::<Bytes>();
+    let (back, used) =
+        bounded(SMALL + n * per_frame, || Envelope::decode(&wire, &compat())).unwrap();
+    assert_eq!(used, wire.len());
+    assert_eq!(back.frames(), env.frames());
+    // The message layer: a block per key (about 330 bytes each: the map
+    // entry, the boxed block and its frame handles), within a small
+    // multiple of the message's own bytes (about 125 bytes a key here).
+    let loaded = bounded(3 * wire.len(), || loads_detailed(back.frames(), &compat())).unwrap();
+    assert_eq!(loaded.blocks.len(), keys);
+    assert!(loaded.orphans.is_empty());
+    assert_eq!(loaded.blocks[keys - 1].offset, 2 * keys - 1);
+    // strict() refuses it before reading the length table.
+    assert_eq!(
+        Envelope::decode(&wire, &strict()).unwrap_err(),
+        DecodeError::FrameCountExceeded {
+            declared: n as u64,
+            limit: 1024
+        }
+    );
+}
+
+#[test]
+fn compat_scatter_of_a_million_keys_through_the_transport() {
+    use framewire::transport::{Connection, FrameCodec};
+    use futures_util::StreamExt;
+    let env = scatter_message(1_000_000);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // Connection (default limits = dask_compat) both ways.
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let mut tx = Connection::new(a);
+        let mut rx = Connection::new(b);
+        let sent = env.clone();
+        let send = tokio::spawn(async move { tx.send(sent).await });
+        let got = rx.recv().await.expect("a message").unwrap();
+        send.await.unwrap().unwrap();
+        assert_eq!(got, env);
+        // FrameCodec reads what a Connection writes.
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let mut tx2 = Connection::new(a);
+        let sent = env.clone();
+        let send = tokio::spawn(async move { tx2.send(sent).await });
+        let mut framed = FrameCodec::builder().new_read(b);
+        let got = framed.next().await.expect("a message").unwrap();
+        send.await.unwrap().unwrap();
+        assert_eq!(got, env);
+    });
+}
+
 // ---- Limits: just at the limit accepted, just above refused ---------------------
 
 #[test]
 fn limit_max_frames_boundary() {
     let mut custom = strict();
     custom.max_frames = 3;
-    for limits in [custom, strict(), compat()] {
+    assert_eq!(compat().max_frames, u32::MAX as usize); // see compat_*
+    for limits in [custom, strict()] {
         let n = limits.max_frames;
         let mut lens = vec![0u64; n];
         lens[0] = 1;
@@ -1267,7 +1389,8 @@ fn limit_max_frames_boundary() {
 fn limit_max_frame_len_boundary() {
     let mut custom = strict();
     custom.max_frame_len = 100;
-    for limits in [custom, strict(), compat()] {
+    assert_eq!(compat().max_frame_len, u64::MAX); // no limit: see compat_*
+    for limits in [custom, strict()] {
         let l = limits.max_frame_len;
         // At the limit: the prelude is accepted; with the bytes present the
         // whole message decodes (only for limits small enough to materialise).
@@ -1302,7 +1425,8 @@ fn limit_max_message_len_boundary() {
     let mut custom = strict();
     custom.max_frame_len = 100;
     custom.max_message_len = 250;
-    for limits in [custom, strict(), compat()] {
+    assert_eq!(compat().max_message_len, u64::MAX); // no limit: see compat_*
+    for limits in [custom, strict()] {
         let (f, m) = (limits.max_frame_len, limits.max_message_len);
         // Frames of at most f bytes that add up to exactly m.
         let mut lens = vec![1u64];

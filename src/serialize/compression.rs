@@ -193,8 +193,10 @@ fn describe(v: &Value) -> String {
 /// ([`deserialize_blocks`](super::deserialize_blocks) makes one per call;
 /// [`deserialize_with_budget`](super::deserialize_with_budget) takes one).
 ///
-/// It starts at [`Limits::max_message_len`]; each frame is also bounded
-/// by [`Limits::max_frame_len`].
+/// It starts at [`Limits::max_decompressed_len`]; each frame is also
+/// bounded by [`Limits::max_frame_len`] and by Dask's own ceiling: Dask
+/// compresses no frame above 2 GiB (`maybe_compress`), so no compressed
+/// frame may decompress to more.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecompressBudget {
     frame_limit: u64,
@@ -206,9 +208,9 @@ impl DecompressBudget {
     /// A full budget for one message under `limits`.
     pub fn new(limits: &Limits) -> DecompressBudget {
         DecompressBudget {
-            frame_limit: limits.max_frame_len,
-            message_limit: limits.max_message_len,
-            remaining: limits.max_message_len,
+            frame_limit: limits.max_frame_len.min(MAX_COMPRESS_SIZE as u64),
+            message_limit: limits.max_decompressed_len,
+            remaining: limits.max_decompressed_len,
         }
     }
 

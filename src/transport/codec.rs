@@ -122,7 +122,8 @@ pub struct Builder {
 impl Builder {
     /// The limits every incoming prelude is checked against (and outgoing
     /// messages too: the codec refuses to send what it would refuse to
-    /// receive). Default: [`Limits::strict()`].
+    /// receive). Default: [`Limits::default()`] (Dask's profile);
+    /// [`Limits::strict()`] for untrusted peers.
     pub fn limits(&mut self, limits: Limits) -> &mut Builder {
         self.limits = limits;
         self
@@ -156,7 +157,7 @@ impl Builder {
 }
 
 impl FrameCodec {
-    /// A codec with [`Limits::strict()`].
+    /// A codec with [`Limits::default()`].
     pub fn new() -> FrameCodec {
         Builder::default().new_codec()
     }

@@ -110,15 +110,15 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Default options: [`Limits::strict()`], no deadlines, recycling on.
+    /// Default options: [`Limits::default()`], no deadlines, recycling on.
     pub fn new() -> Builder {
         Builder::default()
     }
 
     /// Limits for incoming messages (and outgoing ones: the connection
     /// refuses to send what it would refuse to receive). Default:
-    /// [`Limits::strict()`]; a peer that sends Dask's 64 MiB shards needs
-    /// [`Limits::dask_compat()`].
+    /// [`Limits::default()`], which accepts everything a Dask peer sends;
+    /// [`Limits::strict()`] for peers not trusted with memory.
     pub fn limits(&mut self, limits: Limits) -> &mut Builder {
         self.limits = limits;
         self
@@ -299,7 +299,7 @@ impl Connection<()> {
 }
 
 impl<T> Connection<T> {
-    /// A connection over `io` with default options ([`Limits::strict()`], no
+    /// A connection over `io` with default options ([`Limits::default()`], no
     /// deadlines), without a handshake.
     pub fn new(io: T) -> Connection<T> {
         Builder::default().build(io)

@@ -65,6 +65,7 @@ const HANDSHAKE_LIMITS: Limits = Limits {
     prealloc_cap: 64 << 10,
     max_depth: 32,
     max_msgpack_items: 4096,
+    max_decompressed_len: 0,
 };
 
 /// Whether a connection uses checksum trailers (SPEC.md §6.3).

@@ -83,8 +83,12 @@ struct Run {
 /// A message whose prelude has been read.
 #[derive(Debug)]
 struct Body {
-    prelude: Prelude,
-    /// The frame lengths, as `usize` (the whole message fits: checked).
+    /// Bytes of the whole message on the wire.
+    wire_len: u64,
+    /// Frames inside the first read (the prelude's `N`).
+    first_read_frames: usize,
+    /// The frame lengths, as `usize` (the whole message fits: checked), in
+    /// the prelude's own allocation.
     lengths: Vec<usize>,
     runs: Vec<Run>,
     /// The run being read.
@@ -253,7 +257,7 @@ impl Reader {
                         if !self.rbuf.is_empty() {
                             self.deadline.arm(); // the next message has begun
                         }
-                        self.stats.bytes_received += body.prelude.wire_len();
+                        self.stats.bytes_received += body.wire_len;
                         let env = body.finish()?;
                         self.stats.messages_received += 1;
                         self.stats.frames_received += env.frames().len() as u64;
@@ -350,10 +354,13 @@ fn take_large_buffer(spare: &mut BytesMut, len: usize, recycle: bool) -> BytesMu
 
 impl Body {
     fn new(prelude: Prelude, checksums: bool) -> Result<Body, DecodeError> {
+        let (wire_len, header_len) = (prelude.wire_len(), prelude.header_len());
+        let first_read_frames = prelude.frames_in_first_read();
+        // Collected in place: a message of 2 × 10⁶ frames keeps one table.
         let lengths = prelude
-            .lengths()
-            .iter()
-            .map(|&len| usize::try_from(len).map_err(|_| DecodeError::LengthOverflow))
+            .into_lengths()
+            .into_iter()
+            .map(|len| usize::try_from(len).map_err(|_| DecodeError::LengthOverflow))
             .collect::<Result<Vec<usize>, _>>()?;
         let mut runs: Vec<Run> = Vec::new();
         for &len in &lengths {
@@ -374,8 +381,9 @@ impl Body {
         let sums = checksums.then(|| Running::new(&lengths));
         Ok(Body {
             frames: Vec::with_capacity(lengths.len()),
-            done: prelude.header_len(),
-            prelude,
+            done: header_len,
+            wire_len,
+            first_read_frames,
             lengths,
             runs,
             run: 0,
@@ -408,11 +416,11 @@ impl Body {
 
     fn truncated(&self, in_run: usize) -> TransportError {
         let offset = self.done + in_run as u64;
-        truncated(offset, self.prelude.wire_len())
+        truncated(offset, self.wire_len)
     }
 
     fn finish(mut self) -> Result<Envelope, TransportError> {
-        let mut k = self.prelude.frames_in_first_read();
+        let mut k = self.first_read_frames;
         if let Some(sums) = &self.sums {
             checksum::verify(&mut self.frames, sums.sums())?;
             k = k.min(self.frames.len());

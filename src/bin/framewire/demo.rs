@@ -77,15 +77,6 @@ pub fn run(out: &mut impl Write) -> Result<(), String> {
         .map_err(crate::output_error)
 }
 
-/// Limits for both ends: Dask's, with room for the 100 001 frames of a
-/// 100 000-element collection serialized with `Always` (Dask itself has no
-/// frame-count limit; `Limits::dask_compat()` stops at 65 536).
-fn limits() -> Limits {
-    let mut l = Limits::dask_compat();
-    l.max_frames = 1 << 18;
-    l
-}
-
 async fn demo() -> Result<String, String> {
     let plan = plan()?;
     let listener = TcpListener::bind("127.0.0.1:0")
@@ -95,8 +86,7 @@ async fn demo() -> Result<String, String> {
         .local_addr()
         .map_err(|e| format!("demo: cannot listen on 127.0.0.1: {e}"))?;
     let opts = HandshakeOptions::default().extension("demo", Value::Bool(true));
-    let mut builder = Connection::builder();
-    builder.limits(limits());
+    let builder = Connection::builder();
 
     // Handshake, both ends at once.
     let server = async {
@@ -130,7 +120,7 @@ async fn demo() -> Result<String, String> {
         plan.iter().map(|p| (p.label, p.expected.clone())).collect();
     let started = Instant::now();
     let receiving = tokio::spawn(async move {
-        let opts = DeserializeOptions::with_limits(limits());
+        let opts = DeserializeOptions::with_limits(Limits::default());
         let mut checked = 0u64;
         for (i, (label, want)) in expected.iter().enumerate() {
             let env = match server.recv().await {
