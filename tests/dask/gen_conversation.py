@@ -104,7 +104,7 @@ async def _role_scheduler() -> None:
     print("CLOSED", flush=True)
 
 
-async def _role_worker(scheduler: str, contact: str, name: str) -> None:
+async def _role_worker(scheduler: str, contact: str, name: str, local_directory: str) -> None:
     import dask
     from distributed import Worker
     from distributed.core import Status
@@ -112,7 +112,7 @@ async def _role_worker(scheduler: str, contact: str, name: str) -> None:
     with dask.config.set(CONFIG):
         w = await Worker(
             scheduler, host=LOOPBACK, port=0, contact_address=contact, name=name,
-            nthreads=1, dashboard=False, memory_limit="2GiB",
+            nthreads=1, dashboard=False, memory_limit="2GiB", local_directory=local_directory,
         )
         # keep-alive: same callback, 2 s period instead of 60 s
         pc = w.periodic_callbacks["keep-alive"]
@@ -134,12 +134,13 @@ def run_role(argv: list[str]) -> int:
     ap.add_argument("--scheduler")
     ap.add_argument("--contact")
     ap.add_argument("--name")
+    ap.add_argument("--local-directory")
     a = ap.parse_args(argv)
     _role_logging(a.name or a.role)
     if a.role == "scheduler":
         asyncio.run(_role_scheduler())
     else:
-        asyncio.run(_role_worker(a.scheduler, a.contact, a.name))
+        asyncio.run(_role_worker(a.scheduler, a.contact, a.name, a.local_directory))
     return 0
 
 
@@ -494,7 +495,7 @@ async def converse(tmp: str) -> tuple[Recorder, dict]:
         proxies["scheduler"].set_target(await procs["scheduler"].line("ADDRESS "))
         for n in ("w0", "w1"):
             procs[n] = Proc(n, ["worker", "--scheduler", addrs["scheduler"], "--contact", addrs[n],
-                               "--name", n], logdir)
+                               "--name", n, "--local-directory", os.path.join(tmp, "scratch")], logdir)
             rec.pids[procs[n].p.pid] = n
         for n in ("w0", "w1"):
             proxies[n].set_target(await procs[n].line("LISTENING "))
@@ -812,6 +813,9 @@ async def generate(out: str) -> Result:
     with tempfile.TemporaryDirectory(prefix="framewire-conv-") as tmp:
         rec, _addrs = await converse(tmp)
     msgs, notes = parse(rec)
+    for c in rec.conns:
+        if c.sender not in rec.pids.values():
+            notes.append(f"connection {c.cid} to {c.server}: opener not identified ({c.sender})")
 
     by_label: dict[str, list[Msg]] = {}
     for m in msgs:
