@@ -543,6 +543,7 @@ class Msg:
     labels: list = field(default_factory=list)   # case ops this message is an example of
     ops: list = field(default_factory=list)      # ops inside (batched lists)
     request: str | None = None                   # for replies / acks: the request op
+    failed: bool = False                         # a request whose reply is an error
 
 
 def split_stream(buf: bytes) -> tuple[list[bytes], int]:
@@ -643,6 +644,7 @@ def parse(rec: Recorder) -> tuple[list[Msg], list[str]]:
                     status = rd.get("status")
                     if status in ("uncaught-error", "error") and "exception" in rd:
                         rep.labels.append(f"{status}-reply")
+                        m.failed = True
                     else:
                         rep.labels.append(f"{op}-reply")
                     rep.request = op
@@ -721,10 +723,11 @@ def deep_sig(v, depth: int = 4) -> str:
 
 def pick(cands: list[Msg], op: str, n: int, every: list[Msg]) -> list[Msg]:
     """Up to n examples: one per (channel, direction) first, in a fixed order; inside a
-    group the message with the fewest ops, then the richest shape, then the smallest;
+    group a request that did not fail, then the message with the fewest ops, then the
+    richest shape, then the smallest;
     further examples from a group prefer a shape not chosen yet."""
     def rank(m: Msg):
-        return (len(m.ops), -len(deep_sig(op_dict(m.top, op))), len(m.raw), m.conn.cid, m.index)
+        return (m.failed, len(m.ops), -len(deep_sig(op_dict(m.top, op))), len(m.raw), m.conn.cid, m.index)
 
     if op == "handshake":  # both directions of the w0 -> scheduler worker connection
         conns = {x.conn.cid for x in every if "register-worker" in x.labels and x.sender == "w0"}
@@ -747,7 +750,7 @@ def pick(cands: list[Msg], op: str, n: int, every: list[Msg]) -> list[Msg]:
     rest = [m for g in order for m in groups[g] if m not in chosen]
     while len(chosen) < n and rest:
         shapes = {deep_sig(op_dict(c.top, op)) for c in chosen}
-        fresh = [m for m in rest if deep_sig(op_dict(m.top, op)) not in shapes]
+        fresh = [m for m in rest if not m.failed and deep_sig(op_dict(m.top, op)) not in shapes]
         m = (fresh or rest)[0]
         chosen.append(m)
         rest.remove(m)
