@@ -92,6 +92,9 @@ RANDOM_SEED = 1234
 STD_SHARD = 64 * 1024 * 1024  # default of distributed.comm.shard for TCP
 INLINE_LIMIT = 512
 LOOPBACK = "127.0.0.1"
+# Subfolders of the output directory that other generators own (gen_conversation.py):
+# --out keeps them, --check does not compare them.
+FOREIGN = ("conversation",)
 
 
 def _refuse(msg: str) -> None:
@@ -1013,8 +1016,15 @@ def check_config() -> None:
 async def generate(out: str) -> None:
     check_config()
     if os.path.exists(out):
-        shutil.rmtree(out)
-    os.makedirs(out)
+        for entry in os.listdir(out):
+            if entry in FOREIGN:
+                continue
+            path = os.path.join(out, entry)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+    os.makedirs(out, exist_ok=True)
     links = {"default": await Link().open(None)}
     for codec in sorted({c.compression for c in CASES if c.compression}):
         links[codec] = await Link().open(codec)
@@ -1062,7 +1072,9 @@ def compare_trees(expected: str, actual: str) -> tuple[list[str], list[str]]:
 
     def files_under(root):
         found = set()
-        for base, _dirs, names in os.walk(root):
+        for base, dirs, names in os.walk(root):
+            if base == root:
+                dirs[:] = [d for d in dirs if d not in FOREIGN]
             for n in names:
                 found.add(os.path.relpath(os.path.join(base, n), root))
         return found
@@ -1107,7 +1119,8 @@ def compare_trees(expected: str, actual: str) -> tuple[list[str], list[str]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--out", metavar="DIR", help="write the captures into DIR (deleted and recreated)")
+    mode.add_argument("--out", metavar="DIR",
+                      help="write the captures into DIR (emptied first, except the FOREIGN subfolders)")
     mode.add_argument("--check", metavar="DIR", help="regenerate and compare byte-for-byte with DIR")
     args = ap.parse_args()
 
