@@ -292,6 +292,7 @@ impl Envelope {
     /// `N` for this message with one more final frame of `len` bytes (a
     /// checksum trailer): the first read covers the new frame if it covered
     /// every frame, and the length table grows by one entry either way.
+    #[cfg(feature = "transport")]
     pub(crate) fn first_read_plus_frame(&self, len: u64) -> u64 {
         let all = self.wire_len() - N_LEN;
         if self.first_read >= all {
@@ -315,6 +316,7 @@ impl Envelope {
     }
 
     /// Records the buffers the frames were read into.
+    #[cfg(feature = "transport")]
     pub(crate) fn with_buffers(mut self, buffers: SmallVec<[Bytes; 2]>) -> Envelope {
         self.buffers = buffers;
         self

@@ -249,6 +249,14 @@ pub enum DecodeError {
         /// The entry: the string itself (cut at 64 bytes), or its type and value.
         name: String,
     },
+    /// A frame is compressed with a codec this build leaves out: its cargo
+    /// feature (named after the codec) is off.
+    CodecNotEnabled {
+        /// The codec.
+        codec: crate::serialize::Codec,
+        /// The cargo feature that brings it.
+        feature: &'static str,
+    },
     /// A compressed frame declares (lz4 size prefix, snappy varint, zstd
     /// content size) more bytes than it may decompress to:
     /// [`Limits::max_frame_len`](crate::Limits) (at most 2 GiB: Dask compresses
@@ -413,6 +421,10 @@ impl fmt::Display for DecodeError {
                 write!(f, "the sender could not serialize a value: {text}")
             }
             UnknownCodec { name } => write!(f, "unknown compression codec {name:?}"),
+            CodecNotEnabled { codec, feature } => write!(
+                f,
+                "{codec} frame, but this build of framewire leaves out {codec} (cargo feature {feature:?})"
+            ),
             DeclaredSizeTooLarge {
                 codec,
                 declared,

@@ -42,15 +42,17 @@
 #![warn(missing_docs, unreachable_pub)]
 // `unsafe` is denied everywhere but in `mmap`, the one audited module.
 #![deny(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod envelope;
 mod error;
 mod limits;
 pub mod message;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "mmap"))]
 pub mod mmap;
 mod msgpack;
 pub mod serialize;
+#[cfg(feature = "transport")]
 pub mod transport;
 mod value;
 
@@ -59,5 +61,6 @@ pub use error::{DecodeError, EncodeError, Position};
 pub use limits::Limits;
 pub use message::{loads, loads_detailed};
 pub use serialize::{deserialize_blocks, dumps, IterateCollection, NdArray, SerializeOptions};
+#[cfg(feature = "transport")]
 pub use transport::{Connection, FrameCodec, TransportError};
 pub use value::{Block, BlockFrames, Header, Integer, Value};

@@ -772,7 +772,7 @@ pub(crate) fn skim(
         let start = rd.pos;
         rd.count_item(&mut items_seen, start, limits)?;
         // Inside the top-level map, an even number of items left means a key.
-        let top_level_key = out.is_map && stack.len() == 1 && stack[0] % 2 == 0;
+        let top_level_key = out.is_map && stack.len() == 1 && stack[0].is_multiple_of(2);
         let top_level_value = out.is_map && stack.len() == 1 && stack[0] % 2 == 1;
         match read_item(&mut rd)? {
             Item::Container { len, is_map } => {

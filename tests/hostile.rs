@@ -1322,6 +1322,7 @@ fn compat_scatter_of_a_million_keys_is_accepted_in_memory_linear_in_its_bytes() 
 }
 
 #[test]
+#[cfg(feature = "transport")]
 fn compat_scatter_of_a_million_keys_through_the_transport() {
     use framewire::transport::{Connection, FrameCodec};
     use futures_util::StreamExt;

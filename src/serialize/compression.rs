@@ -20,10 +20,18 @@
 //! size (zlib, a zstd frame without its content size) decode through a
 //! buffer that grows as output arrives and stops one byte past the limit.
 
+#[cfg(feature = "lz4")]
+mod lz4;
+#[cfg(feature = "lz4")]
 mod lz4_block;
+#[cfg(feature = "snappy")]
+mod snappy;
+#[cfg(feature = "zlib")]
+mod zlib;
+#[cfg(feature = "zstd")]
+mod zstd;
 
 use bytes::Bytes;
-use zstd::zstd_safe::{self, zstd_sys::ZSTD_ErrorCode, DCtx, DParameter, InBuffer, OutBuffer};
 
 use crate::error::DecodeError;
 use crate::limits::Limits;
@@ -31,14 +39,19 @@ use crate::value::Value;
 
 /// A compression codec Dask names in a header's `compression` list.
 ///
+/// Every codec has a cargo feature of its name; a codec whose feature is
+/// off is still named and read in headers, but not compressed or
+/// decompressed ([`Codec::is_enabled`]).
+///
 /// ```
 /// use framewire::serialize::Codec;
 ///
-/// let frame = vec![0u8; 50_000];
-/// let packed = Codec::Lz4.compress(&frame).unwrap();
-/// assert_eq!(&packed[..4], &50_000u32.to_le_bytes()); // Dask's 4-byte size prefix
 /// assert_eq!(Codec::from_name("lz4"), Some(Codec::Lz4));
 /// assert_eq!(Codec::Zstd.name(), "zstd");
+/// if Codec::Lz4.is_enabled() {
+///     let packed = Codec::Lz4.compress(&vec![0u8; 50_000]).unwrap();
+///     assert_eq!(&packed[..4], &50_000u32.to_le_bytes()); // Dask's 4-byte size prefix
+/// }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Codec {
@@ -62,16 +75,6 @@ const SAMPLE_SIZE: usize = 10_000;
 const SAMPLES: usize = 5;
 /// Compressed output is kept only at or below this fraction (Dask's `min_ratio`).
 const MIN_RATIO: f64 = 0.7;
-/// Dask's zstd level (`distributed.comm.zstd.level`).
-const ZSTD_LEVEL: i32 = 3;
-/// zlib's `zlib.compress` default level.
-const ZLIB_LEVEL: u32 = 6;
-/// The largest input liblz4 (and so Python's `lz4.block`) accepts.
-const LZ4_MAX_INPUT: usize = 0x7E00_0000;
-/// zstd's default window limit (Python zstandard's too): 128 MiB.
-const ZSTD_WINDOW_LOG_MAX: u32 = 27;
-/// The smallest window zstd knows.
-const ZSTD_WINDOW_LOG_MIN: u32 = 10;
 
 impl Codec {
     /// Every codec, in the order Dask's `compressions` table lists them.
@@ -114,41 +117,57 @@ impl Codec {
         }
     }
 
+    /// The cargo feature that brings this codec (named after it).
+    pub const fn feature(self) -> &'static str {
+        self.name()
+    }
+
+    /// Whether this build can compress and decompress with this codec: its
+    /// cargo feature is on. Headers naming a codec that is not enabled are
+    /// still read; decompressing its frames is
+    /// [`DecodeError::CodecNotEnabled`].
+    pub const fn is_enabled(self) -> bool {
+        match self {
+            Codec::Lz4 => cfg!(feature = "lz4"),
+            Codec::Zstd => cfg!(feature = "zstd"),
+            Codec::Snappy => cfg!(feature = "snappy"),
+            Codec::Zlib => cfg!(feature = "zlib"),
+        }
+    }
+
     /// `data` compressed whole in this codec's Dask format (no policy: see
     /// [`maybe_compress`]); `None` when the codec cannot take that much
-    /// (lz4 above 0x7E000000 bytes, snappy above 2^32 − 1).
+    /// (lz4 above 0x7E000000 bytes, snappy above 2^32 − 1), or when its
+    /// feature is off.
     pub fn compress(self, data: &[u8]) -> Option<Bytes> {
-        let mut out = match self {
-            Codec::Lz4 if data.len() > LZ4_MAX_INPUT => return None,
-            Codec::Lz4 => {
-                // liblz4's LZ4_compressBound, after the size prefix.
-                let mut out = Vec::with_capacity(4 + data.len() + data.len() / 255 + 16);
-                out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-                lz4_block::compress_into(data, &mut out);
-                out
-            }
-            Codec::Zstd => zstd::bulk::compress(data, ZSTD_LEVEL).ok()?,
-            Codec::Snappy => snap::raw::Encoder::new().compress_vec(data).ok()?,
-            Codec::Zlib => {
-                let mut z = flate2::Compress::new(flate2::Compression::new(ZLIB_LEVEL), true);
-                // A bound on deflate's worst case: stored blocks of 64 KiB
-                // with 5 bytes each, plus the zlib header and checksum.
-                let mut out = Vec::with_capacity(data.len() + data.len() / 16_000 * 5 + 64);
-                loop {
-                    let consumed = usize::try_from(z.total_in()).ok()?;
-                    match z.compress_vec(&data[consumed..], &mut out, flate2::FlushCompress::Finish)
-                    {
-                        Ok(flate2::Status::StreamEnd) => break,
-                        Ok(_) => out.reserve(out.capacity().max(64)),
-                        Err(_) => return None,
-                    }
-                }
-                out
+        let out: Option<Vec<u8>> = match self {
+            #[cfg(feature = "lz4")]
+            Codec::Lz4 => lz4::compress(data),
+            #[cfg(feature = "zstd")]
+            Codec::Zstd => zstd::compress(data),
+            #[cfg(feature = "snappy")]
+            Codec::Snappy => snappy::compress(data),
+            #[cfg(feature = "zlib")]
+            Codec::Zlib => zlib::compress(data),
+            #[allow(unreachable_patterns)]
+            _ => {
+                let _ = data;
+                None
             }
         };
+        let mut out = out?;
         // Encoders reserve their worst case: keep only what was written.
         out.shrink_to_fit();
         Some(Bytes::from(out))
+    }
+}
+
+/// The error for a codec whose feature is off.
+#[allow(dead_code)] // unused when every codec is enabled
+fn not_enabled(codec: Codec) -> DecodeError {
+    DecodeError::CodecNotEnabled {
+        codec,
+        feature: codec.feature(),
     }
 }
 
@@ -293,12 +312,13 @@ fn max_expansion(codec: Codec, input_len: usize) -> u64 {
 /// [`DecodeError::WindowTooLarge`] (zstd), [`DecodeError::Corrupt`].
 ///
 /// ```
+/// # #[cfg(feature = "lz4")] {
 /// use framewire::serialize::{decompress, Codec, DecompressBudget};
 /// use framewire::{DecodeError, Limits};
 ///
-/// let packed = Codec::Zstd.compress(&[7u8; 100_000]).unwrap();
+/// let packed = Codec::Lz4.compress(&[7u8; 100_000]).unwrap();
 /// let mut budget = DecompressBudget::new(&Limits::strict());
-/// assert_eq!(decompress(Codec::Zstd, &packed, &mut budget)?.len(), 100_000);
+/// assert_eq!(decompress(Codec::Lz4, &packed, &mut budget)?.len(), 100_000);
 ///
 /// // A 9-byte lz4 frame that claims 1 GiB is refused before allocating.
 /// let liar = [0, 0, 0, 0x40, 0x1f, 0, 1, 0, 0xff];
@@ -306,13 +326,17 @@ fn max_expansion(codec: Codec, input_len: usize) -> u64 {
 ///     decompress(Codec::Lz4, &liar, &mut budget),
 ///     Err(DecodeError::DeclaredSizeTooLarge { declared: 0x4000_0000, .. })
 /// ));
-/// # Ok::<(), DecodeError>(())
+/// # }
+/// # Ok::<(), framewire::DecodeError>(())
 /// ```
 pub fn decompress(
     codec: Codec,
     frame: &[u8],
     budget: &mut DecompressBudget,
 ) -> Result<Bytes, DecodeError> {
+    if !codec.is_enabled() {
+        return Err(not_enabled(codec));
+    }
     match declared_size(codec, frame)? {
         Some(declared) => {
             let n = budget.take_declared(codec, declared, frame.len())?;
@@ -335,6 +359,9 @@ pub(super) fn decompress_shards(
 ) -> Result<Bytes, DecodeError> {
     if let [(Some(codec), frame)] = shards {
         return decompress(*codec, frame, budget);
+    }
+    if let Some(codec) = shards.iter().find_map(|(c, _)| c.filter(|c| !c.is_enabled())) {
+        return Err(not_enabled(codec));
     }
     let mut sizes = Vec::with_capacity(shards.len());
     for (codec, frame) in shards {
@@ -397,34 +424,20 @@ pub(super) fn decompress_shards(
 
 /// The size a frame declares it decompresses to, if its format has one.
 fn declared_size(codec: Codec, frame: &[u8]) -> Result<Option<u64>, DecodeError> {
-    let corrupt = DecodeError::Corrupt { codec };
     match codec {
-        Codec::Lz4 => {
-            let prefix: [u8; 4] = frame
-                .get(..4)
-                .and_then(|p| p.try_into().ok())
-                .ok_or(corrupt)?;
-            Ok(Some(u32::from_le_bytes(prefix).into()))
-        }
-        Codec::Snappy => {
-            // A little-endian base-128 varint (snappy allows up to 2^32 - 1).
-            let mut n = 0u64;
-            for (i, &b) in frame.iter().take(5).enumerate() {
-                n |= u64::from(b & 0x7f) << (7 * i);
-                if b & 0x80 == 0 {
-                    return Ok(Some(n));
-                }
-            }
-            Err(corrupt)
-        }
-        Codec::Zstd => {
-            // Exactly one frame: no second frame, no trailing bytes.
-            if zstd_safe::find_frame_compressed_size(frame) != Ok(frame.len()) {
-                return Err(corrupt);
-            }
-            zstd_safe::get_frame_content_size(frame).map_err(|_| corrupt)
-        }
+        #[cfg(feature = "lz4")]
+        Codec::Lz4 => lz4::declared_size(frame).map(Some),
+        #[cfg(feature = "snappy")]
+        Codec::Snappy => snappy::declared_size(frame).map(Some),
+        #[cfg(feature = "zstd")]
+        Codec::Zstd => zstd::declared_size(frame),
+        #[cfg(feature = "zlib")]
         Codec::Zlib => Ok(None),
+        #[allow(unreachable_patterns)]
+        _ => {
+            let _ = frame;
+            Err(not_enabled(codec))
+        }
     }
 }
 
@@ -432,57 +445,33 @@ fn declared_size(codec: Codec, frame: &[u8]) -> Result<Option<u64>, DecodeError>
 /// nothing past it.
 fn decode_exact(codec: Codec, frame: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
     let declared = dst.len() as u64;
-    let corrupt = DecodeError::Corrupt { codec };
-    let mismatch = |actual| DecodeError::SizeMismatch {
+    let written: Result<usize, DecodeError> = match codec {
+        #[cfg(feature = "lz4")]
+        Codec::Lz4 => lz4::decode_exact(frame, dst),
+        #[cfg(feature = "snappy")]
+        Codec::Snappy => snappy::decode_exact(frame, dst),
+        #[cfg(feature = "zstd")]
+        Codec::Zstd => zstd::decode_exact(frame, dst),
+        // zlib declares no size: `decode_capped` decodes it.
+        _ => {
+            let _ = (frame, dst);
+            Err(not_enabled(codec))
+        }
+    };
+    let written = written?;
+    match written as u64 == declared {
+        true => Ok(()),
+        false => Err(size_mismatch(codec, declared, Some(written as u64))),
+    }
+}
+
+/// A frame that decoded to another size than the `declared` one: `actual`
+/// when shorter, `None` when longer (decoding stopped at the declared size).
+fn size_mismatch(codec: Codec, declared: u64, actual: Option<u64>) -> DecodeError {
+    DecodeError::SizeMismatch {
         codec,
         declared,
         actual,
-    };
-    let written = match codec {
-        Codec::Lz4 => {
-            use lz4_flex::block::DecompressError as E;
-            match lz4_flex::block::decompress_into(&frame[4..], dst) {
-                Ok(n) => n,
-                Err(E::OutputTooSmall { .. }) => return Err(mismatch(None)),
-                Err(_) => return Err(corrupt),
-            }
-        }
-        Codec::Snappy => {
-            use snap::Error as E;
-            match snap::raw::Decoder::new().decompress(frame, dst) {
-                Ok(n) => n,
-                Err(E::HeaderMismatch { got_len, .. }) => return Err(mismatch(Some(got_len))),
-                Err(E::CopyWrite { .. }) => return Err(mismatch(None)),
-                Err(E::Literal {
-                    len,
-                    src_len,
-                    dst_len,
-                }) if len <= src_len && len > dst_len => return Err(mismatch(None)),
-                Err(_) => return Err(corrupt),
-            }
-        }
-        Codec::Zstd => {
-            // One frame (`declared_size` checked), decoded in one shot into
-            // `dst`: zstd allocates no window for it.
-            let mut dctx = DCtx::try_create().ok_or(corrupt.clone())?;
-            match dctx.decompress(dst, frame) {
-                Ok(n) => n,
-                Err(code)
-                    if zstd_safe::is_error_kind(
-                        code,
-                        ZSTD_ErrorCode::ZSTD_error_dstSize_tooSmall,
-                    ) =>
-                {
-                    return Err(mismatch(None))
-                }
-                Err(_) => return Err(corrupt),
-            }
-        }
-        Codec::Zlib => unreachable!("zlib declares no size"),
-    };
-    match written as u64 == declared {
-        true => Ok(()),
-        false => Err(mismatch(Some(written as u64))),
     }
 }
 
@@ -496,12 +485,18 @@ fn decode_capped(
 ) -> Result<Vec<u8>, DecodeError> {
     let (cap, too_large) = budget.cap(codec);
     let cap = usize::try_from(cap).unwrap_or(usize::MAX);
-    let mut out = Vec::new();
-    match codec {
-        Codec::Zlib => inflate(frame, &mut out, cap, too_large)?,
-        Codec::Zstd => zstd_stream(frame, &mut out, cap, too_large)?,
-        Codec::Lz4 | Codec::Snappy => unreachable!("lz4 and snappy declare their size"),
-    }
+    let out: Result<Vec<u8>, DecodeError> = match codec {
+        #[cfg(feature = "zlib")]
+        Codec::Zlib => zlib::inflate(frame, cap, too_large),
+        #[cfg(feature = "zstd")]
+        Codec::Zstd => zstd::decode_stream(frame, cap, too_large),
+        // lz4 and snappy always declare their size.
+        _ => {
+            let _ = (frame, cap, too_large);
+            Err(not_enabled(codec))
+        }
+    };
+    let mut out = out?;
     budget.remaining -= out.len() as u64;
     out.shrink_to_fit();
     Ok(out)
@@ -509,6 +504,7 @@ fn decode_capped(
 
 /// Makes room for more output: doubles the buffer (from 4 × the input, at
 /// least 4 KiB), never past `cap + 1` bytes; `false` when it is full there.
+#[cfg(any(feature = "zlib", feature = "zstd"))]
 fn grow(out: &mut Vec<u8>, input_len: usize, cap: usize) -> bool {
     let hard = cap.saturating_add(1);
     if out.len() < out.capacity() {
@@ -523,90 +519,6 @@ fn grow(out: &mut Vec<u8>, input_len: usize, cap: usize) -> bool {
     };
     out.reserve_exact(want.min(hard) - out.len());
     true
-}
-
-/// zlib: streamed through `out`, refused past `cap` bytes.
-fn inflate(
-    frame: &[u8],
-    out: &mut Vec<u8>,
-    cap: usize,
-    too_large: DecodeError,
-) -> Result<(), DecodeError> {
-    let corrupt = DecodeError::Corrupt { codec: Codec::Zlib };
-    let mut z = flate2::Decompress::new(true);
-    loop {
-        if !grow(out, frame.len(), cap) {
-            return Err(too_large);
-        }
-        let consumed = usize::try_from(z.total_in()).map_err(|_| corrupt.clone())?;
-        let before = (consumed, out.len());
-        let status = z
-            .decompress_vec(&frame[consumed..], out, flate2::FlushDecompress::None)
-            .map_err(|_| corrupt.clone())?;
-        if out.len() > cap {
-            return Err(too_large);
-        }
-        let consumed = usize::try_from(z.total_in()).map_err(|_| corrupt.clone())?;
-        match status {
-            flate2::Status::StreamEnd if consumed == frame.len() => return Ok(()),
-            // Bytes after the stream's end.
-            flate2::Status::StreamEnd => return Err(corrupt),
-            // No progress with room left: the stream is cut short.
-            _ if (consumed, out.len()) == before && out.len() < out.capacity() => {
-                return Err(corrupt)
-            }
-            _ => {}
-        }
-    }
-}
-
-/// zstd without a content size: streamed through `out`, refused past `cap`
-/// bytes, the window bounded by `cap` (and zstd's default 128 MiB) before
-/// zstd allocates it.
-fn zstd_stream(
-    frame: &[u8],
-    out: &mut Vec<u8>,
-    cap: usize,
-    too_large: DecodeError,
-) -> Result<(), DecodeError> {
-    // `declared_size` checked that `frame` is exactly one frame.
-    let corrupt = DecodeError::Corrupt { codec: Codec::Zstd };
-    let window_log = (usize::BITS - 1)
-        .saturating_sub(cap.max(1).leading_zeros())
-        .clamp(ZSTD_WINDOW_LOG_MIN, ZSTD_WINDOW_LOG_MAX);
-    let mut dctx = DCtx::try_create().ok_or(corrupt.clone())?;
-    dctx.set_parameter(DParameter::WindowLogMax(window_log))
-        .map_err(|_| corrupt.clone())?;
-    let mut input = InBuffer::around(frame);
-    loop {
-        if !grow(out, frame.len(), cap) {
-            return Err(too_large);
-        }
-        let before = (input.pos(), out.len());
-        let mut output = OutBuffer::around_pos(out, out.len());
-        let result = dctx.decompress_stream(&mut output, &mut input);
-        match result {
-            Err(code)
-                if zstd_safe::is_error_kind(
-                    code,
-                    ZSTD_ErrorCode::ZSTD_error_frameParameter_windowTooLarge,
-                ) =>
-            {
-                return Err(DecodeError::WindowTooLarge {
-                    codec: Codec::Zstd,
-                    limit: 1 << window_log,
-                })
-            }
-            Err(_) => return Err(corrupt),
-            _ if out.len() > cap => return Err(too_large),
-            // The frame is complete (and `frame` is exactly one frame).
-            Ok(0) => return Ok(()),
-            Ok(_) if (input.pos(), out.len()) == before && out.len() < out.capacity() => {
-                return Err(corrupt)
-            }
-            Ok(_) => {}
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -626,6 +538,7 @@ fn zstd_stream(
 /// is compressed.
 ///
 /// ```
+/// # #[cfg(feature = "lz4")] {
 /// use bytes::Bytes;
 /// use framewire::serialize::{maybe_compress, Codec};
 ///
@@ -635,6 +548,7 @@ fn zstd_stream(
 ///
 /// let small = Bytes::from(vec![0u8; 9_999]);
 /// assert_eq!(maybe_compress(&small, Codec::Lz4).0, None);
+/// # }
 /// ```
 pub fn maybe_compress(frame: &Bytes, codec: Codec) -> (Option<Codec>, Bytes) {
     let len = frame.len();
@@ -722,6 +636,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "zlib", feature = "zstd"))]
     fn growth_stops_one_byte_past_the_cap() {
         let mut out = Vec::new();
         let mut steps = 0;
@@ -731,6 +646,24 @@ mod tests {
         }
         assert_eq!(out.len(), 100_001);
         assert!(steps <= 6, "{steps}");
+    }
+
+    #[test]
+    fn a_codec_whose_feature_is_off_is_a_typed_error() {
+        let limits = Limits::strict();
+        for codec in Codec::ALL.into_iter().filter(|c| !c.is_enabled()) {
+            let mut budget = DecompressBudget::new(&limits);
+            let err = decompress(codec, b"\x05\x00\x00\x00hello", &mut budget);
+            let want = DecodeError::CodecNotEnabled {
+                codec,
+                feature: codec.name(),
+            };
+            assert_eq!(err, Err(want.clone()));
+            let shards = [(Some(codec), &Bytes::from_static(b"ab")), (None, &Bytes::new())];
+            assert_eq!(decompress_shards(&shards, 0, &mut budget), Err(want));
+            assert_eq!(codec.compress(&[0; 20_000]), None);
+            assert_eq!(budget.remaining(), limits.max_decompressed_len);
+        }
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub struct Builder {
     recycle: bool,
     recycle_limit: usize,
     checksums: bool,
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", feature = "mmap"))]
     spill: Option<(std::path::PathBuf, usize)>,
 }
 
@@ -103,7 +103,7 @@ impl Default for Builder {
             recycle: true,
             recycle_limit: DEFAULT_RECYCLE_LIMIT,
             checksums: false,
-            #[cfg(target_os = "linux")]
+            #[cfg(all(target_os = "linux", feature = "mmap"))]
             spill: None,
         }
     }
@@ -170,7 +170,7 @@ impl Builder {
     /// as bytes arrive (never more than twice what arrived plus
     /// [`Limits::prealloc_cap`]); a full disk is an `Io` error, never a
     /// `SIGBUS` (SPEC.md §6, `mmap` module docs). Linux only.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", feature = "mmap"))]
     pub fn spill(&mut self, dir: impl Into<std::path::PathBuf>, min_run: usize) -> &mut Builder {
         self.spill = Some((dir.into(), min_run.max(1)));
         self
@@ -183,7 +183,7 @@ impl Builder {
             recycle_limit: self.recycle_limit,
             timeout: self.read_timeout,
             checksums: self.checksums,
-            #[cfg(target_os = "linux")]
+            #[cfg(all(target_os = "linux", feature = "mmap"))]
             spill: self.spill.clone(),
         })
     }

@@ -38,12 +38,11 @@
 use std::future::Future;
 use std::io;
 use std::mem;
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
-use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
 use crate::error::DecodeError;
@@ -106,7 +105,7 @@ struct Body {
     /// The buffers the runs were read into.
     buffers: SmallVec<[Bytes; 2]>,
     /// The spill file of the large run being read, and its bytes so far.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", feature = "mmap"))]
     spill: Option<(crate::mmap::SpillBuffer, usize)>,
 }
 
@@ -131,7 +130,7 @@ pub(crate) struct ReadConfig {
     pub(crate) checksums: bool,
     /// Where runs of large frames of at least this size are received
     /// instead of the heap: an anonymous mapped file in this directory.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", feature = "mmap"))]
     pub(crate) spill: Option<(std::path::PathBuf, usize)>,
 }
 
@@ -283,7 +282,7 @@ impl Reader {
                         }
                         continue;
                     }
-                    #[cfg(target_os = "linux")]
+                    #[cfg(all(target_os = "linux", feature = "mmap"))]
                     if let Some((dir, min_run)) = &self.cfg.spill {
                         if run.len >= *min_run {
                             let data = ready!(poll_spill(
@@ -391,7 +390,7 @@ impl Body {
             sums,
             hashed: 0,
             buffers: SmallVec::new(),
-            #[cfg(target_os = "linux")]
+            #[cfg(all(target_os = "linux", feature = "mmap"))]
             spill: None,
         })
     }
@@ -526,13 +525,13 @@ fn with_deadline(
 }
 
 /// Smallest spill file, and the least it grows by.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "mmap"))]
 const MIN_SPILL: usize = 1 << 20;
 
 /// Reads a run of large frames into a spill file (`Builder::spill`) that
 /// grows as bytes arrive (at most twice what it holds plus `cap`, never past
 /// the run), then hands it over as one `Bytes` over the mapping.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "mmap"))]
 #[allow(clippy::too_many_arguments)]
 fn poll_spill<R: AsyncRead + Unpin>(
     io: &mut R,
@@ -582,8 +581,8 @@ fn poll_spill<R: AsyncRead + Unpin>(
         if body.sums.is_some() {
             want = want.min(checksum::PIECE);
         }
-        let mut rb = ReadBuf::new(&mut buf.as_mut()[*filled..*filled + want]);
-        let polled = Pin::new(&mut *io)
+        let mut rb = tokio::io::ReadBuf::new(&mut buf.as_mut()[*filled..*filled + want]);
+        let polled = std::pin::Pin::new(&mut *io)
             .poll_read(cx, &mut rb)
             .map_ok(|()| rb.filled().len());
         let got = *filled;

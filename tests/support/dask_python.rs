@@ -1,5 +1,6 @@
 //! Finds the Python the live interop tests talk to. Included by each test
-//! file that needs it (`#[path = "support/dask_python.rs"] mod dask_python;`).
+//! file that needs it (`#[path = "support/dask_python.rs"] mod dask_python;`,
+//! or `"../../tests/support/dask_python.rs"` from the CLI package).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,7 +11,7 @@ use std::process::Command;
 pub fn python() -> PathBuf {
     let candidate = std::env::var_os("FRAMEWIRE_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-dask/bin/python"));
+        .unwrap_or_else(|| repo_root().join(".venv-dask/bin/python"));
     let ok = Command::new(&candidate)
         .args([
             "-c",
@@ -26,4 +27,14 @@ pub fn python() -> PathBuf {
         candidate.display()
     );
     candidate
+}
+
+/// The repository's root (the library package's directory), from the
+/// library's tests or the CLI package's.
+pub fn repo_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    match here.join("tests/dask").is_dir() {
+        true => here.to_path_buf(),
+        false => here.parent().expect("the CLI package sits in the repository").to_path_buf(),
+    }
 }

@@ -6,7 +6,7 @@
 //! The Python tests FAIL when Python Dask is missing: they never skip.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use bytes::Bytes;
@@ -14,15 +14,15 @@ use framewire::{Block, Envelope, Header, Value};
 use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
 
-#[path = "support/dask_python.rs"]
+#[path = "../../tests/support/dask_python.rs"]
 mod dask_python;
 use dask_python::python;
 #[path = "support/procs.rs"]
 mod procs;
 use procs::spawn_framewire;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+fn root() -> PathBuf {
+    procs::repo_root()
 }
 
 fn captures() -> PathBuf {

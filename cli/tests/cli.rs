@@ -16,7 +16,7 @@ use procs::spawn_framewire;
 const HANG_GUARD: Duration = Duration::from_secs(5);
 
 fn captures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures")
+    procs::repo_root().join("tests/captures")
 }
 
 fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
@@ -533,4 +533,50 @@ fn human_output_marks_orphans() {
         "{text}"
     );
     assert!(text.contains("pickled@5"), "{text}");
+}
+
+/// `framewire inspect --json --deserialize FILE`, its one line.
+fn inspect_deserialize(file: &Path) -> Json {
+    let out = run(&["inspect", "--json", "--deserialize", file.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn inspect_deserialize_decompresses_the_captures() {
+    use sha2::{Digest, Sha256};
+    let sha = |b: &[u8]| hex::encode(Sha256::digest(b));
+    for name in ["lz4_compression", "lz4_compression_sharded", "zstd_compression"] {
+        let dir = captures().join(name);
+        let case: Json =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();
+        let line = inspect_deserialize(&dir.join("wire.bin"));
+        let (ours, theirs) = (&line["value"], &case["value"]);
+        let ours = ours.as_object().unwrap();
+        assert_eq!(ours.len(), theirs.as_object().unwrap().len(), "{name}");
+        for (k, v) in ours {
+            let t = &theirs[k];
+            match (v.get("$ndarray"), t.get("$ndarray")) {
+                (Some(a), Some(b)) => {
+                    assert_eq!(
+                        (&a["dtype"], &a["shape"]),
+                        (&b["dtype"], &b["shape"]),
+                        "{name}/{k}"
+                    );
+                    let want = match b["data_hex"].as_str() {
+                        Some(h) => sha(&hex::decode(h).unwrap()),
+                        None => b["data_sha256"].as_str().unwrap().to_owned(),
+                    };
+                    assert_eq!(a["data_sha256"], want.as_str(), "{name}/{k}");
+                }
+                _ => assert_eq!(v, t, "{name}/{k}"),
+            }
+        }
+    }
+    // The Pickled block stays opaque, its 93-byte compressed buffer as it came.
+    let line = inspect_deserialize(&captures().join("topickle_lz4/wire.bin"));
+    assert_eq!(
+        line["value"]["arr"]["$opaque"],
+        serde_json::json!({"serializer": "pickle", "frame_lengths": [93]})
+    );
 }

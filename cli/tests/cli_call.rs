@@ -2,7 +2,7 @@
 //! test fails, never skips, when Python Dask is missing), and against
 //! addresses that refuse or never answer.
 
-#[path = "support/dask_python.rs"]
+#[path = "../../tests/support/dask_python.rs"]
 mod dask_python;
 
 use std::io::Read;

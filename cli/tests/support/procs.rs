@@ -8,6 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+/// The repository's root, where the captures and the Python scripts the
+/// CLI tests use live (`tests/captures`, `tests/dask`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the CLI package sits in the repository")
+        .to_path_buf()
+}
+
 /// Starts the `framewire` binary with `args`, stdout and stderr piped, and
 /// `stdin` written to it (closed at once; none: null).
 pub fn spawn_framewire(args: &[&str], stdin: Option<&[u8]>) -> Child {

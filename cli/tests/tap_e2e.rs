@@ -5,7 +5,7 @@
 //! talks to the scheduler directly; everything the client says goes through
 //! the tap, relayed unchanged.
 
-#[path = "support/dask_python.rs"]
+#[path = "../../tests/support/dask_python.rs"]
 mod dask_python;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -145,7 +145,7 @@ fn dask_cluster_works_through_the_tap() {
     worker.wait_for(STARTUP, |log| log.contains("Registered to:").then_some(()));
 
     // The client, through the tap.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dask/tap_client.py");
+    let script = procs::repo_root().join("tests/dask/tap_client.py");
     let mut client = Daemon::start(
         "client",
         Command::new(&python)
