@@ -21,9 +21,11 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use bytes::Bytes;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{deserialize, serialize};
 use framewire::transport::Connection;
-use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, Value};
+use framewire::{dumps, Envelope, Limits, Value};
 use serde_json::{json, Value as Json};
 
 mod common;

@@ -26,17 +26,16 @@
 //! them either: a block's frames go out as the same `Bytes`.
 //!
 //! ```
-//! use bytes::Bytes;
-//! use framewire::{dumps, loads, Envelope, Limits, Value};
+//! use framewire::{dumps, loads, DeserializeOptions, Envelope, Limits, Value};
 //!
 //! // A Dask RPC message, as a Python peer writes it.
 //! let msg = Value::map_of([("op", Value::str("identity")), ("reply", Value::Bool(true))]);
 //! let wire = Envelope::new(dumps(&msg)?)?.to_bytes();
 //!
-//! // Read it back: split into frames (slices of `wire`), then decode frame 0.
-//! let (env, used) = Envelope::decode(&wire, &Limits::dask_compat())?;
+//! // Read it back: split into frames (slices of `wire`), then decode them.
+//! let (env, used) = Envelope::decode(&wire, &Limits::default())?;
 //! assert_eq!(used, wire.len());
-//! assert_eq!(loads(env.frames(), &Limits::dask_compat())?, msg);
+//! assert_eq!(loads(env.frames(), &DeserializeOptions::default())?, msg);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs, unreachable_pub)]
@@ -51,16 +50,23 @@ pub mod message;
 #[cfg(all(target_os = "linux", feature = "mmap"))]
 pub mod mmap;
 mod msgpack;
+mod ndarray;
+mod protocol;
 pub mod serialize;
 #[cfg(feature = "transport")]
 pub mod transport;
 mod value;
 
-pub use envelope::Envelope;
-pub use error::{DecodeError, EncodeError, Position};
+pub use envelope::{Envelope, EnvelopeError};
+pub use error::EncodeError;
 pub use limits::Limits;
-pub use message::{loads, loads_detailed};
-pub use serialize::{deserialize_blocks, dumps, IterateCollection, NdArray, SerializeOptions};
+pub use message::MessageError;
+pub use msgpack::{MsgpackError, Position};
+pub use ndarray::NdArray;
+pub use protocol::{dumps, dumps_with, loads, DecodeError};
+pub use serialize::{
+    CompressionError, DeserializeError, DeserializeOptions, IterateCollection, SerializeOptions,
+};
 #[cfg(feature = "transport")]
 pub use transport::{Connection, FrameCodec, TransportError};
 pub use value::{Block, BlockFrames, Header, Integer, Value};

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use bytestring::ByteString;
 use smallvec::SmallVec;
 
-use crate::serialize::NdArray;
+use crate::ndarray::NdArray;
 
 /// The payload frames of one block. Most blocks have one or two frames.
 pub type BlockFrames = SmallVec<[Bytes; 2]>;
@@ -132,11 +132,14 @@ impl From<usize> for Integer {
 /// a relay forwards it untouched even if msgpack-python would have encoded
 /// it differently. Its map is decoded the first time it is asked for: a
 /// relay that only forwards never builds it (the message layer has already
-/// checked the bytes with the same limits, so decoding cannot fail).
+/// checked the bytes with the same limits, so decoding cannot fail). Two
+/// headers are equal when their maps are.
 #[derive(Clone, Debug)]
 pub struct Header {
-    map: OnceLock<Value>,
-    raw: Option<Bytes>,
+    /// The map, decoded from `raw` on first use ([`Header::map`], in the
+    /// msgpack layer).
+    pub(crate) map: OnceLock<Value>,
+    pub(crate) raw: Option<Bytes>,
     /// The `num-sub-frames` in `raw`; `None` for a header the serialize
     /// layer wrote, which has no such key yet.
     raw_count: Option<u64>,
@@ -188,39 +191,9 @@ impl Header {
         self.raw.as_ref()
     }
 
-    /// The header map.
-    pub fn map(&self) -> &Value {
-        self.map.get_or_init(|| {
-            let raw = self
-                .raw
-                .as_ref()
-                .expect("a header without a map has raw bytes");
-            // Checked when the block was claimed, with limits at least this
-            // tight, or written by the serialize layer.
-            crate::msgpack::decode(
-                raw,
-                0,
-                &crate::msgpack::CHECKED,
-                &mut crate::msgpack::plain_map,
-            )
-            .unwrap_or(Value::Nil)
-        })
-    }
-
     /// The bytes this header was decoded from, if it came off the wire.
     pub fn raw(&self) -> Option<&Bytes> {
         self.raw.as_ref().filter(|_| self.raw_count.is_some())
-    }
-
-    /// Looks up a string key in the header map.
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.map().get(key)
-    }
-}
-
-impl PartialEq for Header {
-    fn eq(&self, other: &Header) -> bool {
-        self.map() == other.map()
     }
 }
 

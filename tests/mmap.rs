@@ -6,9 +6,11 @@
 use std::io::Write;
 
 use bytes::Bytes;
+use framewire::message::loads;
 use framewire::mmap;
 use framewire::transport::Connection;
-use framewire::{dumps, loads, Envelope, Limits, Value};
+use framewire::EnvelopeError;
+use framewire::{dumps, Envelope, Limits, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sealed_file_region_is_sent_from_its_mapping() {
@@ -133,7 +135,7 @@ async fn a_spill_run_cut_off_is_truncated() {
         matches!(
             r,
             Err(framewire::TransportError::Decode(
-                framewire::DecodeError::Truncated { .. }
+                framewire::DecodeError::Envelope(EnvelopeError::Truncated { .. })
             ))
         ),
         "{r:?}"

@@ -16,11 +16,10 @@
 //! `deserialize_blocks`.
 
 use bytes::Bytes;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions, PACK_MIN};
-use framewire::{
-    deserialize_blocks, dumps, loads, Block, EncodeError, Header, IterateCollection, Limits,
-    NdArray, Value,
-};
+use framewire::{dumps, Block, EncodeError, Header, IterateCollection, Limits, NdArray, Value};
 use proptest::prelude::*;
 
 /// A small out-of-band threshold, so bins on both sides of it are cheap.
@@ -452,7 +451,7 @@ proptest! {
         // Every mode, small threshold, tiny shards (zero-copy shards merge by copy).
         for mode in MODES {
             let opts = SerializeOptions { shard_size: 7, ..sopts(mode, THRESHOLD) };
-            match serialize::dumps_with(&msg, &opts) {
+            match framewire::dumps_with(&msg, &opts) {
                 Err(e) => {
                     prop_assert!(mode == IterateCollection::Never && never_refuses(&v, true), "{:?}: {}", mode, e);
                     prop_assert_eq!(e, EncodeError::OutOfBandInBlob);

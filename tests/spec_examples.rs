@@ -13,7 +13,9 @@
 //!   each block, in placeholder order), `rest` (bytes left after the message),
 //!   `next` (the expectation for the bytes after the message), `reencoded` (hex
 //!   of the re-encoding when it is not byte-identical to the input);
-//! * rejected: `{"error": "Variant"}`, the `Debug` name of the `DecodeError`;
+//! * rejected: `{"error": "Variant"}`, the `Debug` name of the innermost
+//!   variant of the error (`DepthExceeded` for
+//!   `MessageError::Msgpack(MsgpackError::DepthExceeded { .. })`);
 //! * either: `limits: "strict"` to decode with `Limits::strict()` instead.
 //!
 //! Accepted examples are re-encoded (`dumps`, then an envelope whose first read
@@ -21,9 +23,10 @@
 //! bytes exactly, or `reencoded` when it is given.
 
 use bytes::Bytes;
+use framewire::message::loads_detailed;
 use framewire::message::{BlockKind, Loaded};
 use framewire::serialize::{deserialize, DeserializeOptions};
-use framewire::{dumps, loads_detailed, Block, Envelope, Limits, Value};
+use framewire::{dumps, Block, Envelope, Limits, Value};
 use serde_json::{json, Map, Value as Json};
 
 const SPEC_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/SPEC.md");
@@ -156,12 +159,29 @@ fn examples() -> Vec<Example> {
     out
 }
 
-/// The `Debug` name of an error variant: `FrameAliased { frame: 1 }` → `FrameAliased`.
+/// The `Debug` name of an error's innermost variant, past the wrappers of
+/// the layers above: `FrameAliased { frame: 1 }` → `FrameAliased`,
+/// `Msgpack(DepthExceeded { .. })` → `DepthExceeded`.
 fn variant_name(e: &impl std::fmt::Debug) -> String {
-    format!("{e:?}")
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect()
+    const WRAPPERS: [&str; 5] = [
+        "Envelope",
+        "Message",
+        "Deserialize",
+        "Msgpack",
+        "Compression",
+    ];
+    let text = format!("{e:?}");
+    let mut rest = text.as_str();
+    loop {
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        match rest[name.len()..].strip_prefix('(') {
+            Some(inner) if WRAPPERS.contains(&name.as_str()) => rest = inner,
+            _ => return name,
+        }
+    }
 }
 
 /// Frame 0 as JSON. Placeholders are numbered in the order the walk meets

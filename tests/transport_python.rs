@@ -19,9 +19,11 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use bytes::Bytes;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::DeserializeOptions;
 use framewire::transport::{Connection, HandshakeOptions};
-use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, NdArray, Value};
+use framewire::{dumps, Envelope, Limits, NdArray, Value};
 use sha2::Digest;
 
 #[path = "support/dask_python.rs"]

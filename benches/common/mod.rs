@@ -9,9 +9,11 @@ use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{serialize, DeserializeOptions, IterateCollection, SerializeOptions};
 use framewire::transport::{Connection, FrameCodec, ReadHalf, WriteHalf};
-use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, NdArray, Value};
+use framewire::{dumps, Envelope, Limits, NdArray, Value};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};

@@ -25,14 +25,13 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
+use framewire::dumps_with;
 use framewire::message::{self, BlockKind, Loaded};
-use framewire::serialize::{
-    self, dumps_with, Codec, DecompressBudget, DeserializeOptions, SerializeOptions,
-};
+use framewire::serialize::{self, Codec, DecompressBudget, DeserializeOptions, SerializeOptions};
 use framewire::transport::{
     Checksums, Connection, HandshakeError, HandshakeOptions, TransportError,
 };
-use framewire::{DecodeError, Envelope, Limits, Value};
+use framewire::{DeserializeError, Envelope, Limits, Value};
 use serde_json::Value as Json;
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
@@ -273,7 +272,7 @@ fn reply_json(loaded: &Loaded) -> Result<Json, String> {
             BlockKind::Serialized => {
                 match serialize::deserialize_with_budget(b, &opts, &mut budget) {
                     Ok(v) => Ok(Ok(v)),
-                    Err(DecodeError::RemoteSerializationError { text }) => Err(format!(
+                    Err(DeserializeError::RemoteSerializationError { text }) => Err(format!(
                         "the reply holds a value the server could not serialize: {text}"
                     )),
                     Err(e) => Err(format!(

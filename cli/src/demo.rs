@@ -19,9 +19,10 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use framewire::serialize::{dumps_with, DeserializeOptions, IterateCollection, SerializeOptions};
+use framewire::dumps_with;
+use framewire::serialize::{DeserializeOptions, IterateCollection, SerializeOptions};
 use framewire::transport::{Connection, HandshakeOptions, Stats, COALESCE_THRESHOLD};
-use framewire::{deserialize_blocks, loads, Envelope, Limits, NdArray, Value};
+use framewire::{Envelope, Limits, NdArray, Value};
 use tokio::net::TcpListener;
 
 /// Size of each large payload.
@@ -135,8 +136,7 @@ async fn demo() -> Result<String, String> {
             };
             // Backed by the receive buffers: shards merge without a copy.
             let opts = opts.clone().backed_by(&env);
-            let got = loads(env.frames(), &opts.limits)
-                .and_then(|v| deserialize_blocks(v, &opts))
+            let got = framewire::loads(env.frames(), &opts)
                 .map_err(|e| format!("demo: message #{i} ({label}): {e}"))?;
             if &got != want {
                 return Err(format!(

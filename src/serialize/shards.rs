@@ -7,8 +7,9 @@ use std::borrow::Cow;
 use bytes::{Bytes, BytesMut};
 
 use super::compression::{self, Codec, DecompressBudget};
-use super::{DeserializeOptions, Out};
-use crate::error::DecodeError;
+use super::error::DeserializeError;
+use super::options::DeserializeOptions;
+use super::write::Out;
 use crate::msgpack::RawMap;
 use crate::value::{Integer, Value};
 
@@ -92,7 +93,7 @@ impl Tables {
     }
 
     /// The entries of a header read in place (the integer tables packed).
-    pub(super) fn of_raw(header: &RawMap<'_>) -> Result<Tables, DecodeError> {
+    pub(super) fn of_raw(header: &RawMap<'_>) -> Result<Tables, DeserializeError> {
         Ok(Tables {
             compression: header.value("compression")?,
             counts: header.table("split-num-sub-frames")?,
@@ -109,21 +110,21 @@ impl Tables {
 /// the backing buffer when they lie back to back in it), else into one
 /// buffer of exactly the total size. The split table must tile the frames
 /// exactly; `compression` must have one entry per frame, each nil, `false`
-/// or a codec name ([`DecodeError::UnknownCodec`] otherwise, before anything
+/// or a codec name ([`DeserializeError::UnknownCodec`] otherwise, before anything
 /// is decompressed).
 pub(super) fn merge<'f>(
     header: &Tables,
     frames: &'f [Bytes],
     opts: &DeserializeOptions,
     budget: &mut DecompressBudget,
-) -> Result<Cow<'f, [Bytes]>, DecodeError> {
+) -> Result<Cow<'f, [Bytes]>, DeserializeError> {
     let mut codecs: Vec<Option<Codec>> = Vec::new();
     if let Some(c) = &header.compression {
-        let c = c.as_array().ok_or(DecodeError::InvalidHeader {
+        let c = c.as_array().ok_or(DeserializeError::InvalidHeader {
             field: "compression",
         })?;
         if c.len() != frames.len() {
-            return Err(DecodeError::LengthMismatch {
+            return Err(DeserializeError::LengthMismatch {
                 field: "compression",
                 expected: frames.len(),
                 got: c.len(),
@@ -148,7 +149,7 @@ pub(super) fn merge<'f>(
             })
             .collect();
     };
-    let invalid = |reason| DecodeError::SplitTableInvalid { reason };
+    let invalid = |reason| DeserializeError::SplitTableInvalid { reason };
     let counts = counts
         .int_items()
         .ok_or(invalid("split-num-sub-frames is not an array"))?;
@@ -197,7 +198,7 @@ pub(super) fn merge<'f>(
         }
         let total: u64 = frames[range.clone()].iter().map(|f| f.len() as u64).sum();
         if total > opts.limits.max_frame_len {
-            return Err(DecodeError::FrameTooLarge {
+            return Err(DeserializeError::FrameTooLarge {
                 index,
                 declared: total,
                 limit: opts.limits.max_frame_len,

@@ -47,8 +47,8 @@
 use bytes::{BufMut, BytesMut};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
+use crate::envelope::EnvelopeError;
 use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
-use crate::error::DecodeError;
 use crate::limits::Limits;
 
 use super::error::TransportError;
@@ -79,7 +79,7 @@ enum State {
 ///   decoder error (tokio#3976), so every later `decode` returns
 ///   [`TransportError::Poisoned`], never a message.
 /// * `decode_eof` in the middle of a message gives
-///   [`DecodeError::Truncated`] with the offset reached.
+///   [`EnvelopeError::Truncated`] with the offset reached.
 ///
 /// # Examples
 ///
@@ -177,9 +177,9 @@ impl FrameCodec {
         matches!(self.state, State::Poisoned)
     }
 
-    fn fail(&mut self, e: DecodeError) -> TransportError {
+    fn fail(&mut self, e: EnvelopeError) -> TransportError {
         self.state = State::Poisoned;
-        TransportError::Decode(e)
+        e.into()
     }
 }
 
@@ -235,7 +235,7 @@ impl Decoder for FrameCodec {
             State::Poisoned => return Err(TransportError::Poisoned),
         };
         let got = src.len() as u64;
-        Err(self.fail(DecodeError::Truncated {
+        Err(self.fail(EnvelopeError::Truncated {
             offset: got,
             needed,
             got,
@@ -273,6 +273,7 @@ impl Encoder<Envelope> for FrameCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DecodeError;
     use bytes::Bytes;
 
     fn wire(frames: &[&'static [u8]]) -> Bytes {
@@ -301,7 +302,9 @@ mod tests {
         let mut c = FrameCodec::new();
         assert!(matches!(
             c.decode(&mut buf),
-            Err(TransportError::Decode(DecodeError::EmptyMessage))
+            Err(TransportError::Decode(DecodeError::Envelope(
+                EnvelopeError::EmptyMessage
+            )))
         ));
         buf.clear();
         buf.extend_from_slice(&wire(&[b"\xa1a"]));
@@ -315,7 +318,11 @@ mod tests {
         let mut buf = BytesMut::from(&w[..w.len() - 1]);
         let mut c = FrameCodec::new();
         match c.decode_eof(&mut buf) {
-            Err(TransportError::Decode(DecodeError::Truncated { offset, needed, .. })) => {
+            Err(TransportError::Decode(DecodeError::Envelope(EnvelopeError::Truncated {
+                offset,
+                needed,
+                ..
+            }))) => {
                 assert_eq!(offset, w.len() as u64 - 1);
                 assert_eq!(needed, w.len() as u64);
             }

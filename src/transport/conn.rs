@@ -155,7 +155,7 @@ impl Builder {
     }
 
     /// Checksum trailers on every message, both ways, from the start
-    /// (SPEC.md §6.3), for connections without a handshake; both peers must
+    /// (SPEC.md §6.2), for connections without a handshake; both peers must
     /// agree. After a handshake, they are on when both sides offered them
     /// ([`HandshakeOptions::checksums`](super::HandshakeOptions)), whatever this says.
     pub fn checksums(&mut self, on: bool) -> &mut Builder {
@@ -268,6 +268,7 @@ impl Builder {
 ///
 /// ```no_run
 /// use framewire::transport::{Connection, HandshakeOptions};
+/// use framewire::serialize::DeserializeOptions;
 /// use framewire::{dumps, loads, Envelope, Limits, Value};
 ///
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -280,7 +281,7 @@ impl Builder {
 /// let msg = Value::map_of([("op", Value::str("identity")), ("reply", Value::Bool(true))]);
 /// conn.send(Envelope::new(dumps(&msg)?)?).await?;
 /// let reply = conn.recv().await.ok_or("closed")??;
-/// println!("{:?}", loads(reply.frames(), &Limits::dask_compat())?);
+/// println!("{:?}", loads(reply.frames(), &DeserializeOptions::default().backed_by(&reply))?);
 /// # Ok(())
 /// # }
 /// ```

@@ -1,4 +1,4 @@
-//! The Dask connection handshake (dask-protocol.md §3), with framewire
+//! The Dask connection handshake (SPEC.md §6), with framewire
 //! extensions.
 //!
 //! ```text
@@ -68,7 +68,7 @@ const HANDSHAKE_LIMITS: Limits = Limits {
     max_decompressed_len: 0,
 };
 
-/// Whether a connection uses checksum trailers (SPEC.md §6.3).
+/// Whether a connection uses checksum trailers (SPEC.md §6.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Checksums {
     /// Not offered (what Python peers do).
@@ -95,7 +95,7 @@ pub struct HandshakeOptions {
     pub pickle_protocol: u8,
     /// framewire extensions: `(name, value)`, sent as `"framewire-<name>"`.
     pub extensions: Vec<(String, Value)>,
-    /// Checksum trailers (SPEC.md §6.3): offered as the extension
+    /// Checksum trailers (SPEC.md §6.2): offered as the extension
     /// `"framewire-checksum": "crc32"`. Default: off, as Python peers.
     pub checksums: Checksums,
     /// Time allowed for the whole exchange (default 30 s, Dask's

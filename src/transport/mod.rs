@@ -1,5 +1,5 @@
-//! The async transport: Dask's TCP framing on tokio (SPEC.md §2–3,
-//! dask-protocol.md §2–3).
+//! The async transport: Dask's TCP framing on tokio and the handshake
+//! (SPEC.md §2, §6).
 //!
 //! ```text
 //!                   ┌──────────────────────── Connection<T> ────────────────────────┐
@@ -25,7 +25,8 @@
 //! ```
 //! use bytes::Bytes;
 //! use framewire::transport::{handshake, HandshakeOptions};
-//! use framewire::{dumps, loads, Envelope, Limits, Value};
+//! use framewire::serialize::DeserializeOptions;
+//! use framewire::{dumps, loads, Envelope, Value};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 //! let (a, b) = tokio::io::duplex(1 << 16);
@@ -37,7 +38,7 @@
 //! let msg = Value::map_of([("op", Value::str("ping"))]);
 //! left.send(Envelope::new(dumps(&msg)?)?).await?;
 //! let env = right.recv().await.expect("a message")?;
-//! assert_eq!(loads(env.frames(), &Limits::strict())?, msg);
+//! assert_eq!(loads(env.frames(), &DeserializeOptions::default())?, msg);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # })?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -54,6 +55,7 @@ mod write;
 
 use bytes::BytesMut;
 
+pub use checksum::ChecksumError;
 pub use codec::{Builder as CodecBuilder, FrameCodec};
 pub use conn::{Builder, Connection, ReadHalf, WriteHalf};
 pub use error::{HandshakeError, TimeoutPhase, TransportError};

@@ -44,8 +44,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::envelope::EnvelopeError;
 use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
-use crate::error::DecodeError;
 use crate::limits::Limits;
 
 use super::checksum::{self, Running};
@@ -241,7 +241,7 @@ impl Reader {
                     }
                     PreludeStatus::Complete(prelude) => {
                         let header = usize::try_from(prelude.header_len())
-                            .map_err(|_| DecodeError::LengthOverflow)?;
+                            .map_err(|_| EnvelopeError::LengthOverflow)?;
                         self.rbuf.advance(header);
                         self.phase = Phase::Body(Box::new(Body::new(prelude, self.cfg.checksums)?));
                     }
@@ -352,14 +352,14 @@ fn take_large_buffer(spare: &mut BytesMut, len: usize, recycle: bool) -> BytesMu
 }
 
 impl Body {
-    fn new(prelude: Prelude, checksums: bool) -> Result<Body, DecodeError> {
+    fn new(prelude: Prelude, checksums: bool) -> Result<Body, EnvelopeError> {
         let (wire_len, header_len) = (prelude.wire_len(), prelude.header_len());
         let first_read_frames = prelude.frames_in_first_read();
         // Collected in place: a message of 2 × 10⁶ frames keeps one table.
         let lengths = prelude
             .into_lengths()
             .into_iter()
-            .map(|len| usize::try_from(len).map_err(|_| DecodeError::LengthOverflow))
+            .map(|len| usize::try_from(len).map_err(|_| EnvelopeError::LengthOverflow))
             .collect::<Result<Vec<usize>, _>>()?;
         let mut runs: Vec<Run> = Vec::new();
         for &len in &lengths {
@@ -429,7 +429,7 @@ impl Body {
 }
 
 fn truncated(offset: u64, needed: u64) -> TransportError {
-    TransportError::Decode(DecodeError::Truncated {
+    TransportError::from(EnvelopeError::Truncated {
         offset,
         needed,
         got: offset,

@@ -7,9 +7,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use framewire::message::loads;
 use framewire::serialize::{self, Codec, DeserializeOptions, SerializeOptions};
 use framewire::transport::{Checksums, Connection, HandshakeOptions};
-use framewire::{loads, Envelope, Limits, Value};
+use framewire::{Envelope, Limits, Value};
 use tokio::net::TcpListener;
 
 /// What the server saw of one connection.
@@ -152,7 +153,7 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
             compression: codec,
             ..SerializeOptions::default()
         };
-        let frames = serialize::dumps_with(&reply, &sopts).unwrap();
+        let frames = framewire::dumps_with(&reply, &sopts).unwrap();
         let mut sent = Vec::new();
         codecs(&loads(&frames, &limits).unwrap(), &mut sent);
         record.update(|s| s.reply_codecs.push(sent));

@@ -1,0 +1,350 @@
+//! Deserializing: a block is rebuilt into its value, as Dask's `loads`
+//! does (SPEC.md §5.8–5.9): compressed frames decompressed, shards merged,
+//! collections rebuilt without recursion, families by name, and anything
+//! framewire cannot rebuild kept as an opaque block.
+
+use bytes::Bytes;
+
+use super::collection::{self, CollectionKind, CollectionView};
+use super::compression::DecompressBudget;
+use super::error::DeserializeError;
+use super::families::{msgpack_value, MsgpackFamily};
+use super::options::{DeserializeOptions, PACK_MIN};
+use super::shards::{self, Tables};
+use super::write::{MSGPACK_LEAF_HEADER, SERIALIZER};
+use crate::msgpack::{self, RawMap};
+use crate::value::{Block, Header, Integer, Value};
+
+/// Deserializes a block as Dask's `loads` does: decompress each frame its
+/// header's `compression` list names a codec for, merge shards, then
+/// rebuild the value. What framewire cannot decode (`pickle`, `cuda`,
+/// unknown families and types) comes back unchanged as a
+/// [`Value::Serialized`] block (its frames as they came, still compressed),
+/// never dropped. The `error` family gives
+/// [`DeserializeError::RemoteSerializationError`].
+///
+/// The block gets a [`DecompressBudget`] of its own; to bound the blocks of
+/// one message together, use [`deserialize_blocks`] or
+/// [`deserialize_with_budget`].
+pub fn deserialize(block: &Block, opts: &DeserializeOptions) -> Result<Value, DeserializeError> {
+    deserialize_with_budget(block, opts, &mut DecompressBudget::new(&opts.limits))
+}
+
+/// [`deserialize`], charging what it decompresses to `budget`, which the
+/// caller shares between the blocks of one message.
+pub fn deserialize_with_budget(
+    block: &Block,
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<Value, DeserializeError> {
+    // A collection whose header has bytes (it came off the wire, or
+    // `serialize` wrote it) is read in place: no `Value` per sub-header.
+    if let Some(raw) = block.header().raw_bytes() {
+        if let Some((top, _)) = RawMap::read_noting_items(raw, 0, Some("sub-headers"))? {
+            if top.has("is-collection") {
+                let frames = shards::merge(&Tables::of_raw(&top)?, block.frames(), opts, budget)?;
+                return raw_collection(raw, &top, &frames, opts);
+            }
+        }
+    }
+    let header = block.header().map();
+    if header.as_map().is_none() {
+        return Err(DeserializeError::InvalidHeader { field: "header" });
+    }
+    let frames = shards::merge(&Tables::of(header), block.frames(), opts, budget)?;
+    match rebuild(header, &frames, opts, 0)? {
+        Some(v) => Ok(v),
+        None => Ok(Value::Serialized(Box::new(block.clone()))),
+    }
+}
+
+/// Rebuilds a collection from its header's bytes, as [`rebuild`] does from its
+/// map, with the same checks in the same order (those of
+/// [`CollectionView::new`]). The sub-headers are found in one pass; a leaf
+/// of the built-in `msgpack` family is decoded without building its header;
+/// any other element goes through [`rebuild`] from its decoded sub-header.
+fn raw_collection(
+    raw: &Bytes,
+    top: &RawMap<'_>,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<Value, DeserializeError> {
+    let field = |field| DeserializeError::InvalidHeader { field };
+    if opts.limits.max_depth == 0 {
+        return Err(DeserializeError::CollectionTooDeep { limit: 0 });
+    }
+    // Where each sub-header starts, then where the last one ends.
+    let bounds = top.items().ok_or(field("sub-headers"))?;
+    let subs = &bounds[..bounds.len() - 1];
+    let kind;
+    // (The decoded table goes once the offsets are made.)
+    let starts = {
+        let table = top.table("frame-lengths")?;
+        let lengths = table
+            .as_ref()
+            .and_then(Value::int_items)
+            .ok_or(field("frame-lengths"))?;
+        kind = top
+            .str("type-serialized")
+            .and_then(CollectionKind::from_name)
+            .ok_or(field("type-serialized"))?;
+        if lengths.len() != subs.len() {
+            return Err(DeserializeError::LengthMismatch {
+                field: "frame-lengths",
+                expected: subs.len(),
+                got: lengths.len(),
+            });
+        }
+        collection::frame_starts(lengths, frames.len())?
+    };
+    if !subs.iter().all(|&at| msgpack::is_map_at(raw, at)) {
+        return Err(field("sub-headers"));
+    }
+    let sub_header = |at: usize| -> Result<RawMap<'_>, DeserializeError> {
+        Ok(RawMap::read(raw, at)?.ok_or(field("sub-headers"))?.0)
+    };
+    let builtin_msgpack = opts.registry.builtin_msgpack.is_some()
+        && opts.registry.index_of(MsgpackFamily::NAME) == opts.registry.builtin_msgpack;
+    let mut items = Items::new(kind, subs.len().min(opts.limits.prealloc_cap));
+    for (i, w) in bounds.windows(2).enumerate() {
+        let sub = &raw[w[0]..w[1]];
+        let f = &frames[starts[i]..starts[i + 1]];
+        // A leaf of the built-in msgpack family needs no header: known by
+        // its exact bytes (the common case, one comparison) or its entries.
+        let msgpack_leaf = builtin_msgpack
+            && (sub == MSGPACK_LEAF_HEADER || {
+                let map = sub_header(w[0])?;
+                !map.has("is-collection") && map.str(SERIALIZER) == Some(MsgpackFamily::NAME)
+            });
+        let item = if msgpack_leaf {
+            msgpack_value(f, &opts.limits)?
+        } else {
+            let h = msgpack::decode_range(raw, w[0]..w[1], usize::MAX)?;
+            match rebuild(&h, f, opts, 1)? {
+                Some(v) => v,
+                None => opaque_element(&h, f),
+            }
+        };
+        items.push(item);
+    }
+    let items = match items {
+        Items::Values(items) if kind == CollectionKind::Dict => items,
+        array => return Ok(array.finish()),
+    };
+    let entries = subs
+        .iter()
+        .zip(items)
+        .map(|(&at, v)| {
+            let key = sub_header(at)?
+                .get("key")
+                .ok_or(field("key"))
+                .and_then(|at| Ok(msgpack::decode_range(raw, at, usize::MAX)?))?;
+            Ok((key, v))
+        })
+        .collect::<Result<_, DeserializeError>>()?;
+    Ok(Value::Map(entries))
+}
+
+/// An element no family rebuilds: an opaque block (without the `key` its
+/// dict put in its header).
+fn opaque_element(h: &Value, f: &[Bytes]) -> Value {
+    Value::Serialized(Box::new(Block::new(
+        Header::new(without_key(h)),
+        f.to_vec(),
+    )))
+}
+
+/// Every `Serialized` block in a decoded message, deserialized (Dask's
+/// `loads(frames, deserialize=True)`), with one [`DecompressBudget`] for the
+/// whole message. `Pickled` blocks stay as they are, frames still
+/// compressed: framewire never unpickles.
+pub fn deserialize_blocks(
+    value: Value,
+    opts: &DeserializeOptions,
+) -> Result<Value, DeserializeError> {
+    deserialize_all(value, opts, &mut DecompressBudget::new(&opts.limits))
+}
+
+fn deserialize_all(
+    value: Value,
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<Value, DeserializeError> {
+    let mut value = value;
+    Ok(match &mut value {
+        Value::Serialized(block) => deserialize_with_budget(block, opts, budget)?,
+        Value::Array(items) => Value::Array(
+            std::mem::take(items)
+                .into_iter()
+                .map(|v| deserialize_all(v, opts, budget))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Map(entries) => Value::Map(
+            std::mem::take(entries)
+                .into_iter()
+                .map(|(k, v)| {
+                    Ok((
+                        deserialize_all(k, opts, budget)?,
+                        deserialize_all(v, opts, budget)?,
+                    ))
+                })
+                .collect::<Result<_, DeserializeError>>()?,
+        ),
+        _ => value,
+    })
+}
+
+/// An element header without the `key` its dict put there (Dask pops it),
+/// and with a `compression` list of nils: its frames come decompressed.
+fn without_key(h: &Value) -> Value {
+    match h {
+        Value::Map(m) => Value::Map(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != Some("key"))
+                .map(|(k, v)| match (k.as_str(), v) {
+                    (Some("compression"), Value::Array(c)) => {
+                        (k.clone(), Value::Array(vec![Value::Nil; c.len()]))
+                    }
+                    _ => (k.clone(), v.clone()),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Rebuilds a value from a header and its (merged) frames; `None` when no
+/// family can (the caller keeps the block opaque). Nested collections are
+/// walked with an explicit stack: depth costs heap, never call stack.
+fn rebuild(
+    header: &Value,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+    depth: usize,
+) -> Result<Option<Value>, DeserializeError> {
+    /// A collection being rebuilt.
+    struct Level<'a> {
+        view: CollectionView<'a>,
+        next: usize,
+        items: Items,
+    }
+    let mut stack: Vec<Level<'_>> = Vec::new();
+    let (mut h, mut f) = (header, frames);
+    loop {
+        // Descend into `h`: open a collection, or rebuild a leaf.
+        let mut done = if h.get("is-collection").is_some() {
+            if depth + stack.len() >= opts.limits.max_depth {
+                return Err(DeserializeError::CollectionTooDeep {
+                    limit: opts.limits.max_depth,
+                });
+            }
+            let view = CollectionView::new(h, f)?;
+            let cap = view.len().min(opts.limits.prealloc_cap);
+            stack.push(Level {
+                items: Items::new(view.kind(), cap),
+                view,
+                next: 0,
+            });
+            None
+        } else {
+            let leaf = family_value(h, f, opts)?;
+            if stack.is_empty() {
+                return Ok(leaf);
+            }
+            // An element no family rebuilds stays an opaque block.
+            Some(leaf.unwrap_or_else(|| opaque_element(h, f)))
+        };
+        // Ascend: hand finished values to their collections.
+        loop {
+            let Some(top) = stack.last_mut() else {
+                return Ok(done);
+            };
+            if let Some(v) = done.take() {
+                top.items.push(v);
+            }
+            if top.next < top.view.len() {
+                (h, f) = top.view.element(top.next);
+                top.next += 1;
+                break;
+            }
+            let level = stack.pop().expect("a top level exists");
+            done = Some(finish_collection(level.view, level.items)?);
+        }
+    }
+}
+
+/// The rebuilt elements of a collection. A tuple, list or set is kept packed
+/// while every element is an integer in `i64`'s range, and comes back as a
+/// [`Value::IntArray`] when it has at least [`PACK_MIN`] (as a `msgpack`
+/// blob's arrays do).
+enum Items {
+    Ints(Vec<i64>),
+    Values(Vec<Value>),
+}
+
+impl Items {
+    fn new(kind: CollectionKind, cap: usize) -> Items {
+        match kind {
+            CollectionKind::Dict => Items::Values(Vec::with_capacity(cap)),
+            _ => Items::Ints(Vec::with_capacity(cap)),
+        }
+    }
+
+    fn push(&mut self, v: Value) {
+        match self {
+            Items::Values(items) => items.push(v),
+            Items::Ints(ints) => match v.as_int().and_then(Integer::as_i64) {
+                Some(x) => ints.push(x),
+                None => {
+                    let mut items: Vec<Value> = ints.drain(..).map(Value::from).collect();
+                    items.push(v);
+                    *self = Items::Values(items);
+                }
+            },
+        }
+    }
+
+    /// The array (a dict's values are taken apart by the caller).
+    fn finish(self) -> Value {
+        match self {
+            Items::Ints(ints) if ints.len() >= PACK_MIN => Value::IntArray(ints),
+            Items::Ints(ints) => Value::Array(ints.into_iter().map(Value::from).collect()),
+            Items::Values(items) => Value::Array(items),
+        }
+    }
+}
+
+/// Builds the container a collection header names from its rebuilt elements.
+fn finish_collection(view: CollectionView<'_>, items: Items) -> Result<Value, DeserializeError> {
+    let items = match items {
+        Items::Values(items) if view.kind() == CollectionKind::Dict => items,
+        array => return Ok(array.finish()),
+    };
+    let entries = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let key = view
+                .key(i)
+                .ok_or(DeserializeError::InvalidHeader { field: "key" })?;
+            Ok((key.clone(), v))
+        })
+        .collect::<Result<_, DeserializeError>>()?;
+    Ok(Value::Map(entries))
+}
+
+/// A leaf through the family its `serializer` names; `None` when there is
+/// no such family or the family cannot rebuild it.
+fn family_value(
+    header: &Value,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<Option<Value>, DeserializeError> {
+    let Some(name) = header.get(SERIALIZER).and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    match opts.registry.by_name(name) {
+        Some(family) => family.deserialize(header, frames, &opts.limits).transpose(),
+        None => Ok(None),
+    }
+}
