@@ -3,7 +3,8 @@
 //! Nested task messages as scatter-gather frame lists, zero-copy and
 //! byte-compatible with Dask `distributed`'s wire protocol (2026.8.0).
 //!
-//! The layers, each in its own module and each a section of `SPEC.md`:
+//! The layers, each in its own module and each a section of `SPEC.md`; data
+//! flows one way through them, and no layer names one above it:
 //!
 //! ```text
 //! Value ──dumps──▶ frames (Vec<Bytes>) ──Envelope──▶ prelude + frames ──▶ socket (vectored)
@@ -14,16 +15,21 @@
 //! * [`message`]: frame 0 is msgpack; `{"__Serialized__": i}` and
 //!   `{"__Pickled__": i}` placeholders point at blocks of frames.
 //! * [`serialize`]: a value becomes a header plus frames of its own
-//!   (families, collections with offset tables, shards).
-//! * [`transport`]: the tokio transport: a zero-copy [`transport::Connection`]
-//!   (vectored writes, recycled receive buffers), the [`transport::FrameCodec`]
-//!   for `Framed`, and the Dask handshake.
-//! * [`mmap`] (Linux): payload frames in sealed memfds or spill files,
-//!   mapped instead of read; the only module with `unsafe` code.
+//!   (families, collections with offset tables, shards, compression).
+//! * [`dumps`] / [`loads`]: a whole message through every layer, as Dask's
+//!   `distributed.protocol.dumps` / `loads` (`deserialize=True`);
+//!   [`message::dumps`] / [`message::loads`] are the pass-through layer alone.
+//! * `transport` (feature `transport`): the tokio transport, a zero-copy
+//!   `Connection` (vectored writes, recycled receive buffers) with its
+//!   `Session`, the `FrameCodec` for `Framed`, and the Dask handshake.
+//! * `mmap` (feature `mmap`, Linux): payload frames in sealed memfds or
+//!   spill files, mapped instead of read; the only module with `unsafe` code.
 //!
 //! Decoding never copies payloads: frames are slices of the receive buffer,
 //! and so are the str and bin values inside frame 0. Encoding never copies
-//! them either: a block's frames go out as the same `Bytes`.
+//! them either: a block's frames go out as the same `Bytes`. Every size a
+//! peer declares is checked against [`Limits`] before anything is allocated;
+//! each layer has its own error type, all of them in [`DecodeError`].
 //!
 //! ```
 //! use framewire::{dumps, loads, DeserializeOptions, Envelope, Limits, Value};
@@ -38,7 +44,30 @@
 //! assert_eq!(loads(env.frames(), &DeserializeOptions::default())?, msg);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![warn(missing_docs, unreachable_pub)]
+//!
+//! # Cargo features
+//!
+//! | feature | default | brings |
+//! |---|---|---|
+//! | `transport` | yes | `transport`: `Connection`, `FrameCodec`, the handshake, checksum trailers (tokio, tokio-util) |
+//! | `lz4` | yes | Dask's `"lz4"` frames, written byte for byte as Python writes them |
+//! | `zstd`, `snappy`, `zlib` | no | Dask's other codecs |
+//! | `mmap` | no | Linux: frames in sealed memfds, large runs received into spill files |
+//!
+//! Without a codec's feature, a frame compressed with it is
+//! [`CompressionError::CodecNotEnabled`], never a panic.
+//!
+//! # Examples
+//!
+//! Runnable programs in the repository's `examples/`:
+//!
+//! * `examples/echo.rs` — an echo server and client over `Connection`:
+//!   handshake, then whole messages with `send_value` / `recv_value`;
+//! * `examples/framed.rs` — a `Framed` pipeline with `FrameCodec`;
+//! * `examples/inspect.rs` — a capture inspector on the library API: frames,
+//!   ops, and every block deserialized.
+#![deny(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![warn(unreachable_pub)]
 // `unsafe` is denied everywhere but in `mmap`, the one audited module.
 #![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

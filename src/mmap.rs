@@ -21,7 +21,7 @@
 //!   temporary file that only this process holds open, with its blocks
 //!   allocated up front (`fallocate`), so a full disk is an error at
 //!   creation, never a `SIGBUS` on a write. The transport receives large
-//!   frames into one when [`Builder::spill`](crate::transport::Builder::spill)
+//!   frames into one when [`ConnectionBuilder::spill`](crate::transport::ConnectionBuilder::spill)
 //!   is set.
 //!
 //! Any other file (a user's file that another process may truncate) is

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use framewire::dumps_with;
+use framewire::serialize::Codec;
 use framewire::transport::{
     handshake, Connection, FrameCodec, HandshakeError, HandshakeOptions, Negotiated, TimeoutPhase,
     TransportError, COALESCE_THRESHOLD, MAX_IOVECS, OWN_BUFFER_THRESHOLD,
@@ -1118,18 +1119,18 @@ fn handshake_bytes_match_python() {
 fn handshake_negotiation_from_python_captures() {
     let plain = HandshakeOptions::default();
     let lz4 = HandshakeOptions {
-        compression: Some("lz4".into()),
+        compression: Some(Codec::Lz4),
         ..HandshakeOptions::default()
     };
     let n = Negotiated::new(&plain, peer_map(&capture("server_to_client.bin"))).unwrap();
-    assert_eq!((n.compression(), n.pickle_protocol()), (None, 5));
+    assert_eq!((n.codec(), n.pickle_protocol()), (None, 5));
     assert_eq!(n.peer_python(), Some([3, 11, 7]));
     let theirs = peer_map(&capture("lz4_server_to_client.bin"));
     assert_eq!(theirs.get("compression"), Some(&Value::str("lz4")));
     let n = Negotiated::new(&lz4, theirs.clone()).unwrap();
-    assert_eq!(n.compression(), Some("lz4"));
+    assert_eq!(n.codec(), Some(Codec::Lz4));
     let n = Negotiated::new(&plain, theirs).unwrap();
-    assert_eq!(n.compression(), None, "different offers: no compression");
+    assert_eq!(n.codec(), None, "different offers: no compression");
 }
 
 #[test]
@@ -1246,7 +1247,7 @@ async fn handshake_both_write_first_on_a_tiny_pipe() {
     let x = HandshakeOptions::default().extension("crc32c", Value::Bool(true));
     let y = HandshakeOptions {
         pickle_protocol: 4,
-        compression: Some("lz4".into()),
+        compression: Some(Codec::Lz4),
         ..HandshakeOptions::default()
     }
     .extension("crc32c", Value::str("yes"));
@@ -1254,7 +1255,7 @@ async fn handshake_both_write_first_on_a_tiny_pipe() {
     let ((mut l, nl), (mut r, nr)) = (l.unwrap(), r.unwrap());
     for n in [&nl, &nr] {
         assert_eq!(n.pickle_protocol(), 4);
-        assert_eq!(n.compression(), None);
+        assert_eq!(n.codec(), None);
         assert!(n.agreed("crc32c"));
     }
     assert_eq!(nl.peer_extension("crc32c"), Some(&Value::str("yes")));

@@ -110,7 +110,7 @@ async fn framewire_connects_to_python_listen() {
         .await
         .expect("connect + handshake");
     assert_eq!(agreed.pickle_protocol(), 5);
-    assert_eq!(agreed.compression(), None);
+    assert_eq!(agreed.codec(), None);
     assert_eq!(agreed.peer_python(), Some([3, 11, 7]));
     assert!(
         agreed.peer_extensions().is_empty(),
@@ -245,7 +245,7 @@ async fn python_connects_to_framewire_accept() {
         .await
         .expect("accept + handshake");
     assert_eq!(agreed.pickle_protocol(), 5);
-    assert_eq!(agreed.compression(), None);
+    assert_eq!(agreed.codec(), None);
     assert!(!agreed.agreed("test"));
 
     let mut got = Vec::new();

@@ -87,7 +87,7 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
     let env = encode(&msg, None)?;
     let host_port = host_port(address)?;
     let handshake = HandshakeOptions {
-        compression: codec.map(|c| c.name().to_owned()),
+        compression: codec,
         checksums: match opts.checksums {
             None => Checksums::Off,
             Some(ChecksumMode::Offer) => Checksums::Offer,
@@ -221,7 +221,7 @@ async fn converse(
     };
     // As a Dask comm: payloads compressed with the codec both sides
     // announced, if any (the same as ours, so a name we know).
-    let env = match agreed.compression().and_then(Codec::from_name) {
+    let env = match agreed.codec() {
         Some(codec) => encode(msg, Some(codec))?,
         None => env,
     };

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use framewire::dumps_with;
-use framewire::serialize::{DeserializeOptions, IterateCollection, SerializeOptions};
+use framewire::serialize::{Codec, DeserializeOptions, IterateCollection, SerializeOptions};
 use framewire::transport::{Connection, HandshakeOptions, Stats, COALESCE_THRESHOLD};
 use framewire::{Envelope, Limits, NdArray, Value};
 use tokio::net::TcpListener;
@@ -114,7 +114,7 @@ async fn demo() -> Result<String, String> {
     let handshake = format!(
         "pickle-protocol {}, compression {}, framewire-demo extension agreed",
         agreed.pickle_protocol(),
-        agreed.compression().unwrap_or("none")
+        agreed.codec().map_or("none", Codec::name)
     );
 
     let expected: Vec<(&'static str, Value)> =

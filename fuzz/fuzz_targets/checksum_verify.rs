@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use framewire::transport::{ChecksumError};
-use framewire::transport::{Builder, ReadHalf, TransportError, WriteHalf};
+use framewire::transport::{ConnectionBuilder, ReadHalf, TransportError, WriteHalf};
 use framewire::{Envelope, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -31,7 +31,7 @@ fuzz_target!(|input: (Vec<Vec<u8>>, u32, bool)| {
     }
     let k = if prelude_only { 0 } else { frames.len() };
     let env = Envelope::with_first_read_frames(frames.clone(), k).unwrap();
-    let mut builder = Builder::new();
+    let mut builder = ConnectionBuilder::new();
     builder.limits(Limits::dask_compat()).checksums(true);
 
     let mut tx = WriteHalf::new(Vec::new(), &builder);

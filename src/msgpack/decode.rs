@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use bytestring::ByteString;
 
-use super::reader::{read_item, Item, Reader};
+use super::reader::{read_item, Cursor, Item};
 use super::{MsgpackError, Position};
 use crate::limits::Limits;
 use crate::value::{Integer, Value};
@@ -22,9 +22,9 @@ pub(crate) fn plain_map(entries: Vec<(Value, Value)>, _: Position) -> Result<Val
 
 /// A container being filled.
 struct Open {
-    /// Items (for a map: keys and values counted apart) still to read.
+    /// Contents (for a map: keys and values counted apart) still to read.
     remaining: u64,
-    items: Items,
+    items: Contents,
     /// Capacity reserved for `items` ahead of data, returned to the shared
     /// budget when the container closes.
     reserved: usize,
@@ -32,7 +32,7 @@ struct Open {
 }
 
 /// The items of an open container; a map keeps its key until the value comes.
-enum Items {
+enum Contents {
     Array(Vec<Value>),
     /// An array being packed; it becomes an `Array` at its first item that
     /// is not an integer in `i64`'s range.
@@ -79,7 +79,7 @@ fn decode_with<E: From<MsgpackError>>(
     hook: &mut MapHook<'_, E>,
     pack_min: usize,
 ) -> Result<Value, E> {
-    let mut rd = Reader::new(buf, frame, limits)?;
+    let mut rd = Cursor::new(buf, frame, limits)?;
     let mut stack: Vec<Open> = Vec::new();
     let mut items_seen: usize = 0;
     // How many `Value`s may be reserved ahead of data, shared by every open
@@ -100,9 +100,9 @@ fn decode_with<E: From<MsgpackError>>(
                 let n = rd.open_container(start, len, is_map, stack.len(), limits)?;
                 if n == 0 {
                     let empty = if is_map {
-                        Items::Map(Vec::new(), None)
+                        Contents::Map(Vec::new(), None)
                     } else {
-                        Items::Array(Vec::new())
+                        Contents::Array(Vec::new())
                     };
                     finish(empty, rd.at(start), hook)?
                 } else {
@@ -113,11 +113,11 @@ fn decode_with<E: From<MsgpackError>>(
                         .min(prealloc_left / per_item);
                     prealloc_left -= cap * per_item;
                     let items = if is_map {
-                        Items::Map(Vec::with_capacity(cap), None)
+                        Contents::Map(Vec::with_capacity(cap), None)
                     } else if n >= pack_min as u64 {
-                        Items::Ints(Vec::with_capacity(cap))
+                        Contents::Ints(Vec::with_capacity(cap))
                     } else {
-                        Items::Array(Vec::with_capacity(cap))
+                        Contents::Array(Vec::with_capacity(cap))
                     };
                     let mut open = Open {
                         remaining: n,
@@ -125,7 +125,7 @@ fn decode_with<E: From<MsgpackError>>(
                         reserved: cap * per_item,
                         start,
                     };
-                    if let Items::Ints(ints) = &mut open.items {
+                    if let Contents::Ints(ints) = &mut open.items {
                         read_ints(&mut rd, ints, &mut open.remaining, &mut items_seen, limits);
                     }
                     stack.push(open);
@@ -142,17 +142,17 @@ fn decode_with<E: From<MsgpackError>>(
                 return Ok(value);
             };
             match &mut top.items {
-                Items::Array(items) => items.push(value),
-                Items::Ints(ints) => match value.as_int().and_then(Integer::as_i64) {
+                Contents::Array(items) => items.push(value),
+                Contents::Ints(ints) => match value.as_int().and_then(Integer::as_i64) {
                     Some(x) => ints.push(x),
                     // Not an i64 after all: unpack what came so far.
                     None => {
                         let mut items: Vec<Value> = ints.drain(..).map(Value::from).collect();
                         items.push(value);
-                        top.items = Items::Array(items);
+                        top.items = Contents::Array(items);
                     }
                 },
-                Items::Map(entries, key) => match key.take() {
+                Contents::Map(entries, key) => match key.take() {
                     Some(k) => entries.push((k, value)),
                     None => *key = Some(value),
                 },
@@ -168,11 +168,11 @@ fn decode_with<E: From<MsgpackError>>(
     }
 }
 
-fn finish<E>(items: Items, at: Position, hook: &mut MapHook<'_, E>) -> Result<Value, E> {
+fn finish<E>(items: Contents, at: Position, hook: &mut MapHook<'_, E>) -> Result<Value, E> {
     match items {
-        Items::Array(items) => Ok(Value::Array(items)),
-        Items::Ints(ints) => Ok(Value::IntArray(ints)),
-        Items::Map(entries, _) => hook(entries, at),
+        Contents::Array(items) => Ok(Value::Array(items)),
+        Contents::Ints(ints) => Ok(Value::IntArray(ints)),
+        Contents::Map(entries, _) => hook(entries, at),
     }
 }
 
@@ -181,7 +181,7 @@ fn finish<E>(items: Items, at: Position, hook: &mut MapHook<'_, E>) -> Result<Va
 /// anything else, to the general loop. It stops short of every error, so the
 /// general loop reports it exactly as [`decode`] would.
 fn read_ints(
-    rd: &mut Reader<'_>,
+    rd: &mut Cursor<'_>,
     ints: &mut Vec<i64>,
     remaining: &mut u64,
     items_seen: &mut usize,

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::decode::decode_packed;
 use super::encode::{encode_into, put_map_len, put_str, Leaves};
-use super::reader::{read_item, skip_value, Item, Reader, CHECKED};
+use super::reader::{read_item, skip_value, Cursor, Item, CHECKED};
 use super::MsgpackError;
 use crate::error::EncodeError;
 use crate::limits::Limits;
@@ -54,7 +54,7 @@ impl<'a> RawMap<'a> {
         pos: usize,
         mut items_of: Option<&str>,
     ) -> Result<Option<(RawMap<'a>, usize)>, MsgpackError> {
-        let mut rd = Reader::new(buf, 0, &CHECKED)?;
+        let mut rd = Cursor::new(buf, 0, &CHECKED)?;
         rd.pos = pos;
         let len = match Marker::from_u8(rd.u8()?) {
             Marker::FixMap(n) => u64::from(n),
@@ -148,7 +148,7 @@ impl<'a> RawMap<'a> {
     /// The text under `key`, if it is a str.
     pub(crate) fn str(&self, key: &str) -> Option<&'a str> {
         let range = self.get(key)?;
-        let mut rd = Reader::new(self.buf, 0, &CHECKED).ok()?;
+        let mut rd = Cursor::new(self.buf, 0, &CHECKED).ok()?;
         rd.pos = range.start;
         match read_item(&mut rd).ok()? {
             Item::Str { start, end, .. } => std::str::from_utf8(&self.buf[start..end]).ok(),
@@ -170,7 +170,7 @@ pub(crate) fn decode_range(
 /// Where the items of the array at the reader start, followed by where the
 /// array ends, stepping over it; `None` (nothing read) when the value there
 /// is not an array.
-fn array_items(rd: &mut Reader<'_>) -> Result<Option<Vec<usize>>, MsgpackError> {
+fn array_items(rd: &mut Cursor<'_>) -> Result<Option<Vec<usize>>, MsgpackError> {
     let pos = rd.pos;
     let len = match Marker::from_u8(rd.u8()?) {
         Marker::FixArray(n) => u64::from(n),
@@ -268,7 +268,7 @@ pub(crate) fn skim(
     limits: &Limits,
     key: &str,
 ) -> Result<Skimmed, MsgpackError> {
-    let mut rd = Reader::new(buf, frame, limits)?;
+    let mut rd = Cursor::new(buf, frame, limits)?;
     // Per open container: items still to read.
     let mut stack: Vec<u64> = Vec::new();
     let mut out = Skimmed {

@@ -16,13 +16,13 @@ use crate::value::{Integer, Value};
 /// refuse.
 pub(crate) const CHECKED: Limits = Limits::unchecked();
 
-pub(super) struct Reader<'a> {
+pub(super) struct Cursor<'a> {
     pub(super) buf: &'a Bytes,
     pub(super) pos: usize,
     frame: usize,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> Cursor<'a> {
     /// A reader over one msgpack frame, refused outright when it is longer
     /// than [`Limits::max_header_len`]. [`decode`] and [`skim`] share this and
     /// the checks below, so they accept and refuse exactly the same bytes.
@@ -30,7 +30,7 @@ impl<'a> Reader<'a> {
         buf: &'a Bytes,
         frame: usize,
         limits: &Limits,
-    ) -> Result<Reader<'a>, MsgpackError> {
+    ) -> Result<Cursor<'a>, MsgpackError> {
         let len = buf.len() as u64;
         if len > limits.max_header_len {
             return Err(MsgpackError::HeaderTooLarge {
@@ -39,7 +39,7 @@ impl<'a> Reader<'a> {
                 limit: limits.max_header_len,
             });
         }
-        Ok(Reader { buf, pos: 0, frame })
+        Ok(Cursor { buf, pos: 0, frame })
     }
 
     /// Counts one more item against [`Limits::max_msgpack_items`].
@@ -160,7 +160,7 @@ pub(super) enum Item {
     Container { len: u64, is_map: bool },
 }
 
-pub(super) fn read_item(rd: &mut Reader<'_>) -> Result<Item, MsgpackError> {
+pub(super) fn read_item(rd: &mut Cursor<'_>) -> Result<Item, MsgpackError> {
     let start = rd.pos;
     let marker = Marker::from_u8(rd.u8()?);
     let int = |v: Integer| Ok(Item::Scalar(Value::Int(v)));
@@ -229,7 +229,7 @@ pub(super) fn read_item(rd: &mut Reader<'_>) -> Result<Item, MsgpackError> {
     }
 }
 
-fn read_str(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, MsgpackError> {
+fn read_str(rd: &mut Cursor<'_>, start: usize, len: u64) -> Result<Item, MsgpackError> {
     let (from, end) = rd.skip(start, len)?;
     Ok(Item::Str {
         start: from,
@@ -238,7 +238,7 @@ fn read_str(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, Msgpack
     })
 }
 
-fn read_bin(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, MsgpackError> {
+fn read_bin(rd: &mut Cursor<'_>, start: usize, len: u64) -> Result<Item, MsgpackError> {
     let (from, end) = rd.skip(start, len)?;
     Ok(Item::Bin { start: from, end })
 }
@@ -246,7 +246,7 @@ fn read_bin(rd: &mut Reader<'_>, start: usize, len: u64) -> Result<Item, Msgpack
 /// Steps over one whole value (containers included), iteratively. The
 /// one-byte forms headers are made of are stepped over in place; the rest
 /// (and every error) goes through [`read_item`].
-pub(super) fn skip_value(rd: &mut Reader<'_>) -> Result<(), MsgpackError> {
+pub(super) fn skip_value(rd: &mut Cursor<'_>) -> Result<(), MsgpackError> {
     let buf: &[u8] = rd.buf;
     let mut left: u64 = 1;
     let mut pos = rd.pos;

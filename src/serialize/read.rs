@@ -105,7 +105,7 @@ fn raw_collection(
     };
     let builtin_msgpack = opts.registry.builtin_msgpack.is_some()
         && opts.registry.index_of(MsgpackFamily::NAME) == opts.registry.builtin_msgpack;
-    let mut items = Items::new(kind, subs.len().min(opts.limits.prealloc_cap));
+    let mut items = Elements::new(kind, subs.len().min(opts.limits.prealloc_cap));
     for (i, w) in bounds.windows(2).enumerate() {
         let sub = &raw[w[0]..w[1]];
         let f = &frames[starts[i]..starts[i + 1]];
@@ -128,7 +128,7 @@ fn raw_collection(
         items.push(item);
     }
     let items = match items {
-        Items::Values(items) if kind == CollectionKind::Dict => items,
+        Elements::Values(items) if kind == CollectionKind::Dict => items,
         array => return Ok(array.finish()),
     };
     let entries = subs
@@ -226,7 +226,7 @@ fn rebuild(
     struct Level<'a> {
         view: CollectionView<'a>,
         next: usize,
-        items: Items,
+        items: Elements,
     }
     let mut stack: Vec<Level<'_>> = Vec::new();
     let (mut h, mut f) = (header, frames);
@@ -241,7 +241,7 @@ fn rebuild(
             let view = CollectionView::new(h, f)?;
             let cap = view.len().min(opts.limits.prealloc_cap);
             stack.push(Level {
-                items: Items::new(view.kind(), cap),
+                items: Elements::new(view.kind(), cap),
                 view,
                 next: 0,
             });
@@ -277,28 +277,28 @@ fn rebuild(
 /// while every element is an integer in `i64`'s range, and comes back as a
 /// [`Value::IntArray`] when it has at least [`PACK_MIN`] (as a `msgpack`
 /// blob's arrays do).
-enum Items {
+enum Elements {
     Ints(Vec<i64>),
     Values(Vec<Value>),
 }
 
-impl Items {
-    fn new(kind: CollectionKind, cap: usize) -> Items {
+impl Elements {
+    fn new(kind: CollectionKind, cap: usize) -> Elements {
         match kind {
-            CollectionKind::Dict => Items::Values(Vec::with_capacity(cap)),
-            _ => Items::Ints(Vec::with_capacity(cap)),
+            CollectionKind::Dict => Elements::Values(Vec::with_capacity(cap)),
+            _ => Elements::Ints(Vec::with_capacity(cap)),
         }
     }
 
     fn push(&mut self, v: Value) {
         match self {
-            Items::Values(items) => items.push(v),
-            Items::Ints(ints) => match v.as_int().and_then(Integer::as_i64) {
+            Elements::Values(items) => items.push(v),
+            Elements::Ints(ints) => match v.as_int().and_then(Integer::as_i64) {
                 Some(x) => ints.push(x),
                 None => {
                     let mut items: Vec<Value> = ints.drain(..).map(Value::from).collect();
                     items.push(v);
-                    *self = Items::Values(items);
+                    *self = Elements::Values(items);
                 }
             },
         }
@@ -307,17 +307,17 @@ impl Items {
     /// The array (a dict's values are taken apart by the caller).
     fn finish(self) -> Value {
         match self {
-            Items::Ints(ints) if ints.len() >= PACK_MIN => Value::IntArray(ints),
-            Items::Ints(ints) => Value::Array(ints.into_iter().map(Value::from).collect()),
-            Items::Values(items) => Value::Array(items),
+            Elements::Ints(ints) if ints.len() >= PACK_MIN => Value::IntArray(ints),
+            Elements::Ints(ints) => Value::Array(ints.into_iter().map(Value::from).collect()),
+            Elements::Values(items) => Value::Array(items),
         }
     }
 }
 
 /// Builds the container a collection header names from its rebuilt elements.
-fn finish_collection(view: CollectionView<'_>, items: Items) -> Result<Value, DeserializeError> {
+fn finish_collection(view: CollectionView<'_>, items: Elements) -> Result<Value, DeserializeError> {
     let items = match items {
-        Items::Values(items) if view.kind() == CollectionKind::Dict => items,
+        Elements::Values(items) if view.kind() == CollectionKind::Dict => items,
         array => return Ok(array.finish()),
     };
     let entries = items

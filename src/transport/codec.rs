@@ -56,7 +56,7 @@ use super::{check_outgoing, grow};
 
 /// Where the decoder is in the stream.
 #[derive(Debug)]
-enum State {
+enum DecodeState {
     /// Waiting for a whole prelude.
     Head,
     /// The prelude is parsed and checked; waiting for the frames.
@@ -102,11 +102,11 @@ enum State {
 #[derive(Debug)]
 pub struct FrameCodec {
     limits: Limits,
-    state: State,
+    state: DecodeState,
 }
 
 /// Options for a [`FrameCodec`], in the style of
-/// `tokio_util::codec::length_delimited::Builder`.
+/// `tokio_util::codec::length_delimited::FrameCodecBuilder`.
 ///
 /// ```
 /// use framewire::transport::FrameCodec;
@@ -115,16 +115,16 @@ pub struct FrameCodec {
 /// assert_eq!(codec.limits().max_depth, 1024);
 /// ```
 #[derive(Clone, Debug, Default)]
-pub struct Builder {
+pub struct FrameCodecBuilder {
     limits: Limits,
 }
 
-impl Builder {
+impl FrameCodecBuilder {
     /// The limits every incoming prelude is checked against (and outgoing
     /// messages too: the codec refuses to send what it would refuse to
     /// receive). Default: [`Limits::default()`] (Dask's profile);
     /// [`Limits::strict()`] for untrusted peers.
-    pub fn limits(&mut self, limits: Limits) -> &mut Builder {
+    pub fn limits(&mut self, limits: Limits) -> &mut FrameCodecBuilder {
         self.limits = limits;
         self
     }
@@ -133,7 +133,7 @@ impl Builder {
     pub fn new_codec(&self) -> FrameCodec {
         FrameCodec {
             limits: self.limits.clone(),
-            state: State::Head,
+            state: DecodeState::Head,
         }
     }
 
@@ -159,12 +159,12 @@ impl Builder {
 impl FrameCodec {
     /// A codec with [`Limits::default()`].
     pub fn new() -> FrameCodec {
-        Builder::default().new_codec()
+        FrameCodecBuilder::default().new_codec()
     }
 
     /// Options for a codec.
-    pub fn builder() -> Builder {
-        Builder::default()
+    pub fn builder() -> FrameCodecBuilder {
+        FrameCodecBuilder::default()
     }
 
     /// The limits in force.
@@ -174,11 +174,11 @@ impl FrameCodec {
 
     /// Whether an earlier error stopped the codec.
     pub fn is_poisoned(&self) -> bool {
-        matches!(self.state, State::Poisoned)
+        matches!(self.state, DecodeState::Poisoned)
     }
 
     fn fail(&mut self, e: EnvelopeError) -> TransportError {
-        self.state = State::Poisoned;
+        self.state = DecodeState::Poisoned;
         e.into()
     }
 }
@@ -196,16 +196,16 @@ impl Decoder for FrameCodec {
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Envelope>, TransportError> {
         loop {
             match &self.state {
-                State::Poisoned => return Err(TransportError::Poisoned),
-                State::Head => match parse_prelude(src, &self.limits) {
+                DecodeState::Poisoned => return Err(TransportError::Poisoned),
+                DecodeState::Head => match parse_prelude(src, &self.limits) {
                     Err(e) => return Err(self.fail(e)),
                     Ok(PreludeStatus::Need(n)) => {
                         grow(src, n, self.limits.prealloc_cap);
                         return Ok(None);
                     }
-                    Ok(PreludeStatus::Complete(p)) => self.state = State::Body(p),
+                    Ok(PreludeStatus::Complete(p)) => self.state = DecodeState::Body(p),
                 },
-                State::Body(p) => {
+                DecodeState::Body(p) => {
                     // parse_prelude checked that the whole message fits in usize.
                     let wire_len = usize::try_from(p.wire_len()).unwrap_or(usize::MAX);
                     if src.len() < wire_len {
@@ -214,7 +214,7 @@ impl Decoder for FrameCodec {
                     }
                     let buf = src.split_to(wire_len).freeze();
                     let env = Envelope::from_prelude(p, &buf);
-                    self.state = State::Head;
+                    self.state = DecodeState::Head;
                     return Ok(Some(env));
                 }
             }
@@ -226,13 +226,13 @@ impl Decoder for FrameCodec {
             return Ok(Some(env));
         }
         let needed = match &self.state {
-            State::Head if src.is_empty() => return Ok(None),
-            State::Head => match parse_prelude(src, &self.limits) {
+            DecodeState::Head if src.is_empty() => return Ok(None),
+            DecodeState::Head => match parse_prelude(src, &self.limits) {
                 Ok(PreludeStatus::Need(n)) => n as u64,
                 _ => src.len() as u64 + 1,
             },
-            State::Body(p) => p.wire_len(),
-            State::Poisoned => return Err(TransportError::Poisoned),
+            DecodeState::Body(p) => p.wire_len(),
+            DecodeState::Poisoned => return Err(TransportError::Poisoned),
         };
         let got = src.len() as u64;
         Err(self.fail(EnvelopeError::Truncated {

@@ -50,17 +50,19 @@ mod conn;
 mod error;
 mod handshake;
 mod read;
+mod session;
 mod stats;
 mod write;
 
 use bytes::BytesMut;
 
 pub use checksum::ChecksumError;
-pub use codec::{Builder as CodecBuilder, FrameCodec};
-pub use conn::{Builder, Connection, ReadHalf, WriteHalf};
+pub use codec::{FrameCodec, FrameCodecBuilder};
+pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
 pub use error::{HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
 pub use read::OWN_BUFFER_THRESHOLD;
+pub use session::Session;
 pub use stats::Stats;
 pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};
 

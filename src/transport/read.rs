@@ -136,7 +136,7 @@ pub(crate) struct ReadConfig {
 
 /// The read half's state (see this module's docs).
 #[derive(Debug)]
-pub(crate) struct Reader {
+pub(crate) struct ReadState {
     cfg: ReadConfig,
     rbuf: BytesMut,
     phase: Phase,
@@ -146,10 +146,10 @@ pub(crate) struct Reader {
     stats: Stats,
 }
 
-impl Reader {
-    pub(crate) fn new(cfg: ReadConfig) -> Reader {
+impl ReadState {
+    pub(crate) fn new(cfg: ReadConfig) -> ReadState {
         let deadline = Deadline::new(cfg.timeout);
-        Reader {
+        ReadState {
             cfg,
             rbuf: BytesMut::new(),
             phase: Phase::Prelude,
@@ -528,7 +528,7 @@ fn with_deadline(
 #[cfg(all(target_os = "linux", feature = "mmap"))]
 const MIN_SPILL: usize = 1 << 20;
 
-/// Reads a run of large frames into a spill file (`Builder::spill`) that
+/// Reads a run of large frames into a spill file (`ConnectionBuilder::spill`) that
 /// grows as bytes arrive (at most twice what it holds plus `cap`, never past
 /// the run), then hands it over as one `Bytes` over the mapping.
 #[cfg(all(target_os = "linux", feature = "mmap"))]

@@ -35,7 +35,7 @@ pub struct Seen {
 pub fn handshake() -> HandshakeOptions {
     HandshakeOptions {
         checksums: Checksums::Offer,
-        compression: Some("lz4".into()),
+        compression: Some(Codec::Lz4),
         ..HandshakeOptions::default()
     }
 }
@@ -114,9 +114,9 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
     };
     record.update(|s| {
         s.checksums = agreed.checksums();
-        s.compression = agreed.compression().map(str::to_owned);
+        s.compression = agreed.codec().map(|c| c.name().to_owned());
     });
-    let codec = agreed.compression().and_then(Codec::from_name);
+    let codec = agreed.codec();
     loop {
         let env = match conn.recv().await {
             None => return "eof".into(),
