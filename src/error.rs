@@ -59,6 +59,15 @@ pub enum EncodeError {
         /// The length.
         len: usize,
     },
+    /// A value that serde could not write ([`to_value`](crate::to_value)):
+    /// a map key or an integer msgpack cannot hold, a type's own error, at
+    /// `path` (`"data.x"`; empty at the top).
+    Field {
+        /// Where: field names, map keys and indexes from the top.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A message to send exceeds one of the sender's own [`Limits`](crate::Limits)
     /// (the transport refuses to send what it would refuse to receive).
     ExceedsLimit {
@@ -100,6 +109,8 @@ impl fmt::Display for EncodeError {
             EncodeError::TooLong { len } => {
                 write!(f, "{len} bytes or items exceed msgpack's 2^32 - 1")
             }
+            EncodeError::Field { path, message } if path.is_empty() => f.write_str(message),
+            EncodeError::Field { path, message } => write!(f, "{path}: {message}"),
             EncodeError::ExceedsLimit {
                 limit,
                 declared,

@@ -72,6 +72,8 @@
 #![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "dask")]
+pub mod dask;
 pub mod envelope;
 mod error;
 mod limits;
@@ -84,6 +86,8 @@ mod protocol;
 pub mod serialize;
 #[cfg(feature = "transport")]
 pub mod transport;
+#[cfg(feature = "serde")]
+pub mod typed;
 mod value;
 
 pub use envelope::{Envelope, EnvelopeError};
@@ -98,4 +102,6 @@ pub use serialize::{
 };
 #[cfg(feature = "transport")]
 pub use transport::{Connection, FrameCodec, TransportError};
+#[cfg(feature = "serde")]
+pub use typed::{from_value, to_value};
 pub use value::{Block, BlockFrames, Header, Integer, Value};

@@ -230,10 +230,7 @@ pub fn loads_detailed(frames: &[Bytes], limits: &Limits) -> Result<Loaded, Messa
             offset: offset as usize, // checked by claim_block
             num_sub_frames,
         });
-        Ok(match kind {
-            BlockKind::Serialized => Value::Serialized(Box::new(block)),
-            BlockKind::Pickled => Value::Pickled(Box::new(block)),
-        })
+        Ok(block.with_kind(kind == BlockKind::Pickled).into_value())
     };
     let value = msgpack::decode(frame0, 0, limits, &mut hook)?;
     let orphans = (1..frames.len()).filter(|&i| !claimed[i]).collect();

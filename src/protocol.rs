@@ -110,6 +110,15 @@ pub enum DecodeError {
     Message(MessageError),
     /// Layer 3: rebuilding a value from a block.
     Deserialize(DeserializeError),
+    /// A value that does not fit the type asked of it
+    /// ([`from_value`](crate::from_value)): a wrong type, a missing field,
+    /// an unknown variant, at `path` (`"who_has.x[0]"`; empty at the top).
+    Field {
+        /// Where: field names, map keys and indexes from the top.
+        path: String,
+        /// What is wrong, as serde says it.
+        message: String,
+    },
 }
 
 impl DecodeError {
@@ -139,6 +148,8 @@ impl fmt::Display for DecodeError {
             DecodeError::Envelope(e) => e.fmt(f),
             DecodeError::Message(e) => e.fmt(f),
             DecodeError::Deserialize(e) => e.fmt(f),
+            DecodeError::Field { path, message } if path.is_empty() => f.write_str(message),
+            DecodeError::Field { path, message } => write!(f, "{path}: {message}"),
         }
     }
 }
@@ -149,6 +160,7 @@ impl std::error::Error for DecodeError {
             DecodeError::Envelope(e) => Some(e),
             DecodeError::Message(e) => Some(e),
             DecodeError::Deserialize(e) => Some(e),
+            DecodeError::Field { .. } => None,
         }
     }
 }

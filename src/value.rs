@@ -202,10 +202,20 @@ impl Header {
 /// This is Dask's `Serialized(header, frames)` (or `Pickled`): a value that
 /// is already serialized. Its frames are never glued together, copied or
 /// re-encoded by framewire; cloning a block clones reference counts only.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Block {
     header: Header,
     frames: BlockFrames,
+    /// Whether it was (or is to be) a `{"__Pickled__": i}` block; the
+    /// [`Value`] variant holding a block says the same.
+    pickled: bool,
+}
+
+/// Two blocks are equal when their headers and frames are.
+impl PartialEq for Block {
+    fn eq(&self, other: &Block) -> bool {
+        self.header == other.header && self.frames == other.frames
+    }
 }
 
 impl Block {
@@ -214,7 +224,13 @@ impl Block {
         Block {
             header,
             frames: frames.into_iter().collect(),
+            pickled: false,
         }
+    }
+
+    /// A `{"__Pickled__": i}` block (Dask's `ToPickle`).
+    pub fn new_pickled(header: Header, frames: impl IntoIterator<Item = Bytes>) -> Block {
+        Block::new(header, frames).with_kind(true)
     }
 
     /// A block over frames already collected (no copy of the list).
@@ -222,6 +238,28 @@ impl Block {
         Block {
             header,
             frames: BlockFrames::from_vec(frames),
+            pickled: false,
+        }
+    }
+
+    /// This block, marked as a `{"__Pickled__": i}` block or not.
+    pub(crate) fn with_kind(mut self, pickled: bool) -> Block {
+        self.pickled = pickled;
+        self
+    }
+
+    /// Whether it is a `{"__Pickled__": i}` block (Dask's `ToPickle`, never
+    /// unpickled) rather than a `{"__Serialized__": i}` one.
+    pub fn is_pickled(&self) -> bool {
+        self.pickled
+    }
+
+    /// The block as the [`Value`] that carries it: [`Value::Pickled`] or
+    /// [`Value::Serialized`].
+    pub fn into_value(self) -> Value {
+        match self.pickled {
+            true => Value::Pickled(Box::new(self)),
+            false => Value::Serialized(Box::new(self)),
         }
     }
 
@@ -456,6 +494,13 @@ impl PartialEq for Value {
             (NdArray(a), NdArray(b)) => a == b,
             _ => false,
         }
+    }
+}
+
+/// [`Value::Nil`].
+impl Default for Value {
+    fn default() -> Value {
+        Value::Nil
     }
 }
 

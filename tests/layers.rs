@@ -9,7 +9,9 @@
 //! 4  message                  layer 2: frame 0 and placeholders
 //! 5  serialize                layer 3: families, collections, shards, compression
 //! 6  protocol  mmap           dumps/loads through every layer, DecodeError; mapped frames
-//! 7  transport                tokio: Connection, FrameCodec, the handshake
+//! 7  typed                    serde: to_value / from_value
+//! 8  transport                tokio: Connection, FrameCodec, the handshake, MessageCodec
+//! 9  dask                     the Dask messages, RPC calls, batched streams
 //! ```
 //!
 //! Every `crate::<module>` path in the code of `src/` (comments and doc
@@ -30,7 +32,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("serialize", 5),
     ("protocol", 6),
     ("mmap", 6),
-    ("transport", 7),
+    ("typed", 7),
+    ("transport", 8),
+    ("dask", 9),
 ];
 
 fn layer(module: &str) -> Option<u32> {

@@ -90,6 +90,7 @@ const DEFAULT_RECYCLE_LIMIT: usize = 256 << 20;
 pub struct ConnectionBuilder {
     limits: Limits,
     serialize: SerializeOptions,
+    deserialize: bool,
     read_timeout: Option<Duration>,
     write_timeout: Option<Duration>,
     recycle: bool,
@@ -104,6 +105,7 @@ impl Default for ConnectionBuilder {
         ConnectionBuilder {
             limits: Limits::default(),
             serialize: SerializeOptions::default(),
+            deserialize: true,
             read_timeout: None,
             write_timeout: None,
             recycle: true,
@@ -213,8 +215,22 @@ impl ConnectionBuilder {
         self
     }
 
+    /// Whether [`Connection::recv_value`] deserializes the blocks of the
+    /// messages it receives (`true`, the default: Dask's
+    /// `loads(deserialize=True)`), or keeps every block as it came
+    /// (`false`: Dask's `deserialize=False`, what a relay or a data store
+    /// that serves blocks back unchanged wants).
+    pub fn deserialize_blocks(&mut self, on: bool) -> &mut ConnectionBuilder {
+        self.deserialize = on;
+        self
+    }
+
     fn session(&self) -> Session {
-        Session::new(self.limits.clone(), self.serialize.clone())
+        Session::new(
+            self.limits.clone(),
+            self.serialize.clone(),
+            self.deserialize,
+        )
     }
 
     /// A connection over `io`, without a handshake.
@@ -408,6 +424,36 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         self.send(env).await
     }
 
+    /// Sends a typed message: [`to_value`](crate::to_value), then
+    /// [`Connection::send_value`].
+    #[cfg(feature = "serde")]
+    pub async fn send_msg<M: serde::Serialize + ?Sized>(
+        &mut self,
+        msg: &M,
+    ) -> Result<(), TransportError> {
+        let value = crate::typed::to_value(msg)?;
+        self.send_value(&value).await
+    }
+
+    /// The next typed message: [`Connection::recv_value`], then
+    /// [`from_value`](crate::from_value). A message that does not fit `M`
+    /// is [`DecodeError::Field`](crate::DecodeError::Field), and poisons the
+    /// connection. Cancel-safe.
+    #[cfg(feature = "serde")]
+    pub async fn recv_msg<M: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Option<Result<M, TransportError>> {
+        let value = match self.recv_value().await? {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        let msg = crate::typed::from_value(value).map_err(TransportError::Decode);
+        if msg.is_err() {
+            self.poison();
+        }
+        Some(msg)
+    }
+
     /// The next whole message: received as [`Connection::recv`] does, then
     /// decoded and its blocks deserialized as [`crate::loads`] does, backed by
     /// the receive buffers (shards merge without a copy). A message that
@@ -594,6 +640,22 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
         Some(decoded)
     }
 
+    /// The next typed message; see [`Connection::recv_msg`].
+    #[cfg(feature = "serde")]
+    pub async fn recv_msg<M: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Option<Result<M, TransportError>> {
+        let value = match self.recv_value().await? {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        let msg = crate::typed::from_value(value).map_err(TransportError::Decode);
+        if msg.is_err() {
+            self.reader.poison();
+        }
+        Some(msg)
+    }
+
     /// The connection's settings, as they were when it was split.
     pub fn session(&self) -> &Session {
         &self.session
@@ -657,6 +719,16 @@ impl<W: AsyncWrite + Unpin> WriteHalf<W> {
     pub async fn send_value(&mut self, value: &Value) -> Result<(), TransportError> {
         let env = encode_value(value, &self.session)?;
         self.send(env).await
+    }
+
+    /// Sends a typed message; see [`Connection::send_msg`].
+    #[cfg(feature = "serde")]
+    pub async fn send_msg<M: serde::Serialize + ?Sized>(
+        &mut self,
+        msg: &M,
+    ) -> Result<(), TransportError> {
+        let value = crate::typed::to_value(msg)?;
+        self.send_value(&value).await
     }
 
     /// The connection's settings, as they were when it was split.

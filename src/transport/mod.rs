@@ -49,6 +49,8 @@ mod codec;
 mod conn;
 mod error;
 mod handshake;
+#[cfg(feature = "serde")]
+mod message_codec;
 mod read;
 mod session;
 mod stats;
@@ -61,6 +63,8 @@ pub use codec::{FrameCodec, FrameCodecBuilder};
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
 pub use error::{HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
+#[cfg(feature = "serde")]
+pub use message_codec::MessageCodec;
 pub use read::OWN_BUFFER_THRESHOLD;
 pub use session::Session;
 pub use stats::Stats;

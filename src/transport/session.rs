@@ -47,17 +47,27 @@ pub struct Session {
     /// The options given to the builder (their `compression` is replaced
     /// by the agreed codec).
     serialize: Arc<SerializeOptions>,
+    /// Whether whole messages are received with their blocks deserialized.
+    deserialize: bool,
     negotiated: Option<Arc<Negotiated>>,
 }
 
 impl Session {
     /// A session without a handshake: no codec, these limits and options.
-    pub(crate) fn new(limits: Limits, serialize: SerializeOptions) -> Session {
+    pub(crate) fn new(limits: Limits, serialize: SerializeOptions, deserialize: bool) -> Session {
         Session {
             limits,
             serialize: Arc::new(serialize),
+            deserialize,
             negotiated: None,
         }
+    }
+
+    /// Whether [`recv_value`](super::Connection::recv_value) deserializes
+    /// the blocks of what it receives (the default), or keeps them as they
+    /// came ([`ConnectionBuilder::deserialize_blocks`](super::ConnectionBuilder::deserialize_blocks)).
+    pub fn deserializes_blocks(&self) -> bool {
+        self.deserialize
     }
 
     /// This session after a handshake.

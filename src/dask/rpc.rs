@@ -1,0 +1,225 @@
+//! [`Rpc`]: requests and replies on one connection to a Dask server, as
+//! `distributed.core.rpc` makes them.
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use super::{ErrorReply, GetData, GetDataReply};
+use crate::error::EncodeError;
+use crate::protocol::DecodeError;
+use crate::transport::{Connection, ConnectionBuilder, HandshakeOptions, TransportError};
+use crate::typed;
+use crate::value::Value;
+
+/// An error reply from the server: its handler raised (`"uncaught-error"`)
+/// or reported an error (`"error"`), with Dask's texts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteError {
+    /// `"error"` or `"uncaught-error"`.
+    pub status: String,
+    /// `repr` of the exception, e.g. `"KeyError('x')"`.
+    pub exception_text: String,
+    /// The formatted traceback.
+    pub traceback_text: String,
+}
+
+impl fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the server answered {}: {}",
+            self.status, self.exception_text
+        )
+    }
+}
+
+impl std::error::Error for RemoteError {}
+
+/// What can stop a call.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RpcError {
+    /// The connection failed.
+    Transport(TransportError),
+    /// The request could not be written.
+    Encode(EncodeError),
+    /// The reply is not what the call expects (a field, a type).
+    Decode(DecodeError),
+    /// The server answered with Dask's error reply.
+    Remote(RemoteError),
+    /// The server closed the connection without replying.
+    Closed,
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RpcError::Transport(e) => e.fmt(f),
+            RpcError::Encode(e) => write!(f, "cannot send the request: {e}"),
+            RpcError::Decode(e) => write!(f, "unexpected reply: {e}"),
+            RpcError::Remote(e) => e.fmt(f),
+            RpcError::Closed => f.write_str("the server closed the connection without replying"),
+        }
+    }
+}
+
+impl std::error::Error for RpcError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RpcError::Transport(e) => Some(e),
+            RpcError::Encode(e) => Some(e),
+            RpcError::Decode(e) => Some(e),
+            RpcError::Remote(e) => Some(e),
+            RpcError::Closed => None,
+        }
+    }
+}
+
+impl From<TransportError> for RpcError {
+    fn from(e: TransportError) -> RpcError {
+        RpcError::Transport(e)
+    }
+}
+
+impl From<EncodeError> for RpcError {
+    fn from(e: EncodeError) -> RpcError {
+        RpcError::Encode(e)
+    }
+}
+
+impl From<DecodeError> for RpcError {
+    fn from(e: DecodeError) -> RpcError {
+        RpcError::Decode(e)
+    }
+}
+
+/// A connection to a Dask server for request/reply calls, as Dask's `rpc`:
+/// each request is sent with `"reply": true` appended, an error reply
+/// (`"status": "error"` / `"uncaught-error"`) becomes [`RpcError::Remote`]
+/// with Dask's texts, and [`Rpc::get_data`] writes the `"OK"` Dask's caller
+/// writes after a `get_data` reply.
+///
+/// ```no_run
+/// use framewire::dask::{Identity, Rpc};
+/// use framewire::transport::HandshakeOptions;
+/// use framewire::Value;
+///
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut rpc = Rpc::connect("127.0.0.1:8786", &HandshakeOptions::default()).await?;
+/// let reply: Value = rpc.call(&Identity::default()).await?;
+/// println!("{:?}", reply.get("type"));
+/// rpc.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Rpc<T> {
+    conn: Connection<T>,
+}
+
+impl Rpc<TcpStream> {
+    /// Connects over TCP (`host:port` or `tcp://host:port`) and does the
+    /// handshake, with default connection options.
+    pub async fn connect(addr: &str, opts: &HandshakeOptions) -> Result<Rpc<TcpStream>, RpcError> {
+        let addr = addr.strip_prefix("tcp://").unwrap_or(addr);
+        let (conn, _) = ConnectionBuilder::new().connect(addr, opts).await?;
+        Ok(Rpc { conn })
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
+    /// Calls over a connection that has done its handshake.
+    pub fn new(conn: Connection<T>) -> Rpc<T> {
+        Rpc { conn }
+    }
+
+    /// The connection.
+    pub fn connection(&mut self) -> &mut Connection<T> {
+        &mut self.conn
+    }
+
+    /// The connection, by value.
+    pub fn into_inner(self) -> Connection<T> {
+        self.conn
+    }
+
+    /// Sends `request` (with `"reply": true`) and reads the reply into `R`
+    /// (`Value` for any reply, `()` for nil).
+    pub async fn call<Q: Serialize + ?Sized, R: DeserializeOwned>(
+        &mut self,
+        request: &Q,
+    ) -> Result<R, RpcError> {
+        let reply = self.call_value(request).await?;
+        Ok(typed::from_value(reply)?)
+    }
+
+    /// Sends `request` with `"reply": false`: the server answers nothing.
+    pub async fn send<Q: Serialize + ?Sized>(&mut self, request: &Q) -> Result<(), RpcError> {
+        let msg = with_reply(typed::to_value(request)?, false);
+        Ok(self.conn.send_value(&msg).await?)
+    }
+
+    /// `get_data`, then the `"OK"` Dask's caller writes when the reply's
+    /// status is `"OK"` (the worker waits for it before serving anyone else).
+    pub async fn get_data(&mut self, request: &GetData) -> Result<GetDataReply, RpcError> {
+        let reply: GetDataReply = self.call(request).await?;
+        if reply.status == "OK" {
+            self.conn.send_value(&Value::from_static("OK")).await?;
+        }
+        Ok(reply)
+    }
+
+    /// Writes Dask's goodbye (`{"op": "close", "reply": false}`) and closes
+    /// the connection.
+    pub async fn close(mut self) -> Result<(), RpcError> {
+        let bye = Value::map_of([("op", Value::from_static("close")), ("reply", false.into())]);
+        self.conn.send_value(&bye).await?;
+        Ok(self.conn.close().await?)
+    }
+
+    async fn call_value<Q: Serialize + ?Sized>(&mut self, request: &Q) -> Result<Value, RpcError> {
+        let msg = with_reply(typed::to_value(request)?, true);
+        self.conn.send_value(&msg).await?;
+        let reply = self.conn.recv_value().await.ok_or(RpcError::Closed)??;
+        match remote_error(&reply) {
+            Some(e) => Err(RpcError::Remote(e)),
+            None => Ok(reply),
+        }
+    }
+}
+
+/// `msg` with its `reply` key set (in place if present, appended
+/// otherwise, as Python's dict assignment).
+fn with_reply(mut msg: Value, reply: bool) -> Value {
+    if let Value::Map(entries) = &mut msg {
+        match entries
+            .iter_mut()
+            .find(|(k, _)| k.as_str() == Some("reply"))
+        {
+            Some((_, v)) => *v = Value::Bool(reply),
+            None => entries.push((Value::from_static("reply"), Value::Bool(reply))),
+        }
+    }
+    msg
+}
+
+/// Dask's error reply, if `reply` is one: a map whose `status` is
+/// `"error"` or `"uncaught-error"` and that carries `exception_text`
+/// (the scheduler's `gather` answers `{"status": "error", "keys": [...]}`,
+/// which is data, not an error reply).
+pub(crate) fn remote_error(reply: &Value) -> Option<RemoteError> {
+    let status = reply.get("status")?.as_str()?;
+    if !matches!(status, "error" | "uncaught-error") || reply.get("exception_text").is_none() {
+        return None;
+    }
+    let parsed: ErrorReply = typed::from_value(reply.clone()).ok()?;
+    Some(RemoteError {
+        status: parsed.status,
+        exception_text: parsed.exception_text,
+        traceback_text: parsed.traceback_text,
+    })
+}

@@ -1,0 +1,110 @@
+//! The side table that carries what serde's data model has no room for:
+//! blocks, arrays, and the `Bytes` behind bin values, across a conversion,
+//! by index (as servo/ipc-channel carries shared-memory regions). Serde's
+//! own buffering (`Content`, for tagged enums and `flatten`) copies an index
+//! or a borrowed slice, never the payload.
+//!
+//! One table per thread, used by [`to_value`](super::to_value) and
+//! [`from_value`](super::from_value) only while they run ([`Scope`]); a
+//! conversion inside another one (a [`ToSerialize`](super::ToSerialize)
+//! field) shares it.
+
+use std::cell::RefCell;
+
+use bytes::Bytes;
+
+use crate::value::Value;
+
+#[derive(Default)]
+struct Table {
+    /// Conversions running on this thread (nested ones included).
+    depth: usize,
+    /// Values stashed by index, taken once.
+    values: Vec<Option<Value>>,
+    /// The buffers whose slices were handed to serde as borrowed bytes, so
+    /// that a [`Bin`](super::Bin) can take a slice of its buffer back.
+    owners: Vec<Bytes>,
+}
+
+thread_local! {
+    static TABLE: RefCell<Table> = RefCell::new(Table::default());
+}
+
+/// A conversion running on this thread; the table is cleared when the
+/// outermost one ends.
+pub(super) struct Scope(());
+
+impl Scope {
+    pub(super) fn enter() -> Scope {
+        TABLE.with(|t| t.borrow_mut().depth += 1);
+        Scope(())
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            t.depth -= 1;
+            if t.depth == 0 {
+                t.values.clear();
+                t.owners.clear();
+            }
+        });
+    }
+}
+
+/// Whether a framewire conversion is running on this thread: the types of
+/// this module use the side table only then.
+pub(super) fn active() -> bool {
+    TABLE.with(|t| t.borrow().depth > 0)
+}
+
+/// Stashes a value; its index is what travels through serde.
+pub(super) fn stash(value: Value) -> u64 {
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        t.values.push(Some(value));
+        (t.values.len() - 1) as u64
+    })
+}
+
+/// Takes back a stashed value (once).
+pub(super) fn take(index: u64) -> Option<Value> {
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        let slot = usize::try_from(index).ok()?;
+        t.values.get_mut(slot)?.take()
+    })
+}
+
+/// Records that slices of `owner` are being handed to serde.
+pub(super) fn own(owner: &Bytes) {
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        let known = t
+            .owners
+            .last()
+            .is_some_and(|o| o.as_ptr() == owner.as_ptr() && o.len() == owner.len());
+        if !known {
+            t.owners.push(owner.clone());
+        }
+    });
+}
+
+/// `slice` as a `Bytes`: a slice of the buffer it was handed out from, or a
+/// copy when it came from anywhere else.
+pub(super) fn bytes_of(slice: &[u8]) -> Bytes {
+    let found = TABLE.with(|t| {
+        let t = t.borrow();
+        let (start, end) = (
+            slice.as_ptr() as usize,
+            slice.as_ptr() as usize + slice.len(),
+        );
+        t.owners.iter().rev().find_map(|o| {
+            let (o_start, o_end) = (o.as_ptr() as usize, o.as_ptr() as usize + o.len());
+            (o_start <= start && end <= o_end).then(|| o.slice_ref(slice))
+        })
+    });
+    found.unwrap_or_else(|| Bytes::copy_from_slice(slice))
+}
