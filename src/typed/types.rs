@@ -109,7 +109,10 @@ impl<'de> Visitor<'de> for BinVisitor {
         match side::take(index) {
             Some(Value::Bin(b)) => Ok(Bin(b)),
             Some(Value::Str(s)) => Ok(Bin(s.into_bytes())),
-            Some(other) => Err(E::custom(format!("expected bytes, found {other:?}"))),
+            Some(other) => Err(E::custom(format!(
+                "expected bytes, found {}",
+                kind_of(&other)
+            ))),
             None => Err(E::invalid_type(de::Unexpected::Unsigned(index), &self)),
         }
     }
@@ -231,6 +234,25 @@ impl FromStashed for NdArray {
     }
 }
 
+/// What kind of value an error met (never its contents: a payload can be
+/// gigabytes).
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Nil => "nil",
+        Value::Bool(_) => "a bool",
+        Value::Int(_) => "an integer",
+        Value::Float(_) => "a float",
+        Value::Str(_) => "a str",
+        Value::Bin(_) => "a bin",
+        Value::Array(_) | Value::IntArray(_) => "an array",
+        Value::Map(_) => "a map",
+        Value::Serialized(_) => "a serialized block",
+        Value::Pickled(_) => "a pickled block",
+        Value::Serialize(_) => "a value to serialize",
+        Value::NdArray(_) => "an ndarray",
+    }
+}
+
 /// Takes a block or an array out of the side table: by index on the direct
 /// path, from its marker map once serde has buffered it.
 struct StashedVisitor<T>(std::marker::PhantomData<T>);
@@ -243,8 +265,9 @@ impl<'de, T: FromStashed> Visitor<'de> for StashedVisitor<T> {
     }
     fn visit_u64<E: de::Error>(self, index: u64) -> Result<T, E> {
         let v = side::take(index).ok_or_else(|| E::custom(format!("expected {}", T::EXPECTING)))?;
-        let what = format!("expected {}, found {v:?}", T::EXPECTING);
-        T::from_stashed(v).ok_or_else(|| E::custom(what))
+        let found = kind_of(&v);
+        T::from_stashed(v)
+            .ok_or_else(|| E::custom(format!("expected {}, found {found}", T::EXPECTING)))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
         match map.next_key::<String>()? {
