@@ -25,9 +25,8 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use framewire::dumps_with;
 use framewire::message::{self, BlockKind, Loaded};
-use framewire::serialize::{self, Codec, DecompressBudget, DeserializeOptions, SerializeOptions};
+use framewire::serialize::{self, Codec, DecompressBudget, DeserializeOptions};
 use framewire::transport::{
     Checksums, Connection, HandshakeError, HandshakeOptions, TransportError,
 };
@@ -82,9 +81,10 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
         .unwrap_or_default()
         .to_owned();
     let wants_reply = !matches!(msg.get("reply"), Some(Value::Bool(false)));
-    // Encoded now, uncompressed, so that a message that cannot be encoded
-    // fails before connecting; encoded again if a codec is agreed.
-    let env = encode(&msg, None)?;
+    // Encoded once now, so that a message that cannot be encoded fails
+    // before connecting; the connection encodes it again with the codec
+    // the handshake agrees, if any.
+    framewire::dumps(&msg).map_err(|e| format!("cannot encode the message: {e}"))?;
     let host_port = host_port(address)?;
     let handshake = HandshakeOptions {
         compression: codec,
@@ -104,7 +104,6 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let request = Request {
         msg: &msg,
-        env,
         wants_reply,
     };
     let reply = rt.block_on(converse(host_port, request, &handshake, opts.timeout));
@@ -126,18 +125,6 @@ pub fn parse_codec(name: &str) -> Result<Codec, String> {
             known.join(", ")
         )
     })
-}
-
-/// The message enveloped, payload frames compressed with `codec` under
-/// Dask's policy.
-fn encode(msg: &Value, codec: Option<Codec>) -> Result<Envelope, String> {
-    let opts = SerializeOptions {
-        compression: codec,
-        ..SerializeOptions::default()
-    };
-    dumps_with(msg, &opts)
-        .and_then(Envelope::new)
-        .map_err(|e| format!("cannot encode the message: {e}"))
 }
 
 /// `host:port` of a `tcp://host:port` (or bare `host:port`) address.
@@ -180,11 +167,9 @@ fn message_from_json(text: &str) -> Result<Value, String> {
     Ok(value)
 }
 
-/// The message to send: its value (to encode again if a codec is agreed),
-/// its uncompressed envelope, and whether a reply is expected.
+/// The message to send, and whether a reply is expected.
 struct Request<'a> {
     msg: &'a Value,
-    env: Envelope,
     wants_reply: bool,
 }
 
@@ -196,11 +181,7 @@ async fn converse(
     opts: &HandshakeOptions,
     timeout: Duration,
 ) -> Result<Option<Loaded>, String> {
-    let Request {
-        msg,
-        env,
-        wants_reply,
-    } = request;
+    let Request { msg, wants_reply } = request;
     let deadline = Instant::now() + timeout;
     let within = seconds(timeout);
     let stream = timeout_at(deadline, TcpStream::connect(host_port))
@@ -209,7 +190,7 @@ async fn converse(
         .map_err(|e| format!("cannot connect: {e}"))?;
     let mut builder = Connection::builder();
     builder.limits(Limits::dask_compat());
-    let (mut conn, agreed) = match timeout_at(deadline, builder.accept(stream, opts)).await {
+    let (mut conn, _) = match timeout_at(deadline, builder.accept(stream, opts)).await {
         Err(_) => return Err(format!("no handshake from the server within {within}")),
         Ok(Err(TransportError::Handshake(HandshakeError::ChecksumRequired))) => {
             return Err("checksums required, the server did not offer them \
@@ -220,12 +201,8 @@ async fn converse(
         Ok(Ok(x)) => x,
     };
     // As a Dask comm: payloads compressed with the codec both sides
-    // announced, if any (the same as ours, so a name we know).
-    let env = match agreed.codec() {
-        Some(codec) => encode(msg, Some(codec))?,
-        None => env,
-    };
-    timeout_at(deadline, conn.send(env))
+    // announced, if any (the session's serialize options carry it).
+    timeout_at(deadline, conn.send_value(msg))
         .await
         .map_err(|_| format!("cannot send the message within {within}"))?
         .map_err(|e| format!("sending the message: {e}"))?;

@@ -6,7 +6,7 @@
 //!        └── 64 MiB payloads leave from their own Bytes (Stats::bytes_copied_on_send)
 //! ```
 //!
-//! The stream: heartbeats (`heartbeat-worker`, hundreds, small), two
+//! The stream: heartbeats (`heartbeat_worker`, hundreds, small), two
 //! `compute-task` messages whose task tuples carry a 64 MiB payload (bytes,
 //! and an `NdArray`), and three large collections (100 000 elements under
 //! `IterateCollection::Auto` and `Always`; 1 000 under `Auto` with a large
@@ -19,6 +19,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use framewire::dask::{HeartbeatWorker, Op};
 use framewire::dumps_with;
 use framewire::serialize::{Codec, DeserializeOptions, IterateCollection, SerializeOptions};
 use framewire::transport::{Connection, HandshakeOptions, Stats, COALESCE_THRESHOLD};
@@ -29,7 +30,7 @@ use tokio::net::TcpListener;
 const PAYLOAD: usize = 64 << 20;
 /// Elements of the large collections.
 const COLLECTION: usize = 100_000;
-/// `heartbeat-worker` messages.
+/// `heartbeat_worker` messages.
 const HEARTBEATS: usize = 500;
 /// The whole demo must finish within this (a hang guard).
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -257,7 +258,7 @@ fn report(
     let secs = elapsed.as_secs_f64().max(1e-9);
     let heartbeats = plan
         .iter()
-        .filter(|p| p.label == "heartbeat-worker")
+        .filter(|p| p.label == "heartbeat_worker")
         .count();
     let mut text = String::new();
     let mut line = |l: String| {
@@ -268,7 +269,7 @@ fn report(
         "framewire demo: loopback {addr}, handshake: {handshake}"
     ));
     line(format!(
-        "messages: {} ({heartbeats} heartbeat-worker, 2 compute-task with {} MiB payloads, 3 collections, the handshake)",
+        "messages: {} ({heartbeats} heartbeat_worker, 2 compute-task with {} MiB payloads, 3 collections, the handshake)",
         s.messages_sent,
         PAYLOAD >> 20
     ));
@@ -382,53 +383,53 @@ fn s(text: &str) -> Value {
     Value::str(text)
 }
 
-fn heartbeat(i: usize) -> Value {
+/// A worker's `heartbeat_worker`, built as its Rust type (the fields
+/// `Scheduler.heartbeat_worker` reads), with `reply: true` as Dask's rpc
+/// sends it.
+fn heartbeat(i: usize) -> Result<Value, String> {
     let now = 1.7e9 + i as f64 * 0.5;
-    Value::map_of([
-        ("op", s("heartbeat-worker")),
-        ("address", s("tcp://127.0.0.1:40411")),
-        ("now", Value::Float(now)),
+    let metrics = Value::map_of([
         (
-            "metrics",
+            "task_counts",
+            Value::map_of([("memory", Value::from(i as u64))]),
+        ),
+        (
+            "bandwidth",
             Value::map_of([
-                (
-                    "task_counts",
-                    Value::map_of([("memory", Value::from(i as u64))]),
-                ),
-                (
-                    "bandwidth",
-                    Value::map_of([
-                        ("total", Value::Float(1e8)),
-                        ("workers", Value::map_of([])),
-                        ("types", Value::map_of([])),
-                    ]),
-                ),
-                ("managed_bytes", Value::from(1_000_000 + i as u64)),
-                (
-                    "spilled_bytes",
-                    Value::map_of([("memory", 0u8.into()), ("disk", 0u8.into())]),
-                ),
-                ("event_loop_interval", Value::Float(0.02)),
-                ("cpu", Value::Float(12.5)),
-                ("memory", Value::from(150_000_000u64)),
-                ("time", Value::Float(now)),
-                (
-                    "host_net_io",
-                    Value::map_of([
-                        ("read_bps", Value::Float(0.0)),
-                        ("write_bps", Value::Float(0.0)),
-                    ]),
-                ),
-                ("num_fds", Value::from(31u8)),
+                ("total", Value::Float(1e8)),
+                ("workers", Value::map_of([])),
+                ("types", Value::map_of([])),
             ]),
         ),
-        ("executing", Value::map_of([])),
+        ("digests_total_since_heartbeat", Value::map_of([])),
+        ("managed_bytes", Value::from(1_000_000 + i as u64)),
         (
-            "extensions",
-            Value::map_of([("spans", Value::map_of([])), ("shuffle", Value::map_of([]))]),
+            "spilled_bytes",
+            Value::map_of([("memory", 0u8.into()), ("disk", 0u8.into())]),
         ),
-        ("reply", Value::Bool(true)),
-    ])
+        ("event_loop_interval", Value::Float(0.02)),
+        ("cpu", Value::Float(12.5)),
+        ("memory", Value::from(150_000_000u64)),
+        ("time", Value::Float(now)),
+        (
+            "host_net_io",
+            Value::map_of([
+                ("read_bps", Value::Float(0.0)),
+                ("write_bps", Value::Float(0.0)),
+            ]),
+        ),
+        ("num_fds", Value::from(31u8)),
+    ]);
+    let beat = HeartbeatWorker {
+        op: Op::new(),
+        address: "tcp://127.0.0.1:40411".into(),
+        now,
+        metrics,
+        executing: Default::default(),
+        extensions: Value::map_of([("spans", Value::map_of([])), ("shuffle", Value::map_of([]))]),
+        reply: Some(true),
+    };
+    framewire::to_value(&beat).map_err(|e| format!("demo: {e}"))
 }
 
 /// A Dask task message whose run_spec is a task tuple `(func, arg, kwargs)`.
@@ -502,19 +503,21 @@ fn plan() -> Result<Vec<Planned>, String> {
     };
     let auto = IterateCollection::Auto;
     let mut beats = 0..HEARTBEATS;
-    let mut some_beats =
-        |n: usize, push: &mut dyn FnMut(&'static str, Value, IterateCollection)| {
-            for i in beats.by_ref().take(n) {
-                push("heartbeat-worker", heartbeat(i), auto);
-            }
-        };
-    some_beats(200, &mut push);
+    let mut some_beats = |n: usize,
+                          push: &mut dyn FnMut(&'static str, Value, IterateCollection)|
+     -> Result<(), String> {
+        for i in beats.by_ref().take(n) {
+            push("heartbeat_worker", heartbeat(i)?, auto);
+        }
+        Ok(())
+    };
+    some_beats(200, &mut push)?;
     push(
         "compute-task",
         compute_task("('load-7f3a', 0)", "load", Value::Bin(bytes), PAYLOAD),
         auto,
     );
-    some_beats(100, &mut push);
+    some_beats(100, &mut push)?;
     push(
         "compute-task",
         compute_task(
@@ -525,7 +528,7 @@ fn plan() -> Result<Vec<Planned>, String> {
         ),
         auto,
     );
-    some_beats(100, &mut push);
+    some_beats(100, &mut push)?;
     push(
         "collection (Auto)",
         update_data("('range-auto', 0)", elements(COLLECTION)),
@@ -541,6 +544,6 @@ fn plan() -> Result<Vec<Planned>, String> {
         update_data("('mixed', 0)", with_large_last),
         auto,
     );
-    some_beats(HEARTBEATS, &mut push);
+    some_beats(HEARTBEATS, &mut push)?;
     Ok(plan)
 }

@@ -71,7 +71,7 @@ fn demo_reports_verified_zero_copy_transfer() {
     let messages = number(&lines, "messages");
     // Hundreds of heartbeats, the two 64 MiB tasks, three collections.
     assert!(messages > 500, "{stdout}");
-    assert!(lines["messages"].contains("heartbeat-worker"), "{stdout}");
+    assert!(lines["messages"].contains("heartbeat_worker"), "{stdout}");
     let frames = number(&lines, "frames");
     // The 100 000-element collection under `Always` has a frame per element.
     assert!(frames > 100_000, "{stdout}");
