@@ -135,6 +135,7 @@ fn options_may_be_absent_or_nil_and_unknown_keys_are_ignored() {
     );
 }
 
+#[allow(clippy::large_enum_variant)] // a test message, built once
 #[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 enum Stream {
