@@ -178,6 +178,13 @@ impl std::error::Error for TransportError {
 
 impl From<io::Error> for TransportError {
     fn from(e: io::Error) -> TransportError {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<tokio_rustls::rustls::Error>())
+        {
+            return TransportError::Tls(super::tls::TlsError::session(tls));
+        }
         TransportError::Io(e)
     }
 }

@@ -209,10 +209,68 @@ pub type TlsOption<'a> = Option<&'a TlsConfig>;
 #[cfg(not(feature = "tls"))]
 pub type TlsOption<'a> = Option<&'a std::convert::Infallible>;
 
+impl Socket {
+    /// Connects to `address` (`TCP_NODELAY` set) and, for `tls://`, does the
+    /// TLS handshake with `tls`: the server's chain is verified, our
+    /// certificate presented. No deadline: wrap it in one, or use
+    /// [`ConnectionBuilder::connect_address`].
+    pub async fn connect(address: &Address, tls: TlsOption<'_>) -> Result<Socket, TransportError> {
+        #[cfg(feature = "tls")]
+        if address.is_tls() && tls.is_none() {
+            return Err(no_tls_config());
+        }
+        #[cfg(not(feature = "tls"))]
+        if address.is_tls() {
+            let _ = tls;
+            return Err(no_tls_feature());
+        }
+        let stream = TcpStream::connect(address.host_port()).await?;
+        stream.set_nodelay(true)?;
+        match (address, tls) {
+            #[cfg(feature = "tls")]
+            (Address::Tls(_), Some(config)) => {
+                let name = server_name(address.host())?;
+                let connector = tokio_rustls::TlsConnector::from(config.client_config().clone());
+                let s = connector.connect(name, stream).await.map_err(tls_error)?;
+                Ok(Socket::TlsClient(Box::new(s)))
+            }
+            _ => Ok(Socket::Tcp(stream)),
+        }
+    }
+
+    /// Takes an accepted TCP stream (`TCP_NODELAY` set) and, when `tls` is
+    /// given, does the TLS handshake as the server: a client certificate
+    /// signed by the CA is required. No deadline: wrap it in one, or use
+    /// [`ConnectionBuilder::accept_socket`].
+    pub async fn accept(stream: TcpStream, tls: TlsOption<'_>) -> Result<Socket, TransportError> {
+        stream.set_nodelay(true)?;
+        match tls {
+            None => Ok(Socket::Tcp(stream)),
+            #[cfg(feature = "tls")]
+            Some(config) => {
+                let acceptor = tokio_rustls::TlsAcceptor::from(config.server_config().clone());
+                let s = acceptor.accept(stream).await.map_err(tls_error)?;
+                Ok(Socket::TlsServer(Box::new(s)))
+            }
+            #[cfg(not(feature = "tls"))]
+            Some(never) => match *never {},
+        }
+    }
+}
+
 impl ConnectionBuilder {
-    /// Connects to a Dask address — `tcp://`, or `tls://` with `tls` (the
-    /// TLS handshake verifies the server's chain, presents our certificate)
-    /// — and exchanges the Dask handshake, all within `opts.timeout`.
+    /// Connects to a Dask address — `tcp://`, or `tls://` with `tls` (see
+    /// [`Socket::connect`]) — and exchanges the Dask handshake, all within
+    /// `opts.timeout`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), framewire::transport::TransportError> {
+    /// use framewire::transport::{ConnectionBuilder, HandshakeOptions};
+    /// let (mut conn, _) = ConnectionBuilder::new()
+    ///     .connect_address("tcp://127.0.0.1:8786", None, &HandshakeOptions::default())
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect_address(
         &self,
         address: &str,
@@ -220,59 +278,20 @@ impl ConnectionBuilder {
         opts: &HandshakeOptions,
     ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
         let address = Address::parse(address).map_err(address_error)?;
-        #[cfg(feature = "tls")]
-        if address.is_tls() && tls.is_none() {
-            return Err(no_tls_config());
-        }
-        let connecting = async {
-            let stream = TcpStream::connect(address.host_port()).await?;
-            stream.set_nodelay(true)?;
-            let socket = match &address {
-                Address::Tcp(_) => Socket::Tcp(stream),
-                #[cfg(feature = "tls")]
-                Address::Tls(_) => {
-                    let config = tls.ok_or_else(no_tls_config)?; // checked above
-                    let name = server_name(address.host())?;
-                    let connector =
-                        tokio_rustls::TlsConnector::from(config.client_config().clone());
-                    let s = connector.connect(name, stream).await.map_err(tls_error)?;
-                    Socket::TlsClient(Box::new(s))
-                }
-                #[cfg(not(feature = "tls"))]
-                Address::Tls(_) => {
-                    let _ = tls;
-                    return Err(no_tls_feature());
-                }
-            };
-            Ok::<_, TransportError>(socket)
-        };
-        let socket = within(opts, connecting).await?;
+        let socket = within(opts, Socket::connect(&address, tls)).await?;
         self.handshake(socket, opts).await
     }
 
     /// Takes an accepted TCP stream, does the TLS handshake when `tls` is
-    /// given (a client certificate is required), then the Dask handshake.
+    /// given (see [`Socket::accept`]), then the Dask handshake, all within
+    /// `opts.timeout`.
     pub async fn accept_socket(
         &self,
         stream: TcpStream,
         tls: TlsOption<'_>,
         opts: &HandshakeOptions,
     ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
-        stream.set_nodelay(true)?;
-        let socket = match tls {
-            None => Socket::Tcp(stream),
-            #[cfg(feature = "tls")]
-            Some(config) => {
-                let acceptor = tokio_rustls::TlsAcceptor::from(config.server_config().clone());
-                let s = within(opts, async {
-                    acceptor.accept(stream).await.map_err(tls_error)
-                })
-                .await?;
-                Socket::TlsServer(Box::new(s))
-            }
-            #[cfg(not(feature = "tls"))]
-            Some(never) => match *never {},
-        };
+        let socket = within(opts, Socket::accept(stream, tls)).await?;
         self.handshake(socket, opts).await
     }
 }
@@ -333,5 +352,30 @@ fn tls_error(e: io::Error) -> TransportError {
             )))
         }
         None => TransportError::Tls(TlsError::new(format!("TLS handshake failed: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_as_dask_reads_them() {
+        let tcp = |a: &str| Address::Tcp(a.into());
+        assert_eq!(
+            Address::parse("tcp://127.0.0.1:8786"),
+            Ok(tcp("127.0.0.1:8786"))
+        );
+        assert_eq!(Address::parse("localhost:1"), Ok(tcp("localhost:1")));
+        assert_eq!(Address::parse("tcp://[::1]:8786"), Ok(tcp("[::1]:8786")));
+        let tls = Address::parse("tls://[::1]:8786").unwrap();
+        assert_eq!((tls.host(), tls.is_tls()), ("::1", true));
+        assert_eq!(tls.to_string(), "tls://[::1]:8786");
+        assert!(Address::parse("ucx://a:1")
+            .unwrap_err()
+            .contains("not ucx://"));
+        for bad in ["tcp://a", "tcp://:80", "tls://a:99999", ""] {
+            assert!(Address::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -48,7 +48,31 @@ impl TlsError {
 
     /// A TLS handshake that failed with this rustls error.
     pub(crate) fn handshake(e: &rustls::Error) -> TlsError {
-        TlsError::new(format!("TLS handshake failed: {e}"))
+        TlsError::new(format!("TLS handshake failed: {}", Self::reason(e)))
+    }
+
+    /// A TLS error on an established connection. With TLS 1.3 a client's
+    /// handshake completes before the server has checked its certificate,
+    /// so a refused certificate shows up here, as an alert on the first read.
+    pub(crate) fn session(e: &rustls::Error) -> TlsError {
+        TlsError::new(format!("TLS: {}", Self::reason(e)))
+    }
+
+    fn reason(e: &rustls::Error) -> String {
+        use rustls::AlertDescription as A;
+        match e {
+            rustls::Error::AlertReceived(
+                alert @ (A::BadCertificate
+                | A::UnknownCA
+                | A::CertificateExpired
+                | A::CertificateRequired
+                | A::CertificateUnknown
+                | A::CertificateRevoked
+                | A::UnsupportedCertificate
+                | A::AccessDenied),
+            ) => format!("the peer refused our certificate (alert {alert:?})"),
+            e => e.to_string(),
+        }
     }
 }
 
