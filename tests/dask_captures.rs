@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use framewire::dask::{
-    ErrorReply, GatherKeysReply, GatherReply, GetDataReply, HeartbeatReply, Key, Keys,
+    ErrorReply, GatherKeysReply, GatherReply, GetDataReply, HeartbeatReply, Key, Keys, Number,
     RegisterWorkerReply, SchedulerRequest, SchedulerToClient, SchedulerToWorker, UpdateDataReply,
     WorkerRequest, WorkerToScheduler,
 };
@@ -955,7 +955,8 @@ fn typed_fields_hold_what_dask_wrote() {
     assert_eq!(r.time, Some(float(&json["time"])));
     assert_eq!(
         r.heartbeat_interval,
-        Some(float(&json["heartbeat-interval"]))
+        Some(Number::Float(float(&json["heartbeat-interval"]))),
+        "0.5 with two workers: a float"
     );
     assert_eq!(r.warning.as_deref(), Some(text(&json["warning"])));
     let plugins = r.worker_plugins.expect("worker-plugins");

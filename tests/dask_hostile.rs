@@ -342,7 +342,7 @@ fn wrong_types_name_their_field() {
     let reply = op_of("heartbeat_worker-reply_1");
     let bad = with(&reply, &["heartbeat-interval"], Some(Value::str("0.5s")));
     let r = framewire::from_value::<HeartbeatReply>(bad).map(|_| None);
-    assert_field_error(r, "heartbeat-interval", "expected f64");
+    assert_field_error(r, "heartbeat-interval", "expected a number");
     let reply = op_of("register-worker-reply_1");
     let bad = with(
         &reply,

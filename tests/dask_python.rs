@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use framewire::dask::{
-    AcquireReplicas, AddKeys, ClientTaskErred, Close, CloseStream, ComputeTask, ErrorReply,
-    FreeKeys, FreeKeysRpc, Gather, GatherKeys, GatherKeysReply, GatherReply, GetData, GetDataReply,
-    HeartbeatReply, HeartbeatWorker, Identity, KeepAlive, Key, Keys, Map, Op, RegisterWorker,
-    RegisterWorkerReply, ReleaseWorkerData, RemoveReplicas, Reschedule, Rpc, Scatter,
-    SchedulerRequest, SchedulerToClient, SchedulerToWorker, StartStop, StealRequest, StealResponse,
-    StreamStart, TaskErred, TaskFinished, UpdateData, UpdateDataReply, UpdateWhoHas, WorkerRequest,
-    WorkerStatusChange, WorkerToScheduler,
+    AcquireReplicas, AddKeys, BatchedReader, BatchedWriter, ClientTaskErred, Close, CloseStream,
+    ComputeTask, ErrorReply, FreeKeys, FreeKeysRpc, Gather, GatherKeys, GatherKeysReply,
+    GatherReply, GetData, GetDataReply, HeartbeatReply, HeartbeatWorker, Identity, KeepAlive, Key,
+    Keys, Map, Number, Op, RegisterWorker, RegisterWorkerReply, ReleaseWorkerData, RemoveReplicas,
+    Reschedule, Rpc, Scatter, SchedulerRequest, SchedulerToClient, SchedulerToWorker, StartStop,
+    StealRequest, StealResponse, StreamStart, TaskErred, TaskFinished, UpdateData, UpdateDataReply,
+    UpdateWhoHas, WorkerRequest, WorkerStatusChange, WorkerToScheduler, DEFAULT_BATCH_INTERVAL,
 };
 use framewire::transport::{Connection, HandshakeOptions};
 use framewire::typed::{Bin, Block, ToSerialize};
@@ -455,7 +455,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
                 who_has: map([(nested_key.clone(), vec![w1.clone()])]),
                 nbytes: map([(nested_key.clone(), 28)]),
                 run_spec: captured_run_spec(),
-                resource_restrictions: Some(map([("GPU".to_owned(), 1.0)])),
+                resource_restrictions: Some(map([("GPU".to_owned(), Number::Int(1))])),
                 actor: false,
                 annotations: Value::map_of([("retries", Value::from(2i64))]),
                 span_id: Some("9571f45a-aa2b-4abc-9d27-cf64a28d231d".into()),
@@ -563,7 +563,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
             nthreads: 4,
             name: Value::str("rust-worker-0"),
             now: 1_796_136_777.826_021_4,
-            resources: map([("GPU".to_owned(), 2.0)]),
+            resources: map([("GPU".to_owned(), Number::Float(2.0))]),
             memory_limit: Some(2_147_483_648),
             local_directory: "/tmp/dask-scratch-space/worker-3g5moxec".into(),
             services: map([("dashboard".to_owned(), 33145)]),
@@ -581,7 +581,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
         RegisterWorkerReply {
             status: "OK".into(),
             time: Some(1_796_136_777.860_27),
-            heartbeat_interval: Some(0.5),
+            heartbeat_interval: Some(Number::Float(0.5)),
             worker_plugins: Some(map([("shuffle".to_owned(), captured_pickled_int_type())])),
             warning: Some(String::new()),
             error: Some(String::new()),
@@ -605,7 +605,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
         HeartbeatReply {
             status: "OK".into(),
             time: Some(1_796_136_778.920_464_8),
-            heartbeat_interval: Some(0.5),
+            heartbeat_interval: Some(Number::Int(1)),
         }
     );
     send!(
@@ -805,7 +805,8 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
     assert_eq!(run_spec["key"], py_str("slow-3"));
     assert_eq!(
         py_get(compute, "resource_restrictions"),
-        &serde_json::json!({"dict": [[{"str": "GPU"}, {"float": "1.0"}]]})
+        &serde_json::json!({"dict": [[{"str": "GPU"}, {"int": "1"}]]}),
+        "resources as the user wrote them (an int)"
     );
     assert_eq!(
         py_get(compute, "span_id")["str"].as_str().unwrap().len(),
@@ -901,18 +902,72 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
     assert!(py_get(plugins, "shuffle")["bytes"].is_string());
 }
 
+/// `register-worker` as `Worker._register_with_scheduler` writes it.
+fn register(
+    address: &str,
+    name: &str,
+    nthreads: u32,
+    memory_limit: u64,
+    resources: Map<String, Number>,
+    dir: &Path,
+) -> SchedulerRequest {
+    SchedulerRequest::RegisterWorker(RegisterWorker {
+        op: Op::new(),
+        reply: false,
+        address: address.to_owned(),
+        status: "init".into(),
+        nthreads,
+        name: Value::str(name),
+        now: now(),
+        resources,
+        memory_limit: Some(memory_limit),
+        local_directory: dir.display().to_string(),
+        services: Map::new(),
+        nanny: None,
+        pid: std::process::id(),
+        versions: Value::Map(vec![]),
+        metrics: metrics(),
+        extra: Value::Map(vec![]),
+        stimulus_id: format!("worker-connect-{}", now()),
+        server_id: format!("Worker-{name}"),
+    })
+}
+
+/// A socket that accepts, and its `tcp://` address: where a worker is
+/// reached (the scheduler does not connect in these tests, but could).
+async fn worker_socket() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = addr(listener.local_addr().unwrap().port());
+    (listener, address)
+}
+
+/// `from_value` of a value Dask wrote, and `to_value` back: the same value.
+#[track_caller]
+fn exact<T>(what: &str, raw: &Value) -> T
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let typed: T =
+        framewire::from_value(raw.clone()).unwrap_or_else(|e| panic!("{what}: {e}\n{raw:?}"));
+    let back = framewire::to_value(&typed).unwrap();
+    assert_eq!(
+        back, *raw,
+        "{what}: to_value differs from what Dask wrote\n{typed:?}"
+    );
+    typed
+}
+
 /// A real `dask scheduler` accepts a worker registered from Rust with typed
-/// messages, and a Python `Client` sees it.
+/// messages, a Python `Client` sees it, and the scheduler's own messages to
+/// it (`compute-task`, `free-keys`, the replies) decode into their types and
+/// encode back to exactly what the scheduler wrote.
 #[tokio::test(flavor = "current_thread")]
 async fn real_scheduler_accepts_a_typed_worker() {
     let dir = TempDir::new("typed-scheduler");
     let (_scheduler, scheduler_addr) = start_scheduler(&dir.0);
     let host_port = scheduler_addr.strip_prefix("tcp://").unwrap().to_owned();
 
-    // The address the worker is reached at: a socket that accepts (nothing
-    // connects in this test, but the scheduler could).
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let worker_addr = addr(listener.local_addr().unwrap().port());
+    let (_listener, worker_addr) = worker_socket().await;
     let name = format!("rust-worker-{}", std::process::id());
     let memory_limit = 3 * (1u64 << 30);
     let nthreads = 3;
@@ -921,27 +976,9 @@ async fn real_scheduler_accepts_a_typed_worker() {
     let (mut stream, _) = Connection::connect(host_port.as_str(), &HandshakeOptions::default())
         .await
         .expect("connect to the scheduler");
-    let register = SchedulerRequest::RegisterWorker(RegisterWorker {
-        op: Op::new(),
-        reply: false,
-        address: worker_addr.clone(),
-        status: "init".into(),
-        nthreads,
-        name: Value::str(&name),
-        now: now(),
-        resources: Map::new(),
-        memory_limit: Some(memory_limit),
-        local_directory: dir.0.display().to_string(),
-        services: Map::new(),
-        nanny: None,
-        pid: std::process::id(),
-        versions: Value::Map(vec![]),
-        metrics: metrics(),
-        extra: Value::Map(vec![]),
-        stimulus_id: format!("worker-connect-{}", now()),
-        server_id: "Worker-00000000-0000-4000-8000-000000000001".into(),
-    });
-    stream.send_msg(&register).await.unwrap();
+    let gpus = map([("GPU".to_owned(), Number::Float(2.0))]);
+    let msg = register(&worker_addr, &name, nthreads, memory_limit, gpus, &dir.0);
+    stream.send_msg(&msg).await.unwrap();
     let reply: RegisterWorkerReply =
         tokio::time::timeout(Duration::from_secs(30), stream.recv_msg())
             .await
@@ -949,14 +986,18 @@ async fn real_scheduler_accepts_a_typed_worker() {
             .expect("a reply")
             .expect("a RegisterWorkerReply");
     assert_eq!(reply.status, "OK", "{reply:?}");
-    assert!(reply.heartbeat_interval.unwrap() > 0.0, "{reply:?}");
+    assert!(
+        reply.heartbeat_interval.unwrap().as_f64() > 0.0,
+        "{reply:?}"
+    );
     assert!(reply.time.unwrap() > 1.0e9, "{reply:?}");
     assert_eq!(reply.error.as_deref(), Some(""), "{reply:?}");
+    assert!(reply.worker_plugins.unwrap().contains_key("shuffle"));
 
-    // From now on the connection is the worker's batched stream.
+    // From now on the connection is the worker's batched stream: the
+    // scheduler's ops are collected as they come.
     let (read, write) = stream.into_split();
-    let batched =
-        framewire::dask::BatchedWriter::new(write, framewire::dask::DEFAULT_BATCH_INTERVAL);
+    let batched = BatchedWriter::new(write, DEFAULT_BATCH_INTERVAL);
     batched
         .send(&WorkerToScheduler::WorkerStatusChange(WorkerStatusChange {
             op: Op::new(),
@@ -964,6 +1005,15 @@ async fn real_scheduler_accepts_a_typed_worker() {
             stimulus_id: format!("worker-status-change-{}", now()),
         }))
         .unwrap();
+    let (ops_tx, mut ops) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        let mut stream = BatchedReader::new(read);
+        while let Some(op) = stream.recv_value().await {
+            if ops_tx.send(op.expect("the scheduler's stream")).is_err() {
+                break;
+            }
+        }
+    });
 
     // heartbeat_worker over a second connection, through Rpc.
     let mut rpc = Rpc::connect(&scheduler_addr, &HandshakeOptions::default())
@@ -980,10 +1030,48 @@ async fn real_scheduler_accepts_a_typed_worker() {
     });
     let beat: HeartbeatReply = rpc.call(&heartbeat).await.expect("heartbeat_worker");
     assert_eq!(beat.status, "OK", "{beat:?}");
-    assert!(beat.heartbeat_interval.unwrap() > 0.0, "{beat:?}");
+    assert!(beat.heartbeat_interval.unwrap().as_f64() > 0.0, "{beat:?}");
 
-    // A Python Client sees the worker (in a thread: its output is read
-    // while this runtime keeps the stream's writer alive).
+    // Ten more workers (status "init": registered, not running). With 11,
+    // the scheduler asks for a heartbeat every `heartbeat_interval(11)`
+    // seconds: the int 1 (scheduler.py:9203-9213).
+    let mut peers = Vec::new();
+    let mut intervals = Vec::new();
+    for i in 0..10 {
+        let (listener, address) = worker_socket().await;
+        let (mut conn, _) = Connection::connect(host_port.as_str(), &HandshakeOptions::default())
+            .await
+            .unwrap();
+        let msg = register(
+            &address,
+            &format!("{name}-peer-{i}"),
+            1,
+            1 << 30,
+            Map::new(),
+            &dir.0,
+        );
+        conn.send_msg(&msg).await.unwrap();
+        let raw = tokio::time::timeout(Duration::from_secs(30), conn.recv_value())
+            .await
+            .expect("a reply")
+            .unwrap()
+            .unwrap();
+        let reply: RegisterWorkerReply = exact("register-worker reply", &raw);
+        assert_eq!(reply.status, "OK");
+        intervals.push(raw.get("heartbeat-interval").cloned());
+        peers.push((listener, conn));
+    }
+    assert_eq!(
+        intervals.last().unwrap(),
+        &Some(Value::from(1i64)),
+        "the 11th worker's reply: {intervals:?}"
+    );
+    let raw: Value = rpc.call(&heartbeat).await.expect("heartbeat_worker");
+    let beat: HeartbeatReply = exact("heartbeat reply with 11 workers", &raw);
+    assert_eq!(beat.status, "OK", "{beat:?}");
+
+    // A Python Client sees the worker, and submits a task that only this
+    // worker can run (it alone has a GPU).
     let client = {
         let (scheduler_addr, worker_addr) = (scheduler_addr.clone(), worker_addr.clone());
         tokio::task::spawn_blocking(move || {
@@ -1018,9 +1106,15 @@ async fn real_scheduler_accepts_a_typed_worker() {
     );
     assert_eq!(worker["status"].as_str(), Some("running"), "{seen}");
     assert_eq!(
+        worker["resources"],
+        serde_json::json!({"GPU": 2.0}),
+        "{seen}"
+    );
+    assert_eq!(seen["n_workers"].as_u64(), Some(11), "{seen}");
+    assert_eq!(
         seen["running"],
         serde_json::json!([worker_addr]),
-        "worker-status-change running made it schedulable: {seen}"
+        "worker-status-change running made it (alone) schedulable: {seen}"
     );
     assert!(
         worker["metrics_keys"]
@@ -1029,6 +1123,43 @@ async fn real_scheduler_accepts_a_typed_worker() {
             .contains(&serde_json::json!("spilled_bytes")),
         "{seen}"
     );
+    let task = &seen["task"];
+    assert_eq!(task["state"].as_str(), Some("processing"), "{seen}");
+    assert_eq!(task["processing_on"].as_str(), Some(worker_addr.as_str()));
+    let task_key = Key::from(task["key"].as_str().unwrap());
+
+    // What the scheduler sent this worker: compute-task for the task, then
+    // free-keys when the client left; each op decodes and encodes back.
+    let mut computed = None;
+    let mut freed = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while computed.is_none() || freed.is_none() {
+        let raw = tokio::time::timeout_at(deadline, ops.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no compute-task and free-keys: {computed:?} {freed:?}"))
+            .expect("the stream stays open");
+        let op: SchedulerToWorker = exact("an op of the scheduler", &raw);
+        match op {
+            SchedulerToWorker::ComputeTask(m) => computed = Some(m),
+            SchedulerToWorker::FreeKeys(m) => freed = Some(m),
+            SchedulerToWorker::Other(v) => panic!("an op framewire does not type: {v:?}"),
+            other => panic!("unexpected: {other:?}"),
+        }
+    }
+    let computed = computed.unwrap();
+    assert_eq!(computed.key, task_key);
+    assert!(computed.run_spec.is_pickled());
+    let gpu = computed
+        .resource_restrictions
+        .as_ref()
+        .expect("restrictions");
+    assert_eq!(
+        gpu.get("GPU").copied(),
+        Some(Number::Int(1)),
+        "resources={{\"GPU\": 1}} as the user wrote it: {computed:?}"
+    );
+    assert!(computed.who_has.is_empty());
+    assert_eq!(freed.unwrap().keys, vec![task_key]);
 
     // Leave as a worker does: close-stream on the stream, the rpc's goodbye.
     batched
@@ -1038,7 +1169,8 @@ async fn real_scheduler_accepts_a_typed_worker() {
         .unwrap();
     batched.close().await.unwrap();
     rpc.close().await.unwrap();
-    drop(read);
+    reader.abort();
+    drop(peers);
 }
 
 fn now() -> f64 {
