@@ -75,9 +75,14 @@ fn vec_i64(c: &mut Criterion) {
             black_box(from_value::<Ints>(v).unwrap())
         })
     });
-    g.bench_function("to_value/1e6", |b| b.iter(|| black_box(to_value(black_box(&ints)).unwrap())));
+    g.bench_function("to_value/1e6", |b| {
+        b.iter(|| black_box(to_value(black_box(&ints)).unwrap()))
+    });
     let v = to_value(&ints).unwrap();
-    assert!(v.get("xs").and_then(Value::as_int_array).is_some(), "packed");
+    assert!(
+        v.get("xs").and_then(Value::as_int_array).is_some(),
+        "packed"
+    );
     g.bench_function("from_value/1e6", |b| {
         b.iter_batched(
             || v.clone(),

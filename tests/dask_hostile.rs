@@ -974,3 +974,17 @@ fn the_pieces_refuse_with_typed_errors() {
         );
     }
 }
+
+/// `reply`: absent asks for a reply (Dask's `msg.pop("reply", True)`), nil
+/// asks for none (its truth is tested), and re-encoding keeps the meaning.
+#[test]
+fn a_nil_reply_means_no_reply() {
+    let identity = Value::map_of([("op", Value::str("identity"))]);
+    let absent: framewire::dask::Identity = framewire::from_value(identity).unwrap();
+    assert_eq!(absent.reply, None);
+    let nil = Value::map_of([("op", Value::str("identity")), ("reply", Value::Nil)]);
+    let nil: framewire::dask::Identity = framewire::from_value(nil).unwrap();
+    assert_eq!(nil.reply, Some(false));
+    let back = framewire::to_value(&nil).unwrap();
+    assert_eq!(back.get("reply"), Some(&Value::Bool(false)));
+}

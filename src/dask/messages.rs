@@ -222,7 +222,11 @@ pub struct Close {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Whether the server answers `"OK"` (RPC form).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -365,7 +369,11 @@ pub struct GetData {
     /// The asking worker's address, or nil (the scheduler, a client).
     pub who: Option<String>,
     /// Always true (the worker replies); set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -391,7 +399,11 @@ pub struct UpdateData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stimulus_id: Option<String>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -413,7 +425,11 @@ pub struct Gather {
     /// For each key, the workers that hold it.
     pub who_has: Map<Key, Vec<String>>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -439,7 +455,11 @@ pub struct FreeKeysRpc {
     /// Why.
     pub stimulus_id: String,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -454,7 +474,11 @@ pub struct Identity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_workers: Option<i64>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -557,7 +581,11 @@ pub struct HeartbeatWorker {
     /// Per scheduler extension, data for its `heartbeat` (`{}` for none).
     pub extensions: Value,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -588,7 +616,11 @@ pub struct GatherKeys {
     /// The keys.
     pub keys: Vec<Key>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -623,7 +655,11 @@ pub struct Scatter {
     /// Seconds (an int or a float).
     pub timeout: Value,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -641,7 +677,11 @@ pub struct UpdateWhoHas {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
