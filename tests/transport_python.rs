@@ -164,10 +164,8 @@ async fn framewire_connects_to_python(scheme: Scheme) {
         .connect_address(&address, scheme.config(), &opts())
         .await
         .expect("connect + handshake");
-    assert_eq!(
-        conn.get_ref().cipher_suite().is_some(),
-        scheme.config().is_some()
-    );
+    let our_suite = conn.get_ref().cipher_suite();
+    assert_eq!(our_suite.is_some(), scheme.config().is_some());
     assert_eq!(agreed.pickle_protocol(), 5);
     assert_eq!(agreed.codec(), None);
     assert_eq!(agreed.peer_python(), Some([3, 11, 7]));
@@ -196,6 +194,11 @@ async fn framewire_connects_to_python(scheme: Scheme) {
         (Scheme::Tcp, None) => {}
         (Scheme::Tls(..), Some(tls)) => {
             assert_eq!(tls.get("version"), Some(&Value::str("TLSv1.3")), "{tls:?}");
+            assert_eq!(
+                tls.get("cipher"),
+                Some(&Value::str("TLS_AES_256_GCM_SHA384"))
+            );
+            assert_eq!(our_suite.as_deref(), Some("TLS13_AES_256_GCM_SHA384"));
         }
         (_, other) => panic!("{}: tls info {other:?}", scheme.name()),
     }
