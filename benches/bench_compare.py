@@ -171,8 +171,21 @@ def plan_rss(run, quick, min_time):
     }, rounds=2 if quick else 3)
 
 
+def plan_typed(run, quick, min_time):
+    cells = {}
+    for path in ["loads", "typed_decode"]:
+        cells[f"fw/{path}"] = ("rust", {"op": "typed", "case": "compute-task_1", "path": path, "min_time": min_time})
+    cells["dask/loads"] = ("python", {"op": "typed", "case": "compute-task_1", "path": "loads", "min_time": min_time})
+    run.group("typed/compute-task", cells)
+    cells = {}
+    for path in ["dumps", "typed_encode"]:
+        cells[f"fw/{path}"] = ("rust", {"op": "typed", "case": "task-finished_1", "path": path, "min_time": min_time})
+    cells["dask/dumps"] = ("python", {"op": "typed", "case": "task-finished_1", "path": "dumps", "min_time": min_time})
+    run.group("typed/task-finished", cells)
+
+
 PLANS = {"serialize": plan_serialize, "dumps": plan_dumps, "transport": plan_transport,
-         "msgs": plan_msgs, "rss": plan_rss}
+         "msgs": plan_msgs, "rss": plan_rss, "typed": plan_typed}
 
 
 # ---- figures ------------------------------------------------------------------------------
@@ -309,6 +322,22 @@ def build_table(groups):
             for f in ["1thread", "2threads"]:
                 t.pair(f"{what}: framewire Connection ({f}) vs Python comm (one process)",
                        [rate(r) for r in g[gid][f"fw_{f}"]], peer, "msgs/s", True)
+    for gid, dyn, typed, py, what in [
+            ("typed/compute-task", "fw/loads", "fw/typed_decode", "dask/loads",
+             "captured compute-task batch: decode"),
+            ("typed/task-finished", "fw/dumps", "fw/typed_encode", "dask/dumps",
+             "captured task-finished batch: encode")]:
+        if gid in g:
+            us = {k: [r["per_call_s"] * 1e6 for r in v] for k, v in g[gid].items()}
+            typed_name = "loads + from_value into Vec<SchedulerToWorker>" if "decode" in what \
+                else "to_value of Vec<WorkerToScheduler> + dumps"
+            dyn_name = "loads into a Value" if "decode" in what else "dumps of the equal Value"
+            py_name = "protocol.loads(deserialize=True), which also unpickles the run_spec" if "decode" in what \
+                else "protocol.dumps"
+            t.pair(f"{what}: typed ({typed_name}) vs the dynamic path ({dyn_name}); target ≤ 1.5× its time",
+                   us[typed], us[dyn], "us", False, "peer = framewire's dynamic path")
+            t.pair(f"{what}: typed vs Python {py_name}; target ≥ 10×",
+                   us[typed], us[py], "us", False)
     if "rss" in g:
         r = g["rss"]
         dk = [rss_overhead_mib(x) for x in r["dask"]]

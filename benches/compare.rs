@@ -12,6 +12,8 @@
 //! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `dumps` {size,
 //! min_time}, `transport` {variant, size, count, flavor}, `small_one_way`
 //! {count, flavor}, `round_trip` {count, flavor}, `rss` {size, deserialize},
+//! `typed` {case, path, min_time} (a captured message, `tests/captures/conversation/<case>`,
+//! through `loads`, `loads+from_value`, `dumps` or `to_value+dumps`),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
 
@@ -173,6 +175,7 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             let secs = pp.run(rt, count as u64).as_secs_f64();
             json!({"secs": secs, "count": count})
         }
+        "typed" => typed(req, min_time),
         "reset" => {
             let runtimes = std::mem::take(&mut cache.runtimes);
             *cache = Cache {
@@ -187,6 +190,47 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         ),
         other => json!({"error": format!("unknown op {other:?}")}),
     }
+}
+
+/// A captured 2026.8.0 message decoded into its Rust type or encoded from
+/// it, or the dynamic path on the same frames (`benches/typed.rs` has the
+/// criterion version).
+fn typed(req: &Json, min_time: f64) -> Json {
+    use framewire::dask::{SchedulerToWorker, WorkerToScheduler};
+    use framewire::serialize::DeserializeOptions;
+    use framewire::{from_value, to_value};
+
+    let case = req["case"].as_str().expect("case");
+    let frames = common::capture_frames(case);
+    assert!(!frames.is_empty(), "no capture {case}");
+    let opts = DeserializeOptions::default();
+    let loads = |f: &[Bytes]| framewire::loads(f, &opts).expect("loads");
+    let (per_call, calls) = match (case, req["path"].as_str().expect("path")) {
+        (_, "loads") => timed(min_time, || {
+            std::hint::black_box(loads(std::hint::black_box(&frames)));
+        }),
+        ("compute-task_1", "typed_decode") => timed(min_time, || {
+            let v = loads(std::hint::black_box(&frames));
+            std::hint::black_box(from_value::<Vec<SchedulerToWorker>>(v).expect("typed"));
+        }),
+        ("task-finished_1", path) => {
+            let batch: Vec<WorkerToScheduler> = from_value(loads(&frames)).expect("typed");
+            let value = to_value(&batch).expect("to_value");
+            assert_eq!(dumps(&value).expect("dumps"), frames, "the captured bytes");
+            match path {
+                "dumps" => timed(min_time, || {
+                    std::hint::black_box(dumps(std::hint::black_box(&value)).expect("dumps"));
+                }),
+                "typed_encode" => timed(min_time, || {
+                    let v = to_value(std::hint::black_box(&batch)).expect("to_value");
+                    std::hint::black_box(dumps(&v).expect("dumps"));
+                }),
+                other => return json!({"error": format!("no path {other:?}")}),
+            }
+        }
+        (case, path) => return json!({"error": format!("no typed row {case}/{path}")}),
+    };
+    json!({"per_call_s": per_call, "calls": calls, "frames": frames.len()})
 }
 
 /// The sending side of the peak-RSS row: starts a fresh `rss-recv` process

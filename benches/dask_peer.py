@@ -8,7 +8,9 @@ benches/compare.rs (framewire's side), answered with distributed 2026.8.0.
 
 Requests ("op"): serde {struct, mode, n, min_time}, dumps {size, min_time},
 transport {size, count}, small_one_way {count}, round_trip {count}, rss {size},
-reset (drop cached values), quit.
+typed {case, path: loads | dumps} (a captured message of tests/captures/conversation:
+protocol.loads of its frames with deserialize=True, as a worker reads its stream, or
+protocol.dumps of what that gives), reset (drop cached values), quit.
 
 Method (as /work/shared/peers measured Dask): serialize/deserialize and dumps are
 timed with time.perf_counter, gc collected before and disabled inside the timed
@@ -32,6 +34,7 @@ from distributed.comm import connect, listen
 from distributed.comm.core import CommClosedError
 from distributed.protocol import deserialize, dumps, serialize, to_serialize
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = {"never": False, "auto": None, "always": True}
 
 
@@ -123,6 +126,30 @@ class Peer:
         nframes = len(dumps(msg, context=ctx))
         per_call, calls = timed(lambda: dumps(msg, context=ctx), req.get("min_time", 0.1))
         return {"per_call_s": per_call, "calls": calls, "frames": nframes}
+
+    def typed(self, req):
+        from distributed.protocol import loads
+
+        case_dir = os.path.join(os.path.dirname(HERE), "tests", "captures", "conversation", req["case"])
+        frames, i = [], 0
+        while os.path.exists(os.path.join(case_dir, f"frame_{i:03}.bin")):
+            with open(os.path.join(case_dir, f"frame_{i:03}.bin"), "rb") as fh:
+                frames.append(fh.read())
+            i += 1
+        if not frames:
+            raise ValueError(f"no capture {req['case']}")
+        min_time = req.get("min_time", 0.1)
+        if req["path"] == "loads":
+            per_call, calls = timed(lambda: loads(frames, deserialize=True), min_time)
+        elif req["path"] == "dumps":
+            msg = loads(frames, deserialize=True)
+            ctx = {"compression": None}
+            if dumps(msg, context=ctx) != frames:
+                raise ValueError(f"{req['case']}: dumps does not give the captured frames")
+            per_call, calls = timed(lambda: dumps(msg, context=ctx), min_time)
+        else:
+            raise ValueError(f"no path {req['path']!r}")
+        return {"per_call_s": per_call, "calls": calls, "frames": len(frames)}
 
     def reset(self, req):
         self.cached = None
