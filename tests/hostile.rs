@@ -7,6 +7,8 @@
 //! counting allocator in `tests/common`, that decoding an input that declares
 //! huge sizes allocates no more than a small constant plus the input size.
 
+#[path = "support/child_test.rs"]
+mod child_test;
 mod common;
 
 use bytes::Bytes;
@@ -665,13 +667,11 @@ fn h3_depth_1024_accepted_1025_rejected_under_dask_compat() {
     );
 }
 
-/// Child half of the next test: does its work only when run by it (a stack
-/// overflow aborts the whole process, so it must not run in the main one).
+/// Child half of the next test, run only by it (a stack overflow aborts the
+/// whole process, so it must not run in the main one).
 #[test]
+#[ignore = "run in a child process by h3_accepted_1024_deep_value_decodes_and_drops_on_a_512k_stack"]
 fn child_decode_and_drop_1024_deep_value_on_512k_stack() {
-    if std::env::var_os("FRAMEWIRE_HOSTILE_CHILD").is_none() {
-        return;
-    }
     let ok = on_small_stack(512 * 1024, || {
         let fr = vec![Bytes::from(nested_arrays(1024))];
         let loaded = loads_detailed(&fr, &compat());
@@ -689,21 +689,8 @@ fn child_decode_and_drop_1024_deep_value_on_512k_stack() {
 /// builds, hence 512 KiB here (release builds pass on 128 KiB).
 #[test]
 fn h3_accepted_1024_deep_value_decodes_and_drops_on_a_512k_stack() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_decode_and_drop_1024_deep_value_on_512k_stack",
-            "--test-threads=1",
-        ])
-        .env("FRAMEWIRE_HOSTILE_CHILD", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "child process failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    const CHILD: &str = "child_decode_and_drop_1024_deep_value_on_512k_stack";
+    child_test::run_alone(CHILD, |_| {});
 }
 
 #[test]

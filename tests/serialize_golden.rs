@@ -7,6 +7,9 @@
 //! (hostile-inputs.md §3.2, H17–H26), the `CollectionView` offset table on
 //! 10^5 elements, and shard merging with and without a backing buffer.
 
+#[path = "support/child_test.rs"]
+mod child_test;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -991,23 +994,11 @@ fn h19_frame_lengths_do_not_add_up() {
 /// this test instead of killing every other test of the binary.
 #[test]
 fn h20_collections_nested_too_deep() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "h20_child_nested_collections",
-            "--nocapture",
-        ])
-        .env_remove("RUST_MIN_STACK")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "deserializing is-collection headers nested up to Limits::dask_compat().max_depth \
-         (1024) on a normal 2 MiB test thread failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Deserializing is-collection headers nested up to
+    // Limits::dask_compat().max_depth (1024) on a normal 2 MiB test thread.
+    child_test::run_alone("h20_child_nested_collections", |cmd| {
+        cmd.env_remove("RUST_MIN_STACK");
+    });
 }
 
 #[test]

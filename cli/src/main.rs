@@ -126,8 +126,8 @@ enum Command {
     },
     /// Run a loopback client and server in-process: the handshake, then
     /// 64 MiB payloads, large collections and hundreds of small messages,
-    /// each verified on arrival; print messages, bytes, throughput and the
-    /// payload bytes copied on send.
+    /// each verified on arrival; print messages, bytes, throughput, the
+    /// payload bytes sent from their own memory and the bytes copied.
     Demo,
 }
 

@@ -52,6 +52,7 @@ use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
 use crate::limits::Limits;
 
 use super::error::TransportError;
+use super::stats::{reserve_counted, Stats};
 use super::{check_outgoing, grow};
 
 /// Where the decoder is in the stream.
@@ -103,6 +104,7 @@ enum DecodeState {
 pub struct FrameCodec {
     limits: Limits,
     state: DecodeState,
+    stats: Stats,
 }
 
 /// Options for a [`FrameCodec`], in the style of
@@ -134,6 +136,7 @@ impl FrameCodecBuilder {
         FrameCodec {
             limits: self.limits.clone(),
             state: DecodeState::Head,
+            stats: Stats::default(),
         }
     }
 
@@ -172,6 +175,32 @@ impl FrameCodec {
         &self.limits
     }
 
+    /// What the codec has encoded and decoded so far. The send counters
+    /// count messages encoded into the write buffer (`Framed` writes them
+    /// out later), with every frame byte in
+    /// [`bytes_copied_on_send`](Stats::bytes_copied_on_send): the encoder
+    /// copies them all (and the bytes of earlier messages still in the
+    /// write buffer when growing it moves them). The receive counters count messages decoded, and
+    /// [`bytes_relocated_on_receive`](Stats::bytes_relocated_on_receive) the
+    /// bytes moved when the decoder grew the read buffer (decoded frames
+    /// are slices of it: nothing else is copied).
+    ///
+    /// ```
+    /// use bytes::{Bytes, BytesMut};
+    /// use framewire::transport::FrameCodec;
+    /// use framewire::Envelope;
+    /// use tokio_util::codec::Encoder;
+    ///
+    /// let mut codec = FrameCodec::new();
+    /// let env = Envelope::new(vec![Bytes::from_static(b"\x90"), Bytes::from(vec![1u8; 100_000])])?;
+    /// codec.encode(&env, &mut BytesMut::new())?;
+    /// assert_eq!(codec.stats().bytes_copied_on_send, 100_001);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
     /// Whether an earlier error stopped the codec.
     pub fn is_poisoned(&self) -> bool {
         matches!(self.state, DecodeState::Poisoned)
@@ -200,7 +229,8 @@ impl Decoder for FrameCodec {
                 DecodeState::Head => match parse_prelude(src, &self.limits) {
                     Err(e) => return Err(self.fail(e)),
                     Ok(PreludeStatus::Need(n)) => {
-                        grow(src, n, self.limits.prealloc_cap);
+                        self.stats.bytes_relocated_on_receive +=
+                            grow(src, n, self.limits.prealloc_cap);
                         return Ok(None);
                     }
                     Ok(PreludeStatus::Complete(p)) => self.state = DecodeState::Body(p),
@@ -209,12 +239,16 @@ impl Decoder for FrameCodec {
                     // parse_prelude checked that the whole message fits in usize.
                     let wire_len = usize::try_from(p.wire_len()).unwrap_or(usize::MAX);
                     if src.len() < wire_len {
-                        grow(src, wire_len, self.limits.prealloc_cap);
+                        self.stats.bytes_relocated_on_receive +=
+                            grow(src, wire_len, self.limits.prealloc_cap);
                         return Ok(None);
                     }
                     let buf = src.split_to(wire_len).freeze();
                     let env = Envelope::from_prelude(p, &buf);
                     self.state = DecodeState::Head;
+                    self.stats.messages_received += 1;
+                    self.stats.frames_received += env.frames().len() as u64;
+                    self.stats.bytes_received += wire_len as u64;
                     return Ok(Some(env));
                 }
             }
@@ -243,7 +277,8 @@ impl Decoder for FrameCodec {
     }
 }
 
-/// Copies the message into `dst` (every payload byte); refuses,
+/// Copies the message into `dst` (every payload byte, counted in
+/// [`FrameCodec::stats`]); refuses,
 /// before writing anything, a message the codec's own limits would refuse.
 impl Encoder<&Envelope> for FrameCodec {
     type Error = TransportError;
@@ -252,11 +287,17 @@ impl Encoder<&Envelope> for FrameCodec {
         check_outgoing(env, &self.limits)?;
         let len = usize::try_from(env.wire_len())
             .map_err(|_| TransportError::Encode(crate::EncodeError::TooLong { len: usize::MAX }))?;
-        dst.reserve(len);
+        // Earlier messages still in the buffer move if growing it moves it.
+        self.stats.bytes_copied_on_send += reserve_counted(dst, len);
         dst.put_slice(&env.prelude());
         for f in env.frames() {
+            // The copy: counted here, as it is made.
             dst.put_slice(f);
+            self.stats.bytes_copied_on_send += f.len() as u64;
         }
+        self.stats.messages_sent += 1;
+        self.stats.frames_sent += env.frames().len() as u64;
+        self.stats.bytes_sent += env.wire_len();
         Ok(())
     }
 }

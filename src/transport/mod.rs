@@ -10,6 +10,7 @@
 //!                                      "framewire-<ext>"...} both ways, then negotiate
 //!
 //!  FrameCodec: the same framing as a tokio-util Decoder/Encoder (the encoder copies).
+//!  Stats: what each moved, and the bytes copied, counted where the copies happen.
 //! ```
 //!
 //! * [`Connection`] (and its halves [`ReadHalf`] / [`WriteHalf`]): the
@@ -119,11 +120,12 @@ const MIN_SPARE: usize = 4 << 10;
 /// reserving at most `cap` bytes ahead of what it holds: a declared size is
 /// never reserved until its bytes arrive. Room is only added when little is
 /// left, so growth stays amortized (capacity ≤ 2 × bytes held + `cap`).
-pub(crate) fn grow(buf: &mut BytesMut, target: usize, cap: usize) {
+/// Returns the bytes the reservation moved ([`stats::reserve_counted`]).
+pub(crate) fn grow(buf: &mut BytesMut, target: usize, cap: usize) -> u64 {
     let remaining = target.saturating_sub(buf.len());
     let spare = buf.capacity() - buf.len();
     if spare >= remaining.min(MIN_SPARE) {
-        return;
+        return 0;
     }
-    buf.reserve(remaining.min(cap.max(MIN_SPARE)));
+    stats::reserve_counted(buf, remaining.min(cap.max(MIN_SPARE)))
 }

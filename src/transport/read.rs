@@ -51,7 +51,7 @@ use crate::limits::Limits;
 use super::checksum::{self, Running};
 use super::conn::Deadline;
 use super::error::{TimeoutPhase, TransportError};
-use super::stats::Stats;
+use super::stats::{reserve_counted, Stats};
 
 /// Frames of at least this many bytes are read into a buffer of their own
 /// (consecutive ones share it), straight from the socket, instead of the
@@ -232,7 +232,15 @@ impl ReadState {
                 Phase::Prelude => match parse_prelude(&self.rbuf, &self.cfg.limits)? {
                     PreludeStatus::Need(n) => {
                         let got = self.rbuf.len();
-                        let read = fill(io, cx, &mut self.rbuf, n - got, cap, &mut self.deadline);
+                        let read = fill(
+                            io,
+                            cx,
+                            &mut self.rbuf,
+                            n - got,
+                            cap,
+                            &mut self.deadline,
+                            &mut self.stats.bytes_relocated_on_receive,
+                        );
                         match ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadPrelude))? {
                             0 if got == 0 => return Poll::Ready(Ok(None)),
                             0 => return Poll::Ready(Err(truncated(got as u64, n as u64))),
@@ -276,6 +284,7 @@ impl ReadState {
                             run.len - got,
                             cap,
                             &mut self.deadline,
+                            &mut self.stats.bytes_relocated_on_receive,
                         );
                         if ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadFrames))? == 0 {
                             return Poll::Ready(Err(body.truncated(got)));
@@ -293,7 +302,8 @@ impl ReadState {
                                 dir,
                                 run,
                                 cap,
-                                &mut self.deadline
+                                &mut self.deadline,
+                                &mut self.stats.bytes_copied_on_receive,
                             ))?;
                             body.push_run(run, data);
                             continue;
@@ -305,7 +315,9 @@ impl ReadState {
                     if !self.rbuf.is_empty() && buf.len() < run.len {
                         // At most READ_AHEAD bytes: the only copy of a large frame.
                         let n = self.rbuf.len().min(run.len - buf.len());
+                        self.stats.bytes_relocated_on_receive += reserve_counted(buf, n);
                         buf.extend_from_slice(&self.rbuf[..n]);
+                        self.stats.bytes_copied_on_receive += n as u64;
                         self.rbuf.advance(n);
                     }
                     if let Some(sums) = &mut body.sums {
@@ -330,7 +342,15 @@ impl ReadState {
                         // Read in pieces that stay in cache until summed.
                         want = want.min(checksum::PIECE);
                     }
-                    let read = fill_exact(io, cx, buf, want, cap, &mut self.deadline);
+                    let read = fill_exact(
+                        io,
+                        cx,
+                        buf,
+                        want,
+                        cap,
+                        &mut self.deadline,
+                        &mut self.stats.bytes_relocated_on_receive,
+                    );
                     if ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadFrames))? == 0 {
                         return Poll::Ready(Err(body.truncated(got)));
                     }
@@ -452,7 +472,9 @@ impl ReadError {
 }
 
 /// One read into the shared buffer: at least `need` bytes are wanted, and up
-/// to [`READ_AHEAD`] more are welcome. Returns the bytes read (0 at EOF).
+/// to [`READ_AHEAD`] more are welcome. Returns the bytes read (0 at EOF);
+/// adds to `relocated` what growing the buffer moved.
+#[allow(clippy::too_many_arguments)]
 fn fill<R: AsyncRead + Unpin>(
     io: &mut R,
     cx: &mut Context<'_>,
@@ -460,15 +482,18 @@ fn fill<R: AsyncRead + Unpin>(
     need: usize,
     cap: usize,
     deadline: &mut Deadline,
+    relocated: &mut u64,
 ) -> Poll<Result<usize, ReadError>> {
     if buf.capacity() == buf.len() {
-        buf.reserve(need.min(cap).max(MIN_READ));
+        *relocated += reserve_counted(buf, need.min(cap).max(MIN_READ));
     }
     read(io, cx, buf, need.saturating_add(READ_AHEAD), deadline)
 }
 
 /// One read into a large buffer, never past the `need` bytes that remain of
-/// its run (the next bytes belong to another buffer).
+/// its run (the next bytes belong to another buffer); adds to `relocated`
+/// what growing the buffer moved.
+#[allow(clippy::too_many_arguments)]
 fn fill_exact<R: AsyncRead + Unpin>(
     io: &mut R,
     cx: &mut Context<'_>,
@@ -476,9 +501,10 @@ fn fill_exact<R: AsyncRead + Unpin>(
     need: usize,
     cap: usize,
     deadline: &mut Deadline,
+    relocated: &mut u64,
 ) -> Poll<Result<usize, ReadError>> {
     if buf.capacity() == buf.len() {
-        buf.reserve(need.min(cap.max(MIN_READ)));
+        *relocated += reserve_counted(buf, need.min(cap.max(MIN_READ)));
     }
     read(io, cx, buf, need, deadline)
 }
@@ -542,6 +568,7 @@ fn poll_spill<R: AsyncRead + Unpin>(
     run: Run,
     cap: usize,
     deadline: &mut Deadline,
+    copied: &mut u64,
 ) -> Poll<Result<Bytes, TransportError>> {
     use crate::mmap::SpillBuffer;
     let spill_err = |e: crate::mmap::MmapError| TransportError::Io(io::Error::other(e));
@@ -559,6 +586,7 @@ fn poll_spill<R: AsyncRead + Unpin>(
             let n = rbuf.len().min(run.len - *filled);
             buf.grow_to(*filled + n).map_err(spill_err)?;
             buf.as_mut()[*filled..*filled + n].copy_from_slice(&rbuf[..n]);
+            *copied += n as u64;
             rbuf.advance(n);
             *filled += n;
         }

@@ -59,8 +59,9 @@ struct Outgoing {
     off: usize,
     /// Bytes of the message written so far.
     written: u64,
-    /// Frames, wire bytes (prelude included) and frame bytes copied into
-    /// the coalescing buffer: what [`Stats`] adds up once the message is out.
+    /// Frames, wire bytes (prelude included) and the frame bytes copied
+    /// into the coalescing buffer (counted as they were copied): what
+    /// [`Stats`] adds up once the message is out.
     frames: u64,
     wire_len: u64,
     copied: u64,
@@ -111,9 +112,12 @@ impl Outgoing {
         }
         let mut chunks = Vec::new();
         let mut chunk_frame = Vec::new();
+        let mut copied = 0u64;
         for (i, f) in frames.iter().enumerate() {
             if f.len() < COALESCE_THRESHOLD {
+                // The copy of this message: counted here, as it is made.
                 buf.put_slice(f);
+                copied += f.len() as u64;
             } else {
                 if !buf.is_empty() {
                     chunks.push(buf.split().freeze());
@@ -160,7 +164,7 @@ impl Outgoing {
             written: 0,
             frames: frames.len() as u64,
             wire_len: env.wire_len() + if checksums { 8 + trailer_len as u64 } else { 0 },
-            copied: small as u64,
+            copied,
             sums,
         }
     }
