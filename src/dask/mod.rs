@@ -38,6 +38,9 @@ mod key;
 mod messages;
 mod op;
 mod rpc;
+mod server;
+mod store;
+mod worker;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +51,13 @@ pub use key::Key;
 pub use messages::*;
 pub use op::{Op, OpName};
 pub use rpc::{RemoteError, Rpc, RpcError};
+pub use server::{BadRequest, RequestError, Requests};
+pub use store::{gather_from_workers, nbytes, DataStore, Gathered};
+pub use worker::{
+    now, register_worker, resident_memory, server_id, stimulus_id, versions_like_scheduler,
+    Bandwidth, HeartbeatError, Heartbeats, SpilledBytes, WorkerIdentity, WorkerMetrics,
+    WorkerStream,
+};
 
 /// A map that keeps its entries in the order they came (Dask's dicts do):
 /// `indexmap::IndexMap`.
@@ -143,6 +153,28 @@ pub struct ErrorReply {
     /// The formatted traceback.
     #[serde(default)]
     pub traceback_text: String,
+}
+
+/// The next message on `conn`, its blocks deserialized or not as the
+/// connection's [`Session::deserializes_blocks`](crate::transport::Session::deserializes_blocks)
+/// says. (`Connection::recv_value` deserializes them either way; until it
+/// honours the setting, the Dask sessions read pass-through connections
+/// here: the message layer alone, blocks kept as they came, their frames
+/// views of the receive buffers.)
+pub(crate) async fn recv_as_agreed<T>(
+    conn: &mut crate::transport::Connection<T>,
+) -> Option<Result<Value, crate::transport::TransportError>>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    if conn.session().deserializes_blocks() {
+        return conn.recv_value().await;
+    }
+    let env = match conn.recv().await? {
+        Ok(env) => env,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(crate::message::loads(env.frames(), conn.session().limits()).map_err(Into::into))
 }
 
 /// The op of a message map, if it has one.

@@ -184,7 +184,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
     async fn call_value<Q: Serialize + ?Sized>(&mut self, request: &Q) -> Result<Value, RpcError> {
         let msg = with_reply(typed::to_value(request)?, true);
         self.conn.send_value(&msg).await?;
-        let reply = self.conn.recv_value().await.ok_or(RpcError::Closed)??;
+        let reply = super::recv_as_agreed(&mut self.conn)
+            .await
+            .ok_or(RpcError::Closed)??;
         match remote_error(&reply) {
             Some(e) => Err(RpcError::Remote(e)),
             None => Ok(reply),
