@@ -10,11 +10,13 @@
 //! ```
 //!
 //! It prints `listening on tcp://HOST:PORT` (the address it registered
-//! under) and runs until the scheduler closes it (exit status 0, e.g. after
-//! `client.retire_workers([address])`). A scheduler that goes away (its
-//! stream ends without `close`, or no heartbeat goes through for 30 s) is
-//! one line on stderr and exit status 1. A malformed or unexpected message
-//! is one line on stderr; the connection it came on goes on.
+//! under) and runs until the scheduler closes it (exit status 0: after
+//! `client.retire_workers([address])`, or when the scheduler shuts down
+//! cleanly). A scheduler that goes away (its stream ends without `close`,
+//! or no heartbeat goes through for 30 s) is one line on stderr and exit
+//! status 1. A malformed or unexpected message is one line on stderr; the
+//! connection it came on goes on. `--memory-limit` is reported to the
+//! scheduler, not enforced.
 //!
 //! Zero-copy: every connection is pass-through (`deserialize_blocks(false)`),
 //! so a value arrives as a block whose frames are views of the receive

@@ -51,6 +51,7 @@ fn client(
         String::from_utf8_lossy(&stderr),
         all_logs()
     );
+    print!("{stdout}"); // the facts (`-- --nocapture` shows them)
     stdout
         .lines()
         .map(|l| serde_json::from_str::<Json>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -77,7 +78,18 @@ fn data_worker_in_a_real_cluster() {
     let (sched, addr) = scheduler(
         &python,
         &dir.0,
-        &[("DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL", "2s")],
+        &[
+            ("DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL", "2s"),
+            // The Active Memory Manager's periodic ReduceReplicas would drop
+            // the replicas this test makes at a time of its choosing; the
+            // test makes the AMM's requests (acquire-replicas,
+            // remove-replicas) itself. `retire_workers` runs an AMM anyway
+            // (the retire test).
+            (
+                "DASK_DISTRIBUTED__SCHEDULER__ACTIVE_MEMORY_MANAGER__START",
+                "false",
+            ),
+        ],
     );
     let (pyw, py_addr) = python_worker(&python, &dir.0, &addr, "pyworker");
     let args = [

@@ -182,40 +182,33 @@ pub fn python_worker(python: &Path, dir: &Path, scheduler: &str, name: &str) -> 
     (d, addr)
 }
 
-/// The data worker example's binary, built by `cargo test` (or `cargo build
-/// --example data_worker`) next to this test's; panics if it is missing or
-/// older than its sources.
+/// The data worker example's binary (`target/<profile>/examples/data_worker`),
+/// built first (`cargo build --all-features --example data_worker`, in this
+/// test's profile: a no-op when `cargo test` has just built it, and the
+/// right binary when only this test was built); panics if the build fails.
 pub fn data_worker_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-    let bin = profile_dir.join("examples/data_worker");
-    let built = std::fs::metadata(&bin)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| {
-            panic!(
-                "{} not found: build it with `cargo build --all-features --example data_worker` \
-             (`cargo test` builds it)",
-                bin.display()
-            )
-        });
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut sources = vec![root.join("examples/data_worker.rs")];
-    sources.extend(
-        std::fs::read_dir(root.join("src/dask"))
-            .unwrap()
-            .map(|e| e.unwrap().path()),
-    );
-    for src in sources {
-        let changed = std::fs::metadata(&src).unwrap().modified().unwrap();
-        assert!(
-            changed <= built,
-            "{} is older than {}: rebuild it with `cargo build --all-features --example \
-             data_worker` (`cargo test` builds it)",
-            bin.display(),
-            src.display()
-        );
-    }
-    bin
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "--all-features", "--example", "data_worker"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
+                cmd.arg("--release");
+            }
+            let out = cmd.output().expect("run cargo build");
+            assert!(
+                out.status.success(),
+                "cargo build --example data_worker failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let bin = profile_dir.join("examples/data_worker");
+            assert!(bin.is_file(), "{} not built", bin.display());
+            bin
+        })
+        .clone()
 }
 
 /// The Rust data worker, registered with `scheduler`; returns it and the
