@@ -238,6 +238,8 @@ async fn run(args: Args) -> Result<String, String> {
                         tokio::time::sleep(Duration::from_millis(50)).await; // the batch goes out
                         return Ok(m.reason.unwrap_or_default());
                     }
+                    // Another worker left: nothing here refers to it.
+                    Ok(other) if other.op() == Some("remove-worker") => {}
                     Ok(other) => log!("ignoring {:?} from the scheduler", other.op().unwrap_or("a message without op")),
                 },
             },
