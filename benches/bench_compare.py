@@ -22,6 +22,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -171,8 +172,67 @@ def plan_rss(run, quick, min_time):
     }, rounds=2 if quick else 3)
 
 
+def start_scheduler(scheme, certs):
+    """A real `dask scheduler` on 127.0.0.1 (`--protocol tls` with the test certificates)."""
+    argv = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+            "--no-dashboard"]
+    if scheme == "tls":
+        argv += ["--protocol", "tls", "--tls-ca-file", os.path.join(certs, "ca.pem"),
+                 "--tls-cert", os.path.join(certs, "node.pem"), "--tls-key", os.path.join(certs, "node.key")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "Scheduler at:" in line:
+            address = line.split("Scheduler at:", 1)[1].strip()
+            # Keep draining its log so that it never blocks on a full pipe.
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            return proc, address
+    raise SystemExit(f"bench-compare: the {scheme} scheduler did not start")
+
+
+def plan_wire(run, quick, min_time):
+    """Two processes per side, as deployments run: 64 MiB ndarray messages over tcp:// and
+    tls://, and connect + handshakes + one identity call to a real scheduler."""
+    certs = os.path.join(run.out_dir, "certs")
+    subprocess.run([run.rust_exe, "make-certs", certs], check=True)
+    count = 5 if quick else 12
+    cells = {}
+    for scheme in ["tcp", "tls"]:
+        req = {"op": "wire", "scheme": scheme, "size": 64 * MIB, "count": count,
+               "certs": certs if scheme == "tls" else "-"}
+        cells[f"fw/{scheme}"] = ("rust", req)
+        cells[f"dask/{scheme}"] = ("python", req)
+    run.group("wire/64MiB", cells, rounds=run.rounds["transport"])
+    cells, schedulers = {}, []
+    try:
+        for scheme in ["tcp", "tls"]:
+            proc, address = start_scheduler(scheme, certs)
+            schedulers.append(proc)
+            req = {"op": "connect", "address": address, "certs": certs if scheme == "tls" else "-",
+                   "count": 10 if quick else 25}
+            cells[f"fw/{scheme}"] = ("rust", req)
+            cells[f"dask/{scheme}"] = ("python", req)
+        run.group("connect", cells, rounds=run.rounds["transport"])
+    finally:
+        for proc in schedulers:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def plan_typed(run, quick, min_time):
+    cells = {}
+    for path in ["loads", "typed_decode"]:
+        cells[f"fw/{path}"] = ("rust", {"op": "typed", "case": "compute-task_1", "path": path, "min_time": min_time})
+    cells["dask/loads"] = ("python", {"op": "typed", "case": "compute-task_1", "path": "loads", "min_time": min_time})
+    run.group("typed/compute-task", cells)
+    cells = {}
+    for path in ["dumps", "typed_encode"]:
+        cells[f"fw/{path}"] = ("rust", {"op": "typed", "case": "task-finished_1", "path": path, "min_time": min_time})
+    cells["dask/dumps"] = ("python", {"op": "typed", "case": "task-finished_1", "path": "dumps", "min_time": min_time})
+    run.group("typed/task-finished", cells)
+
+
 PLANS = {"serialize": plan_serialize, "dumps": plan_dumps, "transport": plan_transport,
-         "msgs": plan_msgs, "rss": plan_rss}
+         "msgs": plan_msgs, "rss": plan_rss, "typed": plan_typed, "wire": plan_wire}
 
 
 # ---- figures ------------------------------------------------------------------------------
@@ -309,6 +369,45 @@ def build_table(groups):
             for f in ["1thread", "2threads"]:
                 t.pair(f"{what}: framewire Connection ({f}) vs Python comm (one process)",
                        [rate(r) for r in g[gid][f"fw_{f}"]], peer, "msgs/s", True)
+    for gid, dyn, typed, py, what in [
+            ("typed/compute-task", "fw/loads", "fw/typed_decode", "dask/loads",
+             "captured compute-task batch: decode"),
+            ("typed/task-finished", "fw/dumps", "fw/typed_encode", "dask/dumps",
+             "captured task-finished batch: encode")]:
+        if gid in g:
+            us = {k: [r["per_call_s"] * 1e6 for r in v] for k, v in g[gid].items()}
+            typed_name = "loads + from_value into Vec<SchedulerToWorker>" if "decode" in what \
+                else "to_value of Vec<WorkerToScheduler> + dumps"
+            dyn_name = "loads into a Value" if "decode" in what else "dumps of the equal Value"
+            py_name = "protocol.loads(deserialize=True), which also unpickles the run_spec" if "decode" in what \
+                else "protocol.dumps"
+            t.pair(f"{what}: typed ({typed_name}) vs the dynamic path ({dyn_name}); target ≤ 1.5× its time",
+                   us[typed], us[dyn], "us", False, "peer = framewire's dynamic path")
+            t.pair(f"{what}: typed vs Python {py_name}; target ≥ 10×",
+                   us[typed], us[py], "us", False)
+    if "wire/64MiB" in g:
+        w = g["wire/64MiB"]
+        gb = {k: [gibs(r) for r in v] for k, v in w.items()}
+        suite = w["fw/tls"][0].get("cipher")
+        py_suite = w["dask/tls"][0].get("cipher")
+        t.pair("64 MiB ndarray messages one way over tls://, two processes each: framewire vs Python comm; "
+               "target ≥ 1.0×", gb["fw/tls"], gb["dask/tls"], "GiB/s", True,
+               f"cipher: framewire {suite}, Python {py_suite}")
+        t.pair("the same: framewire over tls:// vs framewire over tcp://; target ≥ 0.7×",
+               gb["fw/tls"], gb["fw/tcp"], "GiB/s", True, "peer = framewire tcp://")
+        t.pair("64 MiB ndarray messages one way over tcp://, two processes each: framewire vs Python comm",
+               gb["fw/tcp"], gb["dask/tcp"], "GiB/s", True)
+        t.pair("the same: Python over tls:// vs Python over tcp://",
+               gb["dask/tls"], gb["dask/tcp"], "GiB/s", True, "both Python")
+    if "connect" in g:
+        c = g["connect"]
+        ms = {k: [median(r["times"]) * 1e6 for r in v] for k, v in c.items()}
+        for scheme in ["tls", "tcp"]:
+            t.pair(f"connect + {'TLS + ' if scheme == 'tls' else ''}Dask handshake + one identity round trip to "
+                   f"a real `dask scheduler` over {scheme}://: framewire vs Python"
+                   + ("; target ≤ Python's time" if scheme == "tls" else ""),
+                   ms[f"fw/{scheme}"], ms[f"dask/{scheme}"], "us", False,
+                   f"median of {len(c[f'fw/{scheme}'][0]['times'])} calls per round")
     if "rss" in g:
         r = g["rss"]
         dk = [rss_overhead_mib(x) for x in r["dask"]]
@@ -445,6 +544,7 @@ def main():
         "python": Worker("Python Dask", [sys.executable, os.path.join(HERE, "dask_peer.py"), "serve"]),
     }
     run = Run(workers, rounds)
+    run.rust_exe, run.out_dir = a.rust_worker, a.out
     try:
         for cat in a.only.split(","):
             print(f"bench-compare: {cat}", file=sys.stderr, flush=True)

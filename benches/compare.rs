@@ -7,11 +7,23 @@
 //! compare serve      JSON requests on stdin, one JSON result per line on stdout
 //! compare rss-recv   receives one message on 127.0.0.1 (port printed first) and
 //!                    prints its VmRSS before and VmHWM after (peak-RSS row)
+//! compare wire-recv SCHEME CERTS
+//!                    the receiving process of the `wire` rows: listens on
+//!                    SCHEME://127.0.0.1 (address printed first), receives
+//!                    messages (deserialized, as Dask's comms do) and answers
+//!                    "ok" to each one marked `last`, until the sender closes
+//! compare make-certs DIR
+//!                    a CA and a certificate for both sides (TLS rows), PEM
 //! ```
 //!
 //! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `dumps` {size,
 //! min_time}, `transport` {variant, size, count, flavor}, `small_one_way`
 //! {count, flavor}, `round_trip` {count, flavor}, `rss` {size, deserialize},
+//! `wire` {scheme, size, count, certs} (two processes: this one sends,
+//! a fresh `wire-recv` receives), `connect` {address, certs, count} (connect,
+//! TLS and Dask handshakes, one `identity` call, to a running server),
+//! `typed` {case, path, min_time} (a captured message, `tests/captures/conversation/<case>`,
+//! through `loads`, `loads+from_value`, `dumps` or `to_value+dumps`),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
 
@@ -24,10 +36,12 @@ use bytes::Bytes;
 use framewire::message::loads;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{deserialize, serialize};
-use framewire::transport::Connection;
+use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions, TlsConfig};
 use framewire::{dumps, Envelope, Limits, Value};
 use serde_json::{json, Value as Json};
 
+#[path = "../tests/support/certs.rs"]
+mod certs;
 mod common;
 use common::{
     collection, deserialize_options, mode, ndarray_message, rss_and_hwm, serialize_options,
@@ -39,6 +53,10 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("serve") => serve(),
         Some("rss-recv") => rss_recv(args.get(1).map(String::as_str) == Some("deserialize")),
+        Some("wire-recv") => wire_recv(&args[1], &args[2]),
+        Some("make-certs") => {
+            certs::make(std::path::Path::new(&args[1]));
+        }
         _ => {
             // `cargo bench` runs every bench target with `--bench`: nothing to do here.
             eprintln!("compare: the worker of scripts/bench-compare (run that instead)");
@@ -173,6 +191,9 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             let secs = pp.run(rt, count as u64).as_secs_f64();
             json!({"secs": secs, "count": count})
         }
+        "typed" => typed(req, min_time),
+        "wire" => wire_send(req),
+        "connect" => connect_identity(req),
         "reset" => {
             let runtimes = std::mem::take(&mut cache.runtimes);
             *cache = Cache {
@@ -187,6 +208,166 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         ),
         other => json!({"error": format!("unknown op {other:?}")}),
     }
+}
+
+/// The TLS files of a `make-certs` directory (`-`: none, plain TCP).
+fn tls_config(certs: &str) -> Option<TlsConfig> {
+    (certs != "-").then(|| {
+        let c = certs::Certs { dir: certs.into() };
+        TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).expect("the TLS files")
+    })
+}
+
+fn handshake_options() -> HandshakeOptions {
+    HandshakeOptions {
+        timeout: Some(std::time::Duration::from_secs(60)),
+        ..HandshakeOptions::default()
+    }
+}
+
+/// The sending process of a `wire` row: starts a `wire-recv` process,
+/// connects (`tcp://` or `tls://`), sends one warm-up message and waits for
+/// its "ok", then times `count` messages of a `size`-byte ndarray until the
+/// receiver has answered the last one. Dask's comms run the same way
+/// (`benches/dask_peer.py`), each side in its own process.
+fn wire_send(req: &Json) -> Json {
+    let scheme = req["scheme"].as_str().expect("scheme");
+    let certs = req["certs"].as_str().unwrap_or("-");
+    let (size, count) = (get_usize(req, "size"), get_usize(req, "count"));
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args(["wire-recv", scheme, certs])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn wire-recv");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let address = lines.next().expect("an address").expect("read");
+    let tls = tls_config(certs);
+    let data = ndarray_message(Bytes::from(vec![1u8; size]));
+    let with_last = |last: bool| {
+        let mut m = data.clone(); // the same payload `Bytes`, not a copy
+        if let Value::Map(entries) = &mut m {
+            entries.push(("last".into(), last.into()));
+        }
+        m
+    };
+    let (more, last) = (with_last(false), with_last(true));
+    let rt = Flavor::TwoThreads.runtime();
+    let (secs, suite) = rt.block_on(async {
+        let (mut conn, _) = ConnectionBuilder::new()
+            .connect_address(&address, tls.as_ref(), &handshake_options())
+            .await
+            .expect("connect");
+        let suite = conn.get_ref().cipher_suite();
+        conn.send_value(&last).await.expect("warm-up");
+        conn.recv_value().await.expect("ok").expect("ok");
+        let t0 = Instant::now();
+        for i in 0..count {
+            let msg = if i + 1 == count { &last } else { &more };
+            conn.send_value(msg).await.expect("send");
+        }
+        conn.recv_value().await.expect("ok").expect("ok");
+        let secs = t0.elapsed().as_secs_f64();
+        conn.close().await.ok();
+        (secs, suite)
+    });
+    child.wait().expect("wire-recv exit");
+    json!({"secs": secs, "bytes": size * count, "count": count, "cipher": suite})
+}
+
+/// The receiving process of a `wire` row.
+fn wire_recv(scheme: &str, certs: &str) {
+    let tls = tls_config(certs);
+    let rt = Flavor::TwoThreads.runtime();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        println!("{scheme}://127.0.0.1:{port}");
+        std::io::stdout().flush().expect("stdout");
+        let (s, _) = listener.accept().await.expect("accept");
+        let (mut conn, _) = ConnectionBuilder::new()
+            .accept_socket(s, tls.as_ref(), &handshake_options())
+            .await
+            .expect("accept");
+        let ok = Value::str("ok");
+        while let Some(msg) = conn.recv_value().await {
+            let msg = msg.expect("recv");
+            assert!(matches!(msg.get("data"), Some(Value::NdArray(_))));
+            if msg.get("last") == Some(&Value::Bool(true)) {
+                conn.send_value(&ok).await.expect("ok");
+            }
+        }
+    });
+}
+
+/// `count` times: connect to `address`, TLS and Dask handshakes, one
+/// `{"op": "identity", "reply": true}` and its reply (timed), then close
+/// (not timed). Seconds per call, each call's.
+fn connect_identity(req: &Json) -> Json {
+    let address = req["address"].as_str().expect("address");
+    let tls = tls_config(req["certs"].as_str().unwrap_or("-"));
+    let count = get_usize(req, "count");
+    let identity = Value::map_of([("op", Value::str("identity")), ("reply", true.into())]);
+    let rt = Flavor::OneThread.runtime();
+    let times: Vec<f64> = rt.block_on(async {
+        let mut times = Vec::with_capacity(count);
+        for _ in 0..count {
+            let t0 = Instant::now();
+            let (mut conn, _) = ConnectionBuilder::new()
+                .connect_address(address, tls.as_ref(), &handshake_options())
+                .await
+                .expect("connect");
+            conn.send_value(&identity).await.expect("send");
+            let reply = conn.recv_value().await.expect("a reply").expect("reply");
+            times.push(t0.elapsed().as_secs_f64());
+            assert!(reply.get("type").is_some(), "{reply:?}");
+            conn.close().await.ok();
+        }
+        times
+    });
+    json!({"times": times})
+}
+
+/// A captured 2026.8.0 message decoded into its Rust type or encoded from
+/// it, or the dynamic path on the same frames (`benches/typed.rs` has the
+/// criterion version).
+fn typed(req: &Json, min_time: f64) -> Json {
+    use framewire::dask::{SchedulerToWorker, WorkerToScheduler};
+    use framewire::serialize::DeserializeOptions;
+    use framewire::{from_value, to_value};
+
+    let case = req["case"].as_str().expect("case");
+    let frames = common::capture_frames(case);
+    assert!(!frames.is_empty(), "no capture {case}");
+    let opts = DeserializeOptions::default();
+    let loads = |f: &[Bytes]| framewire::loads(f, &opts).expect("loads");
+    let (per_call, calls) = match (case, req["path"].as_str().expect("path")) {
+        (_, "loads") => timed(min_time, || {
+            std::hint::black_box(loads(std::hint::black_box(&frames)));
+        }),
+        ("compute-task_1", "typed_decode") => timed(min_time, || {
+            let v = loads(std::hint::black_box(&frames));
+            std::hint::black_box(from_value::<Vec<SchedulerToWorker>>(v).expect("typed"));
+        }),
+        ("task-finished_1", path) => {
+            let batch: Vec<WorkerToScheduler> = from_value(loads(&frames)).expect("typed");
+            let value = to_value(&batch).expect("to_value");
+            assert_eq!(dumps(&value).expect("dumps"), frames, "the captured bytes");
+            match path {
+                "dumps" => timed(min_time, || {
+                    std::hint::black_box(dumps(std::hint::black_box(&value)).expect("dumps"));
+                }),
+                "typed_encode" => timed(min_time, || {
+                    let v = to_value(std::hint::black_box(&batch)).expect("to_value");
+                    std::hint::black_box(dumps(&v).expect("dumps"));
+                }),
+                other => return json!({"error": format!("no path {other:?}")}),
+            }
+        }
+        (case, path) => return json!({"error": format!("no typed row {case}/{path}")}),
+    };
+    json!({"per_call_s": per_call, "calls": calls, "frames": frames.len()})
 }
 
 /// The sending side of the peak-RSS row: starts a fresh `rss-recv` process

@@ -5,10 +5,17 @@ benches/compare.rs (framewire's side), answered with distributed 2026.8.0.
     dask_peer.py serve             JSON requests on stdin, one JSON result per line on stdout
     dask_peer.py rss-recv MODE     receives one message over distributed.comm and prints its
                                    VmRSS before and VmHWM after (peak-RSS row)
+    dask_peer.py wire-recv SCHEME CERTS
+                                   the receiving process of the wire rows (see `wire`)
 
 Requests ("op"): serde {struct, mode, n, min_time}, dumps {size, min_time},
 transport {size, count}, small_one_way {count}, round_trip {count}, rss {size},
-reset (drop cached values), quit.
+wire {scheme, size, count, certs} (this process sends over SCHEME://, a fresh
+`wire-recv` process receives with deserialize=True, as two Dask processes do),
+connect {address, certs, count} (connect + TLS and Dask handshakes + one identity
+round trip to a running server, timed, then close), typed {case, path: loads | dumps} (a captured message of tests/captures/conversation:
+protocol.loads of its frames with deserialize=True, as a worker reads its stream, or
+protocol.dumps of what that gives), reset (drop cached values), quit.
 
 Method (as /work/shared/peers measured Dask): serialize/deserialize and dumps are
 timed with time.perf_counter, gc collected before and disabled inside the timed
@@ -32,6 +39,7 @@ from distributed.comm import connect, listen
 from distributed.comm.core import CommClosedError
 from distributed.protocol import deserialize, dumps, serialize, to_serialize
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = {"never": False, "auto": None, "always": True}
 
 
@@ -124,6 +132,30 @@ class Peer:
         per_call, calls = timed(lambda: dumps(msg, context=ctx), req.get("min_time", 0.1))
         return {"per_call_s": per_call, "calls": calls, "frames": nframes}
 
+    def typed(self, req):
+        from distributed.protocol import loads
+
+        case_dir = os.path.join(os.path.dirname(HERE), "tests", "captures", "conversation", req["case"])
+        frames, i = [], 0
+        while os.path.exists(os.path.join(case_dir, f"frame_{i:03}.bin")):
+            with open(os.path.join(case_dir, f"frame_{i:03}.bin"), "rb") as fh:
+                frames.append(fh.read())
+            i += 1
+        if not frames:
+            raise ValueError(f"no capture {req['case']}")
+        min_time = req.get("min_time", 0.1)
+        if req["path"] == "loads":
+            per_call, calls = timed(lambda: loads(frames, deserialize=True), min_time)
+        elif req["path"] == "dumps":
+            msg = loads(frames, deserialize=True)
+            ctx = {"compression": None}
+            if dumps(msg, context=ctx) != frames:
+                raise ValueError(f"{req['case']}: dumps does not give the captured frames")
+            per_call, calls = timed(lambda: dumps(msg, context=ctx), min_time)
+        else:
+            raise ValueError(f"no path {req['path']!r}")
+        return {"per_call_s": per_call, "calls": calls, "frames": len(frames)}
+
     def reset(self, req):
         self.cached = None
         self.dumps_msgs = {}
@@ -203,6 +235,54 @@ class Peer:
         secs = self.loop.run_until_complete(self._round_trip(req["count"]))
         return {"secs": secs, "count": req["count"]}
 
+    # ---- two processes ----------------------------------------------------------------
+
+    def wire(self, req):
+        """Sends `count` messages of a `size`-byte ndarray to a fresh `wire-recv` process."""
+        size, count, certs = req["size"], req["count"], req.get("certs") or "-"
+        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "wire-recv",
+                                  req["scheme"], certs], stdout=subprocess.PIPE, text=True)
+        addr = child.stdout.readline().strip()
+        arr = self.cache(("array", size), lambda: (np.arange(size) % 251).astype(np.uint8))
+        more = {"op": "send", "data": to_serialize(arr), "last": False}
+        last = {"op": "send", "data": to_serialize(arr), "last": True}
+        _, conn_args = security_args(certs)
+
+        async def send():
+            comm = await connect(addr, deserialize=True, **conn_args)
+            cipher = comm.extra_info.get("cipher")
+            await comm.write(last)
+            await comm.read()
+            t0 = time.perf_counter()
+            for i in range(count):
+                await comm.write(last if i + 1 == count else more)
+            await comm.read()
+            secs = time.perf_counter() - t0
+            await comm.close()
+            return secs, cipher
+
+        secs, cipher = self.loop.run_until_complete(send())
+        child.wait(timeout=120)
+        return {"secs": secs, "bytes": size * count, "count": count,
+                "cipher": cipher[0] if cipher else None}
+
+    def connect(self, req):
+        _, conn_args = security_args(req.get("certs") or "-")
+
+        async def calls():
+            times = []
+            for _ in range(req["count"]):
+                t0 = time.perf_counter()
+                comm = await connect(req["address"], **conn_args)
+                await comm.write({"op": "identity", "reply": True})
+                reply = await comm.read()
+                times.append(time.perf_counter() - t0)
+                assert "type" in reply, reply
+                await comm.close()
+            return times
+
+        return {"times": self.loop.run_until_complete(calls())}
+
     # ---- peak RSS ---------------------------------------------------------------------
 
     def rss(self, req):
@@ -254,6 +334,45 @@ def rss_recv():
     asyncio.run(main())
 
 
+def security_args(certs):
+    """(listen args, connection args) for the files of `compare make-certs` (`-`: none)."""
+    if certs == "-":
+        return {}, {}
+    from distributed.security import Security
+
+    ca, cert, key = (os.path.join(certs, f) for f in ("ca.pem", "node.pem", "node.key"))
+    sec = Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key,
+                   tls_scheduler_cert=cert, tls_scheduler_key=key, require_encryption=True)
+    return sec.get_listen_args("scheduler"), sec.get_connection_args("client")
+
+
+def wire_recv(scheme, certs):
+    listen_args, _ = security_args(certs)
+
+    async def main():
+        done = asyncio.Event()
+
+        async def handle(comm):
+            try:
+                while True:
+                    msg = await comm.read()
+                    assert isinstance(msg["data"], np.ndarray)
+                    if msg["last"]:
+                        await comm.write("ok")
+            except CommClosedError:
+                pass
+            finally:
+                done.set()
+
+        listener = listen(f"{scheme}://127.0.0.1:0", handle, deserialize=True, **listen_args)
+        await listener.start()
+        print(listener.contact_address, flush=True)
+        await done.wait()
+        listener.stop()
+
+    asyncio.run(main())
+
+
 def serve():
     peer = Peer()
     for line in sys.stdin:
@@ -276,5 +395,7 @@ def serve():
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "rss-recv":
         rss_recv()
+    elif len(sys.argv) == 4 and sys.argv[1] == "wire-recv":
+        wire_recv(sys.argv[2], sys.argv[3])
     else:
         serve()

@@ -19,9 +19,16 @@
 //! * [`dumps`] / [`loads`]: a whole message through every layer, as Dask's
 //!   `distributed.protocol.dumps` / `loads` (`deserialize=True`);
 //!   [`message::dumps`] / [`message::loads`] are the pass-through layer alone.
+//! * `typed` (feature `serde`): your serde types as messages,
+//!   [`to_value`](crate::typed::to_value) / [`from_value`](crate::typed::from_value),
+//!   blocks, arrays and bin fields kept zero-copy.
 //! * `transport` (feature `transport`): the tokio transport, a zero-copy
 //!   `Connection` (vectored writes, recycled receive buffers) with its
-//!   `Session`, the `FrameCodec` for `Framed`, and the Dask handshake.
+//!   `Session`, the `FrameCodec` for `Framed`, `MessageCodec<T>` for typed
+//!   messages, the Dask handshake, and `tcp://` / `tls://` addresses
+//!   (feature `tls`: mutual TLS as Dask configures it).
+//! * `dask` (feature `dask`): the 2026.8.0 messages as Rust types, one enum
+//!   per channel, RPC calls and batched streams.
 //! * `mmap` (feature `mmap`, Linux): payload frames in sealed memfds or
 //!   spill files, mapped instead of read; the only module with `unsafe` code.
 //!
@@ -50,6 +57,9 @@
 //! | feature | default | brings |
 //! |---|---|---|
 //! | `transport` | yes | `transport`: `Connection`, `FrameCodec`, the handshake, checksum trailers (tokio, tokio-util) |
+//! | `serde` | yes | `typed`: serde types to and from messages |
+//! | `dask` | yes | `dask`: the messages of `distributed` 2026.8.0, `Rpc`, batched streams (`serde` + `transport`) |
+//! | `tls` | no | `tls://` with mutual certificates (rustls through tokio-rustls) |
 //! | `lz4` | yes | Dask's `"lz4"` frames, written byte for byte as Python writes them |
 //! | `zstd`, `snappy`, `zlib` | no | Dask's other codecs |
 //! | `mmap` | no | Linux: frames in sealed memfds, large runs received into spill files |
@@ -105,3 +115,8 @@ pub use transport::{Connection, FrameCodec, TransportError};
 #[cfg(feature = "serde")]
 pub use typed::{from_value, to_value};
 pub use value::{Block, BlockFrames, Header, Integer, Value};
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(all(doctest, feature = "dask", feature = "tls"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

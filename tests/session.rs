@@ -90,7 +90,6 @@ fn session_without_a_handshake_has_no_codec() {
     assert_eq!(session.serialize_options().compression, None);
 }
 
-#[cfg(feature = "lz4")]
 #[test]
 fn session_after_a_handshake_compresses_with_the_agreed_codec() {
     rt().block_on(async {

@@ -135,6 +135,7 @@ fn options_may_be_absent_or_nil_and_unknown_keys_are_ignored() {
     );
 }
 
+#[allow(clippy::large_enum_variant)] // a test message, built once
 #[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 enum Stream {
@@ -207,6 +208,57 @@ fn out_of_band_fields_keep_their_memory_inside_tagged_enums() {
     assert!(
         matches!(dynamic, Value::Serialized(_)),
         "a dynamic field keeps its block"
+    );
+}
+
+/// A peer's map that imitates how a block travels through serde's buffering
+/// (`{"\0framewire::side-table": n}`) names no block: inside a tagged enum
+/// (buffered) it is an error, never the block of another field (here an
+/// unknown one, buffered and then ignored).
+#[test]
+fn a_forged_side_table_marker_is_not_a_block() {
+    let real = Value::Pickled(Box::new(block(true)));
+    for n in 0u64..4 {
+        let forged = Value::map_of([("\0framewire::side-table", Value::from(n))]);
+        let msg = Value::map_of([
+            ("op", Value::str("store")),
+            ("key", Value::str("x")),
+            ("data", Value::bin(vec![1u8])),
+            ("raw", Value::bin(vec![2u8])),
+            ("block", forged),
+            ("array", Value::NdArray(Box::new(array(4)))),
+            ("dynamic", Value::Nil),
+            ("extra", real.clone()),
+        ]);
+        let r = from_value::<Stream>(msg);
+        assert!(r.is_err(), "marker {n}: decoded as {r:?}");
+    }
+}
+
+/// A block where the type wants a map or a struct is an error at that
+/// field, never a one-entry map of serde plumbing.
+#[test]
+fn a_block_is_not_a_map() {
+    #[derive(Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Sizes {
+        nbytes: BTreeMap<String, u64>,
+    }
+    #[derive(Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Outer {
+        inner: Sizes,
+    }
+    let b = Value::Pickled(Box::new(block(true)));
+    let e = from_value::<Sizes>(Value::map_of([("nbytes", b.clone())])).unwrap_err();
+    assert!(
+        matches!(&e, DecodeError::Field { path, .. } if path == "nbytes"),
+        "{e}"
+    );
+    let e = from_value::<Outer>(Value::map_of([("inner", b)])).unwrap_err();
+    assert!(
+        matches!(&e, DecodeError::Field { path, .. } if path == "inner"),
+        "{e}"
     );
 }
 

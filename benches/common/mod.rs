@@ -25,6 +25,19 @@ pub const KIB: usize = 1 << 10;
 pub const MIB: usize = 1 << 20;
 pub const GIB: usize = 1 << 30;
 
+/// The frames of a captured 2026.8.0 message,
+/// `tests/captures/conversation/<case>/frame_NNN.bin`.
+pub fn capture_frames(case: &str) -> Vec<Bytes> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/captures/conversation")
+        .join(case);
+    (0..)
+        .map(|i| dir.join(format!("frame_{i:03}.bin")))
+        .take_while(|p| p.exists())
+        .map(|p| Bytes::from(std::fs::read(p).expect("a capture frame")))
+        .collect()
+}
+
 /// A human size name: `1KiB`, `64MiB`, `1GiB`.
 pub fn size_name(size: usize) -> String {
     match size {

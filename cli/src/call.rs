@@ -28,11 +28,11 @@ use std::time::Duration;
 use framewire::message::{self, BlockKind, Loaded};
 use framewire::serialize::{self, Codec, DecompressBudget, DeserializeOptions};
 use framewire::transport::{
-    Checksums, Connection, HandshakeError, HandshakeOptions, TransportError,
+    Address, Checksums, Connection, HandshakeError, HandshakeOptions, Socket, TlsConfig,
+    TransportError,
 };
 use framewire::{DeserializeError, Envelope, Limits, Value};
 use serde_json::Value as Json;
-use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
 use crate::json;
@@ -58,6 +58,8 @@ pub struct Options {
     pub compression: Option<String>,
     /// `--checksums`; `None`: not offered (as Python peers).
     pub checksums: Option<ChecksumMode>,
+    /// `--tls-*`: for a `tls://` address.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Sends the message `input` (JSON text, or `-` for stdin) to the Dask
@@ -85,7 +87,8 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
     // before connecting; the connection encodes it again with the codec
     // the handshake agrees, if any.
     framewire::dumps(&msg).map_err(|e| format!("cannot encode the message: {e}"))?;
-    let host_port = host_port(address)?;
+    let address = Address::parse(address)?;
+    let tls = crate::tls::for_address(&address, opts.tls.as_ref(), "--tls")?;
     let handshake = HandshakeOptions {
         compression: codec,
         checksums: match opts.checksums {
@@ -106,7 +109,7 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
         msg: &msg,
         wants_reply,
     };
-    let reply = rt.block_on(converse(host_port, request, &handshake, opts.timeout));
+    let reply = rt.block_on(converse(&address, tls, request, &handshake, opts.timeout));
     let reply = reply.map_err(|e| format!("{address}: {e}"))?;
     let line = match reply {
         None => Json::Null,
@@ -125,23 +128,6 @@ pub fn parse_codec(name: &str) -> Result<Codec, String> {
             known.join(", ")
         )
     })
-}
-
-/// `host:port` of a `tcp://host:port` (or bare `host:port`) address.
-pub fn host_port(address: &str) -> Result<&str, String> {
-    let rest = match address.split_once("://") {
-        Some(("tcp", rest)) => rest,
-        Some((scheme, _)) => {
-            return Err(format!(
-                "{address}: only tcp:// addresses are supported, not {scheme}://"
-            ))
-        }
-        None => address,
-    };
-    match rest.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(rest),
-        _ => Err(format!("{address}: expected tcp://HOST:PORT")),
-    }
 }
 
 /// The message: a JSON object in the conventions of `encode`, with an `op`;
@@ -176,7 +162,8 @@ struct Request<'a> {
 /// Connect, handshake, send, and read the reply (unless none is wanted),
 /// all within `timeout`.
 async fn converse(
-    host_port: &str,
+    address: &Address,
+    tls: Option<&TlsConfig>,
     request: Request<'_>,
     opts: &HandshakeOptions,
     timeout: Duration,
@@ -184,13 +171,16 @@ async fn converse(
     let Request { msg, wants_reply } = request;
     let deadline = Instant::now() + timeout;
     let within = seconds(timeout);
-    let stream = timeout_at(deadline, TcpStream::connect(host_port))
+    let socket = timeout_at(deadline, Socket::connect(address, tls))
         .await
         .map_err(|_| format!("cannot connect within {within}"))?
-        .map_err(|e| format!("cannot connect: {e}"))?;
+        .map_err(|e| match e {
+            TransportError::Io(e) => format!("cannot connect: {e}"),
+            e => e.to_string(),
+        })?;
     let mut builder = Connection::builder();
     builder.limits(Limits::dask_compat());
-    let (mut conn, _) = match timeout_at(deadline, builder.accept(stream, opts)).await {
+    let (mut conn, _) = match timeout_at(deadline, builder.handshake(socket, opts)).await {
         Err(_) => return Err(format!("no handshake from the server within {within}")),
         Ok(Err(TransportError::Handshake(HandshakeError::ChecksumRequired))) => {
             return Err("checksums required, the server did not offer them \
@@ -299,16 +289,6 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses() {
-        assert_eq!(host_port("tcp://127.0.0.1:8786"), Ok("127.0.0.1:8786"));
-        assert_eq!(host_port("localhost:1"), Ok("localhost:1"));
-        assert_eq!(host_port("tcp://[::1]:8786"), Ok("[::1]:8786"));
-        assert!(host_port("tls://a:1").unwrap_err().contains("only tcp://"));
-        assert!(host_port("tcp://a").is_err());
-        assert!(host_port("tcp://:80").is_err());
-    }
 
     #[test]
     fn reply_key_appended_like_send_recv() {

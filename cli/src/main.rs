@@ -17,6 +17,7 @@ mod inspect;
 mod json;
 mod roundtrip;
 mod tap;
+mod tls;
 
 #[derive(Parser)]
 #[command(
@@ -91,7 +92,10 @@ enum Command {
         /// Python Dask server never does).
         #[arg(long, value_enum, value_name = "MODE")]
         checksums: Option<call::ChecksumMode>,
-        /// The server: `tcp://HOST:PORT`.
+        #[command(flatten)]
+        tls: tls::TlsArgs,
+        /// The server: `tcp://HOST:PORT`, `tls://HOST:PORT` (with the
+        /// `--tls-*` files) or `HOST:PORT`.
         #[arg(value_name = "ADDRESS")]
         address: String,
         /// The message as JSON, e.g. '{"op": "identity"}'; `-` reads stdin.
@@ -167,16 +171,18 @@ fn main() -> ExitCode {
             timeout,
             compression,
             checksums,
+            tls,
             address,
             json,
-        } => {
+        } => tls.config("--tls").and_then(|tls| {
             let opts = call::Options {
                 timeout: *timeout,
                 compression: compression.clone(),
                 checksums: *checksums,
+                tls,
             };
             call::run(address, json, &opts, &mut out).map(|()| true)
-        }
+        }),
         Command::Tap {
             listen,
             upstream,

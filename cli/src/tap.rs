@@ -62,7 +62,9 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
 use framewire::message;
-use framewire::transport::{Connection, ReadHalf, TransportError, WriteHalf, EXTENSION_PREFIX};
+use framewire::transport::{
+    Address, Connection, ReadHalf, TransportError, WriteHalf, EXTENSION_PREFIX,
+};
 use framewire::{Envelope, Limits, Value};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -82,8 +84,8 @@ const CHECKSUM_ALGORITHM: &str = "crc32";
 /// Relays connections accepted on `listen` to `upstream` until killed;
 /// with `checksums`, verifies the trailers of peers that agreed on them.
 pub fn run(listen: &str, upstream: &str, log: Option<&str>, checksums: bool) -> Result<(), String> {
-    let listen = crate::call::host_port(listen)?.to_owned();
-    let upstream = crate::call::host_port(upstream)?.to_owned();
+    let listen = Address::parse(listen)?.host_port().to_owned();
+    let upstream = Address::parse(upstream)?.host_port().to_owned();
     let sink: Box<dyn Write + Send> = match log {
         Some(path) => {
             Box::new(std::fs::File::create(path).map_err(|e| format!("--log {path}: {e}"))?)

@@ -45,6 +45,75 @@ op_names! {
     ClientTaskErred => "task-erred",
 }
 
+/// A number as Dask wrote it, an int or a float. Where the 2026.8.0 source
+/// says `float`, Python still lets an int through, and Dask sends one:
+/// `heartbeat_interval(n)` is the int `1` for 11 to 49 workers
+/// (`scheduler.py:9203-9213`), resources are whatever the user wrote
+/// (`submit(..., resources={"GPU": 1})`). Kept as it came, so a message
+/// encodes back to the same bytes; [`Number::as_f64`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    /// A msgpack int.
+    Int(i64),
+    /// A msgpack float.
+    Float(f64),
+}
+
+impl Number {
+    /// The value as a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(i) => i as f64,
+            Number::Float(f) => f,
+        }
+    }
+}
+
+impl From<f64> for Number {
+    fn from(f: f64) -> Number {
+        Number::Float(f)
+    }
+}
+
+impl From<i64> for Number {
+    fn from(i: i64) -> Number {
+        Number::Int(i)
+    }
+}
+
+impl Serialize for Number {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Number::Int(i) => s.serialize_i64(i),
+            Number::Float(f) => s.serialize_f64(f),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Number, D::Error> {
+        struct NumberVisitor;
+        impl serde::de::Visitor<'_> for NumberVisitor {
+            type Value = Number;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number (int or float)")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Number, E> {
+                Ok(Number::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Number, E> {
+                i64::try_from(v)
+                    .map(Number::Int)
+                    .map_err(|_| E::custom(format!("{v} is above i64")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Number, E> {
+                Ok(Number::Float(v))
+            }
+        }
+        d.deserialize_any(NumberVisitor)
+    }
+}
+
 // ---- scheduler → worker (the worker's batched stream) ----------------------
 
 /// `compute-task`: run a task (`SchedulerState._task_to_msg`,
@@ -69,8 +138,8 @@ pub struct ComputeTask {
     /// The task spec, pickled (`ToPickle`): a `{"__Pickled__": i}` block,
     /// kept verbatim (framewire never unpickles).
     pub run_spec: Block,
-    /// Resource restrictions, or nil.
-    pub resource_restrictions: Option<Map<String, f64>>,
+    /// Resource restrictions (as the user wrote them: ints or floats), or nil.
+    pub resource_restrictions: Option<Map<String, Number>>,
     /// Whether the task is an actor.
     pub actor: bool,
     /// The task's annotations (`{}` when none).
@@ -153,7 +222,11 @@ pub struct Close {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Whether the server answers `"OK"` (RPC form).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -296,7 +369,11 @@ pub struct GetData {
     /// The asking worker's address, or nil (the scheduler, a client).
     pub who: Option<String>,
     /// Always true (the worker replies); set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -322,7 +399,11 @@ pub struct UpdateData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stimulus_id: Option<String>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -344,7 +425,11 @@ pub struct Gather {
     /// For each key, the workers that hold it.
     pub who_has: Map<Key, Vec<String>>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -370,7 +455,11 @@ pub struct FreeKeysRpc {
     /// Why.
     pub stimulus_id: String,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -385,7 +474,11 @@ pub struct Identity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_workers: Option<i64>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -413,8 +506,8 @@ pub struct RegisterWorker {
     pub name: Value,
     /// The worker's clock.
     pub now: f64,
-    /// Resources it offers.
-    pub resources: Map<String, f64>,
+    /// Resources it offers (ints or floats).
+    pub resources: Map<String, Number>,
     /// Bytes, or nil.
     pub memory_limit: Option<u64>,
     /// Its scratch directory.
@@ -445,13 +538,14 @@ pub struct RegisterWorkerReply {
     /// The scheduler's clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<f64>,
-    /// Seconds between heartbeats the scheduler wants now.
+    /// Seconds between heartbeats the scheduler wants now (`0.5`, the int
+    /// `1` or `2`, or `n / 200 + 1`).
     #[serde(
         rename = "heartbeat-interval",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub heartbeat_interval: Option<f64>,
+    pub heartbeat_interval: Option<Number>,
     /// Worker plugins: name → pickled plugin.
     #[serde(
         rename = "worker-plugins",
@@ -487,7 +581,11 @@ pub struct HeartbeatWorker {
     /// Per scheduler extension, data for its `heartbeat` (`{}` for none).
     pub extensions: Value,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -501,13 +599,13 @@ pub struct HeartbeatReply {
     /// The scheduler's clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<f64>,
-    /// Seconds until the next heartbeat.
+    /// Seconds until the next heartbeat (as in [`RegisterWorkerReply`]).
     #[serde(
         rename = "heartbeat-interval",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub heartbeat_interval: Option<f64>,
+    pub heartbeat_interval: Option<Number>,
 }
 
 /// `gather` to the scheduler: the values of these keys (`Client.gather`).
@@ -518,7 +616,11 @@ pub struct GatherKeys {
     /// The keys.
     pub keys: Vec<Key>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -553,7 +655,11 @@ pub struct Scatter {
     /// Seconds (an int or a float).
     pub timeout: Value,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 
@@ -571,7 +677,11 @@ pub struct UpdateWhoHas {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
     /// Always true; set by [`Rpc`](super::Rpc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
     pub reply: Option<bool>,
 }
 

@@ -182,6 +182,13 @@ pub(crate) fn op_of(v: &Value) -> Option<&str> {
     v.get("op").and_then(Value::as_str)
 }
 
+/// A message's `reply` key: absent is `None` (Dask's server replies), and
+/// nil reads as `Some(false)`: Dask's `handle_comm` tests the value's truth,
+/// so a nil `reply` asks for no reply, which an absent one would not say.
+pub(crate) fn reply_flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    Ok(Some(Option::<bool>::deserialize(d)?.unwrap_or(false)))
+}
+
 macro_rules! channel {
     (
         $(#[$meta:meta])*
@@ -237,7 +244,7 @@ macro_rules! channel {
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
                 let v = Value::deserialize(d)?;
-                $name::from_value(v).map_err(serde::de::Error::custom)
+                $name::from_value(v).map_err(crate::typed::field_error)
             }
         }
     };

@@ -224,9 +224,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Requests<T> {
     }
 }
 
+/// `reply`'s truth, as Dask's `_handle_comm` tests it (nil: no reply).
 fn bool_of(v: &Value) -> Option<bool> {
     match v {
         Value::Bool(b) => Some(*b),
+        Value::Nil => Some(false),
         _ => None,
     }
 }

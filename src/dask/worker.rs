@@ -370,7 +370,8 @@ impl Heartbeats {
         };
         match &result {
             Ok(reply) => {
-                if let Some(s) = reply.heartbeat_interval.filter(|s| *s > 0.0) {
+                let asked = reply.heartbeat_interval.map(|s| s.as_f64());
+                if let Some(s) = asked.filter(|s| *s > 0.0) {
                     self.interval = Duration::from_secs_f64(s.min(3600.0));
                 }
             }

@@ -122,6 +122,10 @@ pub enum TransportError {
     },
     /// The peer's handshake is unusable.
     Handshake(HandshakeError),
+    /// TLS could not be set up, or the TLS handshake failed (a certificate
+    /// refused, a peer that does not speak TLS...).
+    #[cfg(feature = "tls")]
+    Tls(super::tls::TlsError),
     /// An earlier error (or a send cancelled after part of its message was
     /// written) left this direction of the stream out of sync.
     Poisoned,
@@ -147,6 +151,8 @@ impl fmt::Display for TransportError {
             TransportError::Encode(e) => write!(f, "cannot send the message: {e}"),
             TransportError::Timeout { phase } => write!(f, "timed out {phase}"),
             TransportError::Handshake(e) => write!(f, "handshake failed: {e}"),
+            #[cfg(feature = "tls")]
+            TransportError::Tls(e) => e.fmt(f),
             TransportError::Poisoned => f.write_str(
                 "the connection is poisoned: an earlier error left the stream out of sync",
             ),
@@ -163,6 +169,8 @@ impl std::error::Error for TransportError {
             TransportError::Checksum(e) => Some(e),
             TransportError::Encode(e) => Some(e),
             TransportError::Handshake(e) => Some(e),
+            #[cfg(feature = "tls")]
+            TransportError::Tls(e) => Some(e),
             _ => None,
         }
     }
@@ -170,6 +178,13 @@ impl std::error::Error for TransportError {
 
 impl From<io::Error> for TransportError {
     fn from(e: io::Error) -> TransportError {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<tokio_rustls::rustls::Error>())
+        {
+            return TransportError::Tls(super::tls::TlsError::session(tls));
+        }
         TransportError::Io(e)
     }
 }

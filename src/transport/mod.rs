@@ -53,7 +53,10 @@ mod handshake;
 mod message_codec;
 mod read;
 mod session;
+mod socket;
 mod stats;
+#[cfg(feature = "tls")]
+mod tls;
 mod write;
 
 use bytes::BytesMut;
@@ -67,7 +70,10 @@ pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSIO
 pub use message_codec::MessageCodec;
 pub use read::OWN_BUFFER_THRESHOLD;
 pub use session::Session;
+pub use socket::{Address, Socket, TlsOption};
 pub use stats::Stats;
+#[cfg(feature = "tls")]
+pub use tls::{TlsConfig, TlsError};
 pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};
 
 use crate::envelope::Envelope;

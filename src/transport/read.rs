@@ -445,7 +445,7 @@ pub(crate) enum ReadError {
 impl ReadError {
     fn phase(self, phase: TimeoutPhase) -> TransportError {
         match self {
-            ReadError::Io(e) => TransportError::Io(e),
+            ReadError::Io(e) => TransportError::from(e),
             ReadError::Timeout => TransportError::Timeout { phase },
         }
     }

@@ -29,6 +29,21 @@ impl<'de> ValueDeserializer<'de> {
     }
 }
 
+impl ValueDeserializer<'_> {
+    /// An error when the value is one that travels through the side table.
+    fn not_stashed(&self, expected: &str) -> Result<(), Error> {
+        match self.value {
+            Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => {
+                Err(Error::new(format!(
+                    "expected {expected}, found {}",
+                    kind(self.value)
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 fn int_error(v: &Value) -> Error {
     Error::new(format!("{v:?} does not fit the integer type"))
 }
@@ -117,9 +132,26 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer<'de> {
         visitor.visit_unit()
     }
 
+    // A block or an array is a map only to `deserialize_any` (serde's
+    // buffering, `Value`), never to a type that asks for a map.
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.not_stashed("a map")?;
+        self.deserialize_any(visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        _: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.not_stashed("a map (a struct)")?;
+        self.deserialize_any(visitor)
+    }
+
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
+        bytes byte_buf unit unit_struct seq tuple tuple_struct identifier
     }
 }
 

@@ -49,6 +49,7 @@
 
 mod de;
 mod error;
+pub(crate) use error::field_error;
 mod ser;
 mod side;
 mod types;

@@ -19,6 +19,10 @@ use crate::value::Value;
 struct Table {
     /// Conversions running on this thread (nested ones included).
     depth: usize,
+    /// Random per outermost conversion, in the high half of every token, so
+    /// that a peer's map that imitates a stashed value's marker
+    /// (`{MARKER_KEY: n}`, met where serde buffers content) names no value.
+    nonce: u64,
     /// Values stashed by index, taken once.
     values: Vec<Option<Value>>,
     /// The buffers whose slices were handed to serde as borrowed bytes, so
@@ -36,7 +40,15 @@ pub(super) struct Scope(());
 
 impl Scope {
     pub(super) fn enter() -> Scope {
-        TABLE.with(|t| t.borrow_mut().depth += 1);
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            if t.depth == 0 {
+                use std::hash::BuildHasher;
+                // std's RandomState: random keys per thread, a new pair per call.
+                t.nonce = std::collections::hash_map::RandomState::new().hash_one(0u8) << 32;
+            }
+            t.depth += 1;
+        });
         Scope(())
     }
 }
@@ -60,20 +72,24 @@ pub(super) fn active() -> bool {
     TABLE.with(|t| t.borrow().depth > 0)
 }
 
-/// Stashes a value; its index is what travels through serde.
+/// Stashes a value; its token (the conversion's nonce and an index) is
+/// what travels through serde.
 pub(super) fn stash(value: Value) -> u64 {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
         t.values.push(Some(value));
-        (t.values.len() - 1) as u64
+        t.nonce | (t.values.len() - 1) as u64
     })
 }
 
-/// Takes back a stashed value (once).
-pub(super) fn take(index: u64) -> Option<Value> {
+/// Takes back a stashed value (once), by a token [`stash`] gave out.
+pub(super) fn take(token: u64) -> Option<Value> {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
-        let slot = usize::try_from(index).ok()?;
+        if token & !0xFFFF_FFFF != t.nonce {
+            return None;
+        }
+        let slot = usize::try_from(token & 0xFFFF_FFFF).ok()?;
         t.values.get_mut(slot)?.take()
     })
 }

@@ -195,6 +195,28 @@ pub fn data_worker_binary() -> PathBuf {
             let mut cmd = Command::new(env!("CARGO"));
             cmd.args(["build", "--all-features", "--example", "data_worker"])
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
+            // Without the variables cargo sets for a test process: build
+            // scripts that watch them (ring's) would rebuild otherwise.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                let set_for_tests = [
+                    "CARGO_MANIFEST_",
+                    "CARGO_PKG_",
+                    "CARGO_CRATE_",
+                    "CARGO_BIN_",
+                ]
+                .iter()
+                .any(|p| name.starts_with(p))
+                    || [
+                        "CARGO_PRIMARY_PACKAGE",
+                        "CARGO_TARGET_TMPDIR",
+                        "CARGO_RUSTC_CURRENT_DIR",
+                    ]
+                    .contains(&&*name);
+                if set_for_tests {
+                    cmd.env_remove(&*name);
+                }
+            }
             if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
                 cmd.arg("--release");
             }
