@@ -38,6 +38,9 @@ mod key;
 mod messages;
 mod op;
 mod rpc;
+mod server;
+mod store;
+mod worker;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +51,13 @@ pub use key::Key;
 pub use messages::*;
 pub use op::{Op, OpName};
 pub use rpc::{RemoteError, Rpc, RpcError};
+pub use server::{BadRequest, RequestError, Requests};
+pub use store::{gather_from_workers, nbytes, DataStore, Gathered};
+pub use worker::{
+    now, register_worker, resident_memory, server_id, stimulus_id, versions_like_scheduler,
+    Bandwidth, HeartbeatError, Heartbeats, SpilledBytes, WorkerIdentity, WorkerMetrics,
+    WorkerStream,
+};
 
 /// A map that keeps its entries in the order they came (Dask's dicts do):
 /// `indexmap::IndexMap`.

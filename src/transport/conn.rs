@@ -844,9 +844,14 @@ fn encode_value(value: &Value, session: &Session) -> Result<Envelope, TransportE
     Ok(Envelope::new(frames)?)
 }
 
-/// A received message, decoded and deserialized under the session's limits,
-/// backed by its receive buffers.
+/// A received message, decoded under the session's limits: its blocks
+/// deserialized (backed by its receive buffers), or kept as they came when
+/// the session is pass-through ([`Session::deserializes_blocks`]).
 fn decode_value(env: &Envelope, session: &Session) -> Result<Value, TransportError> {
+    if !session.deserializes_blocks() {
+        return Ok(crate::message::loads(env.frames(), session.limits())
+            .map_err(crate::DecodeError::from)?);
+    }
     Ok(protocol::loads(
         env.frames(),
         &session.deserialize_options(env),
