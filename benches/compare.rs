@@ -218,6 +218,15 @@ fn tls_config(certs: &str) -> Option<TlsConfig> {
     })
 }
 
+/// A builder with these certificates, if any.
+fn builder(tls: Option<&TlsConfig>) -> ConnectionBuilder {
+    let mut b = ConnectionBuilder::new();
+    if let Some(config) = tls {
+        b.tls(config.clone());
+    }
+    b
+}
+
 fn handshake_options() -> HandshakeOptions {
     HandshakeOptions {
         timeout: Some(std::time::Duration::from_secs(60)),
@@ -253,8 +262,8 @@ fn wire_send(req: &Json) -> Json {
     let (more, last) = (with_last(false), with_last(true));
     let rt = Flavor::TwoThreads.runtime();
     let (secs, suite) = rt.block_on(async {
-        let (mut conn, _) = ConnectionBuilder::new()
-            .connect_address(&address, tls.as_ref(), &handshake_options())
+        let (mut conn, _) = builder(tls.as_ref())
+            .connect_address(&address, &handshake_options())
             .await
             .expect("connect");
         let suite = conn.get_ref().cipher_suite();
@@ -286,8 +295,8 @@ fn wire_recv(scheme: &str, certs: &str) {
         println!("{scheme}://127.0.0.1:{port}");
         std::io::stdout().flush().expect("stdout");
         let (s, _) = listener.accept().await.expect("accept");
-        let (mut conn, _) = ConnectionBuilder::new()
-            .accept_socket(s, tls.as_ref(), &handshake_options())
+        let (mut conn, _) = builder(tls.as_ref())
+            .accept_socket(s, &handshake_options())
             .await
             .expect("accept");
         let ok = Value::str("ok");
@@ -314,8 +323,8 @@ fn connect_identity(req: &Json) -> Json {
         let mut times = Vec::with_capacity(count);
         for _ in 0..count {
             let t0 = Instant::now();
-            let (mut conn, _) = ConnectionBuilder::new()
-                .connect_address(address, tls.as_ref(), &handshake_options())
+            let (mut conn, _) = builder(tls.as_ref())
+                .connect_address(address, &handshake_options())
                 .await
                 .expect("connect");
             conn.send_value(&identity).await.expect("send");

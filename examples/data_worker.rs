@@ -7,10 +7,17 @@
 //! ```text
 //! cargo run --release --example data_worker -- SCHEDULER_ADDRESS \
 //!     [--listen HOST:PORT] [--name NAME] [--memory-limit BYTES] [--nthreads N]
+//!     [--tls-ca-file FILE --tls-cert FILE --tls-key FILE]
 //! ```
 //!
-//! It prints `listening on tcp://HOST:PORT` (the address it registered
-//! under) and runs until the scheduler closes it (exit status 0: after
+//! With the three TLS files (Dask's `dask worker` flags; the example needs
+//! framewire's `tls` feature: `--features tls`) it joins a `tls://` cluster:
+//! it connects to the scheduler and to other workers over TLS and listens on
+//! `tls://` (a client certificate required), as a Dask worker of a cluster
+//! with `require_encryption` does.
+//!
+//! It prints `listening on tcp://HOST:PORT` (or `tls://`; the address it
+//! registered under) and runs until the scheduler closes it (exit status 0: after
 //! `client.retire_workers([address])`, or when the scheduler shuts down
 //! cleanly). A scheduler that goes away (its stream ends without `close`,
 //! or no heartbeat goes through for 30 s) is one line on stderr and exit
@@ -51,9 +58,9 @@ use framewire::dask::{
     ReleaseWorkerData, RequestError, Requests, Reschedule, SchedulerToWorker, StealResponse,
     WorkerIdentity, WorkerMetrics, WorkerRequest, WorkerStatusChange, WorkerStream,
 };
-use framewire::transport::{ConnectionBuilder, HandshakeOptions};
+use framewire::transport::{ConnectionBuilder, HandshakeOptions, Socket};
 use framewire::Value;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::time::{sleep_until, Instant};
 
 /// How long the worker stays paused after giving a task back.
@@ -64,7 +71,8 @@ const GIVE_UP: Duration = Duration::from_secs(30);
 const ACK_TIMEOUT: Duration = Duration::from_secs(60);
 
 const USAGE: &str = "usage: data_worker SCHEDULER_ADDRESS [--listen HOST:PORT] [--name NAME] \
-                     [--memory-limit BYTES] [--nthreads N]";
+                     [--memory-limit BYTES] [--nthreads N] \
+                     [--tls-ca-file FILE --tls-cert FILE --tls-key FILE]";
 
 macro_rules! log {
     ($($arg:tt)*) => { eprintln!("data_worker: {}", format_args!($($arg)*)) };
@@ -76,12 +84,15 @@ struct Args {
     name: Option<String>,
     memory_limit: Option<u64>,
     nthreads: u32,
+    /// `--tls-ca-file`, `--tls-cert`, `--tls-key`.
+    tls: [Option<String>; 3],
 }
 
 fn parse_args() -> Result<Args, String> {
     let (mut it, mut positional) = (std::env::args().skip(1), Vec::new());
     let (mut listen, mut name, mut memory_limit, mut nthreads) =
         ("127.0.0.1:0".into(), None, None, 1);
+    let mut tls: [Option<String>; 3] = Default::default();
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or(format!("{arg} needs a value"));
         let number = |v: String| v.parse::<u64>().map_err(|e| format!("{arg}: {e}"));
@@ -89,6 +100,9 @@ fn parse_args() -> Result<Args, String> {
             "--listen" => listen = value()?,
             "--name" => name = Some(value()?),
             "--memory-limit" => memory_limit = Some(number(value()?)?),
+            "--tls-ca-file" => tls[0] = Some(value()?),
+            "--tls-cert" => tls[1] = Some(value()?),
+            "--tls-key" => tls[2] = Some(value()?),
             "--nthreads" => {
                 nthreads = number(value()?)?
                     .try_into()
@@ -105,6 +119,7 @@ fn parse_args() -> Result<Args, String> {
             name,
             memory_limit,
             nthreads,
+            tls,
         }),
         Err(_) => Err(USAGE.into()),
     }
@@ -131,6 +146,27 @@ async fn main() {
     std::process::exit(code);
 }
 
+/// Sets the builder's TLS certificates (`tls://` both ways).
+#[cfg(feature = "tls")]
+fn tls(builder: &mut ConnectionBuilder, ca: &str, cert: &str, key: &str) -> Result<(), String> {
+    let config = framewire::transport::TlsConfig::from_pem_files(
+        ca.as_ref(),
+        cert.as_ref(),
+        Some(key.as_ref()),
+    )
+    .map_err(|e| e.to_string())?;
+    builder.tls(config);
+    Ok(())
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls(_: &mut ConnectionBuilder, _: &str, _: &str, _: &str) -> Result<(), String> {
+    Err(
+        "TLS needs framewire's `tls` feature (cargo run --features tls --example data_worker)"
+            .into(),
+    )
+}
+
 /// What every connection of the worker shares.
 struct Worker {
     address: String,
@@ -147,12 +183,20 @@ async fn run(args: Args) -> Result<String, String> {
     let listener = TcpListener::bind(&args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let address = format!(
-        "tcp://{}",
-        listener.local_addr().map_err(|e| e.to_string())?
-    );
     let mut builder = ConnectionBuilder::new();
     builder.deserialize_blocks(false); // blocks stay as they came: zero-copy
+    let scheme = match &args.tls {
+        [None, None, None] => "tcp",
+        [Some(ca), Some(cert), Some(key)] => {
+            tls(&mut builder, ca, cert, key)?;
+            "tls"
+        }
+        _ => return Err("TLS needs --tls-ca-file, --tls-cert and --tls-key".into()),
+    };
+    let address = format!(
+        "{scheme}://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
     let opts = HandshakeOptions::default();
     let unreachable =
         |e: &dyn std::fmt::Display| format!("cannot register with {}: {e}", args.scheduler);
@@ -309,7 +353,7 @@ impl Worker {
     }
 
     /// Answers one request, counting the bytes sent (and copied to send).
-    async fn handle(&self, rq: &mut Requests<TcpStream>, req: WorkerRequest) -> Result<(), String> {
+    async fn handle(&self, rq: &mut Requests<Socket>, req: WorkerRequest) -> Result<(), String> {
         let before = rq.connection().stats();
         match req {
             WorkerRequest::GetData(m) => {
@@ -371,7 +415,7 @@ async fn accept(listener: TcpListener, w: Arc<Worker>) {
         };
         let w = w.clone();
         tokio::spawn(async move {
-            let mut rq = match w.builder.accept(socket, &w.opts).await {
+            let mut rq = match w.builder.accept_socket(socket, &w.opts).await {
                 Ok((conn, _)) => Requests::new(conn),
                 Err(e) => return log!("connection from {peer}: handshake failed: {e}"),
             };

@@ -32,7 +32,7 @@ use framewire::dask::{
     StealRequest, StealResponse, StreamStart, TaskErred, TaskFinished, UpdateData, UpdateDataReply,
     UpdateWhoHas, WorkerRequest, WorkerStatusChange, WorkerToScheduler, DEFAULT_BATCH_INTERVAL,
 };
-use framewire::transport::{Connection, HandshakeOptions};
+use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions};
 use framewire::typed::{Bin, Block, ToSerialize};
 use framewire::{message, DeserializeOptions, Envelope, Limits, NdArray, Value};
 use serde_json::Value as Json;
@@ -1016,9 +1016,13 @@ async fn real_scheduler_accepts_a_typed_worker() {
     });
 
     // heartbeat_worker over a second connection, through Rpc.
-    let mut rpc = Rpc::connect(&scheduler_addr, &HandshakeOptions::default())
-        .await
-        .expect("rpc connection");
+    let mut rpc = Rpc::connect(
+        &scheduler_addr,
+        &ConnectionBuilder::new(),
+        &HandshakeOptions::default(),
+    )
+    .await
+    .expect("rpc connection");
     let heartbeat = SchedulerRequest::HeartbeatWorker(HeartbeatWorker {
         op: Op::new(),
         address: worker_addr.clone(),

@@ -10,6 +10,8 @@
 //! cluster is held 10 s under a 2 s worker TTL by default
 //! (`FRAMEWIRE_DATA_WORKER_HOLD_S=180` for minutes).
 
+#[path = "support/certs.rs"]
+mod certs;
 #[path = "support/cluster.rs"]
 mod cluster;
 #[path = "support/dask_python.rs"]
@@ -33,13 +35,19 @@ fn client(
     mode: &str,
     logs: &[&Daemon],
 ) -> HashMap<String, Json> {
+    client_with(python, &[sched, rust, mode], logs)
+}
+
+/// [`client`] with the script's whole argument list.
+fn client_with(python: &Path, args: &[&str], logs: &[&Daemon]) -> HashMap<String, Json> {
     let script = dask_python::repo_root().join("tests/dask/data_worker_client.py");
     let Output {
         status,
         stdout,
         stderr,
     } = Command::new(python)
-        .args([script.to_str().unwrap(), sched, rust, mode])
+        .arg(&script)
+        .args(args)
         .stdin(Stdio::null())
         .output()
         .expect("run the client script");
@@ -238,6 +246,53 @@ fn data_worker_in_a_real_cluster() {
     );
     assert!(t["last_seen_age"].as_f64().unwrap() < 2.0, "{t}");
     assert!(rust.is_running(), "{}", rust.logs());
+}
+
+/// Issue 17: the data worker joins a `tls://` cluster (scheduler, Python
+/// worker and Client with mutual certificates, as `--protocol tls` and
+/// `Security(require_encryption=True)` set them up) with Dask's three TLS
+/// flags: it registers and listens on `tls://`, the Client scatters to it
+/// and gathers from it (through the scheduler and directly), and the Python
+/// worker fetches a 24 MB array from it over TLS for a task.
+#[test]
+fn data_worker_in_a_tls_cluster() {
+    let python = dask_python::python();
+    let dir = TempDir::new("data-worker-tls");
+    let c = certs::make(&dir.0.join("certs"));
+    let files = [c.ca(), c.cert(), c.key()].map(|p| p.to_str().unwrap().to_owned());
+    let tls_args = [
+        "--tls-ca-file",
+        &files[0],
+        "--tls-cert",
+        &files[1],
+        "--tls-key",
+        &files[2],
+    ];
+    let sched_args: Vec<&str> = ["--protocol", "tls"].into_iter().chain(tls_args).collect();
+    let (sched, addr) = cluster::scheduler_with(&python, &dir.0, &[], &sched_args);
+    assert!(addr.starts_with("tls://"), "{addr}");
+    let (pyw, py_addr) = cluster::python_worker_with(&python, &dir.0, &addr, "pyworker", &tls_args);
+    assert!(py_addr.starts_with("tls://"), "{py_addr}");
+    let (mut rust, rust_addr) = rust_worker(&dir.0, "rusty", &addr, &tls_args);
+    assert!(rust_addr.starts_with("tls://127.0.0.1:"), "{rust_addr}");
+
+    let args = [&*addr, &rust_addr, "tls", &files[0], &files[1], &files[2]];
+    let facts = client_with(&python, &args, &[&sched, &pyw, &rust]);
+    let t = &facts["tls"];
+    assert_eq!(strings(&t["holders"]), [rust_addr.as_str()], "{t}");
+    assert_eq!(t["python_worker"], Json::String(py_addr.clone()), "{t}");
+    assert_eq!(t["equal_via_scheduler"], t["n"], "{t}");
+    assert_eq!(t["equal_direct"], t["n"], "{t}");
+    assert_eq!(t["digest_matches"], true, "{t}");
+    assert_eq!(t["rust_holds_big"], true, "{t}");
+    assert!(rust.is_running(), "{}", rust.logs());
+    // Nothing refused or failed (giving a task back is logged, and expected).
+    let err = rust.stderr();
+    assert!(
+        !err.contains("failed") && !err.contains("error"),
+        "the worker logged: {}",
+        rust.logs()
+    );
 }
 
 fn hold_s() -> f64 {

@@ -32,6 +32,15 @@ fn config(ca: &std::path::Path, cert: &std::path::Path, key: &std::path::Path) -
     TlsConfig::from_pem_files(ca, cert, Some(key)).unwrap()
 }
 
+/// A builder with these certificates, if any.
+fn builder(tls: Option<&TlsConfig>) -> ConnectionBuilder {
+    let mut b = ConnectionBuilder::new();
+    if let Some(config) = tls {
+        b.tls(config.clone());
+    }
+    b
+}
+
 fn opts(secs: f64) -> HandshakeOptions {
     HandshakeOptions {
         timeout: Some(Duration::from_secs_f64(secs)),
@@ -48,8 +57,8 @@ async fn echo_server(
     let addr = listener.local_addr().unwrap().to_string();
     let task = tokio::spawn(async move {
         let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
-        let (mut conn, _) = ConnectionBuilder::new()
-            .accept_socket(stream, tls.as_ref(), &opts(5.0))
+        let (mut conn, _) = builder(tls.as_ref())
+            .accept_socket(stream, &opts(5.0))
             .await
             .map_err(|e| e.to_string())?;
         while let Some(msg) = conn.recv_value().await {
@@ -67,8 +76,8 @@ fn mutual_tls_carries_the_dask_handshake_and_whole_messages() {
     let tls = config(&c.ca(), &c.cert(), &c.key());
     rt().block_on(async {
         let (addr, server) = echo_server(Some(tls.clone())).await;
-        let (mut conn, agreed) = ConnectionBuilder::new()
-            .connect_address(&format!("tls://{addr}"), Some(&tls), &opts(5.0))
+        let (mut conn, agreed) = builder(Some(&tls))
+            .connect_address(&format!("tls://{addr}"), &opts(5.0))
             .await
             .unwrap();
         assert_eq!(agreed.pickle_protocol(), 5);
@@ -111,8 +120,8 @@ fn refused_certificates_say_why_in_one_line() {
         for (name, client, server_says, client_says) in cases {
             let (addr, server) = echo_server(Some(good.clone())).await;
             let started = Instant::now();
-            let r = ConnectionBuilder::new()
-                .connect_address(&format!("tls://{addr}"), Some(&client), &opts(5.0))
+            let r = builder(Some(&client))
+                .connect_address(&format!("tls://{addr}"), &opts(5.0))
                 .await;
             let server_err = server.await.unwrap().unwrap_err();
             assert!(
@@ -179,8 +188,8 @@ fn plaintext_to_a_tls_port_and_tls_to_a_plaintext_port_fail_fast() {
         // A Dask handshake in plaintext, to a TLS server.
         let (addr, server) = echo_server(Some(good.clone())).await;
         let started = Instant::now();
-        let r = ConnectionBuilder::new()
-            .connect_address(&format!("tcp://{addr}"), None, &opts(3.0))
+        let r = builder(None)
+            .connect_address(&format!("tcp://{addr}"), &opts(3.0))
             .await;
         let server_err = server.await.unwrap().unwrap_err();
         assert!(server_err.contains("TLS handshake failed"), "{server_err}");
@@ -191,8 +200,8 @@ fn plaintext_to_a_tls_port_and_tls_to_a_plaintext_port_fail_fast() {
         // prelude the server accepts, so it closes, and the client says so.
         let (addr, server) = echo_server(None).await;
         let started = Instant::now();
-        let err = ConnectionBuilder::new()
-            .connect_address(&format!("tls://{addr}"), Some(&good), &opts(3.0))
+        let err = builder(Some(&good))
+            .connect_address(&format!("tls://{addr}"), &opts(3.0))
             .await
             .expect_err("refused");
         let text = err.to_string();
@@ -220,8 +229,8 @@ fn a_stalled_tls_handshake_times_out() {
             drop(s);
         });
         let started = Instant::now();
-        let err = ConnectionBuilder::new()
-            .connect_address(&format!("tls://{addr}"), Some(&good), &opts(0.5))
+        let err = builder(Some(&good))
+            .connect_address(&format!("tls://{addr}"), &opts(0.5))
             .await
             .expect_err("a timeout");
         assert!(matches!(err, TransportError::Timeout { .. }), "{err}");
@@ -233,8 +242,8 @@ fn a_stalled_tls_handshake_times_out() {
         let _idle = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (stream, _) = listener.accept().await.unwrap();
         let started = Instant::now();
-        let err = ConnectionBuilder::new()
-            .accept_socket(stream, Some(&good), &opts(0.5))
+        let err = builder(Some(&good))
+            .accept_socket(stream, &opts(0.5))
             .await
             .expect_err("a timeout");
         assert!(matches!(err, TransportError::Timeout { .. }), "{err}");
@@ -256,8 +265,8 @@ fn configuration_errors_name_the_file() {
     TlsConfig::from_pem_files(&c.ca(), &both, None).unwrap();
     // A tls:// address needs a configuration.
     rt().block_on(async {
-        let err = ConnectionBuilder::new()
-            .connect_address("tls://127.0.0.1:1", None, &opts(1.0))
+        let err = builder(None)
+            .connect_address("tls://127.0.0.1:1", &opts(1.0))
             .await
             .err()
             .unwrap();

@@ -61,6 +61,15 @@ impl Scheme {
             Scheme::Tls(_, config) => Some(config),
         }
     }
+    /// A builder with the limits of these tests and the certificates, if any.
+    fn builder(&self) -> ConnectionBuilder {
+        let mut b = ConnectionBuilder::new();
+        b.limits(limits());
+        if let Scheme::Tls(_, config) = self {
+            b.tls(config.clone());
+        }
+        b
+    }
     /// `args` for comm_peer.py, with `--tls CA CERT KEY` for TLS.
     fn peer(&self, args: &[&str]) -> (Child, std::io::Lines<BufReader<ChildStdout>>) {
         let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -159,9 +168,9 @@ async fn framewire_connects_to_python(scheme: Scheme) {
     let port = port["port"].as_u64().unwrap() as u16;
 
     let address = format!("{}://127.0.0.1:{port}", scheme.name());
-    let (mut conn, agreed) = ConnectionBuilder::new()
-        .limits(limits())
-        .connect_address(&address, scheme.config(), &opts())
+    let (mut conn, agreed) = scheme
+        .builder()
+        .connect_address(&address, &opts())
         .await
         .expect("connect + handshake");
     let our_suite = conn.get_ref().cipher_suite();
@@ -318,9 +327,9 @@ async fn python_connects_to_framewire(scheme: Scheme) {
     let port = listener.local_addr().unwrap().port().to_string();
     let (mut child, mut lines) = scheme.peer(&["connect", &port]);
     let (stream, _) = listener.accept().await.unwrap();
-    let (mut conn, agreed) = ConnectionBuilder::new()
-        .limits(limits())
-        .accept_socket(stream, scheme.config(), &opts())
+    let (mut conn, agreed) = scheme
+        .builder()
+        .accept_socket(stream, &opts())
         .await
         .expect("accept + handshake");
     assert_eq!(

@@ -6,12 +6,11 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 use super::{ErrorReply, GetData, GetDataReply};
 use crate::error::EncodeError;
 use crate::protocol::DecodeError;
-use crate::transport::{Connection, ConnectionBuilder, HandshakeOptions, TransportError};
+use crate::transport::{Connection, ConnectionBuilder, HandshakeOptions, Socket, TransportError};
 use crate::typed;
 use crate::value::Value;
 
@@ -105,11 +104,12 @@ impl From<DecodeError> for RpcError {
 ///
 /// ```no_run
 /// use framewire::dask::{Identity, Rpc};
-/// use framewire::transport::HandshakeOptions;
+/// use framewire::transport::{ConnectionBuilder, HandshakeOptions};
 /// use framewire::Value;
 ///
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-/// let mut rpc = Rpc::connect("127.0.0.1:8786", &HandshakeOptions::default()).await?;
+/// let builder = ConnectionBuilder::new();
+/// let mut rpc = Rpc::connect("tcp://127.0.0.1:8786", &builder, &HandshakeOptions::default()).await?;
 /// let reply: Value = rpc.call(&Identity::default()).await?;
 /// println!("{:?}", reply.get("type"));
 /// rpc.close().await?;
@@ -121,12 +121,16 @@ pub struct Rpc<T> {
     conn: Connection<T>,
 }
 
-impl Rpc<TcpStream> {
-    /// Connects over TCP (`host:port` or `tcp://host:port`) and does the
-    /// handshake, with default connection options.
-    pub async fn connect(addr: &str, opts: &HandshakeOptions) -> Result<Rpc<TcpStream>, RpcError> {
-        let addr = addr.strip_prefix("tcp://").unwrap_or(addr);
-        let (conn, _) = ConnectionBuilder::new().connect(addr, opts).await?;
+impl Rpc<Socket> {
+    /// Connects to a Dask address (`tcp://host:port`, `host:port`, or
+    /// `tls://host:port` with `builder`'s certificates) and does the
+    /// handshake, with `builder`'s connection options.
+    pub async fn connect(
+        addr: &str,
+        builder: &ConnectionBuilder,
+        opts: &HandshakeOptions,
+    ) -> Result<Rpc<Socket>, RpcError> {
+        let (conn, _) = builder.connect_address(addr, opts).await?;
         Ok(Rpc { conn })
     }
 }

@@ -255,9 +255,8 @@ async fn get_data_from(
     builder: &ConnectionBuilder,
     opts: &HandshakeOptions,
 ) -> Result<GetDataReply, RpcError> {
-    let addr = worker.strip_prefix("tcp://").unwrap_or(worker);
     let call = async {
-        let (mut conn, _) = builder.connect(addr, opts).await?;
+        let (mut conn, _) = builder.connect_address(worker, opts).await?;
         let request = GetData {
             op: Op::new(),
             keys: Keys::List(keys.to_vec()),

@@ -8,15 +8,13 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::TcpStream;
 
 use super::{
     AddKeys, BatchedReader, BatchedWriter, HeartbeatReply, HeartbeatWorker, Key, Map, Op,
     RegisterWorker, RegisterWorkerReply, ReleaseWorkerData, RemoteError, Reschedule, Rpc, RpcError,
     WorkerStatusChange, DEFAULT_BATCH_INTERVAL,
 };
-use crate::transport::{ConnectionBuilder, HandshakeOptions, TransportError};
+use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
 use crate::typed;
 use crate::value::Value;
 
@@ -195,7 +193,7 @@ impl RegisterWorker {
 #[derive(Debug)]
 pub struct WorkerStream {
     /// What the scheduler sends (read [`SchedulerToWorker`](super::SchedulerToWorker)s).
-    pub reader: BatchedReader<OwnedReadHalf>,
+    pub reader: BatchedReader<tokio::io::ReadHalf<Socket>>,
     /// What the worker sends, batched every
     /// [`DEFAULT_BATCH_INTERVAL`] as Dask's worker does.
     pub writer: BatchedWriter,
@@ -218,9 +216,8 @@ pub async fn register_worker(
     opts: &HandshakeOptions,
     msg: &RegisterWorker,
 ) -> Result<WorkerStream, RpcError> {
-    let addr = scheduler.strip_prefix("tcp://").unwrap_or(scheduler);
     let exchange = async {
-        let (mut conn, _) = builder.connect(addr, opts).await?;
+        let (mut conn, _) = builder.connect_address(scheduler, opts).await?;
         conn.send_msg(msg).await?;
         let reply = conn.recv_value().await.ok_or(RpcError::Closed)??;
         Ok::<_, RpcError>((conn, reply))
@@ -239,7 +236,7 @@ pub async fn register_worker(
             traceback_text: String::new(),
         }));
     }
-    let (r, w) = conn.into_tcp_split();
+    let (r, w) = conn.into_split();
     Ok(WorkerStream {
         reader: BatchedReader::new(r),
         writer: BatchedWriter::new(w, DEFAULT_BATCH_INTERVAL),
@@ -310,7 +307,7 @@ pub struct Heartbeats {
     address: String,
     builder: ConnectionBuilder,
     opts: HandshakeOptions,
-    rpc: Option<Rpc<TcpStream>>,
+    rpc: Option<Rpc<Socket>>,
     /// Time between heartbeats: 1 s (Dask's worker default) until a reply
     /// says otherwise.
     pub interval: Duration,
@@ -327,10 +324,7 @@ impl Heartbeats {
         opts: HandshakeOptions,
     ) -> Heartbeats {
         Heartbeats {
-            scheduler: scheduler
-                .strip_prefix("tcp://")
-                .unwrap_or(scheduler)
-                .to_owned(),
+            scheduler: scheduler.to_owned(),
             address: address.to_owned(),
             builder,
             opts,
@@ -354,7 +348,10 @@ impl Heartbeats {
         };
         let call = async {
             if self.rpc.is_none() {
-                let (conn, _) = self.builder.connect(&*self.scheduler, &self.opts).await?;
+                let (conn, _) = self
+                    .builder
+                    .connect_address(&self.scheduler, &self.opts)
+                    .await?;
                 self.rpc = Some(Rpc::new(conn));
             }
             let rpc = self.rpc.as_mut().expect("connected above");
@@ -413,9 +410,7 @@ pub async fn versions_like_scheduler(
     builder: &ConnectionBuilder,
     opts: &HandshakeOptions,
 ) -> Result<Value, RpcError> {
-    let (conn, _) = builder
-        .connect(scheduler.strip_prefix("tcp://").unwrap_or(scheduler), opts)
-        .await?;
+    let (conn, _) = builder.connect_address(scheduler, opts).await?;
     let mut rpc = Rpc::new(conn);
     let theirs: Value = rpc
         .call(&Value::map_of([("op", Value::from_static("versions"))]))

@@ -98,6 +98,8 @@ pub struct ConnectionBuilder {
     checksums: bool,
     #[cfg(all(target_os = "linux", feature = "mmap"))]
     spill: Option<(std::path::PathBuf, usize)>,
+    #[cfg(feature = "tls")]
+    tls: Option<super::TlsConfig>,
 }
 
 impl Default for ConnectionBuilder {
@@ -113,6 +115,8 @@ impl Default for ConnectionBuilder {
             checksums: false,
             #[cfg(all(target_os = "linux", feature = "mmap"))]
             spill: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -223,6 +227,25 @@ impl ConnectionBuilder {
     pub fn deserialize_blocks(&mut self, on: bool) -> &mut ConnectionBuilder {
         self.deserialize = on;
         self
+    }
+
+    /// The certificates for `tls://` (feature `tls`): what
+    /// [`connect_address`](ConnectionBuilder::connect_address) presents and
+    /// verifies with for a `tls://` address, and what
+    /// [`accept_socket`](ConnectionBuilder::accept_socket) serves TLS with
+    /// (without them it accepts plain TCP).
+    #[cfg(feature = "tls")]
+    pub fn tls(&mut self, config: super::TlsConfig) -> &mut ConnectionBuilder {
+        self.tls = Some(config);
+        self
+    }
+
+    /// The `tls` configuration, if any.
+    pub(crate) fn tls_config(&self) -> super::socket::TlsOption<'_> {
+        #[cfg(feature = "tls")]
+        return self.tls.as_ref();
+        #[cfg(not(feature = "tls"))]
+        None
     }
 
     fn session(&self) -> Session {

@@ -259,7 +259,8 @@ impl Socket {
 }
 
 impl ConnectionBuilder {
-    /// Connects to a Dask address — `tcp://`, or `tls://` with `tls` (see
+    /// Connects to a Dask address — `tcp://`, or `tls://` with the
+    /// builder's [`tls`](ConnectionBuilder::tls) certificates (see
     /// [`Socket::connect`]) — and exchanges the Dask handshake, all within
     /// `opts.timeout`.
     ///
@@ -267,31 +268,30 @@ impl ConnectionBuilder {
     /// # async fn f() -> Result<(), framewire::transport::TransportError> {
     /// use framewire::transport::{ConnectionBuilder, HandshakeOptions};
     /// let (mut conn, _) = ConnectionBuilder::new()
-    ///     .connect_address("tcp://127.0.0.1:8786", None, &HandshakeOptions::default())
+    ///     .connect_address("tcp://127.0.0.1:8786", &HandshakeOptions::default())
     ///     .await?;
     /// # Ok(()) }
     /// ```
     pub async fn connect_address(
         &self,
         address: &str,
-        tls: TlsOption<'_>,
         opts: &HandshakeOptions,
     ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
         let address = Address::parse(address).map_err(address_error)?;
-        let socket = within(opts, Socket::connect(&address, tls)).await?;
+        let socket = within(opts, Socket::connect(&address, self.tls_config())).await?;
         self.handshake(socket, opts).await
     }
 
-    /// Takes an accepted TCP stream, does the TLS handshake when `tls` is
-    /// given (see [`Socket::accept`]), then the Dask handshake, all within
+    /// Takes an accepted TCP stream, does the TLS handshake when the builder
+    /// has [`tls`](ConnectionBuilder::tls) certificates (see
+    /// [`Socket::accept`]), then the Dask handshake, all within
     /// `opts.timeout`.
     pub async fn accept_socket(
         &self,
         stream: TcpStream,
-        tls: TlsOption<'_>,
         opts: &HandshakeOptions,
     ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
-        let socket = within(opts, Socket::accept(stream, tls)).await?;
+        let socket = within(opts, Socket::accept(stream, self.tls_config())).await?;
         self.handshake(socket, opts).await
     }
 }

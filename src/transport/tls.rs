@@ -96,7 +96,8 @@ impl std::error::Error for TlsError {}
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 /// let tls = TlsConfig::from_pem_files("ca.pem".as_ref(), "client.pem".as_ref(), Some("client.key".as_ref()))?;
 /// let (conn, agreed) = ConnectionBuilder::new()
-///     .connect_address("tls://127.0.0.1:8786", Some(&tls), &HandshakeOptions::default())
+///     .tls(tls)
+///     .connect_address("tls://127.0.0.1:8786", &HandshakeOptions::default())
 ///     .await?;
 /// # Ok(())
 /// # }

@@ -2,10 +2,13 @@
 data worker (examples/data_worker.rs) in a cluster of an unmodified
 `dask scheduler`, one Python `dask worker` and the Rust worker.
 
-    python data_worker_client.py SCHEDULER RUST_WORKER MODE
+    python data_worker_client.py SCHEDULER RUST_WORKER MODE [CA CERT KEY]
 
 MODE `cluster` runs every check of a working cluster; `retire` scatters keys
-to the Rust worker and retires it. Each check prints one JSON line
+to the Rust worker and retires it; `tls` (with the cluster's CA, a
+certificate and its key: the Client's `Security`) scatters to the Rust worker
+of a tls:// cluster, gathers through the scheduler and directly, and has a
+task on the Python worker read its data. Each check prints one JSON line
 `{"check": name, ...facts}`, which the Rust test reads and asserts on; a
 check that fails here raises (exit status 1, the traceback on stderr).
 Values are compared with what this process scattered or computed itself.
@@ -323,10 +326,43 @@ def check_retire(client, rust):
     )
 
 
+def check_tls(client, rust):
+    info = client.scheduler_info()["workers"]
+    py = [a for a in info if a != rust][0]
+    values = objects()
+    futures = client.scatter(values, workers=[rust], hash=False)
+    holders = sorted({h for k in client.who_has(futures).values() for h in k})
+    via_scheduler = client.gather(futures)
+    direct = client.gather(futures, direct=True)
+    big = np.arange(3_000_000, dtype="f8")  # 24 MB: a large frame over TLS
+    [big_future] = client.scatter([big], workers=[rust], hash=False)
+    # Runs on the Python worker (the Rust one never computes), which fetches
+    # the array from the Rust worker over tls://.
+    remote = client.submit(digest, big_future, pure=False).result()
+    emit(
+        "tls",
+        rust=rust,
+        python_worker=py,
+        holders=holders,
+        equal_via_scheduler=sum(same(a, b) for a, b in zip(values, via_scheduler)),
+        equal_direct=sum(same(a, b) for a, b in zip(values, direct)),
+        n=len(values),
+        digest_matches=remote == digest(big),
+        rust_holds_big=rust in client.who_has([big_future])[big_future.key],
+    )
+
+
 def main():
     scheduler, rust, mode = sys.argv[1:4]
-    with Client(scheduler, timeout=60) as client:
-        {"cluster": check_cluster, "retire": check_retire}[mode](client, rust)
+    security = None
+    if len(sys.argv) == 7:
+        from distributed.security import Security
+
+        ca, cert, key = sys.argv[4:7]
+        security = Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key,
+                            require_encryption=True)
+    with Client(scheduler, timeout=60, security=security) as client:
+        {"cluster": check_cluster, "retire": check_retire, "tls": check_tls}[mode](client, rust)
 
 
 if __name__ == "__main__":

@@ -131,13 +131,24 @@ impl Drop for Daemon {
 pub fn address_after(log: &str, marker: &str) -> Option<String> {
     let line = log.lines().find(|l| l.contains(marker))?;
     line.split_whitespace()
-        .find(|w| w.starts_with("tcp://"))
+        .find(|w| w.starts_with("tcp://") || w.starts_with("tls://"))
         .map(str::to_owned)
 }
 
 /// A `dask scheduler` on a free loopback port, with extra environment
 /// (Dask config variables); returns it and its address.
 pub fn scheduler(python: &Path, dir: &Path, env: &[(&str, &str)]) -> (Daemon, String) {
+    scheduler_with(python, dir, env, &[])
+}
+
+/// [`scheduler`] with more command-line arguments (`--protocol tls` and
+/// the TLS files, for instance).
+pub fn scheduler_with(
+    python: &Path,
+    dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (Daemon, String) {
     let mut cmd = Command::new(python);
     cmd.args([
         "-m",
@@ -148,6 +159,7 @@ pub fn scheduler(python: &Path, dir: &Path, env: &[(&str, &str)]) -> (Daemon, St
         "0",
         "--no-dashboard",
     ]);
+    cmd.args(args);
     cmd.envs(env.iter().copied());
     let mut d = Daemon::start("scheduler", &mut cmd, dir);
     let addr = d.wait_for(STARTUP, |log| address_after(log, "Scheduler at:"));
@@ -157,21 +169,34 @@ pub fn scheduler(python: &Path, dir: &Path, env: &[(&str, &str)]) -> (Daemon, St
 /// A Python `dask worker` (no nanny, so killing it leaves nothing behind);
 /// returns it and its address once registered.
 pub fn python_worker(python: &Path, dir: &Path, scheduler: &str, name: &str) -> (Daemon, String) {
+    python_worker_with(python, dir, scheduler, name, &[])
+}
+
+/// [`python_worker`] with more command-line arguments (the TLS files).
+pub fn python_worker_with(
+    python: &Path,
+    dir: &Path,
+    scheduler: &str,
+    name: &str,
+    args: &[&str],
+) -> (Daemon, String) {
     let mut d = Daemon::start(
         name,
-        Command::new(python).args([
-            "-m",
-            "distributed.cli.dask_worker",
-            scheduler,
-            "--nthreads",
-            "1",
-            "--no-nanny",
-            "--no-dashboard",
-            "--host",
-            "127.0.0.1",
-            "--name",
-            name,
-        ]),
+        Command::new(python)
+            .args([
+                "-m",
+                "distributed.cli.dask_worker",
+                scheduler,
+                "--nthreads",
+                "1",
+                "--no-nanny",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+                "--name",
+                name,
+            ])
+            .args(args),
         dir,
     );
     let addr = d.wait_for(STARTUP, |log| {
