@@ -20,7 +20,7 @@
 //!   `distributed.protocol.dumps` / `loads` (`deserialize=True`);
 //!   [`message::dumps`] / [`message::loads`] are the pass-through layer alone.
 //! * `typed` (feature `serde`): your serde types as messages,
-//!   [`to_value`](crate::typed::to_value) / [`from_value`](crate::typed::from_value),
+//!   [`to_value`] / [`from_value`],
 //!   blocks, arrays and bin fields kept zero-copy.
 //! * `transport` (feature `transport`): the tokio transport, a zero-copy
 //!   `Connection` (vectored writes, recycled receive buffers) with its
