@@ -148,15 +148,9 @@ fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
             // form, as msgpack-python does.
             None => put_int(out, i.as_i64().unwrap_or(i64::MIN)),
         },
-        Value::Float(f) => {
-            let _ = rmp::encode::write_f64(&mut out.writer(), *f);
-        }
+        Value::Float(f) => put_f64(out, *f),
         Value::Str(s) => put_str(out, s)?,
-        Value::Bin(b) => {
-            let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
-            let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
-            out.extend_from_slice(b);
-        }
+        Value::Bin(b) => put_bin(out, b)?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -209,6 +203,18 @@ pub(crate) fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
     let len = u32::try_from(s.len()).map_err(|_| EncodeError::TooLong { len: s.len() })?;
     let _ = rmp::encode::write_str_len(&mut out.writer(), len);
     out.extend_from_slice(s.as_bytes());
+    Ok(())
+}
+
+/// Writes a float, always as float64 (msgpack-python's form).
+pub(crate) fn put_f64(out: &mut BytesMut, f: f64) {
+    let _ = rmp::encode::write_f64(&mut out.writer(), f);
+}
+
+pub(crate) fn put_bin(out: &mut BytesMut, b: &[u8]) -> Result<(), EncodeError> {
+    let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
+    let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
+    out.extend_from_slice(b);
     Ok(())
 }
 

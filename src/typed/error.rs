@@ -5,7 +5,10 @@ use std::cell::Cell;
 use std::fmt;
 
 use crate::error::EncodeError;
+use crate::message::MessageError;
+use crate::msgpack::MsgpackError;
 use crate::protocol::DecodeError;
+use crate::serialize::DeserializeError;
 use crate::value::Value;
 
 #[derive(Debug)]
@@ -14,6 +17,17 @@ pub(super) struct Error {
     /// Field names, map keys and indexes from the top down (built bottom
     /// up, as the error travels out).
     path: Vec<String>,
+    /// An error of a layer below (the message's bytes, a block, a limit),
+    /// met by the direct path ([`to_frames`](super::to_frames),
+    /// [`from_frames`](super::from_frames)): reported as it is, without a
+    /// path, as `dumps` and `loads` report it.
+    layer: Option<Box<Layer>>,
+}
+
+#[derive(Debug)]
+pub(super) enum Layer {
+    Encode(EncodeError),
+    Decode(DecodeError),
 }
 
 impl Error {
@@ -21,7 +35,25 @@ impl Error {
         Error {
             message: message.to_string(),
             path: Vec::new(),
+            layer: None,
         }
+    }
+
+    fn of_layer(layer: Layer) -> Error {
+        let message = match &layer {
+            Layer::Encode(e) => e.to_string(),
+            Layer::Decode(e) => e.to_string(),
+        };
+        Error {
+            message,
+            path: Vec::new(),
+            layer: Some(Box::new(layer)),
+        }
+    }
+
+    /// Whether this is a layer's error rather than one of the conversion.
+    pub(super) fn is_layer(&self) -> bool {
+        self.layer.is_some()
     }
 
     /// The error, one level further out: inside field or key `key`.
@@ -52,17 +84,55 @@ impl Error {
     }
 
     pub(super) fn into_decode(self) -> DecodeError {
-        DecodeError::Field {
-            path: self.path(),
-            message: self.message,
+        let path = self.path();
+        match self.layer.map(|l| *l) {
+            Some(Layer::Decode(e)) => e,
+            _ => DecodeError::Field {
+                path,
+                message: self.message,
+            },
         }
     }
 
     pub(super) fn into_encode(self) -> EncodeError {
-        EncodeError::Field {
-            path: self.path(),
-            message: self.message,
+        let path = self.path();
+        match self.layer.map(|l| *l) {
+            Some(Layer::Encode(e)) => e,
+            _ => EncodeError::Field {
+                path,
+                message: self.message,
+            },
         }
+    }
+}
+
+impl From<EncodeError> for Error {
+    fn from(e: EncodeError) -> Error {
+        Error::of_layer(Layer::Encode(e))
+    }
+}
+
+impl From<DecodeError> for Error {
+    fn from(e: DecodeError) -> Error {
+        Error::of_layer(Layer::Decode(e))
+    }
+}
+
+impl From<MessageError> for Error {
+    fn from(e: MessageError) -> Error {
+        DecodeError::Message(e).into()
+    }
+}
+
+impl From<MsgpackError> for Error {
+    fn from(e: MsgpackError) -> Error {
+        MessageError::Msgpack(e).into()
+    }
+}
+
+impl From<DeserializeError> for Error {
+    fn from(e: DeserializeError) -> Error {
+        DecodeError::Deserialize(e).into()
     }
 }
 
@@ -129,6 +199,7 @@ impl serde::de::Error for Error {
                 Error {
                     message,
                     path: if path.is_empty() { vec![] } else { vec![path] },
+                    layer: None,
                 }
             }
             None => Error::new(msg),

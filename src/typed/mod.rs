@@ -47,18 +47,27 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod by_op;
 mod de;
 mod error;
+pub(crate) use by_op::{Dispatch, OpSeed, BY_OP};
 pub(crate) use error::field_error;
+mod frame_de;
+mod frame_ser;
 mod ser;
 mod side;
 mod types;
 
+use std::cell::OnceCell;
+
+use ::bytes::{Bytes, BytesMut};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::EncodeError;
-use crate::protocol::DecodeError;
+use crate::message::Placeholders;
+use crate::protocol::{self, DecodeError};
+use crate::serialize::{self, DeserializeOptions, SerializeOptions};
 use crate::value::Value;
 
 pub use types::{bytes, Bin, ToSerialize};
@@ -73,7 +82,7 @@ pub use crate::value::Block;
 ///
 /// Errors name the field they happened at ([`EncodeError::Field`]).
 pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, EncodeError> {
-    let _scope = side::Scope::enter();
+    let _scope = side::Scope::enter(side::Mode::Value);
     value
         .serialize(ser::ValueSerializer)
         .map_err(error::Error::into_encode)
@@ -88,6 +97,120 @@ pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, EncodeError> 
 /// by [`Limits`](crate::Limits) when it was decoded, so no field can make
 /// this allocate more than the value holds.
 pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, DecodeError> {
-    let _scope = side::Scope::enter();
+    let _scope = side::Scope::enter(side::Mode::Value);
     T::deserialize(de::ValueDeserializer::new(&value)).map_err(error::Error::into_decode)
+}
+
+/// `value` as a message's frames, as [`dumps_with`](crate::dumps_with)
+/// writes [`to_value`]`(value)`, byte for byte, without building the
+/// [`Value`]: frame 0 is written as serde walks `value`, and what travels out
+/// of band (blocks, arrays, [`ToSerialize`] fields, `Value` fields holding
+/// any) becomes placeholders and blocks as `dumps_with` makes them, with
+/// `opts` (the codec a session agreed...). Payloads are never copied.
+///
+/// Errors are those of `to_value` then `dumps_with`: a field's
+/// ([`EncodeError::Field`], with its path) before the message's.
+///
+/// ```
+/// use framewire::typed::{to_frames, to_value, Bin};
+/// use framewire::{dumps_with, SerializeOptions};
+/// use serde::Serialize;
+///
+/// #[derive(Serialize)]
+/// struct Store { op: &'static str, key: String, data: Bin }
+///
+/// let msg = Store { op: "store", key: "x".into(), data: Bin::from(vec![7u8; 64]) };
+/// let opts = SerializeOptions::default();
+/// let frames = to_frames(&msg, &opts)?;
+/// assert_eq!(frames, dumps_with(&to_value(&msg)?, &opts)?);
+/// # Ok::<(), framewire::EncodeError>(())
+/// ```
+pub fn to_frames<T: Serialize + ?Sized>(
+    value: &T,
+    opts: &SerializeOptions,
+) -> Result<Vec<Bytes>, EncodeError> {
+    to_frames_at(value, opts, 0)
+}
+
+/// [`to_frames`] of a value that will sit inside `depth` containers of a
+/// message written around it (an op of a batch): nesting is checked as
+/// `dumps` checks it there.
+pub(crate) fn to_frames_at<T: Serialize + ?Sized>(
+    value: &T,
+    opts: &SerializeOptions,
+    depth: usize,
+) -> Result<Vec<Bytes>, EncodeError> {
+    let direct = {
+        let _scope = side::Scope::enter(side::Mode::Frames);
+        let mut serialize = |leaf: &Value| serialize::serialize_and_split(leaf, opts);
+        let mut f = frame_ser::Frame0 {
+            out: BytesMut::with_capacity(256),
+            leaves: Placeholders::new(&mut serialize),
+        };
+        value
+            .serialize(frame_ser::FrameSerializer { f: &mut f, depth })
+            .map(|()| f.leaves.finish(f.out.freeze()))
+    };
+    direct.map_err(|e| {
+        // The error the dynamic path gives (a field's before the
+        // message's), which meets them in another order.
+        let dynamic = to_value(value).and_then(|v| {
+            let wrapped = (0..depth).fold(v, |v, _| Value::Array(vec![v]));
+            protocol::dumps_with(&wrapped, opts)
+        });
+        dynamic.err().unwrap_or_else(|| e.into_encode())
+    })
+}
+
+/// A `T` from a message's frames, as [`from_value`] gives it from what
+/// [`loads`](crate::loads) gives, without building the message's [`Value`]:
+/// frame 0 is read as serde asks for it, strs and bins borrowed from it
+/// (a [`Bin`] field is a slice of frame 0, not a copy); placeholders are
+/// claimed and their blocks deserialized with `opts` as `loads` does (the
+/// same checks and [`Limits`](crate::Limits)), and whatever `T` ignores is
+/// still checked, so a message `loads` refuses is refused here too.
+///
+/// Errors: what `loads` refuses, as `loads` reports it; else a field that
+/// does not fit `T` ([`DecodeError::Field`], with its path).
+///
+/// ```
+/// use framewire::typed::{from_frames, from_value};
+/// use framewire::{dumps, loads, DeserializeOptions, Value};
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, Debug, PartialEq)]
+/// struct Ping { op: String, n: u32 }
+///
+/// let frames = dumps(&Value::map_of([("op", Value::str("ping")), ("n", Value::from(3u8))]))?;
+/// let opts = DeserializeOptions::default();
+/// let ping: Ping = from_frames(&frames, &opts)?;
+/// assert_eq!(ping, from_value(loads(&frames, &opts)?)?);
+/// assert_eq!(ping.n, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn from_frames<T: DeserializeOwned>(
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<T, DecodeError> {
+    from_frames_direct(frames, opts).map_err(|e| {
+        // A message `loads` refuses is its error, as the dynamic path
+        // reports it (the direct path may meet a field's error first).
+        match e.is_layer() {
+            false => protocol::loads(frames, opts).err(),
+            true => None,
+        }
+        .unwrap_or_else(|| e.into_decode())
+    })
+}
+
+fn from_frames_direct<T: DeserializeOwned>(
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<T, error::Error> {
+    let _scope = side::Scope::enter(side::Mode::Value);
+    let arena = OnceCell::new();
+    let mut d = frame_de::Decoder::new(frames, opts, &arena)?;
+    let value = T::deserialize(frame_de::FrameDeserializer { d: &mut d })?;
+    d.finish()?;
+    Ok(value)
 }

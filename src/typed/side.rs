@@ -15,10 +15,22 @@ use bytes::Bytes;
 
 use crate::value::Value;
 
+/// What a running conversion builds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// A [`Value`] ([`to_value`](super::to_value), [`from_value`](super::from_value),
+    /// and [`from_frames`](super::from_frames), whose blocks become values).
+    Value,
+    /// Frame 0's bytes ([`to_frames`](super::to_frames)): a [`Bin`](super::Bin)
+    /// is written where it is, as the bin it is.
+    Frames,
+}
+
 #[derive(Default)]
 struct Table {
-    /// Conversions running on this thread (nested ones included).
-    depth: usize,
+    /// The conversions running on this thread, innermost last (a
+    /// [`ToSerialize`](super::ToSerialize) field runs one inside another).
+    modes: Vec<Mode>,
     /// Random per outermost conversion, in the high half of every token, so
     /// that a peer's map that imitates a stashed value's marker
     /// (`{MARKER_KEY: n}`, met where serde buffers content) names no value.
@@ -39,15 +51,15 @@ thread_local! {
 pub(super) struct Scope(());
 
 impl Scope {
-    pub(super) fn enter() -> Scope {
+    pub(super) fn enter(mode: Mode) -> Scope {
         TABLE.with(|t| {
             let mut t = t.borrow_mut();
-            if t.depth == 0 {
+            if t.modes.is_empty() {
                 use std::hash::BuildHasher;
                 // std's RandomState: random keys per thread, a new pair per call.
                 t.nonce = std::collections::hash_map::RandomState::new().hash_one(0u8) << 32;
             }
-            t.depth += 1;
+            t.modes.push(mode);
         });
         Scope(())
     }
@@ -57,8 +69,8 @@ impl Drop for Scope {
     fn drop(&mut self) {
         TABLE.with(|t| {
             let mut t = t.borrow_mut();
-            t.depth -= 1;
-            if t.depth == 0 {
+            t.modes.pop();
+            if t.modes.is_empty() {
                 t.values.clear();
                 t.owners.clear();
             }
@@ -66,10 +78,15 @@ impl Drop for Scope {
     }
 }
 
-/// Whether a framewire conversion is running on this thread: the types of
-/// this module use the side table only then.
+/// The innermost framewire conversion running on this thread, if any: the
+/// types of this module use the side table only inside one.
+pub(super) fn mode() -> Option<Mode> {
+    TABLE.with(|t| t.borrow().modes.last().copied())
+}
+
+/// Whether a framewire conversion is running on this thread.
 pub(super) fn active() -> bool {
-    TABLE.with(|t| t.borrow().depth > 0)
+    mode().is_some()
 }
 
 /// Stashes a value; its token (the conversion's nonce and an index) is

@@ -89,9 +89,11 @@ impl From<Bin> for Bytes {
 
 impl Serialize for Bin {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match side::active() {
-            true => serialize_stashed(Value::Bin(self.0.clone()), s),
-            false => s.serialize_bytes(&self.0),
+        match side::mode() {
+            Some(side::Mode::Value) => serialize_stashed(Value::Bin(self.0.clone()), s),
+            // Frame 0's bytes: the bin is written in place (never out of
+            // band, as `dumps` writes a `Value::Bin`).
+            Some(side::Mode::Frames) | None => s.serialize_bytes(&self.0),
         }
     }
 }
