@@ -17,6 +17,9 @@ use crate::message::{check_key_bytes, Placeholders};
 use crate::msgpack;
 use crate::value::{Integer, Value};
 
+/// Room reserved after a bin larger than this, for the rest of frame 0.
+const BIN_HEADROOM: usize = 64 << 10;
+
 /// Frame 0 being written, and the blocks it places.
 pub(super) struct Frame0<'s> {
     pub(super) out: BytesMut,
@@ -124,7 +127,13 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     fn serialize_str(self, v: &str) -> Result<(), Error> {
         Ok(msgpack::put_str(&mut self.f.out, v)?)
     }
+    /// A bin is written in frame 0, as `dumps` writes a `Value::Bin`: its
+    /// one copy is frame 0 itself. A large one gets room for what follows
+    /// it too, so that frame 0 is not copied again as it grows.
     fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+        if v.len() > BIN_HEADROOM {
+            self.f.out.reserve(v.len() + BIN_HEADROOM);
+        }
         Ok(msgpack::put_bin(&mut self.f.out, v)?)
     }
     fn serialize_none(self) -> Result<(), Error> {
