@@ -176,6 +176,12 @@ pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
     }
 }
 
+/// Whether the value at `buf[pos]` is a placeholder map (`{"__Serialized__":
+/// i}` or `{"__Pickled__": i}`, whatever its `i`). Looks only.
+pub(crate) fn is_placeholder_at(buf: &[u8], pos: usize) -> bool {
+    msgpack::one_entry_map_keyed(buf, pos, SERIALIZED_KEY, PICKLED_KEY)
+}
+
 /// Which placeholder a block was reached through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockKind {

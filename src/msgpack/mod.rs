@@ -41,4 +41,4 @@ pub(crate) use encode::{
 };
 pub use error::{MsgpackError, Position};
 pub(crate) use raw::{decode_range, is_map_at, lookup_str, set_entries, skim, value_at, RawMap};
-pub(crate) use stream::{str_at, Stream, Token};
+pub(crate) use stream::{one_entry_map_keyed, str_at, Stream, Token};

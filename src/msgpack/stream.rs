@@ -153,24 +153,21 @@ impl<'a> Stream<'a> {
             false => Err(MsgpackError::TrailingBytes(self.rd.at(self.rd.pos))),
         }
     }
+}
 
-    /// Whether the value at the reader is a one-entry map whose key is the
-    /// str `a` or `b` (a placeholder, to the message layer). Looks only:
-    /// malformed bytes answer `false` and are refused when read.
-    pub(crate) fn one_entry_map_keyed(&self, a: &str, b: &str) -> bool {
-        let buf: &[u8] = self.rd.buf;
-        let pos = self.rd.pos;
-        let key_at = match buf.get(pos) {
-            Some(0x81) => pos + 1,
-            Some(0xde) if buf.get(pos + 1..pos + 3) == Some(&[0, 1]) => pos + 3,
-            Some(0xdf) if buf.get(pos + 1..pos + 5) == Some(&[0, 0, 0, 1]) => pos + 5,
-            _ => return false,
-        };
-        str_at(buf, key_at).is_some_and(|r| {
-            let key = &buf[r];
-            key == a.as_bytes() || key == b.as_bytes()
-        })
-    }
+/// Whether the value at `buf[pos]` is a one-entry map whose key is the str
+/// `a` or `b`. Looks only: malformed bytes answer `false`.
+pub(crate) fn one_entry_map_keyed(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
+    let key_at = match buf.get(pos) {
+        Some(0x81) => pos + 1,
+        Some(0xde) if buf.get(pos + 1..pos + 3) == Some(&[0, 1]) => pos + 3,
+        Some(0xdf) if buf.get(pos + 1..pos + 5) == Some(&[0, 0, 0, 1]) => pos + 5,
+        _ => return false,
+    };
+    str_at(buf, key_at).is_some_and(|r| {
+        let key = &buf[r];
+        key == a.as_bytes() || key == b.as_bytes()
+    })
 }
 
 /// The bytes of the str at `pos`, if a whole str is there.

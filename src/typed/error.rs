@@ -51,11 +51,6 @@ impl Error {
         }
     }
 
-    /// Whether this is a layer's error rather than one of the conversion.
-    pub(super) fn is_layer(&self) -> bool {
-        self.layer.is_some()
-    }
-
     /// The error, one level further out: inside field or key `key`.
     pub(super) fn at_key(mut self, key: &Value) -> Error {
         self.path.push(match key {

@@ -22,7 +22,7 @@ use super::de::{kind as value_kind, ValueDeserializer};
 use super::error::Error;
 use super::types::MAGIC;
 use super::{by_op, side};
-use crate::message::{Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY};
+use crate::message::{is_placeholder_at, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY};
 use crate::msgpack::{self, Stream, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
 use crate::value::Value;
@@ -88,7 +88,7 @@ impl<'de> Decoder<'de> {
 
     /// The value of the placeholder here, if there is one.
     fn block(&mut self) -> Result<Option<&'de Value>, Error> {
-        match self.stream.one_entry_map_keyed(SERIALIZED_KEY, PICKLED_KEY) {
+        match is_placeholder_at(self.frame0, self.stream.pos()) {
             true => self.kept_value().map(Some),
             false => Ok(None),
         }
@@ -153,12 +153,7 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
             return visitor.visit_enum(by_op::ByOp::new(by_op::OpIs::NotAMap, self));
         }
         match msgpack::lookup_str(buf, pos, "op") {
-            Some(op)
-                if !self
-                    .d
-                    .stream
-                    .one_entry_map_keyed(SERIALIZED_KEY, PICKLED_KEY) =>
-            {
+            Some(op) if !is_placeholder_at(buf, pos) => {
                 let op = op.map_or(by_op::OpIs::Absent, by_op::OpIs::Str);
                 visitor.visit_enum(by_op::ByOp::new(op, self))
             }

@@ -1,12 +1,27 @@
 //! Typed messages: serde for frame 0 and its blocks (feature `serde`).
 //!
 //! ```text
-//! T: Serialize ──to_value──▶ Value ──dumps──▶ frames        (blocks, arrays, Bin: no copy)
-//! T: Deserialize ◀─from_value── Value ◀──loads── frames     (the same Bytes handed back)
+//! the Value path   T ──to_value──▶ Value ──dumps──▶ frames     frames ──loads──▶ Value ──from_value──▶ T
+//! the direct path  T ────────to_frames────────▶ frames         frames ────────from_frames────────▶ T
 //! ```
 //!
-//! [`to_value`] and [`from_value`] convert between your types and [`Value`],
-//! as `serde_json::to_value` / `from_value` do for JSON. Structs are maps with
+//! Two paths give the same result. [`to_value`] and [`from_value`] convert
+//! between your types and [`Value`], as `serde_json::to_value` /
+//! `from_value` do for JSON: use them to hold, inspect or change a message
+//! as a value. [`to_frames`] and [`from_frames`] go between your types and
+//! a message's frames without building the `Value` (frame 0 is written and
+//! read as serde walks the type; blocks, arrays and `Value` fields go
+//! through the message and serialize layers as `dumps` and `loads` take
+//! them): `to_frames(x)` is byte for byte `dumps_with(&to_value(x)?)`, and
+//! `from_frames(f)` is `from_value(loads(f)?)`, same value, same error,
+//! the same checks and [`Limits`](crate::Limits), at a fraction of the cost
+//! (`BENCHMARKS.md`). The transport's typed calls take the direct path:
+//! `Connection::send_msg` / `recv_msg`, `MessageCodec`, and
+//! `framewire::dask`'s `Rpc`, `BatchedReader::recv` and `BatchedWriter::send`.
+//! What a type buffers (serde's internally tagged enums, `flatten`) or asks
+//! for as a `Value` is built as a `Value` for that part only.
+//!
+//! Structs are maps with
 //! their field names as keys, in field order (msgpack-python's and rmp-serde's
 //! `write_named` form); `Option` fields may be absent or nil; unknown keys are
 //! ignored unless the type denies them (`#[serde(deny_unknown_fields)]`);
@@ -194,12 +209,12 @@ pub fn from_frames<T: DeserializeOwned>(
 ) -> Result<T, DecodeError> {
     from_frames_direct(frames, opts).map_err(|e| {
         // A message `loads` refuses is its error, as the dynamic path
-        // reports it (the direct path may meet a field's error first).
-        match e.is_layer() {
-            false => protocol::loads(frames, opts).err(),
-            true => None,
-        }
-        .unwrap_or_else(|| e.into_decode())
+        // reports it: the direct path meets the message's errors and the
+        // fields' in another order (a block's before a later placeholder's,
+        // a field's before anything after it).
+        protocol::loads(frames, opts)
+            .err()
+            .unwrap_or_else(|| e.into_decode())
     })
 }
 
