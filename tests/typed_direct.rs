@@ -567,3 +567,248 @@ fn decode_errors_are_the_message_layers() {
     // The pass-through decoding of the same frames refuses it too.
     assert!(message::loads(&frames, &d.limits).is_err());
 }
+
+// ---- batched streams and calls ------------------------------------------------------
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn add_keys(key: &str) -> framewire::dask::AddKeys {
+    framewire::dask::AddKeys {
+        keys: vec![key.into()],
+        op: framewire::dask::Op::new(),
+        stimulus_id: "s".into(),
+    }
+}
+
+/// `BatchedWriter` writes each op when it is queued and joins them: the
+/// batch is byte for byte `dumps` of the list of their values, with ops
+/// given as values and ops with blocks (renumbered) in it too.
+#[test]
+fn batched_writer_writes_what_dumps_writes() {
+    use framewire::dask::{BatchedWriter, KeepAlive, Op};
+    use framewire::transport::Connection;
+    let with_block = Value::map_of([
+        ("op", Value::str("x")),
+        (
+            "data",
+            Value::Serialize(Box::new(Value::bin(vec![7u8; 100]))),
+        ),
+        ("pickled", block(true, vec![1, 2])),
+    ]);
+    let batches: Vec<(Vec<Value>, bool)> = vec![
+        // Written ops only: joined as they are.
+        (
+            vec![
+                to_value(&KeepAlive { op: Op::new() }).unwrap(),
+                to_value(&add_keys("a")).unwrap(),
+            ],
+            false,
+        ),
+        // A written op with blocks, a value, another written op.
+        (
+            vec![
+                with_block.clone(),
+                Value::str("OK"),
+                to_value(&add_keys("b")).unwrap(),
+            ],
+            true,
+        ),
+    ];
+    let rt = runtime();
+    for (ops, as_values) in batches {
+        let expected = dumps(&Value::Array(ops.clone())).unwrap();
+        let got = rt.block_on(async {
+            let (a, b) = tokio::io::duplex(1 << 20);
+            let (_r, w) = Connection::new(a).into_split();
+            let writer = BatchedWriter::new(w, std::time::Duration::from_secs(3600));
+            for (i, op) in ops.iter().enumerate() {
+                match (as_values && i == 1, op) {
+                    (true, v) => writer.send_value(v.clone()).unwrap(),
+                    (false, v) => writer.send(v).unwrap(),
+                }
+            }
+            writer.close().await.unwrap();
+            let mut rx = Connection::new(b);
+            rx.recv().await.unwrap().unwrap()
+        });
+        assert_eq!(got.frames(), &expected[..]);
+    }
+}
+
+/// `BatchedReader::recv` reads a batch straight into its ops and returns
+/// what reading it as values returns: the ops up to `"OK"`, `None` at
+/// `close-stream`, the ops around a bad one (an error of its own), and the
+/// rest of a batch as values when the next call asks for them.
+#[test]
+fn batched_reader_returns_what_reading_values_returns() {
+    use framewire::dask::{BatchedReader, WorkerToScheduler};
+    use framewire::transport::{Connection, TransportError};
+    let op = |k: &str| to_value(&add_keys(k)).unwrap();
+    let bad = Value::map_of([("op", Value::str("add-keys")), ("keys", Value::from(3u8))]);
+    let close = Value::map_of([("op", Value::str("close-stream"))]);
+    let messages = vec![
+        Value::Array(vec![op("a"), op("b"), Value::str("OK"), op("dropped")]),
+        Value::Array(vec![op("c"), bad, op("d")]),
+        Value::Array(vec![op("e"), op("f"), op("g")]),
+        op("h"),
+        Value::Array(vec![op("i"), close, op("after")]),
+    ];
+    #[derive(Debug, PartialEq)]
+    enum Got {
+        Op(WorkerToScheduler),
+        Value(Value),
+        Error,
+    }
+    let rt = runtime();
+    let read = |values_every: usize| {
+        rt.block_on(async {
+            let (a, b) = tokio::io::duplex(1 << 20);
+            let mut tx = Connection::new(a);
+            for m in &messages {
+                tx.send_value(m).await.unwrap();
+            }
+            let (r, _w) = Connection::new(b).into_split();
+            let mut stream = BatchedReader::new(r);
+            let mut got = Vec::new();
+            for i in 0.. {
+                // A call that reads a value: the rest of a typed batch comes
+                // back as values.
+                let next = match i % values_every == values_every - 1 {
+                    true => stream.recv_value().await.map(|r| r.map(Got::Value)),
+                    false => stream
+                        .recv::<WorkerToScheduler>()
+                        .await
+                        .map(|r| r.map(Got::Op)),
+                };
+                match next {
+                    None => break,
+                    Some(Ok(g)) => got.push(g),
+                    Some(Err(TransportError::Decode(DecodeError::Field { .. }))) => {
+                        got.push(Got::Error)
+                    }
+                    Some(Err(e)) => panic!("{e}"),
+                }
+            }
+            got
+        })
+    };
+    let typed = |k: &str| Got::Op(WorkerToScheduler::AddKeys(add_keys(k)));
+    assert_eq!(
+        read(usize::MAX),
+        vec![
+            typed("a"),
+            typed("b"),
+            typed("c"),
+            Got::Error,
+            typed("d"),
+            typed("e"),
+            typed("f"),
+            typed("g"),
+            typed("h"),
+            typed("i"),
+        ]
+    );
+    assert_eq!(
+        read(3),
+        vec![
+            typed("a"),
+            typed("b"),
+            Got::Value(op("c")),
+            Got::Error,
+            typed("d"),
+            Got::Value(op("e")),
+            typed("f"),
+            typed("g"),
+            Got::Value(op("h")),
+            typed("i"),
+        ]
+    );
+}
+
+/// `Rpc` writes a request as `dumps` of its value with `reply` set (in
+/// place, or appended), blocks included, and reads a reply as `loads` +
+/// `from_value` would, an error reply included.
+#[test]
+fn rpc_requests_and_replies_as_values_would_be() {
+    use framewire::dask::{Identity, Op, Rpc, RpcError};
+    use framewire::transport::Connection;
+    #[derive(Serialize)]
+    struct Store {
+        op: &'static str,
+        data: ToSerialize<Bin>,
+        reply: Option<bool>,
+    }
+    let store = Store {
+        op: "store",
+        data: ToSerialize(Bin::from(vec![1u8; 64])),
+        reply: Some(false),
+    };
+    let identity = Identity {
+        op: Op::new(),
+        n_workers: Some(2),
+        reply: None,
+    };
+    let with_reply = |mut v: Value, reply: bool| {
+        let Value::Map(entries) = &mut v else {
+            panic!()
+        };
+        match entries
+            .iter_mut()
+            .find(|(k, _)| k.as_str() == Some("reply"))
+        {
+            Some((_, r)) => *r = Value::Bool(reply),
+            None => entries.push((Value::str("reply"), Value::Bool(reply))),
+        }
+        dumps(&v).unwrap()
+    };
+    let error_reply = Value::map_of([
+        ("status", Value::str("uncaught-error")),
+        ("exception", block(true, vec![1])),
+        ("traceback", Value::Nil),
+        ("exception_text", Value::str("KeyError('x')")),
+        ("traceback_text", Value::str("")),
+    ]);
+    let rt = runtime();
+    rt.block_on(async {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let mut rpc = Rpc::new(Connection::new(a));
+        let mut server = Connection::new(b);
+        let (sent, got) = tokio::join!(rpc.send(&store), server.recv());
+        sent.unwrap();
+        let expected = with_reply(to_value(&store).unwrap(), false);
+        assert_eq!(got.unwrap().unwrap().frames(), &expected[..]);
+
+        let reply = Value::map_of([("type", Value::str("Scheduler")), ("id", Value::str("s"))]);
+        let (r, _) = tokio::join!(rpc.call::<_, Value>(&identity), async {
+            let got = server.recv().await.unwrap().unwrap();
+            let expected = with_reply(to_value(&identity).unwrap(), true);
+            assert_eq!(got.frames(), &expected[..]);
+            server.send_value(&reply).await.unwrap();
+        });
+        assert_eq!(r.unwrap(), reply);
+
+        let (r, _) = tokio::join!(rpc.call::<_, Value>(&identity), async {
+            server.recv().await.unwrap().unwrap();
+            server.send_value(&error_reply).await.unwrap();
+        });
+        match r {
+            Err(RpcError::Remote(e)) => assert_eq!(e.exception_text, "KeyError('x')"),
+            other => panic!("{other:?}"),
+        }
+        // A reply that does not fit: a field error, the connection still up.
+        let (r, _) = tokio::join!(rpc.call::<_, u8>(&identity), async {
+            server.recv().await.unwrap().unwrap();
+            server.send_value(&reply).await.unwrap();
+        });
+        assert!(
+            matches!(r, Err(RpcError::Decode(DecodeError::Field { .. }))),
+            "{r:?}"
+        );
+        assert!(!rpc.connection().is_poisoned());
+    });
+}
