@@ -109,6 +109,7 @@ fn value() -> impl Strategy<Value = Value> {
     })
 }
 
+#[allow(clippy::large_enum_variant)] // test messages, built once
 #[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 enum Tagged {
@@ -524,7 +525,7 @@ fn decode_errors_are_the_message_layers() {
     // {"a": "x", "b": {"__Serialized__": 5}}: a field error first, then a
     // placeholder out of range: `loads` reports the placeholder.
     let frame0 = Bytes::from_static(b"\x82\xa1a\xa1x\xa1b\x81\xae__Serialized__\x05");
-    let err = from_frames::<Small>(&[frame0.clone()], &d).unwrap_err();
+    let err = from_frames::<Small>(std::slice::from_ref(&frame0), &d).unwrap_err();
     assert_eq!(
         err,
         DecodeError::Message(MessageError::OffsetOutOfRange {
@@ -658,6 +659,7 @@ fn batched_reader_returns_what_reading_values_returns() {
         op("h"),
         Value::Array(vec![op("i"), close, op("after")]),
     ];
+    #[allow(clippy::large_enum_variant)] // a test's results
     #[derive(Debug, PartialEq)]
     enum Got {
         Op(WorkerToScheduler),
