@@ -98,9 +98,7 @@ pub(crate) fn encode_at(
         match v {
             Value::Array(items) => {
                 check_depth(depth)?;
-                let len = u32::try_from(items.len())
-                    .map_err(|_| EncodeError::TooLong { len: items.len() })?;
-                let _ = rmp::encode::write_array_len(&mut out.writer(), len);
+                put_array_len(out, items.len())?;
                 out.reserve(items.len());
                 // Scalars are written at once; from the first item that is
                 // not, the rest wait on the stack (in order).
@@ -186,6 +184,10 @@ pub(crate) fn put_uint(out: &mut BytesMut, v: u64) {
 
 /// Writes an array's length prefix.
 pub(crate) fn put_array_len(out: &mut BytesMut, len: usize) -> Result<(), EncodeError> {
+    if len < 16 {
+        out.put_u8(0x90 | len as u8); // fixarray: the common case, inline
+        return Ok(());
+    }
     let len = u32::try_from(len).map_err(|_| EncodeError::TooLong { len })?;
     let _ = rmp::encode::write_array_len(&mut out.writer(), len);
     Ok(())
@@ -200,15 +202,20 @@ pub(crate) fn put_ints(out: &mut BytesMut, items: &[i64]) -> Result<(), EncodeEr
 }
 
 pub(crate) fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
-    let len = u32::try_from(s.len()).map_err(|_| EncodeError::TooLong { len: s.len() })?;
-    let _ = rmp::encode::write_str_len(&mut out.writer(), len);
+    if s.len() < 32 {
+        out.put_u8(0xa0 | s.len() as u8); // fixstr: the common case, inline
+    } else {
+        let len = u32::try_from(s.len()).map_err(|_| EncodeError::TooLong { len: s.len() })?;
+        let _ = rmp::encode::write_str_len(&mut out.writer(), len);
+    }
     out.extend_from_slice(s.as_bytes());
     Ok(())
 }
 
 /// Writes a float, always as float64 (msgpack-python's form).
 pub(crate) fn put_f64(out: &mut BytesMut, f: f64) {
-    let _ = rmp::encode::write_f64(&mut out.writer(), f);
+    out.put_u8(0xcb); // float64: what rmp::encode::write_f64 writes, inline
+    out.put_f64(f);
 }
 
 pub(crate) fn put_bin(out: &mut BytesMut, b: &[u8]) -> Result<(), EncodeError> {
@@ -219,5 +226,9 @@ pub(crate) fn put_bin(out: &mut BytesMut, b: &[u8]) -> Result<(), EncodeError> {
 }
 
 pub(crate) fn put_map_len(out: &mut BytesMut, len: u32) {
+    if len < 16 {
+        out.put_u8(0x80 | len as u8); // fixmap: the common case, inline
+        return;
+    }
     let _ = rmp::encode::write_map_len(&mut out.writer(), len);
 }

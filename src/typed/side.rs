@@ -31,10 +31,11 @@ struct Table {
     /// The conversions running on this thread, innermost last (a
     /// [`ToSerialize`](super::ToSerialize) field runs one inside another).
     modes: Vec<Mode>,
-    /// Random per outermost conversion, in the high half of every token, so
-    /// that a peer's map that imitates a stashed value's marker
-    /// (`{MARKER_KEY: n}`, met where serde buffers content) names no value.
-    nonce: u64,
+    /// Random per outermost conversion (drawn when it first stashes a
+    /// value), in the high half of every token, so that a peer's map that
+    /// imitates a stashed value's marker (`{MARKER_KEY: n}`, met where serde
+    /// buffers content) names no value.
+    nonce: Option<u64>,
     /// Values stashed by index, taken once.
     values: Vec<Option<Value>>,
     /// The buffers whose slices were handed to serde as borrowed bytes, so
@@ -55,9 +56,7 @@ impl Scope {
         TABLE.with(|t| {
             let mut t = t.borrow_mut();
             if t.modes.is_empty() {
-                use std::hash::BuildHasher;
-                // std's RandomState: random keys per thread, a new pair per call.
-                t.nonce = std::collections::hash_map::RandomState::new().hash_one(0u8) << 32;
+                t.nonce = None; // drawn at the first stash
             }
             t.modes.push(mode);
         });
@@ -94,8 +93,13 @@ pub(super) fn active() -> bool {
 pub(super) fn stash(value: Value) -> u64 {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
+        let nonce = *t.nonce.get_or_insert_with(|| {
+            use std::hash::BuildHasher;
+            // std's RandomState: random keys per thread, a new pair per call.
+            std::collections::hash_map::RandomState::new().hash_one(0u8) << 32
+        });
         t.values.push(Some(value));
-        t.nonce | (t.values.len() - 1) as u64
+        nonce | (t.values.len() - 1) as u64
     })
 }
 
@@ -103,7 +107,7 @@ pub(super) fn stash(value: Value) -> u64 {
 pub(super) fn take(token: u64) -> Option<Value> {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
-        if token & !0xFFFF_FFFF != t.nonce {
+        if Some(token & !0xFFFF_FFFF) != t.nonce {
             return None;
         }
         let slot = usize::try_from(token & 0xFFFF_FFFF).ok()?;
