@@ -766,8 +766,8 @@ fn reencode(ch: Channel, v: Value) -> Result<Value, framewire::EncodeError> {
 
 /// A key nested as deep as `Limits::dask_compat` lets msgpack nest
 /// decodes into `Key` (serde recurses) on a 2 MiB stack, the default of a
-/// spawned thread and of tokio's workers, and encodes again; one level
-/// deeper is refused by the msgpack layer.
+/// spawned thread and of tokio's workers, and encodes again, through both
+/// paths; one level deeper is refused by the msgpack layer.
 #[test]
 fn a_key_nested_to_the_depth_limit_decodes_on_a_default_stack() {
     let max = limits().max_depth;
@@ -795,6 +795,12 @@ fn a_key_nested_to_the_depth_limit_decodes_on_a_default_stack() {
             k = &items[0];
         }
         assert_eq!(depth, deepest);
+        // The direct paths, on the same stack.
+        let opts = framewire::DeserializeOptions::with_limits(limits());
+        let direct = framewire::typed::from_frames::<SchedulerToWorker>(&[frame(deepest)], &opts);
+        assert!(matches!(direct, Ok(SchedulerToWorker::FreeKeys(ref d)) if *d == m));
+        let written = framewire::typed::to_frames(&m, &Default::default()).unwrap();
+        assert_eq!(written, [frame(deepest)]);
         framewire::to_value(&m).unwrap() == v
     });
     assert!(ok, "the deep key round-trips");

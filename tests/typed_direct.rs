@@ -814,3 +814,34 @@ fn rpc_requests_and_replies_as_values_would_be() {
         assert!(!rpc.connection().is_poisoned());
     });
 }
+
+/// A `Value` field nested as deep as a message may be (1024 levels in
+/// all) is written by `to_frames` on a 2 MiB stack, the default of a
+/// spawned thread and of tokio's workers, as `dumps` writes it; one level
+/// more is refused alike. (Deeper values are beyond what a `Value` may
+/// hold on such a stack at all: cloning and dropping one recurse, SPEC.md
+/// §7.)
+#[test]
+fn a_value_at_the_depth_limit_is_written_on_a_default_stack() {
+    #[derive(Serialize)]
+    struct Holder {
+        v: Value,
+    }
+    for (levels, fits) in [(1023, true), (1024, false)] {
+        let (same, direct) = common::on_small_stack(2 << 20, move || {
+            let mut deep = Value::Nil;
+            for _ in 0..levels {
+                deep = Value::Array(vec![deep]);
+            }
+            let holder = Holder { v: deep };
+            let s = SerializeOptions::default();
+            let direct = to_frames(&holder, &s).map(|_| ());
+            let expected = to_value(&holder).and_then(|v| dumps(&v)).map(|_| ());
+            // Dropping a deep value recurses: not what is measured here.
+            std::mem::forget(holder);
+            (direct == expected, direct)
+        });
+        assert!(same, "{levels}: to_frames vs to_value + dumps");
+        assert_eq!(direct.is_ok(), fits, "{levels}: {direct:?}");
+    }
+}

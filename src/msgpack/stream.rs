@@ -66,6 +66,11 @@ impl<'a> Stream<'a> {
         })
     }
 
+    /// Containers open around the next item.
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+
     /// Where the next item starts.
     pub(crate) fn pos(&self) -> usize {
         self.rd.pos

@@ -27,6 +27,12 @@ use crate::msgpack::{self, Stream, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
 use crate::value::Value;
 
+/// How deep in frame 0 items are read one by one: below, a value is decoded
+/// whole and read by the value deserializer, whose recursion (a type such
+/// as `Key` that nests as deep as the message does) takes less stack per
+/// level. No Dask message comes near.
+const DIRECT_DEPTH: usize = 32;
+
 /// The state of one message being read.
 pub(super) struct Decoder<'de> {
     frame0: &'de Bytes,
@@ -86,9 +92,13 @@ impl<'de> Decoder<'de> {
         Ok(self.arena.get_or_init(Arena::new).alloc(v))
     }
 
-    /// The value of the placeholder here, if there is one.
+    /// The value here, decoded, when it is not read item by item: a
+    /// placeholder's (its block's value), or anything nested deeper than
+    /// [`DIRECT_DEPTH`] (the value deserializer needs less stack a level).
     fn block(&mut self) -> Result<Option<&'de Value>, Error> {
-        match is_placeholder_at(self.frame0, self.stream.pos()) {
+        match self.stream.depth() >= DIRECT_DEPTH
+            || is_placeholder_at(self.frame0, self.stream.pos())
+        {
             true => self.kept_value().map(Some),
             false => Ok(None),
         }
@@ -149,16 +159,23 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
     fn by_op<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         let buf = self.d.frame0;
         let pos = self.d.stream.pos();
+        if let Some(v) = self.d.block()? {
+            return de::Deserializer::deserialize_newtype_struct(
+                ValueDeserializer::new(v),
+                by_op::BY_OP,
+                visitor,
+            );
+        }
         if !msgpack::is_map_at(buf, pos) {
             return visitor.visit_enum(by_op::ByOp::new(by_op::OpIs::NotAMap, self));
         }
         match msgpack::lookup_str(buf, pos, "op") {
-            Some(op) if !is_placeholder_at(buf, pos) => {
+            Some(op) => {
                 let op = op.map_or(by_op::OpIs::Absent, by_op::OpIs::Str);
                 visitor.visit_enum(by_op::ByOp::new(op, self))
             }
-            // A block, or a map whose op a block may give: as a value.
-            _ => {
+            // A map whose op a block may give: as a value.
+            None => {
                 let v = self.d.kept_value()?;
                 de::Deserializer::deserialize_newtype_struct(
                     ValueDeserializer::new(v),

@@ -9,7 +9,7 @@
 //! conversion inside another one (a [`ToSerialize`](super::ToSerialize)
 //! field) shares it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use bytes::Bytes;
 
@@ -45,6 +45,35 @@ struct Table {
 
 thread_local! {
     static TABLE: RefCell<Table> = RefCell::new(Table::default());
+    /// `Value`s being written field by field by [`to_frames`](super::to_frames),
+    /// one inside another (see [`Nested`]).
+    static NESTED_VALUES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many `Value`s inside one another [`to_frames`](super::to_frames)
+/// writes through serde (a call per level); deeper ones are handed to the
+/// message layer's encoder whole, which needs no stack per level.
+const MAX_NESTED_VALUES: usize = 32;
+
+/// A `Value` being written through serde by [`to_frames`](super::to_frames).
+pub(super) struct Nested(());
+
+impl Nested {
+    /// `None` when [`MAX_NESTED_VALUES`] are being written already.
+    pub(super) fn enter() -> Option<Nested> {
+        NESTED_VALUES.with(|n| {
+            (n.get() < MAX_NESTED_VALUES).then(|| {
+                n.set(n.get() + 1);
+                Nested(())
+            })
+        })
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        NESTED_VALUES.with(|n| n.set(n.get() - 1));
+    }
 }
 
 /// A conversion running on this thread; the table is cleared when the
