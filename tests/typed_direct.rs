@@ -243,6 +243,26 @@ proptest! {
         agree(&External::New(v), &s, &d)?;
     }
 
+    /// Values nested past the depth where the direct paths hand over to
+    /// the value (de)serializers, read as nested types too.
+    #[test]
+    fn deep_values_agree(depth in 1usize..80, maps in any::<u64>(), leaf in value()) {
+        let mut v = leaf;
+        for level in 0..depth {
+            v = match maps >> (level % 64) & 1 {
+                1 => Value::map_of([("k", v)]),
+                _ => Value::Array(vec![v, Value::Nil]),
+            };
+        }
+        let d = DeserializeOptions::default();
+        agree(&vec![v.clone()], &SerializeOptions::default(), &d)?;
+        agree(&External::New(v.clone()), &SerializeOptions::default(), &d)?;
+        let Ok(frames) = dumps(&v) else { return Ok(()) };
+        decode_agrees::<framewire::dask::Key>(&frames, &d)?;
+        decode_agrees::<Vec<External>>(&frames, &d)?;
+        decode_agrees::<BTreeMap<String, Vec<Value>>>(&frames, &d)?;
+    }
+
     /// A value read as types it may not fit: the same value or error.
     #[test]
     fn values_read_as_other_types_agree(v in value()) {
