@@ -164,6 +164,7 @@ pub(crate) fn check_key(key: &Value) -> Result<(), EncodeError> {
 
 /// [`check_key`] for a key already written as msgpack (in the forms
 /// framewire writes, §3.2): refuses the str `__Serialized__` / `__Pickled__`.
+#[inline]
 pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
     const SERIALIZED: &[u8] = b"\xae__Serialized__";
     const PICKLED: &[u8] = b"\xab__Pickled__";

@@ -156,6 +156,7 @@ fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
 
 /// Refuses a container inside `depth` others once msgpack-python could not
 /// read it.
+#[inline]
 pub(crate) fn check_depth(depth: usize) -> Result<(), EncodeError> {
     if depth >= PYTHON_MAX_DEPTH {
         return Err(EncodeError::DepthExceeded {
@@ -165,6 +166,7 @@ pub(crate) fn check_depth(depth: usize) -> Result<(), EncodeError> {
     Ok(())
 }
 
+#[inline]
 pub(crate) fn put_int(out: &mut BytesMut, v: i64) {
     match u64::try_from(v) {
         Ok(u) => put_uint(out, u),
@@ -174,6 +176,7 @@ pub(crate) fn put_int(out: &mut BytesMut, v: i64) {
     }
 }
 
+#[inline]
 pub(crate) fn put_uint(out: &mut BytesMut, v: u64) {
     if v < 0x80 {
         out.put_u8(v as u8); // positive fixint: the common case, inline
@@ -183,6 +186,7 @@ pub(crate) fn put_uint(out: &mut BytesMut, v: u64) {
 }
 
 /// Writes an array's length prefix.
+#[inline]
 pub(crate) fn put_array_len(out: &mut BytesMut, len: usize) -> Result<(), EncodeError> {
     if len < 16 {
         out.put_u8(0x90 | len as u8); // fixarray: the common case, inline
@@ -201,6 +205,7 @@ pub(crate) fn put_ints(out: &mut BytesMut, items: &[i64]) -> Result<(), EncodeEr
     Ok(())
 }
 
+#[inline]
 pub(crate) fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
     if s.len() < 32 {
         out.put_u8(0xa0 | s.len() as u8); // fixstr: the common case, inline
@@ -213,11 +218,13 @@ pub(crate) fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
 }
 
 /// Writes a float, always as float64 (msgpack-python's form).
+#[inline]
 pub(crate) fn put_f64(out: &mut BytesMut, f: f64) {
     out.put_u8(0xcb); // float64: what rmp::encode::write_f64 writes, inline
     out.put_f64(f);
 }
 
+#[inline]
 pub(crate) fn put_bin(out: &mut BytesMut, b: &[u8]) -> Result<(), EncodeError> {
     let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
     let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
@@ -225,6 +232,7 @@ pub(crate) fn put_bin(out: &mut BytesMut, b: &[u8]) -> Result<(), EncodeError> {
     Ok(())
 }
 
+#[inline]
 pub(crate) fn put_map_len(out: &mut BytesMut, len: u32) {
     if len < 16 {
         out.put_u8(0x80 | len as u8); // fixmap: the common case, inline

@@ -90,6 +90,34 @@ impl<'a> Stream<'a> {
         self.rd
             .count_item(&mut self.items_seen, start, self.limits)?;
         let buf: &'a Bytes = self.rd.buf;
+        // The one-byte forms most of a message is made of, read in place;
+        // anything else (and every error) goes through `read_item`.
+        match buf.get(start) {
+            Some(&b @ 0x00..=0x7f) => {
+                self.rd.pos += 1;
+                return Ok(Token::Int(Integer::from(b)));
+            }
+            Some(&b @ 0xa0..=0xbf) => {
+                let end = start + 1 + usize::from(b & 0x1f);
+                if let Some(text) = buf.get(start + 1..end) {
+                    let text = std::str::from_utf8(text)
+                        .map_err(|_| MsgpackError::InvalidUtf8(self.rd.at(start)))?;
+                    self.rd.pos = end;
+                    return Ok(Token::Str(text));
+                }
+            }
+            Some(&b @ (0x80..=0x8f | 0x90..=0x9f)) => {
+                let (len, is_map) = (u64::from(b & 0x0f), b < 0x90);
+                self.rd.pos += 1;
+                self.rd
+                    .open_container(start, len, is_map, self.depth, self.limits)?;
+                return Ok(match is_map {
+                    true => Token::Map(len),
+                    false => Token::Array(len),
+                });
+            }
+            _ => {}
+        }
         Ok(match read_item(&mut self.rd)? {
             Item::Scalar(Value::Nil) => Token::Nil,
             Item::Scalar(Value::Bool(b)) => Token::Bool(b),
