@@ -207,12 +207,17 @@ pub(crate) fn put_ints(out: &mut BytesMut, items: &[i64]) -> Result<(), EncodeEr
 
 #[inline]
 pub(crate) fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
-    if s.len() < 32 {
-        out.put_u8(0xa0 | s.len() as u8); // fixstr: the common case, inline
-    } else {
-        let len = u32::try_from(s.len()).map_err(|_| EncodeError::TooLong { len: s.len() })?;
-        let _ = rmp::encode::write_str_len(&mut out.writer(), len);
+    if s.len() >= 32 {
+        return put_long_str(out, s);
     }
+    out.put_u8(0xa0 | s.len() as u8); // fixstr: the common case, inline
+    out.extend_from_slice(s.as_bytes());
+    Ok(())
+}
+
+fn put_long_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
+    let len = u32::try_from(s.len()).map_err(|_| EncodeError::TooLong { len: s.len() })?;
+    let _ = rmp::encode::write_str_len(&mut out.writer(), len);
     out.extend_from_slice(s.as_bytes());
     Ok(())
 }
