@@ -95,7 +95,7 @@ impl<'de> Decoder<'de> {
     /// The value here, decoded, when it is not read item by item: a
     /// placeholder's (its block's value), or anything nested deeper than
     /// [`DIRECT_DEPTH`] (the value deserializer needs less stack a level).
-    fn block(&mut self) -> Result<Option<&'de Value>, Error> {
+    fn whole(&mut self) -> Result<Option<&'de Value>, Error> {
         match self.stream.depth() >= DIRECT_DEPTH
             || is_placeholder_at(self.frame0, self.stream.pos())
         {
@@ -159,7 +159,7 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
     fn by_op<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         let buf = self.d.frame0;
         let pos = self.d.stream.pos();
-        if let Some(v) = self.d.block()? {
+        if let Some(v) = self.d.whole()? {
             return de::Deserializer::deserialize_newtype_struct(
                 ValueDeserializer::new(v),
                 by_op::BY_OP,
@@ -209,7 +209,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
     }
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        if let Some(v) = self.d.block()? {
+        if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_any(visitor);
         }
         let start = self.d.stream.pos();
@@ -232,7 +232,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        if let Some(v) = self.d.block()? {
+        if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_option(visitor);
         }
         match self.d.frame0.get(self.d.stream.pos()) {
@@ -266,7 +266,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
         variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        if let Some(v) = self.d.block()? {
+        if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_enum(name, variants, visitor);
         }
         match self.d.stream.next()? {
@@ -296,7 +296,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
     // A block or an array is a map only to `deserialize_any`, never to a
     // type that asks for a map (the value deserializer refuses it).
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        if let Some(v) = self.d.block()? {
+        if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_map(visitor);
         }
         self.deserialize_any(visitor)
@@ -308,7 +308,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        if let Some(v) = self.d.block()? {
+        if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_struct(name, fields, visitor);
         }
         self.deserialize_any(visitor)
@@ -432,7 +432,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
         self.left -= 1;
         self.check_key()?;
         self.value_pending = true;
-        let key = match self.d.block()? {
+        let key = match self.d.whole()? {
             Some(v) => Key::Block(v),
             None => Key::At(self.d.stream.pos()),
         };
@@ -476,7 +476,7 @@ impl<'a, 'de> de::EnumAccess<'de> for EnumAccess<'a, 'de> {
         self,
         seed: V,
     ) -> Result<(V::Value, VariantAccess<'a, 'de>), Error> {
-        let key = match self.d.block()? {
+        let key = match self.d.whole()? {
             Some(v) => Key::Block(v),
             None => self.key,
         };
@@ -497,7 +497,7 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'_, 'de> {
     type Error = Error;
 
     fn unit_variant(self) -> Result<(), Error> {
-        let found = match self.d.block()? {
+        let found = match self.d.whole()? {
             Some(Value::Nil) => return Ok(()),
             Some(v) => value_kind(v),
             None => match self.d.stream.next()? {
