@@ -106,7 +106,8 @@ impl<'a> Stream<'a> {
                     return Ok(Token::Str(text));
                 }
             }
-            Some(&b @ (0x80..=0x8f | 0x90..=0x9f)) => {
+            Some(&b @ 0x80..=0x9f) => {
+                // fixmap, fixarray
                 let (len, is_map) = (u64::from(b & 0x0f), b < 0x90);
                 self.rd.pos += 1;
                 self.rd
