@@ -162,6 +162,18 @@ pub(crate) fn check_key(key: &Value) -> Result<(), EncodeError> {
     }
 }
 
+/// [`check_key`] for a str key (a struct's field name, a variant's name).
+#[inline]
+pub(crate) fn check_key_str(key: &str) -> Result<(), EncodeError> {
+    match key {
+        SERIALIZED_KEY => Err(EncodeError::ReservedKey {
+            key: SERIALIZED_KEY,
+        }),
+        PICKLED_KEY => Err(EncodeError::ReservedKey { key: PICKLED_KEY }),
+        _ => Ok(()),
+    }
+}
+
 /// [`check_key`] for a key already written as msgpack (in the forms
 /// framewire writes, §3.2): refuses the str `__Serialized__` / `__Pickled__`.
 #[inline]

@@ -176,13 +176,26 @@ pub(crate) fn put_int(out: &mut BytesMut, v: i64) {
     }
 }
 
+/// Writes a non-negative integer in the smallest unsigned form (§3.2:
+/// fixint, then `cc`..`cf`, what `rmp::encode::write_uint` writes), inline.
 #[inline]
 pub(crate) fn put_uint(out: &mut BytesMut, v: u64) {
-    if v < 0x80 {
-        out.put_u8(v as u8); // positive fixint: the common case, inline
-        return;
+    match v {
+        0..=0x7f => out.put_u8(v as u8),
+        0x80..=0xff => out.put_slice(&[0xcc, v as u8]),
+        0x100..=0xffff => {
+            out.put_u8(0xcd);
+            out.put_u16(v as u16);
+        }
+        0x1_0000..=0xffff_ffff => {
+            out.put_u8(0xce);
+            out.put_u32(v as u32);
+        }
+        _ => {
+            out.put_u8(0xcf);
+            out.put_u64(v);
+        }
     }
-    let _ = rmp::encode::write_uint(&mut out.writer(), v);
 }
 
 /// Writes an array's length prefix.
@@ -231,8 +244,13 @@ pub(crate) fn put_f64(out: &mut BytesMut, f: f64) {
 
 #[inline]
 pub(crate) fn put_bin(out: &mut BytesMut, b: &[u8]) -> Result<(), EncodeError> {
-    let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
-    let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
+    match u8::try_from(b.len()) {
+        Ok(len) => out.put_slice(&[0xc4, len]), // bin8: the common case, inline
+        Err(_) => {
+            let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
+            let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
+        }
+    }
     out.extend_from_slice(b);
     Ok(())
 }

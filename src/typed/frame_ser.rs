@@ -13,7 +13,7 @@ use super::error::Error;
 use super::ser::ValueSerializer;
 use super::side;
 use super::types::MAGIC;
-use crate::message::{check_key_bytes, Placeholders};
+use crate::message::{check_key_bytes, check_key_str, Placeholders};
 use crate::msgpack;
 use crate::value::{Integer, Value};
 
@@ -33,6 +33,7 @@ pub(super) struct FrameSerializer<'f, 's> {
 }
 
 impl FrameSerializer<'_, '_> {
+    #[inline]
     fn int(self, i: Integer) -> Result<(), Error> {
         match i.as_u64() {
             Some(u) => msgpack::put_uint(&mut self.f.out, u),
@@ -43,16 +44,17 @@ impl FrameSerializer<'_, '_> {
     }
 
     /// `{variant: ...}`: the map and its key; the content follows.
+    #[inline]
     fn variant_key(&mut self, variant: &'static str) -> Result<(), Error> {
         msgpack::check_depth(self.depth)?;
+        check_key_str(variant)?;
         msgpack::put_map_len(&mut self.f.out, 1);
-        let start = self.f.out.len();
         msgpack::put_str(&mut self.f.out, variant)?;
-        check_key_bytes(&self.f.out[start..])?;
         Ok(())
     }
 }
 
+#[inline]
 fn out_of_range(v: impl std::fmt::Display) -> Error {
     Error::new(format!("{v} is outside msgpack's integer range"))
 }
@@ -68,44 +70,56 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     type SerializeStruct = Compound<'f, 's>;
     type SerializeStructVariant = Compound<'f, 's>;
 
+    #[inline]
     fn is_human_readable(&self) -> bool {
         false
     }
 
+    #[inline]
     fn serialize_bool(self, v: bool) -> Result<(), Error> {
         self.f.out.extend_from_slice(&[if v { 0xc3 } else { 0xc2 }]);
         Ok(())
     }
+    #[inline]
     fn serialize_i8(self, v: i8) -> Result<(), Error> {
         self.serialize_i64(v.into())
     }
+    #[inline]
     fn serialize_i16(self, v: i16) -> Result<(), Error> {
         self.serialize_i64(v.into())
     }
+    #[inline]
     fn serialize_i32(self, v: i32) -> Result<(), Error> {
         self.serialize_i64(v.into())
     }
+    #[inline]
     fn serialize_i64(self, v: i64) -> Result<(), Error> {
         msgpack::put_int(&mut self.f.out, v);
         Ok(())
     }
+    #[inline]
     fn serialize_i128(self, v: i128) -> Result<(), Error> {
         let i = Integer::try_from_i128(v).ok_or_else(|| out_of_range(v))?;
         self.int(i)
     }
+    #[inline]
     fn serialize_u8(self, v: u8) -> Result<(), Error> {
         self.serialize_u64(v.into())
     }
+    #[inline]
     fn serialize_u16(self, v: u16) -> Result<(), Error> {
         self.serialize_u64(v.into())
     }
+    #[inline]
     fn serialize_u32(self, v: u32) -> Result<(), Error> {
         self.serialize_u64(v.into())
     }
+    #[inline]
     fn serialize_u64(self, v: u64) -> Result<(), Error> {
         msgpack::put_uint(&mut self.f.out, v);
         Ok(())
     }
+    #[inline]
     fn serialize_u128(self, v: u128) -> Result<(), Error> {
         let i = i128::try_from(v)
             .ok()
@@ -114,42 +128,52 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
         self.int(i)
     }
     /// msgpack-python reads and writes float64 only.
+    #[inline]
     fn serialize_f32(self, v: f32) -> Result<(), Error> {
         self.serialize_f64(v.into())
     }
+    #[inline]
     fn serialize_f64(self, v: f64) -> Result<(), Error> {
         msgpack::put_f64(&mut self.f.out, v);
         Ok(())
     }
+    #[inline]
     fn serialize_char(self, v: char) -> Result<(), Error> {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
+    #[inline]
     fn serialize_str(self, v: &str) -> Result<(), Error> {
         Ok(msgpack::put_str(&mut self.f.out, v)?)
     }
     /// A bin is written in frame 0, as `dumps` writes a `Value::Bin`: its
     /// one copy is frame 0 itself. A large one gets room for what follows
     /// it too, so that frame 0 is not copied again as it grows.
+    #[inline]
     fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
         if v.len() > BIN_HEADROOM {
             self.f.out.reserve(v.len() + BIN_HEADROOM);
         }
         Ok(msgpack::put_bin(&mut self.f.out, v)?)
     }
+    #[inline]
     fn serialize_none(self) -> Result<(), Error> {
         self.serialize_unit()
     }
+    #[inline]
     fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
         value.serialize(self)
     }
+    #[inline]
     fn serialize_unit(self) -> Result<(), Error> {
         self.f.out.extend_from_slice(&[0xc0]);
         Ok(())
     }
+    #[inline]
     fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
         self.serialize_unit()
     }
     /// A unit variant is its name.
+    #[inline]
     fn serialize_unit_variant(
         self,
         _: &'static str,
@@ -158,6 +182,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     ) -> Result<(), Error> {
         self.serialize_str(variant)
     }
+    #[inline]
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
         name: &'static str,
@@ -182,6 +207,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
         )?)
     }
     /// `{variant: value}`.
+    #[inline]
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         mut self,
         _: &'static str,
@@ -196,12 +222,15 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
         };
         value.serialize(inner).map_err(|e| e.at_field(variant))
     }
+    #[inline]
     fn serialize_seq(self, len: Option<usize>) -> Result<Compound<'f, 's>, Error> {
         Compound::open(self.f, self.depth, len, false, None)
     }
+    #[inline]
     fn serialize_tuple(self, len: usize) -> Result<Compound<'f, 's>, Error> {
         Compound::open(self.f, self.depth, Some(len), false, None)
     }
+    #[inline]
     fn serialize_tuple_struct(
         self,
         _: &'static str,
@@ -209,6 +238,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     ) -> Result<Compound<'f, 's>, Error> {
         Compound::open(self.f, self.depth, Some(len), false, None)
     }
+    #[inline]
     fn serialize_tuple_variant(
         mut self,
         _: &'static str,
@@ -219,12 +249,15 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
         self.variant_key(variant)?;
         Compound::open(self.f, self.depth + 1, Some(len), false, Some(variant))
     }
+    #[inline]
     fn serialize_map(self, len: Option<usize>) -> Result<Compound<'f, 's>, Error> {
         Compound::open(self.f, self.depth, len, true, None)
     }
+    #[inline]
     fn serialize_struct(self, _: &'static str, len: usize) -> Result<Compound<'f, 's>, Error> {
         Compound::open(self.f, self.depth, Some(len), true, None)
     }
+    #[inline]
     fn serialize_struct_variant(
         mut self,
         _: &'static str,
@@ -256,6 +289,7 @@ pub(super) struct Compound<'f, 's> {
 }
 
 /// Bytes of the length prefix of an array or a map of `n` items.
+#[inline]
 fn prefix_len(n: usize) -> usize {
     match n {
         0..=15 => 1,
@@ -264,6 +298,7 @@ fn prefix_len(n: usize) -> usize {
     }
 }
 
+#[inline]
 fn put_len(out: &mut BytesMut, n: usize, is_map: bool) -> Result<(), Error> {
     match is_map {
         true => {
@@ -277,6 +312,7 @@ fn put_len(out: &mut BytesMut, n: usize, is_map: bool) -> Result<(), Error> {
 }
 
 impl<'f, 's> Compound<'f, 's> {
+    #[inline]
     fn open(
         f: &'f mut Frame0<'s>,
         depth: usize,
@@ -300,6 +336,7 @@ impl<'f, 's> Compound<'f, 's> {
         })
     }
 
+    #[inline]
     fn item(&mut self) -> FrameSerializer<'_, 's> {
         FrameSerializer {
             f: self.f,
@@ -307,6 +344,7 @@ impl<'f, 's> Compound<'f, 's> {
         }
     }
 
+    #[inline]
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         let index = self.count;
         self.count += 1;
@@ -314,15 +352,16 @@ impl<'f, 's> Compound<'f, 's> {
         self.in_variant(r)
     }
 
+    #[inline]
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
         self.count += 1;
-        let start = self.f.out.len();
+        check_key_str(key)?;
         msgpack::put_str(&mut self.f.out, key)?;
-        check_key_bytes(&self.f.out[start..])?;
         let r = value.serialize(self.item()).map_err(|e| e.at_field(key));
         self.in_variant(r)
     }
 
+    #[inline]
     fn in_variant(&self, r: Result<(), Error>) -> Result<(), Error> {
         match self.variant {
             Some(variant) => r.map_err(|e| e.at_field(variant)),
@@ -331,12 +370,14 @@ impl<'f, 's> Compound<'f, 's> {
     }
 
     /// The pending key, decoded again for the path of an error.
+    #[inline]
     fn key_value(&self) -> Value {
         let (start, end) = self.key;
         let bytes = Bytes::copy_from_slice(&self.f.out[start..end]);
         msgpack::decode_range(&bytes, 0..bytes.len(), usize::MAX).unwrap_or(Value::Nil)
     }
 
+    #[inline]
     fn end(self) -> Result<(), Error> {
         if self.count != self.announced {
             // Another number of items than announced: the prefix again.
@@ -356,9 +397,11 @@ macro_rules! items {
         impl ser::$trait for Compound<'_, '_> {
             type Ok = ();
             type Error = Error;
+            #[inline]
             fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
                 self.element(value)
             }
+            #[inline]
             fn end(self) -> Result<(), Error> {
                 Compound::end(self)
             }
@@ -379,6 +422,7 @@ macro_rules! fields {
         impl ser::$trait for Compound<'_, '_> {
             type Ok = ();
             type Error = Error;
+            #[inline]
             fn serialize_field<T: Serialize + ?Sized>(
                 &mut self,
                 key: &'static str,
@@ -386,6 +430,7 @@ macro_rules! fields {
             ) -> Result<(), Error> {
                 self.field(key, value)
             }
+            #[inline]
             fn end(self) -> Result<(), Error> {
                 Compound::end(self)
             }
@@ -398,6 +443,7 @@ fields!(SerializeStruct, SerializeStructVariant);
 impl ser::SerializeMap for Compound<'_, '_> {
     type Ok = ();
     type Error = Error;
+    #[inline]
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
         self.count += 1;
         let start = self.f.out.len();
@@ -406,11 +452,13 @@ impl ser::SerializeMap for Compound<'_, '_> {
         check_key_bytes(&self.f.out[start..])?;
         Ok(())
     }
+    #[inline]
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         value
             .serialize(self.item())
             .map_err(|e| e.at_key(&self.key_value()))
     }
+    #[inline]
     fn end(self) -> Result<(), Error> {
         Compound::end(self)
     }
