@@ -191,7 +191,13 @@ impl<'a> Stream<'a> {
 
 /// Whether the value at `buf[pos]` is a one-entry map whose key is the str
 /// `a` or `b`. Looks only: malformed bytes answer `false`.
+#[inline]
 pub(crate) fn one_entry_map_keyed(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
+    // Most values are no map of one entry: answered by their first byte.
+    matches!(buf.get(pos), Some(0x81 | 0xde | 0xdf)) && keyed(buf, pos, a, b)
+}
+
+fn keyed(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
     let key_at = match buf.get(pos) {
         Some(0x81) => pos + 1,
         Some(0xde) if buf.get(pos + 1..pos + 3) == Some(&[0, 1]) => pos + 3,

@@ -95,6 +95,7 @@ impl<'de> Decoder<'de> {
     /// The value here, decoded, when it is not read item by item: a
     /// placeholder's (its block's value), or anything nested deeper than
     /// [`DIRECT_DEPTH`] (the value deserializer needs less stack a level).
+    #[inline]
     fn whole(&mut self) -> Result<Option<&'de Value>, Error> {
         match self.stream.depth() >= DIRECT_DEPTH
             || is_placeholder_at(self.frame0, self.stream.pos())
