@@ -220,12 +220,12 @@ def plan_wire(run, quick, min_time):
 
 def plan_typed(run, quick, min_time):
     cells = {}
-    for path in ["loads", "typed_decode"]:
+    for path in ["loads", "typed_decode", "typed_decode_value"]:
         cells[f"fw/{path}"] = ("rust", {"op": "typed", "case": "compute-task_1", "path": path, "min_time": min_time})
     cells["dask/loads"] = ("python", {"op": "typed", "case": "compute-task_1", "path": "loads", "min_time": min_time})
     run.group("typed/compute-task", cells)
     cells = {}
-    for path in ["dumps", "typed_encode"]:
+    for path in ["dumps", "typed_encode", "typed_encode_value"]:
         cells[f"fw/{path}"] = ("rust", {"op": "typed", "case": "task-finished_1", "path": path, "min_time": min_time})
     cells["dask/dumps"] = ("python", {"op": "typed", "case": "task-finished_1", "path": "dumps", "min_time": min_time})
     run.group("typed/task-finished", cells)
@@ -369,15 +369,16 @@ def build_table(groups):
             for f in ["1thread", "2threads"]:
                 t.pair(f"{what}: framewire Connection ({f}) vs Python comm (one process)",
                        [rate(r) for r in g[gid][f"fw_{f}"]], peer, "msgs/s", True)
-    for gid, dyn, typed, py, what in [
-            ("typed/compute-task", "fw/loads", "fw/typed_decode", "dask/loads",
+    for gid, dyn, typed, via_value, py, what in [
+            ("typed/compute-task", "fw/loads", "fw/typed_decode", "fw/typed_decode_value", "dask/loads",
              "captured compute-task batch: decode"),
-            ("typed/task-finished", "fw/dumps", "fw/typed_encode", "dask/dumps",
+            ("typed/task-finished", "fw/dumps", "fw/typed_encode", "fw/typed_encode_value", "dask/dumps",
              "captured task-finished batch: encode")]:
         if gid in g:
             us = {k: [r["per_call_s"] * 1e6 for r in v] for k, v in g[gid].items()}
-            typed_name = "loads + from_value into Vec<SchedulerToWorker>" if "decode" in what \
-                else "to_value of Vec<WorkerToScheduler> + dumps"
+            typed_name = "from_frames into Vec<SchedulerToWorker>" if "decode" in what \
+                else "to_frames of Vec<WorkerToScheduler>"
+            value_name = "loads + from_value" if "decode" in what else "to_value + dumps"
             dyn_name = "loads into a Value" if "decode" in what else "dumps of the equal Value"
             py_name = "protocol.loads(deserialize=True), which also unpickles the run_spec" if "decode" in what \
                 else "protocol.dumps"
@@ -385,6 +386,8 @@ def build_table(groups):
                    us[typed], us[dyn], "us", False, "peer = framewire's dynamic path")
             t.pair(f"{what}: typed vs Python {py_name}; target ≥ 10×",
                    us[typed], us[py], "us", False)
+            t.pair(f"{what}: typed through a Value ({value_name}) vs the dynamic path ({dyn_name})",
+                   us[via_value], us[dyn], "us", False, "peer = framewire's dynamic path")
     if "wire/64MiB" in g:
         w = g["wire/64MiB"]
         gb = {k: [gibs(r) for r in v] for k, v in w.items()}

@@ -23,7 +23,9 @@
 //! a fresh `wire-recv` receives), `connect` {address, certs, count} (connect,
 //! TLS and Dask handshakes, one `identity` call, to a running server),
 //! `typed` {case, path, min_time} (a captured message, `tests/captures/conversation/<case>`,
-//! through `loads`, `loads+from_value`, `dumps` or `to_value+dumps`),
+//! through `loads`, `from_frames` (`typed_decode`), `loads+from_value`
+//! (`typed_decode_value`), `dumps`, `to_frames` (`typed_encode`) or
+//! `to_value+dumps` (`typed_encode_value`)),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
 
@@ -343,7 +345,8 @@ fn connect_identity(req: &Json) -> Json {
 /// criterion version).
 fn typed(req: &Json, min_time: f64) -> Json {
     use framewire::dask::{SchedulerToWorker, WorkerToScheduler};
-    use framewire::serialize::DeserializeOptions;
+    use framewire::serialize::{DeserializeOptions, SerializeOptions};
+    use framewire::typed::{from_frames, to_frames};
     use framewire::{from_value, to_value};
 
     let case = req["case"].as_str().expect("case");
@@ -356,6 +359,10 @@ fn typed(req: &Json, min_time: f64) -> Json {
             std::hint::black_box(loads(std::hint::black_box(&frames)));
         }),
         ("compute-task_1", "typed_decode") => timed(min_time, || {
+            let f = std::hint::black_box(&frames);
+            std::hint::black_box(from_frames::<Vec<SchedulerToWorker>>(f, &opts).expect("typed"));
+        }),
+        ("compute-task_1", "typed_decode_value") => timed(min_time, || {
             let v = loads(std::hint::black_box(&frames));
             std::hint::black_box(from_value::<Vec<SchedulerToWorker>>(v).expect("typed"));
         }),
@@ -363,11 +370,17 @@ fn typed(req: &Json, min_time: f64) -> Json {
             let batch: Vec<WorkerToScheduler> = from_value(loads(&frames)).expect("typed");
             let value = to_value(&batch).expect("to_value");
             assert_eq!(dumps(&value).expect("dumps"), frames, "the captured bytes");
+            let sopts = SerializeOptions::default();
+            assert_eq!(to_frames(&batch, &sopts).expect("to_frames"), frames);
             match path {
                 "dumps" => timed(min_time, || {
                     std::hint::black_box(dumps(std::hint::black_box(&value)).expect("dumps"));
                 }),
                 "typed_encode" => timed(min_time, || {
+                    let b = std::hint::black_box(&batch);
+                    std::hint::black_box(to_frames(b, &sopts).expect("to_frames"));
+                }),
+                "typed_encode_value" => timed(min_time, || {
                     let v = to_value(std::hint::black_box(&batch)).expect("to_value");
                     std::hint::black_box(dumps(&v).expect("dumps"));
                 }),

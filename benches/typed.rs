@@ -1,8 +1,10 @@
 //! Typed messages (`framewire::typed`, `framewire::dask`) beside the dynamic
 //! path on the same frames: decoding the 2026.8.0 scheduler's `compute-task`
 //! batch (captured, `tests/captures/conversation/compute-task_1`) into
-//! `Vec<SchedulerToWorker>` vs `loads` of it into a `Value`; encoding a
-//! `task-finished` batch from its Rust type vs `dumps` of the equivalent
+//! `Vec<SchedulerToWorker>` directly (`from_frames`) and through a `Value`
+//! (`loads+from_value`) vs `loads` of it into a `Value`; encoding a
+//! `task-finished` batch from its Rust type directly (`to_frames`) and
+//! through a `Value` (`to_value+dumps`) vs `dumps` of the equivalent
 //! `Value`; and a `Vec<i64>` of 10^6 elements through `to_value` +
 //! `from_value`. Python's side of the first two is in `scripts/bench-compare
 //! --only typed`. Names: `typed/<message>/<path>`.
@@ -11,7 +13,8 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use framewire::dask::{SchedulerToWorker, WorkerToScheduler};
-use framewire::serialize::DeserializeOptions;
+use framewire::serialize::{DeserializeOptions, SerializeOptions};
+use framewire::typed::{from_frames, to_frames};
 use framewire::{dumps, from_value, loads, to_value, Value};
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +27,10 @@ fn compute_task(c: &mut Criterion) {
     // The typed result must hold what the dynamic one does.
     let typed: Vec<SchedulerToWorker> = from_value(loads(&frames, &opts).unwrap()).unwrap();
     assert!(matches!(typed[..], [SchedulerToWorker::ComputeTask(_)]));
+    assert_eq!(
+        from_frames::<Vec<SchedulerToWorker>>(&frames, &opts).unwrap(),
+        typed
+    );
 
     let mut g = c.benchmark_group("typed/compute-task");
     g.bench_function("loads", |b| {
@@ -33,6 +40,11 @@ fn compute_task(c: &mut Criterion) {
         b.iter(|| {
             let v = loads(black_box(&frames), &opts).unwrap();
             black_box(from_value::<Vec<SchedulerToWorker>>(v).unwrap())
+        })
+    });
+    g.bench_function("from_frames", |b| {
+        b.iter(|| {
+            black_box(from_frames::<Vec<SchedulerToWorker>>(black_box(&frames), &opts).unwrap())
         })
     });
     g.finish();
@@ -46,6 +58,8 @@ fn task_finished(c: &mut Criterion) {
     let value = to_value(&batch).unwrap();
     // The same bytes as the capture: equal work on both sides.
     assert_eq!(dumps(&value).unwrap(), frames);
+    let sopts = SerializeOptions::default();
+    assert_eq!(to_frames(&batch, &sopts).unwrap(), frames);
 
     let mut g = c.benchmark_group("typed/task-finished");
     g.bench_function("dumps", |b| {
@@ -53,6 +67,9 @@ fn task_finished(c: &mut Criterion) {
     });
     g.bench_function("to_value+dumps", |b| {
         b.iter(|| black_box(dumps(&to_value(black_box(&batch)).unwrap()).unwrap()))
+    });
+    g.bench_function("to_frames", |b| {
+        b.iter(|| black_box(to_frames(black_box(&batch), &sopts).unwrap()))
     });
     g.finish();
 }

@@ -162,6 +162,40 @@ pub(crate) fn check_key(key: &Value) -> Result<(), EncodeError> {
     }
 }
 
+/// [`check_key`] for a str key (a struct's field name, a variant's name).
+#[inline]
+pub(crate) fn check_key_str(key: &str) -> Result<(), EncodeError> {
+    match key {
+        SERIALIZED_KEY => Err(EncodeError::ReservedKey {
+            key: SERIALIZED_KEY,
+        }),
+        PICKLED_KEY => Err(EncodeError::ReservedKey { key: PICKLED_KEY }),
+        _ => Ok(()),
+    }
+}
+
+/// [`check_key`] for a key already written as msgpack (in the forms
+/// framewire writes, §3.2): refuses the str `__Serialized__` / `__Pickled__`.
+#[inline]
+pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
+    const SERIALIZED: &[u8] = b"\xae__Serialized__";
+    const PICKLED: &[u8] = b"\xab__Pickled__";
+    match key {
+        SERIALIZED => Err(EncodeError::ReservedKey {
+            key: SERIALIZED_KEY,
+        }),
+        PICKLED => Err(EncodeError::ReservedKey { key: PICKLED_KEY }),
+        _ => Ok(()),
+    }
+}
+
+/// Whether the value at `buf[pos]` is a placeholder map (`{"__Serialized__":
+/// i}` or `{"__Pickled__": i}`, whatever its `i`). Looks only.
+#[inline]
+pub(crate) fn is_placeholder_at(buf: &[u8], pos: usize) -> bool {
+    msgpack::one_entry_map_keyed(buf, pos, SERIALIZED_KEY, PICKLED_KEY)
+}
+
 /// Which placeholder a block was reached through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockKind {
@@ -215,30 +249,71 @@ pub fn loads(frames: &[Bytes], limits: &Limits) -> Result<Value, MessageError> {
 
 /// [`loads`], also returning where each block was and which frames are orphans.
 pub fn loads_detailed(frames: &[Bytes], limits: &Limits) -> Result<Loaded, MessageError> {
-    let frame0 = frames.first().ok_or(MessageError::NoFrames)?;
-    let mut claimed = vec![false; frames.len()];
-    claimed[0] = true;
-    let mut blocks = Vec::new();
-    let mut hook = |entries: Vec<(Value, Value)>, at: Position| -> Result<Value, MessageError> {
+    let mut claims = Claims::new(frames, limits)?;
+    let value = msgpack::decode(&frames[0], 0, limits, &mut |entries, at| {
+        claims.resolve(entries, at)
+    })?;
+    Ok(Loaded {
+        value,
+        orphans: claims.orphans(),
+        blocks: claims.blocks,
+    })
+}
+
+/// The blocks of one message as its placeholders claim them (SPEC.md §4.2):
+/// what [`loads`] does with each map of frame 0, for any reader of frame 0.
+pub(crate) struct Claims<'f> {
+    frames: &'f [Bytes],
+    limits: &'f Limits,
+    claimed: Vec<bool>,
+    /// The blocks claimed so far, in the order their placeholders came.
+    pub(crate) blocks: Vec<BlockRef>,
+}
+
+impl<'f> Claims<'f> {
+    /// Nothing claimed yet but frame 0, which must exist.
+    pub(crate) fn new(frames: &'f [Bytes], limits: &'f Limits) -> Result<Claims<'f>, MessageError> {
+        if frames.is_empty() {
+            return Err(MessageError::NoFrames);
+        }
+        let mut claimed = vec![false; frames.len()];
+        claimed[0] = true;
+        Ok(Claims {
+            frames,
+            limits,
+            claimed,
+            blocks: Vec::new(),
+        })
+    }
+
+    /// A map of frame 0, once its entries are decoded: plain data, or the
+    /// block its placeholder claims (a map using a reserved key otherwise
+    /// is refused).
+    pub(crate) fn resolve(
+        &mut self,
+        entries: Vec<(Value, Value)>,
+        at: Position,
+    ) -> Result<Value, MessageError> {
         let Some(kind) = placeholder_kind(&entries, at)? else {
             return Ok(Value::Map(entries));
         };
         let offset = placeholder_offset(&entries[0].1, at)?;
-        let (block, num_sub_frames) = claim_block(frames, &mut claimed, offset, limits)?;
-        blocks.push(BlockRef {
+        let (block, num_sub_frames) =
+            claim_block(self.frames, &mut self.claimed, offset, self.limits)?;
+        self.blocks.push(BlockRef {
             kind,
             offset: offset as usize, // checked by claim_block
             num_sub_frames,
         });
         Ok(block.with_kind(kind == BlockKind::Pickled).into_value())
-    };
-    let value = msgpack::decode(frame0, 0, limits, &mut hook)?;
-    let orphans = (1..frames.len()).filter(|&i| !claimed[i]).collect();
-    Ok(Loaded {
-        value,
-        blocks,
-        orphans,
-    })
+    }
+
+    /// Frames (≥ 1) no block claimed, in increasing order.
+    pub(crate) fn orphans(&self) -> Vec<usize> {
+        (1..self.frames.len())
+            .filter(|&i| !self.claimed[i])
+            .collect()
+    }
 }
 
 /// Whether a map is a placeholder. A map that uses a reserved key in any
@@ -336,23 +411,39 @@ pub(crate) fn dumps_with(
     value: &Value,
     serialize: &mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
 ) -> Result<Vec<Bytes>, EncodeError> {
-    let mut placeholders = Placeholders {
-        frames: vec![Bytes::new()],
-        serialize,
-    };
+    let mut placeholders = Placeholders::new(serialize);
     let mut frame0 = BytesMut::with_capacity(128);
     msgpack::encode_into(value, &mut frame0, &mut placeholders)?;
-    let mut frames = placeholders.frames;
-    frames[0] = frame0.freeze();
-    Ok(frames)
+    Ok(placeholders.finish(frame0.freeze()))
 }
 
 /// Frame 0's rules for the msgpack encoder: every out-of-band leaf becomes
-/// a placeholder whose block is appended to `frames`, and reserved keys are
-/// refused.
-struct Placeholders<'s> {
+/// a placeholder whose block is appended to the frames, and reserved keys
+/// are refused. A writer of frame 0 that is not [`dumps`] (the typed
+/// layer's direct path) hands it each value it cannot write itself.
+pub(crate) struct Placeholders<'s> {
     frames: Vec<Bytes>,
     serialize: &'s mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
+}
+
+impl<'s> Placeholders<'s> {
+    /// No block yet; `serialize` turns a [`Value::Serialize`] or
+    /// [`Value::NdArray`] leaf into the block that replaces it.
+    pub(crate) fn new(
+        serialize: &'s mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
+    ) -> Placeholders<'s> {
+        Placeholders {
+            frames: vec![Bytes::new()],
+            serialize,
+        }
+    }
+
+    /// The message: `frame0`, then the blocks.
+    pub(crate) fn finish(self, frame0: Bytes) -> Vec<Bytes> {
+        let mut frames = self.frames;
+        frames[0] = frame0;
+        frames
+    }
 }
 
 impl Leaves for Placeholders<'_> {

@@ -267,9 +267,13 @@ impl Seen {
 }
 
 /// `from_value::<T>` of `value` (an op map or a reply), then `to_value`
-/// back, which must be exactly `value`.
+/// back, which must be exactly `value`; the direct paths agree with these
+/// on the message's frames ([`direct_paths_agree`]).
 #[track_caller]
-fn typed_round_trip<T: Serialize + DeserializeOwned + Debug>(what: &str, value: &Value) -> T {
+fn typed_round_trip<T: Serialize + DeserializeOwned + Debug + PartialEq>(
+    what: &str,
+    value: &Value,
+) -> T {
     let typed: T = framewire::from_value(value.clone())
         .unwrap_or_else(|e| panic!("{what}: from_value: {e}\n{value:?}"));
     let back = framewire::to_value(&typed).unwrap_or_else(|e| panic!("{what}: to_value: {e}"));
@@ -277,7 +281,35 @@ fn typed_round_trip<T: Serialize + DeserializeOwned + Debug>(what: &str, value: 
         back, *value,
         "{what}: to_value of the typed value differs from the capture\n{typed:?}"
     );
+    let frames =
+        framewire::dumps(value).unwrap_or_else(|e| panic!("{what}: dumps of the value: {e}"));
+    direct_paths_agree::<T>(what, &frames);
     typed
+}
+
+/// `from_frames::<T>` of `frames` is `from_value` of `loads` of them, and
+/// `to_frames` of that is `dumps` of `to_value` of it, byte for byte;
+/// returns the frames `to_frames` wrote.
+#[track_caller]
+fn direct_paths_agree<T: Serialize + DeserializeOwned + Debug + PartialEq>(
+    what: &str,
+    frames: &[Bytes],
+) -> Vec<Bytes> {
+    let opts = DeserializeOptions::with_limits(limits());
+    let dynamic: T = framewire::loads(frames, &opts)
+        .and_then(framewire::from_value)
+        .unwrap_or_else(|e| panic!("{what}: loads + from_value: {e}"));
+    let direct: T = framewire::typed::from_frames(frames, &opts)
+        .unwrap_or_else(|e| panic!("{what}: from_frames: {e}"));
+    assert_eq!(direct, dynamic, "{what}: from_frames vs loads + from_value");
+    let sopts = framewire::SerializeOptions::default();
+    let dynamic = framewire::to_value(&direct)
+        .and_then(|v| framewire::dumps_with(&v, &sopts))
+        .unwrap_or_else(|e| panic!("{what}: to_value + dumps: {e}"));
+    let direct = framewire::typed::to_frames(&direct, &sopts)
+        .unwrap_or_else(|e| panic!("{what}: to_frames: {e}"));
+    assert_eq!(direct, dynamic, "{what}: to_frames vs to_value + dumps");
+    direct
 }
 
 /// Decodes one op map of `channel` (both the inherent `from_value` of the
@@ -584,6 +616,64 @@ fn every_typed_capture_decodes_and_round_trips() {
         seen.lines.len(),
         seen.lines.join("\n")
     );
+}
+
+/// Every typed capture, whole (a batch as `Vec` of its channel enum, a
+/// request as the enum, a reply as its type), through the direct paths:
+/// `from_frames` gives what `loads` + `from_value` give, and `to_frames`
+/// of it what `to_value` + `dumps` give: the capture's frames, byte for
+/// byte, unless deserializing turned blocks into values.
+#[test]
+fn every_typed_capture_through_the_direct_paths() {
+    fn whole<T: Serialize + DeserializeOwned + Debug + PartialEq>(case: &Case) {
+        let frames = direct_paths_agree::<T>(&case.name, &case.frames);
+        let opts = DeserializeOptions::with_limits(limits());
+        let deserialized = framewire::loads(&case.frames, &opts).unwrap();
+        if deserialized == message::loads(&case.frames, &limits()).unwrap() {
+            assert_eq!(
+                frames, case.frames,
+                "{}: to_frames vs the capture",
+                case.name
+            );
+        }
+    }
+    let mut checked = 0;
+    for case in cases().iter().filter(|c| is_typed(c)) {
+        let (_env, value) = decode_wire(case);
+        match (case.request_op.as_deref(), &value) {
+            (Some(request), _) => {
+                let to_worker = case.channel == "worker RPC";
+                match (case.op.as_str(), request, to_worker) {
+                    ("get_data-ok" | "close-reply", _, _) => whole::<String>(case),
+                    ("uncaught-error-reply", _, _) => whole::<ErrorReply>(case),
+                    (_, "register-worker", _) => whole::<RegisterWorkerReply>(case),
+                    (_, "heartbeat_worker", _) => whole::<HeartbeatReply>(case),
+                    (_, "get_data", _) => whole::<GetDataReply>(case),
+                    (_, "update_data", true) => whole::<UpdateDataReply>(case),
+                    (_, "update_data", false) | (_, "free_keys", _) => whole::<()>(case),
+                    (_, "gather", true) => whole::<GatherReply>(case),
+                    (_, "gather", false) => whole::<GatherKeysReply>(case),
+                    (_, "scatter", _) => whole::<Vec<Key>>(case),
+                    (_, "identity", _) => whole::<Value>(case),
+                    other => panic!("{}: no reply type for {other:?}", case.name),
+                }
+            }
+            (None, Value::Array(_)) => match stream_channel(case) {
+                Channel::SchedulerToWorker => whole::<Vec<SchedulerToWorker>>(case),
+                Channel::WorkerToScheduler => whole::<Vec<WorkerToScheduler>>(case),
+                Channel::SchedulerToClient => whole::<Vec<SchedulerToClient>>(case),
+                Channel::ClientToScheduler => whole::<Vec<Value>>(case),
+                other => panic!("{}: a batch on {other:?}", case.name),
+            },
+            (None, _) => match request_channel(case) {
+                Channel::WorkerRequest => whole::<WorkerRequest>(case),
+                Channel::SchedulerRequest => whole::<SchedulerRequest>(case),
+                other => panic!("{}: a request on {other:?}", case.name),
+            },
+        }
+        checked += 1;
+    }
+    assert!(checked >= REQUIRED.len(), "only {checked} captures");
 }
 
 /// `message::dumps` of the retyped value gives the capture's frames byte

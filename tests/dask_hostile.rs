@@ -7,7 +7,10 @@
 //! `tests/common` (as `tests/hostile.rs` does for the layers below).
 //!
 //! The messages are real ones (`tests/captures/conversation/`) with one
-//! field made wrong.
+//! field made wrong. Each goes through the direct path too
+//! (`framewire::typed::from_frames`), which must accept and refuse exactly
+//! what `loads` + `from_value` do, with the same value or error, under the
+//! same allocation bounds.
 #![cfg(feature = "dask")]
 
 mod common;
@@ -681,6 +684,9 @@ fn any_value_in_any_field_is_a_typed_error_or_a_message() {
                         let again = reencode(ch, msg.clone());
                         assert!(again.is_ok(), "{again:?}");
                     }
+                    if let Err(e) = direct_agrees(ch, &msg) {
+                        panic!("{name}.{field} = hostile value {i}: {e}");
+                    }
                     r
                 }))
                 .unwrap_or_else(|_| panic!("{name}.{field} = hostile value {i}: a panic"));
@@ -705,6 +711,43 @@ fn any_value_in_any_field_is_a_typed_error_or_a_message() {
     assert!(refused > decoded, "{refused} refused, {decoded} decoded");
 }
 
+/// `msg` as frames, read by the channel's enum through the direct path and
+/// through `loads` + `from_value`: the same value or the same error.
+fn direct_agrees(ch: Channel, msg: &Value) -> Result<(), String> {
+    fn agree<T: serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(
+        frames: &[Bytes],
+    ) -> Result<(), String> {
+        let opts = framewire::DeserializeOptions::with_limits(limits());
+        let direct = framewire::typed::from_frames::<T>(frames, &opts);
+        let dynamic = framewire::loads(frames, &opts).and_then(framewire::from_value::<T>);
+        // Compared as printed too: a NaN field is unequal to itself.
+        match direct == dynamic || format!("{direct:?}") == format!("{dynamic:?}") {
+            true => Ok(()),
+            false => Err(format!(
+                "from_frames {direct:?}\nloads + from_value {dynamic:?}"
+            )),
+        }
+    }
+    let frames = framewire::dumps(msg).map_err(|e| format!("dumps: {e}"))?;
+    match ch {
+        Channel::SchedulerToWorker => agree::<SchedulerToWorker>(&frames),
+        Channel::WorkerToScheduler => agree::<WorkerToScheduler>(&frames),
+        Channel::SchedulerToClient => agree::<SchedulerToClient>(&frames),
+        Channel::WorkerRequest => agree::<WorkerRequest>(&frames),
+        Channel::SchedulerRequest => agree::<SchedulerRequest>(&frames),
+    }?;
+    // In a batch, after a good op: the path gains its index.
+    let batch = Value::Array(vec![op_of("keep-alive_1"), msg.clone()]);
+    let frames = framewire::dumps(&batch).map_err(|e| format!("dumps: {e}"))?;
+    match ch {
+        Channel::SchedulerToWorker => agree::<Vec<SchedulerToWorker>>(&frames),
+        Channel::WorkerToScheduler => agree::<Vec<WorkerToScheduler>>(&frames),
+        Channel::SchedulerToClient => agree::<Vec<SchedulerToClient>>(&frames),
+        Channel::WorkerRequest => agree::<Vec<WorkerRequest>>(&frames),
+        Channel::SchedulerRequest => agree::<Vec<SchedulerRequest>>(&frames),
+    }
+}
+
 fn reencode(ch: Channel, v: Value) -> Result<Value, framewire::EncodeError> {
     match ch {
         Channel::SchedulerToWorker => {
@@ -723,8 +766,8 @@ fn reencode(ch: Channel, v: Value) -> Result<Value, framewire::EncodeError> {
 
 /// A key nested as deep as `Limits::dask_compat` lets msgpack nest
 /// decodes into `Key` (serde recurses) on a 2 MiB stack, the default of a
-/// spawned thread and of tokio's workers, and encodes again; one level
-/// deeper is refused by the msgpack layer.
+/// spawned thread and of tokio's workers, and encodes again, through both
+/// paths; one level deeper is refused by the msgpack layer.
 #[test]
 fn a_key_nested_to_the_depth_limit_decodes_on_a_default_stack() {
     let max = limits().max_depth;
@@ -752,6 +795,12 @@ fn a_key_nested_to_the_depth_limit_decodes_on_a_default_stack() {
             k = &items[0];
         }
         assert_eq!(depth, deepest);
+        // The direct paths, on the same stack.
+        let opts = framewire::DeserializeOptions::with_limits(limits());
+        let direct = framewire::typed::from_frames::<SchedulerToWorker>(&[frame(deepest)], &opts);
+        assert!(matches!(direct, Ok(SchedulerToWorker::FreeKeys(ref d)) if *d == m));
+        let written = framewire::typed::to_frames(&m, &Default::default()).unwrap();
+        assert_eq!(written, [frame(deepest)]);
         framewire::to_value(&m).unwrap() == v
     });
     assert!(ok, "the deep key round-trips");
@@ -789,10 +838,17 @@ fn decode_bounded(
 ) -> Result<SchedulerToWorker, DecodeError> {
     let frames = vec![Bytes::from(frame)];
     let len = frames[0].len();
-    bounded(SMALL + len + extra, || {
+    let dynamic = bounded(SMALL + len + extra, || {
         let v = message::loads(&frames, limits)?;
         SchedulerToWorker::from_value(v)
-    })
+    });
+    // The direct path: the same result, within the same bound.
+    let opts = framewire::DeserializeOptions::with_limits(limits.clone());
+    let direct = bounded(SMALL + len + extra, || {
+        framewire::typed::from_frames::<SchedulerToWorker>(&frames, &opts)
+    });
+    assert_eq!(direct, dynamic, "from_frames vs loads + from_value");
+    dynamic
 }
 
 /// Bytes a decoded container of `items` items may hold: its `Vec<Value>`

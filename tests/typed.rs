@@ -1,23 +1,56 @@
 //! Typed messages: `to_value` / `from_value` over derived types with every
 //! field kind, zero-copy for out-of-band fields (plain structs and tagged
 //! enums, whose derive buffers every field), errors naming the field, and
-//! property round trips.
+//! property round trips. Every type here also goes through the direct
+//! paths (`to_frames` / `from_frames`), which must agree with the `Value`
+//! path byte for byte and value for value ([`agree`]).
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 
 use bytes::Bytes;
 use framewire::serialize::Codec;
-use framewire::typed::{Bin, ToSerialize};
+use framewire::typed::{from_frames, to_frames, Bin, ToSerialize};
 use framewire::{
     dumps, from_value, loads, to_value, Block, DecodeError, DeserializeOptions, EncodeError,
-    Header, NdArray, Value,
+    Header, NdArray, SerializeOptions, Value,
 };
 use proptest::prelude::*;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use common::measure;
+
+/// The direct paths agree with the `Value` path on `x`: `to_frames` writes
+/// what `dumps` of `to_value` writes, byte for byte, and `from_frames` of
+/// those frames gives what `from_value` of `loads` gives (the same value,
+/// or the same error). Returns what `from_frames` gave.
+#[track_caller]
+fn agree<T: Serialize + DeserializeOwned + PartialEq + Debug>(x: &T) -> Result<T, DecodeError> {
+    let opts = SerializeOptions::default();
+    let frames = to_frames(x, &opts);
+    let dynamic = to_value(x).and_then(|v| framewire::dumps_with(&v, &opts));
+    assert_eq!(frames, dynamic, "to_frames vs to_value + dumps");
+    let frames = frames.expect("encodes");
+    let opts = DeserializeOptions::default();
+    let direct = from_frames::<T>(&frames, &opts);
+    let dynamic = loads(&frames, &opts).and_then(from_value::<T>);
+    assert_eq!(direct, dynamic, "from_frames vs loads + from_value");
+    direct
+}
+
+/// [`agree`] for a `T` read from a message written from a `Value`.
+#[track_caller]
+fn agree_on<T: DeserializeOwned + PartialEq + Debug>(v: &Value) -> Result<T, DecodeError> {
+    let frames = dumps(v).expect("dumps");
+    let opts = DeserializeOptions::default();
+    let direct = from_frames::<T>(&frames, &opts);
+    let dynamic = loads(&frames, &opts).and_then(from_value::<T>);
+    assert_eq!(direct, dynamic, "from_frames vs loads + from_value");
+    direct
+}
 
 fn array(n: usize) -> NdArray {
     let data: Vec<u8> = (0..n).flat_map(|i| (i as f64).to_le_bytes()).collect();
@@ -97,6 +130,7 @@ fn structs_are_maps_keyed_by_field_names_in_field_order() {
     );
     // The same bytes rmp-serde's named form (msgpack-python's dict) gives.
     assert_eq!(from_value::<Scalars>(v).unwrap(), scalars());
+    assert_eq!(agree(&scalars()).unwrap(), scalars());
 }
 
 #[test]
@@ -113,13 +147,14 @@ fn options_may_be_absent_or_nil_and_unknown_keys_are_ignored() {
         ("extra", Value::str("ignored")),
     ]);
     assert_eq!(
-        from_value::<Msg>(v).unwrap(),
+        from_value::<Msg>(v.clone()).unwrap(),
         Msg {
             key: "x".into(),
             who: None,
             n: None
         }
     );
+    agree_on::<Msg>(&v).unwrap();
 
     #[derive(Deserialize, Debug)]
     #[serde(deny_unknown_fields)]
@@ -128,7 +163,10 @@ fn options_may_be_absent_or_nil_and_unknown_keys_are_ignored() {
         key: String,
     }
     let v = Value::map_of([("key", Value::str("x")), ("extra", 1.into())]);
+    let frames = dumps(&v).unwrap();
+    let direct = from_frames::<Strict>(&frames, &DeserializeOptions::default()).unwrap_err();
     let err = from_value::<Strict>(v).unwrap_err();
+    assert_eq!(direct, err);
     assert!(
         matches!(&err, DecodeError::Field { message, .. } if message.contains("unknown field `extra`")),
         "{err}"
@@ -185,6 +223,8 @@ fn out_of_band_fields_keep_their_memory_inside_tagged_enums() {
     }
     let back: Stream = from_value(v).unwrap();
     assert_eq!(back, msg);
+    let direct = agree(&msg).unwrap();
+    assert!(matches!(direct, Stream::Store { .. }));
     let Stream::Store {
         data: d,
         raw: r,
@@ -230,6 +270,12 @@ fn a_forged_side_table_marker_is_not_a_block() {
             ("dynamic", Value::Nil),
             ("extra", real.clone()),
         ]);
+        let frames = dumps(&msg).unwrap();
+        let direct = from_frames::<Stream>(&frames, &DeserializeOptions::default());
+        assert!(
+            direct.is_err(),
+            "marker {n}: from_frames decoded as {direct:?}"
+        );
         let r = from_value::<Stream>(msg);
         assert!(r.is_err(), "marker {n}: decoded as {r:?}");
     }
@@ -250,6 +296,12 @@ fn a_block_is_not_a_map() {
         inner: Sizes,
     }
     let b = Value::Pickled(Box::new(block(true)));
+    let frames = dumps(&Value::map_of([("nbytes", b.clone())])).unwrap();
+    let direct = from_frames::<Sizes>(&frames, &DeserializeOptions::default()).unwrap_err();
+    assert!(
+        matches!(&direct, DecodeError::Field { path, .. } if path == "nbytes"),
+        "{direct}"
+    );
     let e = from_value::<Sizes>(Value::map_of([("nbytes", b.clone())])).unwrap_err();
     assert!(
         matches!(&e, DecodeError::Field { path, .. } if path == "nbytes"),
@@ -322,6 +374,7 @@ fn to_serialize_sends_a_field_out_of_band() {
     );
     let back: Msg = from_value(loads(&frames, &DeserializeOptions::default()).unwrap()).unwrap();
     assert_eq!(back, msg);
+    assert_eq!(agree(&msg).unwrap(), msg);
 }
 
 #[test]
@@ -337,8 +390,18 @@ fn errors_name_the_field() {
         key: String,
         startstops: Vec<Inner>,
     }
-    let path_of = |v: Value| match from_value::<Msg>(v).unwrap_err() {
-        DecodeError::Field { path, message } => (path, message),
+    let path_of = |v: Value| match from_value::<Msg>(v.clone()).unwrap_err() {
+        DecodeError::Field { path, message } => {
+            let direct = from_frames::<Msg>(&dumps(&v).unwrap(), &DeserializeOptions::default());
+            assert_eq!(
+                direct.unwrap_err(),
+                DecodeError::Field {
+                    path: path.clone(),
+                    message: message.clone()
+                }
+            );
+            (path, message)
+        }
         other => panic!("{other:?}"),
     };
     let wrong_type = Value::map_of([
@@ -364,11 +427,16 @@ fn errors_name_the_field() {
         to_value(&u128::MAX),
         Err(EncodeError::Field { .. })
     ));
+    assert_eq!(
+        to_frames(&u128::MAX, &SerializeOptions::default()),
+        to_value(&u128::MAX).map(|_| vec![])
+    );
 }
 
 #[test]
 fn unknown_variants_and_wrong_tags_are_errors() {
     let v = Value::map_of([("op", Value::str("no-such-op"))]);
+    assert!(agree_on::<Stream>(&v).is_err());
     let err = from_value::<Stream>(v).unwrap_err();
     assert!(err.to_string().contains("unknown variant"), "{err}");
     assert!(from_value::<Stream>(Value::map_of([("key", Value::str("x"))])).is_err());
@@ -376,6 +444,7 @@ fn unknown_variants_and_wrong_tags_are_errors() {
     let v = to_value(&Stream::KeepAlive).unwrap();
     assert_eq!(v, Value::map_of([("op", Value::str("keep-alive"))]));
     assert_eq!(from_value::<Stream>(v).unwrap(), Stream::KeepAlive);
+    assert_eq!(agree(&Stream::KeepAlive).unwrap(), Stream::KeepAlive);
 }
 
 #[test]
@@ -390,6 +459,17 @@ fn externally_tagged_enums_and_newtypes_read_as_serde_json_writes_them() {
     for e in [E::A, E::B(1), E::C { x: "y".into() }, E::D(1, 2)] {
         let v = to_value(&e).unwrap();
         assert_eq!(from_value::<E>(v).unwrap(), e);
+        assert_eq!(agree(&e).unwrap(), e);
+    }
+    // Not an enum's form: the same error either way.
+    for v in [
+        Value::from(3u8),
+        Value::map_of([]),
+        Value::map_of([("A", Value::from(1u8))]),
+        Value::map_of([("B", Value::str("x"))]),
+        Value::map_of([("Z", Value::Nil)]),
+    ] {
+        assert!(agree_on::<E>(&v).is_err(), "{v:?}");
     }
     assert_eq!(to_value(&E::A).unwrap(), Value::str("A"));
     #[derive(Serialize, Deserialize, Debug, PartialEq)]
@@ -418,6 +498,7 @@ fn flattened_fields_keep_blocks() {
     let v = to_value(&o).unwrap();
     assert!(matches!(v.get("block"), Some(Value::Serialized(_))));
     assert_eq!(from_value::<Outer>(v).unwrap(), o);
+    agree(&o).unwrap();
 }
 
 /// A `Vec<i64>` is packed (8 bytes an item) both ways.
@@ -427,6 +508,7 @@ fn integer_vectors_are_packed() {
     let v = to_value(&ints).unwrap();
     assert_eq!(v.as_int_array(), Some(&ints[..]));
     assert_eq!(from_value::<Vec<i64>>(v).unwrap(), ints);
+    assert_eq!(agree(&ints).unwrap(), ints);
     // A mixed list unpacks at its first non-integer.
     let mixed = to_value(&(1u8, "a")).unwrap();
     assert_eq!(mixed, Value::Array(vec![1.into(), Value::str("a")]));
@@ -586,6 +668,8 @@ proptest! {
         // And through the wire: dumps, then loads.
         let frames = dumps(&v).unwrap();
         let back = loads(&frames, &DeserializeOptions::default()).unwrap();
-        prop_assert_eq!(from_value::<Prop>(back).unwrap(), p);
+        prop_assert_eq!(from_value::<Prop>(back).unwrap(), p.clone());
+        // And the direct paths.
+        prop_assert_eq!(agree(&p).unwrap(), p);
     }
 }

@@ -179,7 +179,7 @@ fn python_set_block() -> Value {
     let header = Value::map_of([
         ("sub-headers", Value::Array(vec![sub(), sub(), sub()])),
         ("is-collection", Value::Bool(true)),
-        ("frame-lengths", ints([5, 5, 5])),
+        ("frame-lengths", ints([1, 1, 1])),
         ("type-serialized", Value::str("set")),
         ("split-num-sub-frames", ints([1, 1, 1])),
         ("split-offsets", ints([0, 1, 2])),

@@ -219,10 +219,38 @@ macro_rules! channel {
             }
         }
 
+        /// Read by op: from a framewire conversion, the message is read
+        /// straight into the type its op names (or `Other`); from any other
+        /// deserializer, as a [`Value`] first.
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
-                let v = Value::deserialize(d)?;
-                $name::from_value(v).map_err(crate::typed::field_error)
+                const OPS: &[&str] = &[$(<$ty as OpName>::NAME),*];
+                struct ByOp;
+                impl<'de> serde::de::Visitor<'de> for ByOp {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str(concat!("a message of ", stringify!($name)))
+                    }
+                    fn visit_enum<A: serde::de::EnumAccess<'de>>(
+                        self,
+                        data: A,
+                    ) -> Result<$name, A::Error> {
+                        use serde::de::VariantAccess;
+                        let (op, message) = data.variant_seed(crate::typed::OpSeed(OPS))?;
+                        $(if op == crate::typed::Dispatch::Known(<$ty as OpName>::NAME) {
+                            return message.newtype_variant::<$ty>().map($name::$variant);
+                        })*
+                        message.newtype_variant::<Value>().map($name::Other)
+                    }
+                    fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+                        self,
+                        d: D,
+                    ) -> Result<$name, D::Error> {
+                        let v = Value::deserialize(d)?;
+                        $name::from_value(v).map_err(crate::typed::field_error)
+                    }
+                }
+                d.deserialize_newtype_struct(crate::typed::BY_OP, ByOp)
             }
         }
     };

@@ -7,8 +7,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use bytes::Bytes;
+
 use super::{ErrorReply, GetData, GetDataReply};
+use crate::envelope::Envelope;
 use crate::error::EncodeError;
+use crate::message::{self, HeaderRules};
+use crate::msgpack;
 use crate::protocol::DecodeError;
 use crate::transport::{Connection, ConnectionBuilder, HandshakeOptions, Socket, TransportError};
 use crate::typed;
@@ -152,19 +157,40 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
     }
 
     /// Sends `request` (with `"reply": true`) and reads the reply into `R`
-    /// (`Value` for any reply, `()` for nil).
+    /// (`Value` for any reply, `()` for nil). Both ways go the direct path
+    /// ([`to_frames`](crate::typed::to_frames),
+    /// [`from_frames`](crate::typed::from_frames)); a reply that may be an
+    /// error reply, or that a pass-through session reads (its blocks kept as
+    /// they came), is read as a `Value` first.
     pub async fn call<Q: Serialize + ?Sized, R: DeserializeOwned>(
         &mut self,
         request: &Q,
     ) -> Result<R, RpcError> {
-        let reply = self.call_value(request).await?;
-        Ok(typed::from_value(reply)?)
+        self.send_request(request, true).await?;
+        let env = self.conn.recv().await.ok_or(RpcError::Closed)??;
+        if self.conn.session().deserializes_blocks() && !may_be_error_reply(&env.frames()[0]) {
+            let opts = self.conn.session().deserialize_options(&env);
+            return match typed::from_frames(env.frames(), &opts) {
+                Ok(reply) => Ok(reply),
+                // The reply does not fit `R`.
+                Err(e @ DecodeError::Field { .. }) => Err(e.into()),
+                // The message itself is bad: the connection is out of sync.
+                Err(e) => {
+                    self.conn.poison();
+                    Err(TransportError::Decode(e).into())
+                }
+            };
+        }
+        let reply = self.conn.decode_value(&env)?;
+        match remote_error(&reply) {
+            Some(e) => Err(RpcError::Remote(e)),
+            None => Ok(typed::from_value(reply)?),
+        }
     }
 
     /// Sends `request` with `"reply": false`: the server answers nothing.
     pub async fn send<Q: Serialize + ?Sized>(&mut self, request: &Q) -> Result<(), RpcError> {
-        let msg = with_reply(typed::to_value(request)?, false);
-        Ok(self.conn.send_value(&msg).await?)
+        self.send_request(request, false).await
     }
 
     /// `get_data`, then the `"OK"` Dask's caller writes when the reply's
@@ -185,30 +211,56 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
         Ok(self.conn.close().await?)
     }
 
-    async fn call_value<Q: Serialize + ?Sized>(&mut self, request: &Q) -> Result<Value, RpcError> {
-        let msg = with_reply(typed::to_value(request)?, true);
-        self.conn.send_value(&msg).await?;
-        let reply = self.conn.recv_value().await.ok_or(RpcError::Closed)??;
-        match remote_error(&reply) {
-            Some(e) => Err(RpcError::Remote(e)),
-            None => Ok(reply),
-        }
+    /// Writes `request` with its `reply` key set, as the session writes
+    /// messages, and sends it.
+    async fn send_request<Q: Serialize + ?Sized>(
+        &mut self,
+        request: &Q,
+        reply: bool,
+    ) -> Result<(), RpcError> {
+        let frames = typed::to_frames(request, &self.conn.session().serialize_options()).map_err(
+            |e| match e {
+                // As `to_value` reports it.
+                e @ EncodeError::Field { .. } => RpcError::Encode(e),
+                // As sending the value reports it.
+                e => RpcError::Transport(e.into()),
+            },
+        )?;
+        let frames = with_reply(frames, reply)?;
+        let env = Envelope::new(frames).map_err(TransportError::from)?;
+        Ok(self.conn.send(env).await?)
     }
 }
 
-/// `msg` with its `reply` key set (in place if present, appended
-/// otherwise, as Python's dict assignment).
-fn with_reply(mut msg: Value, reply: bool) -> Value {
-    if let Value::Map(entries) = &mut msg {
-        match entries
-            .iter_mut()
-            .find(|(k, _)| k.as_str() == Some("reply"))
-        {
-            Some((_, v)) => *v = Value::Bool(reply),
-            None => entries.push((Value::from_static("reply"), Value::Bool(reply))),
-        }
+/// `frames` with the `reply` key of frame 0's map set (in place if present,
+/// appended otherwise, as Python's dict assignment): frame 0 is rewritten,
+/// the blocks after it are untouched. A message that is not a map (or is a
+/// block) is left as it is.
+fn with_reply(mut frames: Vec<Bytes>, reply: bool) -> Result<Vec<Bytes>, TransportError> {
+    let frame0 = &frames[0];
+    if !msgpack::is_map_at(frame0, 0) || message::is_placeholder_at(frame0, 0) {
+        return Ok(frames);
     }
-    msg
+    let reply = Value::Bool(reply);
+    frames[0] = msgpack::set_entries(frame0, &[("reply", &reply)], &mut HeaderRules)?;
+    Ok(frames)
+}
+
+/// Whether frame 0 may be Dask's error reply (a map whose first `status`
+/// is `"error"` or `"uncaught-error"`), or cannot be told without decoding
+/// it (see [`msgpack::lookup_str`]); a block, which may deserialize to one.
+fn may_be_error_reply(frame0: &Bytes) -> bool {
+    if !msgpack::is_map_at(frame0, 0) {
+        return false;
+    }
+    if message::is_placeholder_at(frame0, 0) {
+        return true;
+    }
+    match msgpack::lookup_str(frame0, 0, "status") {
+        Some(Some(status)) => matches!(status, "error" | "uncaught-error"),
+        Some(None) => false,
+        None => true,
+    }
 }
 
 /// Dask's error reply, if `reply` is one: a map whose `status` is

@@ -80,16 +80,36 @@ fn decode_with<E: From<MsgpackError>>(
     pack_min: usize,
 ) -> Result<Value, E> {
     let mut rd = Cursor::new(buf, frame, limits)?;
-    let mut stack: Vec<Open> = Vec::new();
     let mut items_seen: usize = 0;
+    let value = decode_one(&mut rd, 0, &mut items_seen, limits, hook, pack_min)?;
+    if rd.pos != buf.len() {
+        return Err(MsgpackError::TrailingBytes(rd.at(rd.pos)).into());
+    }
+    Ok(value)
+}
+
+/// Decodes the one value at the reader, which sits inside `base` containers
+/// already, counting its items into `items_seen` (shared with whoever reads
+/// the rest of the frame, [`Stream`](super::Stream)), and leaves the reader
+/// after it.
+pub(super) fn decode_one<E: From<MsgpackError>>(
+    rd: &mut Cursor<'_>,
+    base: usize,
+    items_seen: &mut usize,
+    limits: &Limits,
+    hook: &mut MapHook<'_, E>,
+    pack_min: usize,
+) -> Result<Value, E> {
+    let buf = rd.buf;
+    let mut stack: Vec<Open> = Vec::new();
     // How many `Value`s may be reserved ahead of data, shared by every open
     // container (nested containers must not each reserve `prealloc_cap`).
     let mut prealloc_left = (limits.prealloc_cap / std::mem::size_of::<Value>()).max(1);
 
     loop {
         let start = rd.pos;
-        rd.count_item(&mut items_seen, start, limits)?;
-        let mut value = match read_item(&mut rd)? {
+        rd.count_item(items_seen, start, limits)?;
+        let mut value = match read_item(rd)? {
             Item::Scalar(v) => v,
             Item::Bin { start, end } => Value::Bin(buf.slice(start..end)),
             Item::Str { start, end, at } => Value::Str(
@@ -97,7 +117,7 @@ fn decode_with<E: From<MsgpackError>>(
                     .map_err(|_| MsgpackError::InvalidUtf8(rd.at(at)))?,
             ),
             Item::Container { len, is_map } => {
-                let n = rd.open_container(start, len, is_map, stack.len(), limits)?;
+                let n = rd.open_container(start, len, is_map, base + stack.len(), limits)?;
                 if n == 0 {
                     let empty = if is_map {
                         Contents::Map(Vec::new(), None)
@@ -126,7 +146,7 @@ fn decode_with<E: From<MsgpackError>>(
                         start,
                     };
                     if let Contents::Ints(ints) = &mut open.items {
-                        read_ints(&mut rd, ints, &mut open.remaining, &mut items_seen, limits);
+                        read_ints(rd, ints, &mut open.remaining, items_seen, limits);
                     }
                     stack.push(open);
                     continue;
@@ -136,9 +156,6 @@ fn decode_with<E: From<MsgpackError>>(
         // Put the finished value into its parent; close every parent it completes.
         loop {
             let Some(top) = stack.last_mut() else {
-                if rd.pos != buf.len() {
-                    return Err(MsgpackError::TrailingBytes(rd.at(rd.pos)).into());
-                }
                 return Ok(value);
             };
             match &mut top.items {

@@ -98,9 +98,7 @@ pub(crate) fn encode_at(
         match v {
             Value::Array(items) => {
                 check_depth(depth)?;
-                let len = u32::try_from(items.len())
-                    .map_err(|_| EncodeError::TooLong { len: items.len() })?;
-                let _ = rmp::encode::write_array_len(&mut out.writer(), len);
+                put_array_len(out, items.len())?;
                 out.reserve(items.len());
                 // Scalars are written at once; from the first item that is
                 // not, the rest wait on the stack (in order).
@@ -148,15 +146,9 @@ fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
             // form, as msgpack-python does.
             None => put_int(out, i.as_i64().unwrap_or(i64::MIN)),
         },
-        Value::Float(f) => {
-            let _ = rmp::encode::write_f64(&mut out.writer(), *f);
-        }
+        Value::Float(f) => put_f64(out, *f),
         Value::Str(s) => put_str(out, s)?,
-        Value::Bin(b) => {
-            let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
-            let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
-            out.extend_from_slice(b);
-        }
+        Value::Bin(b) => put_bin(out, b)?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -164,6 +156,7 @@ fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
 
 /// Refuses a container inside `depth` others once msgpack-python could not
 /// read it.
+#[inline]
 pub(crate) fn check_depth(depth: usize) -> Result<(), EncodeError> {
     if depth >= PYTHON_MAX_DEPTH {
         return Err(EncodeError::DepthExceeded {
@@ -173,6 +166,7 @@ pub(crate) fn check_depth(depth: usize) -> Result<(), EncodeError> {
     Ok(())
 }
 
+#[inline]
 pub(crate) fn put_int(out: &mut BytesMut, v: i64) {
     match u64::try_from(v) {
         Ok(u) => put_uint(out, u),
@@ -182,16 +176,35 @@ pub(crate) fn put_int(out: &mut BytesMut, v: i64) {
     }
 }
 
+/// Writes a non-negative integer in the smallest unsigned form (§3.2:
+/// fixint, then `cc`..`cf`, what `rmp::encode::write_uint` writes), inline.
+#[inline]
 pub(crate) fn put_uint(out: &mut BytesMut, v: u64) {
-    if v < 0x80 {
-        out.put_u8(v as u8); // positive fixint: the common case, inline
-        return;
+    match v {
+        0..=0x7f => out.put_u8(v as u8),
+        0x80..=0xff => out.put_slice(&[0xcc, v as u8]),
+        0x100..=0xffff => {
+            out.put_u8(0xcd);
+            out.put_u16(v as u16);
+        }
+        0x1_0000..=0xffff_ffff => {
+            out.put_u8(0xce);
+            out.put_u32(v as u32);
+        }
+        _ => {
+            out.put_u8(0xcf);
+            out.put_u64(v);
+        }
     }
-    let _ = rmp::encode::write_uint(&mut out.writer(), v);
 }
 
 /// Writes an array's length prefix.
+#[inline]
 pub(crate) fn put_array_len(out: &mut BytesMut, len: usize) -> Result<(), EncodeError> {
+    if len < 16 {
+        out.put_u8(0x90 | len as u8); // fixarray: the common case, inline
+        return Ok(());
+    }
     let len = u32::try_from(len).map_err(|_| EncodeError::TooLong { len })?;
     let _ = rmp::encode::write_array_len(&mut out.writer(), len);
     Ok(())
@@ -205,13 +218,48 @@ pub(crate) fn put_ints(out: &mut BytesMut, items: &[i64]) -> Result<(), EncodeEr
     Ok(())
 }
 
+#[inline]
 pub(crate) fn put_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
+    if s.len() >= 32 {
+        return put_long_str(out, s);
+    }
+    out.put_u8(0xa0 | s.len() as u8); // fixstr: the common case, inline
+    out.extend_from_slice(s.as_bytes());
+    Ok(())
+}
+
+fn put_long_str(out: &mut BytesMut, s: &str) -> Result<(), EncodeError> {
     let len = u32::try_from(s.len()).map_err(|_| EncodeError::TooLong { len: s.len() })?;
     let _ = rmp::encode::write_str_len(&mut out.writer(), len);
     out.extend_from_slice(s.as_bytes());
     Ok(())
 }
 
+/// Writes a float, always as float64 (msgpack-python's form).
+#[inline]
+pub(crate) fn put_f64(out: &mut BytesMut, f: f64) {
+    out.put_u8(0xcb); // float64: what rmp::encode::write_f64 writes, inline
+    out.put_f64(f);
+}
+
+#[inline]
+pub(crate) fn put_bin(out: &mut BytesMut, b: &[u8]) -> Result<(), EncodeError> {
+    match u8::try_from(b.len()) {
+        Ok(len) => out.put_slice(&[0xc4, len]), // bin8: the common case, inline
+        Err(_) => {
+            let len = u32::try_from(b.len()).map_err(|_| EncodeError::TooLong { len: b.len() })?;
+            let _ = rmp::encode::write_bin_len(&mut out.writer(), len);
+        }
+    }
+    out.extend_from_slice(b);
+    Ok(())
+}
+
+#[inline]
 pub(crate) fn put_map_len(out: &mut BytesMut, len: u32) {
+    if len < 16 {
+        out.put_u8(0x80 | len as u8); // fixmap: the common case, inline
+        return;
+    }
     let _ = rmp::encode::write_map_len(&mut out.writer(), len);
 }

@@ -6,6 +6,7 @@
 //! decode.rs   a frame → Value: iterative, zero-copy, bounded by Limits
 //! raw.rs      in place: RawMap (entries found, not decoded), set_entries, skim
 //! encode.rs   Value → the forms msgpack-python writes; out-of-band values via Leaves
+//! stream.rs   a frame item by item, for callers that build their own values
 //! header.rs   Header::map, decoded from the header's bytes on first use
 //! error.rs    MsgpackError, Position
 //! ```
@@ -29,13 +30,15 @@ mod error;
 mod header;
 mod raw;
 mod reader;
+mod stream;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use decode::{decode, decode_packed};
 pub(crate) use encode::{
-    check_depth, encode, encode_at, encode_into, put_array_len, put_ints, put_map_len, put_str,
-    put_uint, Leaves,
+    check_depth, encode, encode_at, encode_into, put_array_len, put_bin, put_f64, put_int,
+    put_ints, put_map_len, put_str, put_uint, Leaves,
 };
 pub use error::{MsgpackError, Position};
-pub(crate) use raw::{decode_range, is_map_at, set_entries, skim, RawMap};
+pub(crate) use raw::{decode_range, is_map_at, lookup_str, set_entries, skim, value_at, RawMap};
+pub(crate) use stream::{one_entry_map_keyed, str_at, Stream, Token};

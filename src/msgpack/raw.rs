@@ -337,3 +337,50 @@ pub(crate) fn skim(
         }
     }
 }
+
+/// The str under `key` in the map at `buf[pos]`, looked up without decoding:
+/// `Some(Some(text))` when the map's first entry with the str key `key` has
+/// a str value, `Some(None)` when the map has no such entry or its value is
+/// anything else but a map. `None` when it cannot tell: the value is a map,
+/// a key before it is one (either could be a placeholder, whose block may
+/// deserialize to a str), the value at `pos` is not a map, or the bytes are
+/// malformed (the caller's full read reports them).
+pub(crate) fn lookup_str<'a>(buf: &'a Bytes, pos: usize, key: &str) -> Option<Option<&'a str>> {
+    let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
+    rd.pos = pos;
+    let len = match read_item(&mut rd).ok()? {
+        Item::Container { len, is_map: true } => len,
+        _ => return None,
+    };
+    rd.check_len(pos, len, 2).ok()?;
+    for _ in 0..len {
+        let key_start = rd.pos;
+        match read_item(&mut rd).ok()? {
+            Item::Str { start, end, .. } if &buf[start..end] == key.as_bytes() => {
+                return match read_item(&mut rd).ok()? {
+                    Item::Str { start, end, .. } => {
+                        std::str::from_utf8(&buf[start..end]).ok().map(Some)
+                    }
+                    Item::Container { is_map: true, .. } => None,
+                    _ => Some(None),
+                };
+            }
+            Item::Container { is_map: true, .. } => return None,
+            _ => {
+                rd.pos = key_start;
+                skip_value(&mut rd).ok()?;
+                skip_value(&mut rd).ok()?;
+            }
+        }
+    }
+    Some(None)
+}
+
+/// The one value at `buf[pos]`, decoded with every map plain (for messages
+/// about a value already read under real limits); `None` if it is not whole.
+pub(crate) fn value_at(buf: &Bytes, pos: usize) -> Option<Value> {
+    let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
+    rd.pos = pos;
+    skip_value(&mut rd).ok()?;
+    decode_range(buf, pos..rd.pos, usize::MAX).ok()
+}

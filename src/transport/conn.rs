@@ -409,7 +409,7 @@ impl<T> Connection<T> {
         &mut self.session
     }
 
-    fn poison(&mut self) {
+    pub(crate) fn poison(&mut self) {
         self.reader.poison();
         self.writer.poison();
     }
@@ -447,30 +447,35 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         self.send(env).await
     }
 
-    /// Sends a typed message: [`to_value`](crate::to_value), then
-    /// [`Connection::send_value`].
+    /// Sends a typed message: written with the session's options by
+    /// [`to_frames`](crate::typed::to_frames) (the bytes
+    /// [`Connection::send_value`] of its [`to_value`](crate::to_value)
+    /// would send, without building the value), then sent as
+    /// [`Connection::send`] does.
     #[cfg(feature = "serde")]
     pub async fn send_msg<M: serde::Serialize + ?Sized>(
         &mut self,
         msg: &M,
     ) -> Result<(), TransportError> {
-        let value = crate::typed::to_value(msg)?;
-        self.send_value(&value).await
+        let env = encode_msg(msg, &self.session)?;
+        self.send(env).await
     }
 
-    /// The next typed message: [`Connection::recv_value`], then
-    /// [`from_value`](crate::from_value). A message that does not fit `M`
-    /// is [`DecodeError::Field`](crate::DecodeError::Field), and poisons the
-    /// connection. Cancel-safe.
+    /// The next typed message: received as [`Connection::recv`] does, then
+    /// read by [`from_frames`](crate::typed::from_frames) as
+    /// [`Connection::recv_value`] and [`from_value`](crate::from_value)
+    /// would read it. A message that does not decode is an error, one that
+    /// does not fit `M` is [`DecodeError::Field`](crate::DecodeError::Field);
+    /// either poisons the connection. Cancel-safe.
     #[cfg(feature = "serde")]
     pub async fn recv_msg<M: serde::de::DeserializeOwned>(
         &mut self,
     ) -> Option<Result<M, TransportError>> {
-        let value = match self.recv_value().await? {
-            Ok(v) => v,
+        let env = match self.recv().await? {
+            Ok(env) => env,
             Err(e) => return Some(Err(e)),
         };
-        let msg = crate::typed::from_value(value).map_err(TransportError::Decode);
+        let msg = decode_msg(&env, &self.session);
         if msg.is_err() {
             self.poison();
         }
@@ -487,11 +492,18 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             Ok(env) => env,
             Err(e) => return Some(Err(e)),
         };
-        let decoded = decode_value(&env, &self.session);
+        Some(self.decode_value(&env))
+    }
+
+    /// A message [`Connection::recv`] gave, decoded as
+    /// [`Connection::recv_value`] decodes it (an error poisons the
+    /// connection).
+    pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
+        let decoded = decode_value(env, &self.session);
         if decoded.is_err() {
             self.poison();
         }
-        Some(decoded)
+        decoded
     }
 
     /// Polls for the next message (what `Stream::poll_next` does).
@@ -656,11 +668,17 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
             Ok(env) => env,
             Err(e) => return Some(Err(e)),
         };
-        let decoded = decode_value(&env, &self.session);
+        Some(self.decode_value(&env))
+    }
+
+    /// A message [`ReadHalf::recv`] gave, decoded as
+    /// [`ReadHalf::recv_value`] decodes it (an error poisons this half).
+    pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
+        let decoded = decode_value(env, &self.session);
         if decoded.is_err() {
             self.reader.poison();
         }
-        Some(decoded)
+        decoded
     }
 
     /// The next typed message; see [`Connection::recv_msg`].
@@ -668,11 +686,11 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
     pub async fn recv_msg<M: serde::de::DeserializeOwned>(
         &mut self,
     ) -> Option<Result<M, TransportError>> {
-        let value = match self.recv_value().await? {
-            Ok(v) => v,
+        let env = match self.recv().await? {
+            Ok(env) => env,
             Err(e) => return Some(Err(e)),
         };
-        let msg = crate::typed::from_value(value).map_err(TransportError::Decode);
+        let msg = decode_msg(&env, &self.session);
         if msg.is_err() {
             self.reader.poison();
         }
@@ -750,8 +768,8 @@ impl<W: AsyncWrite + Unpin> WriteHalf<W> {
         &mut self,
         msg: &M,
     ) -> Result<(), TransportError> {
-        let value = crate::typed::to_value(msg)?;
-        self.send_value(&value).await
+        let env = encode_msg(msg, &self.session)?;
+        self.send(env).await
     }
 
     /// The connection's settings, as they were when it was split.
@@ -865,6 +883,34 @@ impl Deadline {
 fn encode_value(value: &Value, session: &Session) -> Result<Envelope, TransportError> {
     let frames = protocol::dumps_with(value, &session.serialize_options())?;
     Ok(Envelope::new(frames)?)
+}
+
+/// A typed message as the session sends it (its options, the agreed codec).
+#[cfg(feature = "serde")]
+fn encode_msg<M: serde::Serialize + ?Sized>(
+    msg: &M,
+    session: &Session,
+) -> Result<Envelope, TransportError> {
+    let frames = crate::typed::to_frames(msg, &session.serialize_options())?;
+    Ok(Envelope::new(frames)?)
+}
+
+/// A received message read as `M`, under the session's limits, backed by
+/// its receive buffers (through [`decode_value`] when the session is
+/// pass-through).
+#[cfg(feature = "serde")]
+fn decode_msg<M: serde::de::DeserializeOwned>(
+    env: &Envelope,
+    session: &Session,
+) -> Result<M, TransportError> {
+    if !session.deserializes_blocks() {
+        // Blocks stay as they came: read through the dynamic path.
+        return Ok(crate::typed::from_value(decode_value(env, session)?)?);
+    }
+    Ok(crate::typed::from_frames(
+        env.frames(),
+        &session.deserialize_options(env),
+    )?)
 }
 
 /// A received message, decoded under the session's limits: its blocks

@@ -12,17 +12,18 @@ use super::codec::FrameCodec;
 use super::error::TransportError;
 use crate::envelope::Envelope;
 use crate::limits::Limits;
-use crate::protocol;
 use crate::serialize::{DeserializeOptions, SerializeOptions};
 use crate::typed;
 
 /// A `Decoder` of `T`s and an `Encoder` of `&T`s (any serde type: a channel
 /// enum of [`dask`](crate::dask), your own `#[derive]`d messages, or
 /// [`Value`](crate::Value)): each frame list is decoded by [`FrameCodec`],
-/// then [`loads`](crate::loads) and [`from_value`](crate::from_value); each
-/// item goes through [`to_value`](crate::to_value) and
-/// [`dumps_with`](crate::dumps_with). Like every tokio-util encoder it copies
-/// the frames into the output buffer;
+/// then read by [`from_frames`](crate::typed::from_frames) (what
+/// [`loads`](crate::loads) and [`from_value`](crate::from_value) would
+/// give); each item is written by [`to_frames`](crate::typed::to_frames)
+/// (what [`to_value`](crate::to_value) and [`dumps_with`](crate::dumps_with)
+/// would write). Like every tokio-util encoder it copies the frames into the
+/// output buffer;
 /// [`Connection::send_msg`](super::Connection::send_msg) does not.
 ///
 /// ```
@@ -107,16 +108,17 @@ fn decode_item<T: DeserializeOwned>(
     env: &Envelope,
     opts: &DeserializeOptions,
 ) -> Result<T, TransportError> {
-    let value = protocol::loads(env.frames(), &opts.clone().backed_by(env))?;
-    Ok(typed::from_value(value)?)
+    Ok(typed::from_frames(
+        env.frames(),
+        &opts.clone().backed_by(env),
+    )?)
 }
 
 impl<T: Serialize> Encoder<&T> for MessageCodec<T> {
     type Error = TransportError;
 
     fn encode(&mut self, item: &T, dst: &mut BytesMut) -> Result<(), TransportError> {
-        let value = typed::to_value(item)?;
-        let env = Envelope::new(protocol::dumps_with(&value, &self.serialize)?)?;
+        let env = Envelope::new(typed::to_frames(item, &self.serialize)?)?;
         self.frames.encode(&env, dst)
     }
 }

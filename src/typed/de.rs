@@ -6,8 +6,8 @@
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 
 use super::error::Error;
-use super::side;
 use super::types::{MAGIC, MARKER_KEY};
+use super::{by_op, side};
 use crate::value::Value;
 
 /// Deserializes from a borrowed [`Value`].
@@ -104,6 +104,16 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer<'de> {
             // A framewire type asks for the value itself.
             return visitor.visit_u64(side::stash(self.value.clone()));
         }
+        if name == by_op::BY_OP {
+            let op = match self.value {
+                Value::Map(_) => match self.value.get("op").and_then(Value::as_str) {
+                    Some(op) => by_op::OpIs::Str(op),
+                    None => by_op::OpIs::Absent,
+                },
+                _ => by_op::OpIs::NotAMap,
+            };
+            return visitor.visit_enum(by_op::ByOp::new(op, self));
+        }
         visitor.visit_newtype_struct(self)
     }
 
@@ -156,7 +166,7 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer<'de> {
 }
 
 /// What kind of value an error met.
-fn kind(v: &Value) -> &'static str {
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Nil => "nil",
         Value::Bool(_) => "a bool",

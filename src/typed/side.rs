@@ -9,20 +9,33 @@
 //! conversion inside another one (a [`ToSerialize`](super::ToSerialize)
 //! field) shares it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use bytes::Bytes;
 
 use crate::value::Value;
 
+/// What a running conversion builds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// A [`Value`] ([`to_value`](super::to_value), [`from_value`](super::from_value),
+    /// and [`from_frames`](super::from_frames), whose blocks become values).
+    Value,
+    /// Frame 0's bytes ([`to_frames`](super::to_frames)): a [`Bin`](super::Bin)
+    /// is written where it is, as the bin it is.
+    Frames,
+}
+
 #[derive(Default)]
 struct Table {
-    /// Conversions running on this thread (nested ones included).
-    depth: usize,
-    /// Random per outermost conversion, in the high half of every token, so
-    /// that a peer's map that imitates a stashed value's marker
-    /// (`{MARKER_KEY: n}`, met where serde buffers content) names no value.
-    nonce: u64,
+    /// The conversions running on this thread, innermost last (a
+    /// [`ToSerialize`](super::ToSerialize) field runs one inside another).
+    modes: Vec<Mode>,
+    /// Random per outermost conversion (drawn when it first stashes a
+    /// value), in the high half of every token, so that a peer's map that
+    /// imitates a stashed value's marker (`{MARKER_KEY: n}`, met where serde
+    /// buffers content) names no value.
+    nonce: Option<u64>,
     /// Values stashed by index, taken once.
     values: Vec<Option<Value>>,
     /// The buffers whose slices were handed to serde as borrowed bytes, so
@@ -32,6 +45,35 @@ struct Table {
 
 thread_local! {
     static TABLE: RefCell<Table> = RefCell::new(Table::default());
+    /// `Value`s being written field by field by [`to_frames`](super::to_frames),
+    /// one inside another (see [`Nested`]).
+    static NESTED_VALUES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many `Value`s inside one another [`to_frames`](super::to_frames)
+/// writes through serde (a call per level); deeper ones are handed to the
+/// message layer's encoder whole, which needs no stack per level.
+const MAX_NESTED_VALUES: usize = 32;
+
+/// A `Value` being written through serde by [`to_frames`](super::to_frames).
+pub(super) struct Nested(());
+
+impl Nested {
+    /// `None` when [`MAX_NESTED_VALUES`] are being written already.
+    pub(super) fn enter() -> Option<Nested> {
+        NESTED_VALUES.with(|n| {
+            (n.get() < MAX_NESTED_VALUES).then(|| {
+                n.set(n.get() + 1);
+                Nested(())
+            })
+        })
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        NESTED_VALUES.with(|n| n.set(n.get() - 1));
+    }
 }
 
 /// A conversion running on this thread; the table is cleared when the
@@ -39,15 +81,13 @@ thread_local! {
 pub(super) struct Scope(());
 
 impl Scope {
-    pub(super) fn enter() -> Scope {
+    pub(super) fn enter(mode: Mode) -> Scope {
         TABLE.with(|t| {
             let mut t = t.borrow_mut();
-            if t.depth == 0 {
-                use std::hash::BuildHasher;
-                // std's RandomState: random keys per thread, a new pair per call.
-                t.nonce = std::collections::hash_map::RandomState::new().hash_one(0u8) << 32;
+            if t.modes.is_empty() {
+                t.nonce = None; // drawn at the first stash
             }
-            t.depth += 1;
+            t.modes.push(mode);
         });
         Scope(())
     }
@@ -57,8 +97,8 @@ impl Drop for Scope {
     fn drop(&mut self) {
         TABLE.with(|t| {
             let mut t = t.borrow_mut();
-            t.depth -= 1;
-            if t.depth == 0 {
+            t.modes.pop();
+            if t.modes.is_empty() {
                 t.values.clear();
                 t.owners.clear();
             }
@@ -66,10 +106,15 @@ impl Drop for Scope {
     }
 }
 
-/// Whether a framewire conversion is running on this thread: the types of
-/// this module use the side table only then.
+/// The innermost framewire conversion running on this thread, if any: the
+/// types of this module use the side table only inside one.
+pub(super) fn mode() -> Option<Mode> {
+    TABLE.with(|t| t.borrow().modes.last().copied())
+}
+
+/// Whether a framewire conversion is running on this thread.
 pub(super) fn active() -> bool {
-    TABLE.with(|t| t.borrow().depth > 0)
+    mode().is_some()
 }
 
 /// Stashes a value; its token (the conversion's nonce and an index) is
@@ -77,8 +122,13 @@ pub(super) fn active() -> bool {
 pub(super) fn stash(value: Value) -> u64 {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
+        let nonce = *t.nonce.get_or_insert_with(|| {
+            use std::hash::BuildHasher;
+            // std's RandomState: random keys per thread, a new pair per call.
+            std::collections::hash_map::RandomState::new().hash_one(0u8) << 32
+        });
         t.values.push(Some(value));
-        t.nonce | (t.values.len() - 1) as u64
+        nonce | (t.values.len() - 1) as u64
     })
 }
 
@@ -86,7 +136,7 @@ pub(super) fn stash(value: Value) -> u64 {
 pub(super) fn take(token: u64) -> Option<Value> {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
-        if token & !0xFFFF_FFFF != t.nonce {
+        if Some(token & !0xFFFF_FFFF) != t.nonce {
             return None;
         }
         let slot = usize::try_from(token & 0xFFFF_FFFF).ok()?;

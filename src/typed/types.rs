@@ -89,9 +89,11 @@ impl From<Bin> for Bytes {
 
 impl Serialize for Bin {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match side::active() {
-            true => serialize_stashed(Value::Bin(self.0.clone()), s),
-            false => s.serialize_bytes(&self.0),
+        match side::mode() {
+            Some(side::Mode::Value) => serialize_stashed(Value::Bin(self.0.clone()), s),
+            // Frame 0's bytes: the bin is written in place (never out of
+            // band, as `dumps` writes a `Value::Bin`).
+            Some(side::Mode::Frames) | None => s.serialize_bytes(&self.0),
         }
     }
 }
@@ -351,14 +353,25 @@ impl<'de> Deserialize<'de> for NdArray {
     }
 }
 
-/// A [`Value`] serializes as itself: in a framewire conversion it is put in
-/// place whole (blocks included); elsewhere as its msgpack data (blocks and
-/// arrays as [`Block`] and [`NdArray`] write themselves).
+/// A [`Value`] serializes as itself: in [`to_value`](super::to_value) it is
+/// put in place whole (blocks included); elsewhere as its msgpack data
+/// (blocks and arrays as [`Block`] and [`NdArray`] write themselves; in
+/// [`to_frames`](super::to_frames) a value to serialize is put in place
+/// whole too, its block made as `dumps` makes it).
 impl Serialize for Value {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if side::active() {
-            return serialize_stashed(self.clone(), s);
-        }
+        let _nested = match (side::mode(), self) {
+            (Some(side::Mode::Value), _) | (Some(side::Mode::Frames), Value::Serialize(_)) => {
+                return serialize_stashed(self.clone(), s);
+            }
+            // Written where it is, level by level, up to a depth: deeper,
+            // the encoder writes it whole.
+            (Some(side::Mode::Frames), _) => match side::Nested::enter() {
+                Some(nested) => Some(nested),
+                None => return serialize_stashed(self.clone(), s),
+            },
+            (None, _) => None,
+        };
         match self {
             Value::Nil => s.serialize_unit(),
             Value::Bool(b) => s.serialize_bool(*b),
