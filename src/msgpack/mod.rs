@@ -34,8 +34,8 @@ mod tests;
 
 pub(crate) use decode::{decode, decode_packed};
 pub(crate) use encode::{
-    check_depth, encode, encode_at, encode_into, put_array_len, put_ints, put_map_len, put_str,
-    put_uint, Leaves,
+    check_depth, encode, encode_at, encode_into, put_array_len, put_map_len, put_str, put_uint,
+    Leaves,
 };
 pub use error::{MsgpackError, Position};
-pub(crate) use raw::{decode_range, is_map_at, set_entries, skim, RawMap};
+pub(crate) use raw::{decode_range, set_entries, skim, value_end, RawMap};
