@@ -14,11 +14,25 @@
 //!                    "ok" to each one marked `last`, until the sender closes
 //! compare make-certs DIR
 //!                    a CA and a certificate for both sides (TLS rows), PEM
+//! compare peer-recv VARIANT SIZE COUNT FLAVOR
+//!                    the receiving process of a `peer` measurement: listens on
+//!                    127.0.0.1 (port printed first), receives 1 + COUNT
+//!                    messages of VARIANT and answers one byte after the first
+//!                    and after the last
+//! compare peer-pong FLAVOR
+//!                    the server process of a `peer_rt` measurement: answers
+//!                    every "ping" with "pong" until the client closes
 //! ```
 //!
-//! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `dumps` {size,
-//! min_time}, `transport` {variant, size, count, flavor}, `small_one_way`
-//! {count, flavor}, `round_trip` {count, flavor}, `rss` {size, deserialize},
+//! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `floor` {n,
+//! min_time} (reading the boxed integer tuple once, summing it: the memory
+//! floor of the boxed rows), `dumps` {size, min_time}, `peer` {variant,
+//! size, count, flavor} (two processes: this one sends, a fresh `peer-recv`
+//! receives), `peer_rt` {count, flavor} (two processes: this one asks, a
+//! fresh `peer-pong` answers), and the same in one process (both ends
+//! spawned tasks of one runtime): `transport` {variant, size, count,
+//! flavor}, `small_one_way` {count, flavor}, `round_trip` {count, flavor};
+//! `rss` {size, deserialize},
 //! `wire` {scheme, size, count, certs} (two processes: this one sends,
 //! a fresh `wire-recv` receives), `connect` {address, certs, count} (connect,
 //! TLS and Dask handshakes, one `identity` call, to a running server),
@@ -28,11 +42,17 @@
 //! `to_value+dumps` (`typed_encode_value`)),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
+//! `serde`, `floor` and `dumps` also report the thread's CPU seconds per
+//! call (`/proc/thread-self/schedstat`).
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
 
 use bytes::Bytes;
 use framewire::message::loads;
@@ -46,8 +66,9 @@ use serde_json::{json, Value as Json};
 mod certs;
 mod common;
 use common::{
-    collection, deserialize_options, mode, ndarray_message, rss_and_hwm, serialize_options,
-    serialize_task, small_task, Flavor, Link, PingPong, Variant,
+    collection, deserialize_options, mode, ndarray_message, payload, ping_client, pong_server,
+    rss_and_hwm, serialize_options, serialize_task, thread_cpu_secs, Flavor, Link, PingPong,
+    Variant,
 };
 
 fn main() {
@@ -59,6 +80,13 @@ fn main() {
         Some("make-certs") => {
             certs::make(std::path::Path::new(&args[1]));
         }
+        Some("peer-recv") => peer_recv(
+            Variant::parse(&args[1]),
+            args[2].parse().expect("a size"),
+            args[3].parse().expect("a count"),
+            Flavor::parse(&args[4]),
+        ),
+        Some("peer-pong") => peer_pong(Flavor::parse(&args[1])),
         _ => {
             // `cargo bench` runs every bench target with `--bench`: nothing to do here.
             eprintln!("compare: the worker of scripts/bench-compare (run that instead)");
@@ -74,6 +102,8 @@ struct Cache {
     /// (collection, mode) pairs whose warm-up call has run.
     warmed: HashSet<(String, String)>,
     dumps: HashMap<usize, Value>,
+    /// The payloads of the `peer` rows, by size.
+    payloads: HashMap<usize, Bytes>,
     runtimes: HashMap<&'static str, tokio::runtime::Runtime>,
 }
 
@@ -116,15 +146,23 @@ fn get_usize(req: &Json, key: &str) -> usize {
 }
 
 /// Calls `f` until `min_time` seconds have passed; seconds per call.
-fn timed(min_time: f64, mut f: impl FnMut()) -> (f64, u64) {
+fn timed(min_time: f64, f: impl FnMut()) -> (f64, u64) {
+    let (per_call, _, calls) = timed_cpu(min_time, f);
+    (per_call, calls)
+}
+
+/// [`timed`], with this thread's CPU seconds per call too.
+fn timed_cpu(min_time: f64, mut f: impl FnMut()) -> (f64, f64, u64) {
     let start = Instant::now();
+    let cpu = thread_cpu_secs();
     let mut calls = 0u64;
     loop {
         f();
         calls += 1;
         let elapsed = start.elapsed().as_secs_f64();
         if elapsed >= min_time {
-            return (elapsed / calls as f64, calls);
+            let cpu = thread_cpu_secs() - cpu;
+            return (elapsed / calls as f64, cpu / calls as f64, calls);
         }
     }
 }
@@ -152,12 +190,32 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
                 }
             }
             let mut frames = 0;
-            let (per_call, calls) = timed(min_time, || {
+            let (per_call, cpu, calls) = timed_cpu(min_time, || {
                 let block = serialize(std::hint::black_box(value), &opts).expect("serialize");
                 frames = block.frames().len();
                 std::hint::black_box(deserialize(&block, &de).expect("deserialize"));
             });
-            json!({"per_call_s": per_call, "calls": calls, "frames": frames})
+            json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": frames})
+        }
+        "floor" => {
+            // Reading the boxed tuple once: what any encoder of it pays.
+            let n = get_usize(req, "n");
+            let key = ("tuple_small_ints".to_owned(), n);
+            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
+                cache.collection = None;
+                cache.collection = Some((key, collection("tuple_small_ints", n)));
+            }
+            let Value::Array(items) = &cache.collection.as_ref().expect("cached").1 else {
+                unreachable!("a boxed tuple")
+            };
+            let (per_call, cpu, calls) = timed_cpu(min_time, || {
+                let sum = std::hint::black_box(items)
+                    .iter()
+                    .filter_map(|v| v.as_int()?.as_u64())
+                    .fold(0u64, u64::wrapping_add);
+                std::hint::black_box(sum);
+            });
+            json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls})
         }
         "dumps" => {
             let size = get_usize(req, "size");
@@ -166,10 +224,30 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
                 .entry(size)
                 .or_insert_with(|| serialize_task(Bytes::from(vec![1u8; size])));
             let frames = dumps(msg).expect("dumps").len();
-            let (per_call, calls) = timed(min_time, || {
+            let (per_call, cpu, calls) = timed_cpu(min_time, || {
                 std::hint::black_box(dumps(std::hint::black_box(msg)).expect("dumps"));
             });
-            json!({"per_call_s": per_call, "calls": calls, "frames": frames})
+            json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": frames})
+        }
+        "peer" => {
+            let variant = Variant::parse(req["variant"].as_str().expect("variant"));
+            let (size, count) = (get_usize(req, "size"), get_usize(req, "count"));
+            let flavor = Flavor::parse(req["flavor"].as_str().unwrap_or("2threads"));
+            let payload = cache
+                .payloads
+                .entry(size)
+                .or_insert_with(|| payload(size))
+                .clone();
+            let rt = cache.runtime(flavor.name());
+            let secs = peer_send(rt, variant, payload, count, flavor);
+            json!({"secs": secs, "bytes": size * count, "count": count})
+        }
+        "peer_rt" => {
+            let count = get_usize(req, "count");
+            let flavor = Flavor::parse(req["flavor"].as_str().unwrap_or("2threads"));
+            let spawned = req["client"].as_str() != Some("block_on");
+            let secs = peer_round_trips(cache.runtime(flavor.name()), count, flavor, spawned);
+            json!({"secs": secs, "count": count})
         }
         "transport" => {
             let variant = Variant::parse(req["variant"].as_str().expect("variant"));
@@ -182,7 +260,7 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         "small_one_way" => {
             let count = get_usize(req, "count");
             let rt = cache.runtime(req["flavor"].as_str().unwrap_or("1thread"));
-            let mut link = Link::task(rt, small_task());
+            let mut link = Link::small(rt);
             let secs = link.run(rt, count as u64).as_secs_f64();
             json!({"secs": secs, "count": count})
         }
@@ -210,6 +288,129 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         ),
         other => json!({"error": format!("unknown op {other:?}")}),
     }
+}
+
+/// Starts a child process of this executable with `args`; returns it and
+/// the first line it prints (the port it listens on).
+fn spawn_peer(args: &[&str]) -> (std::process::Child, u16) {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn a peer");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let port = lines
+        .next()
+        .expect("a port line")
+        .expect("read")
+        .trim()
+        .parse()
+        .expect("a port");
+    (child, port)
+}
+
+/// Binds 127.0.0.1:0, prints the port, accepts one connection.
+async fn accept_one() -> TcpStream {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    println!("{}", listener.local_addr().expect("addr").port());
+    std::io::stdout().flush().expect("stdout");
+    let (s, _) = listener.accept().await.expect("accept");
+    s.set_nodelay(true).expect("nodelay");
+    s
+}
+
+/// The sending process of a `peer` measurement: starts a `peer-recv`
+/// process, connects, sends one warm-up message and waits for its one-byte
+/// answer, then times `count` messages until the receiver has answered the
+/// last one. The sending loop is a task spawned on `rt` (as a server runs a
+/// connection), on either runtime flavor; the receiver runs the same way.
+fn peer_send(rt: &Runtime, variant: Variant, payload: Bytes, count: usize, flavor: Flavor) -> f64 {
+    let (mut child, port) = spawn_peer(&[
+        "peer-recv",
+        variant.name(),
+        &payload.len().to_string(),
+        &count.to_string(),
+        flavor.name(),
+    ]);
+    let secs = rt.block_on(async {
+        let s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let (mut r, w) = s.into_split();
+        let tx = variant.sender(w, &payload);
+        let mut ack = [0u8; 1];
+        let tx = tokio::spawn(tx.send(payload.clone(), 1))
+            .await
+            .expect("warm-up");
+        r.read_exact(&mut ack).await.expect("an answer");
+        let timed = tokio::spawn(async move {
+            let t0 = Instant::now();
+            let tx = tx.send(payload, count as u64).await;
+            r.read_exact(&mut ack).await.expect("an answer");
+            (t0.elapsed().as_secs_f64(), tx)
+        });
+        let (secs, tx) = timed.await.expect("the sender");
+        drop(tx);
+        secs
+    });
+    child.wait().expect("peer-recv exit");
+    secs
+}
+
+/// The receiving process of a `peer` measurement (see [`peer_send`]).
+fn peer_recv(variant: Variant, size: usize, count: u64, flavor: Flavor) {
+    let rt = flavor.runtime();
+    rt.block_on(async {
+        let (r, mut w) = accept_one().await.into_split();
+        let run = tokio::spawn(async move {
+            let rx = variant.receiver(r, size);
+            let rx = rx.recv(1).await;
+            w.write_all(b"k").await.expect("answer");
+            let rx = rx.recv(count).await;
+            w.write_all(b"k").await.expect("answer");
+            drop(rx);
+        });
+        run.await.expect("the receiver");
+    });
+}
+
+/// The client process of a `peer_rt` measurement: starts a `peer-pong`
+/// process, connects, 10 untimed round trips, then `count` timed ones, in a
+/// task spawned on `rt` (`spawned`), or in `block_on` itself: on the
+/// multi-thread runtime the future `block_on` runs is polled by the calling
+/// thread, not a worker, so every answer is a wake-up of another thread.
+fn peer_round_trips(rt: &Runtime, count: usize, flavor: Flavor, spawned: bool) -> f64 {
+    let (mut child, port) = spawn_peer(&["peer-pong", flavor.name()]);
+    let secs = rt.block_on(async {
+        let s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let mut client = Connection::builder().limits(Limits::dask_compat()).build(s);
+        let run = async move {
+            ping_client(&mut client, 10).await;
+            let t0 = Instant::now();
+            ping_client(&mut client, count as u64).await;
+            t0.elapsed().as_secs_f64()
+        };
+        if spawned {
+            tokio::spawn(run).await.expect("the client")
+        } else {
+            run.await
+        }
+    });
+    child.wait().expect("peer-pong exit");
+    secs
+}
+
+/// The server process of a `peer_rt` measurement.
+fn peer_pong(flavor: Flavor) {
+    let rt = flavor.runtime();
+    rt.block_on(async {
+        let s = accept_one().await;
+        tokio::spawn(pong_server(s)).await.expect("the server");
+    });
 }
 
 /// The TLS files of a `make-certs` directory (`-`: none, plain TCP).

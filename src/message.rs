@@ -444,24 +444,33 @@ impl<'s> Placeholders<'s> {
         frames[0] = frame0;
         frames
     }
+
+    /// Writes `{key: index}`, index being where the block's sub-header goes.
+    fn placeholder(&self, key: &str, out: &mut BytesMut) -> Result<(), EncodeError> {
+        msgpack::put_map_len(out, 1);
+        msgpack::put_str(out, key)?;
+        msgpack::put_uint(out, self.frames.len() as u64);
+        Ok(())
+    }
 }
 
 impl Leaves for Placeholders<'_> {
     fn write(&mut self, v: &Value, out: &mut BytesMut) -> Result<(), EncodeError> {
-        let built;
         let (key, block) = match v {
             Value::Serialized(b) => (SERIALIZED_KEY, &**b),
             Value::Pickled(b) => (PICKLED_KEY, &**b),
             other => {
-                built = (self.serialize)(other)?;
-                (SERIALIZED_KEY, &built)
+                // A block built here: its frames move into the message.
+                let (header, frames) = (self.serialize)(other)?.into_parts();
+                self.placeholder(SERIALIZED_KEY, out)?;
+                self.frames.push(sub_header_bytes(&header, frames.len())?);
+                self.frames.extend(frames);
+                return Ok(());
             }
         };
-        // `{key: index}`
-        msgpack::put_map_len(out, 1);
-        msgpack::put_str(out, key)?;
-        msgpack::put_uint(out, self.frames.len() as u64);
-        self.frames.push(sub_header_bytes(block)?);
+        self.placeholder(key, out)?;
+        self.frames
+            .push(sub_header_bytes(block.header(), block.frames().len())?);
         self.frames.extend(block.frames().iter().cloned());
         Ok(())
     }
@@ -490,9 +499,7 @@ impl Leaves for HeaderRules {
 /// its frames, else its bytes (as it came or was written, or its map
 /// encoded) with `num-sub-frames` set: kept in place if the key exists,
 /// appended otherwise, as Dask's dict assignment does.
-fn sub_header_bytes(block: &Block) -> Result<Bytes, EncodeError> {
-    let header = block.header();
-    let n = block.frames().len();
+fn sub_header_bytes(header: &Header, n: usize) -> Result<Bytes, EncodeError> {
     if let Some(raw) = header.raw_for(n) {
         return Ok(raw.clone());
     }

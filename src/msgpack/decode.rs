@@ -212,6 +212,21 @@ fn read_ints(
         .min(budget);
     let mut done = 0;
     while done < todo {
+        // A run of positive fixints (one byte each: the bulk of a tuple of
+        // small integers), widened in one pass; its items are all present,
+        // so nothing is reserved ahead of data.
+        let window = &buf[pos.min(buf.len())..];
+        let window = &window[..window.len().min(todo - done)];
+        let run = window
+            .iter()
+            .position(|&b| b >= 0x80)
+            .unwrap_or(window.len());
+        if run > 0 {
+            ints.extend(window[..run].iter().map(|&b| i64::from(b)));
+            pos += run;
+            done += run;
+            continue;
+        }
         let Some(&b) = buf.get(pos) else { break };
         let (x, width) = match b {
             0x00..=0x7f => (i64::from(b), 1),

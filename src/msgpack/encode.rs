@@ -17,17 +17,18 @@ pub(crate) const PYTHON_MAX_DEPTH: usize = 1024;
 
 /// What the encoder leaves to its caller.
 pub(crate) trait Leaves {
-    /// Whether `v`, a value msgpack could encode, is written by
+    /// Whether a bin, which msgpack could encode, is written by
     /// [`Leaves::write`] instead (the serialize layer sends large bytes out
-    /// of band).
+    /// of band). Only bins can be diverted: every other value msgpack has a
+    /// form for is the encoder's.
     #[inline]
-    fn diverts(&self, _v: &Value) -> bool {
+    fn diverts_bin(&self, _bin: &Bytes) -> bool {
         false
     }
 
     /// Writes what stands for `v` (a placeholder), or refuses it: every
     /// value msgpack has no form for (`Serialized`, `Pickled`, `Serialize`,
-    /// `NdArray`), and those [`Leaves::diverts`] claims.
+    /// `NdArray`), and the bins [`Leaves::diverts_bin`] claims.
     fn write(&mut self, v: &Value, out: &mut BytesMut) -> Result<(), EncodeError>;
 
     /// Checks a map key before its entry is written.
@@ -49,13 +50,15 @@ impl Leaves for Plain {
     }
 }
 
-/// Whether msgpack has no form for `v`: it always goes to [`Leaves::write`].
+/// Whether `v` goes to [`Leaves::write`]: msgpack has no form for it, or it
+/// is a bin the caller diverts.
 #[inline]
-fn is_leaf(v: &Value) -> bool {
-    matches!(
-        v,
-        Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_)
-    )
+fn is_leaf(v: &Value, leaves: &impl Leaves) -> bool {
+    match v {
+        Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => true,
+        Value::Bin(b) => leaves.diverts_bin(b),
+        _ => false,
+    }
 }
 
 /// Encodes one value as a standalone msgpack frame.
@@ -82,13 +85,13 @@ pub(crate) fn encode_at(
     leaves: &mut impl Leaves,
     base: usize,
 ) -> Result<(), EncodeError> {
-    if !is_leaf(value) && !leaves.diverts(value) && put_scalar(value, out)? {
+    if !is_leaf(value, leaves) && put_scalar(value, out)? {
         return Ok(()); // a scalar: no work list needed
     }
     // Values still to write, with their depth (containers they sit in).
     let mut todo: Vec<(&Value, usize)> = vec![(value, base)];
     while let Some((v, depth)) = todo.pop() {
-        if is_leaf(v) || leaves.diverts(v) {
+        if is_leaf(v, leaves) {
             leaves.write(v, out)?;
             continue;
         }
@@ -100,11 +103,13 @@ pub(crate) fn encode_at(
                 check_depth(depth)?;
                 put_array_len(out, items.len())?;
                 out.reserve(items.len());
-                // Scalars are written at once; from the first item that is
-                // not, the rest wait on the stack (in order).
-                let mut rest = &items[..];
+                // Scalars are written at once (small non-negative integers,
+                // the bulk of an integer tuple, a chunk at a time); from the
+                // first item that is not a scalar, the rest wait on the
+                // stack (in order).
+                let mut rest = &items[put_fixints(items, out)..];
                 while let Some((x, tail)) = rest.split_first() {
-                    if is_leaf(x) || leaves.diverts(x) || !put_scalar(x, out)? {
+                    if is_leaf(x, leaves) || !put_scalar(x, out)? {
                         break;
                     }
                     rest = tail;
@@ -131,6 +136,35 @@ pub(crate) fn encode_at(
         }
     }
     Ok(())
+}
+
+/// Writes the leading items of `items` that are integers in `0..128`
+/// (positive fixints: one byte each, as [`put_uint`] writes them) and
+/// returns how many. A chunk's bytes are gathered on the stack and appended
+/// at once, so the loop does no capacity check per item.
+fn put_fixints(items: &[Value], out: &mut BytesMut) -> usize {
+    const CHUNK: usize = 64;
+    let mut bytes = [0u8; CHUNK];
+    let mut done = 0;
+    for chunk in items.chunks(CHUNK) {
+        let mut n = 0;
+        for x in chunk {
+            match x {
+                Value::Int(i) => match i.as_u64() {
+                    Some(u) if u < 0x80 => bytes[n] = u as u8,
+                    _ => break,
+                },
+                _ => break,
+            }
+            n += 1;
+        }
+        out.extend_from_slice(&bytes[..n]);
+        done += n;
+        if n < chunk.len() {
+            break;
+        }
+    }
+    done
 }
 
 /// Writes `v` if it is a scalar (the caller has ruled out an out-of-band

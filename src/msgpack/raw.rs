@@ -24,7 +24,21 @@ pub(crate) struct RawMap<'a> {
     buf: &'a Bytes,
     entries: SmallVec<[RawEntry; 6]>,
     /// See [`RawMap::read_noting_items`].
-    items: Option<Vec<usize>>,
+    items: Option<ArrayItems>,
+}
+
+/// Where the items of an array lie, found while stepping over it (see
+/// [`RawMap::read_noting_items`]): nothing is kept per item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArrayItems {
+    /// How many items.
+    pub(crate) count: usize,
+    /// Where the first item starts (the array's end when it has none).
+    pub(crate) start: usize,
+    /// Where the last item ends.
+    pub(crate) end: usize,
+    /// Whether every item is a map.
+    pub(crate) all_maps: bool,
 }
 
 /// Where one map entry lies: it starts at `start` (its key), `key` is the
@@ -43,16 +57,20 @@ impl<'a> RawMap<'a> {
         buf: &'a Bytes,
         pos: usize,
     ) -> Result<Option<(RawMap<'a>, usize)>, MsgpackError> {
-        Self::read_noting_items(buf, pos, None)
+        Self::read_noting_items(buf, pos, None, |_| None)
     }
 
     /// [`RawMap::read`], noting on the way where the items of the array under
-    /// `items_of` start (see [`RawMap::items`]): a collection header's
-    /// sub-headers are found in the same pass that steps over them.
+    /// `items_of` lie (see [`RawMap::items`]): a collection header's
+    /// sub-headers are found in the same pass that steps over them. When
+    /// `known` says that an item's bytes begin with one of the encodings it
+    /// knows (each one whole map), giving that encoding's length, the item
+    /// is exactly it and is stepped over without parsing.
     pub(crate) fn read_noting_items(
         buf: &'a Bytes,
         pos: usize,
         mut items_of: Option<&str>,
+        known: impl Fn(&[u8]) -> Option<usize>,
     ) -> Result<Option<(RawMap<'a>, usize)>, MsgpackError> {
         let mut rd = Cursor::new(buf, 0, &CHECKED)?;
         rd.pos = pos;
@@ -84,7 +102,7 @@ impl<'a> RawMap<'a> {
                 })
                 .is_some();
             if wanted {
-                items = array_items(&mut rd)?;
+                items = array_items(&mut rd, &known)?;
             }
             if items.is_none() || !wanted {
                 skip_value(&mut rd)?;
@@ -123,11 +141,11 @@ impl<'a> RawMap<'a> {
         self.get(key).is_some()
     }
 
-    /// Where the items of the array under the `items_of` key start,
-    /// followed by where the array ends (see [`RawMap::read_noting_items`]);
-    /// `None` if there was no such key or its value is not an array.
-    pub(crate) fn items(&self) -> Option<&[usize]> {
-        self.items.as_deref()
+    /// Where the items of the array under the `items_of` key lie (see
+    /// [`RawMap::read_noting_items`]); `None` if there was no such key or its
+    /// value is not an array.
+    pub(crate) fn items(&self) -> Option<ArrayItems> {
+        self.items
     }
 
     /// The value under `key`, decoded.
@@ -167,10 +185,13 @@ pub(crate) fn decode_range(
     decode_packed(&buf.slice(range), 0, &CHECKED, pack_min)
 }
 
-/// Where the items of the array at the reader start, followed by where the
-/// array ends, stepping over it; `None` (nothing read) when the value there
-/// is not an array.
-fn array_items(rd: &mut Cursor<'_>) -> Result<Option<Vec<usize>>, MsgpackError> {
+/// Where the items of the array at the reader lie, stepping over it (an
+/// item `known` knows, a map, by its length); `None` (nothing read) when
+/// the value there is not an array.
+fn array_items(
+    rd: &mut Cursor<'_>,
+    known: &impl Fn(&[u8]) -> Option<usize>,
+) -> Result<Option<ArrayItems>, MsgpackError> {
     let pos = rd.pos;
     let len = match Marker::from_u8(rd.u8()?) {
         Marker::FixArray(n) => u64::from(n),
@@ -182,13 +203,30 @@ fn array_items(rd: &mut Cursor<'_>) -> Result<Option<Vec<usize>>, MsgpackError> 
         }
     };
     rd.check_len(pos, len, 1)?;
-    let mut items = Vec::with_capacity(len as usize + 1); // checked against the bytes
+    let start = rd.pos;
+    let mut all_maps = true;
     for _ in 0..len {
-        items.push(rd.pos);
+        if let Some(len) = known(&rd.buf[rd.pos..]) {
+            rd.pos += len; // one whole map, so the item is exactly it
+            continue;
+        }
+        all_maps &= is_map_at(rd.buf, rd.pos);
         skip_value(rd)?;
     }
-    items.push(rd.pos);
-    Ok(Some(items))
+    Ok(Some(ArrayItems {
+        count: len as usize, // checked against the bytes
+        start,
+        end: rd.pos,
+        all_maps,
+    }))
+}
+
+/// Where the one value at `buf[pos]` (checked bytes) ends.
+pub(crate) fn value_end(buf: &Bytes, pos: usize) -> Result<usize, MsgpackError> {
+    let mut rd = Cursor::new(buf, 0, &CHECKED)?;
+    rd.pos = pos;
+    skip_value(&mut rd)?;
+    Ok(rd.pos)
 }
 
 /// Whether the value at `buf[pos]` is a map.

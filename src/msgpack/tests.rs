@@ -204,7 +204,7 @@ fn raw_maps_are_read_and_set_in_place() {
         ),
     ]);
     let raw = encode(&map, &mut Plain).unwrap();
-    let (read, end) = RawMap::read_noting_items(&raw, 0, Some("b"))
+    let (read, end) = RawMap::read_noting_items(&raw, 0, Some("b"), |_| None)
         .unwrap()
         .unwrap();
     assert_eq!(end, raw.len());
@@ -216,10 +216,39 @@ fn raw_maps_are_read_and_set_in_place() {
     assert!(read.has("b") && !read.has("x") && !read.has("2"));
     assert_eq!(read.str("a"), None);
     let items = read.items().unwrap();
-    assert_eq!(items.len(), 3, "two items, then the end");
+    assert_eq!((items.count, items.all_maps), (2, false));
+    let second = value_end(&raw, items.start).unwrap();
+    assert_eq!(value_end(&raw, second).unwrap(), items.end);
     assert_eq!(
-        decode_range(&raw, items[1]..items[2], 1).unwrap(),
+        decode_range(&raw, second..items.end, 1).unwrap(),
         Value::str("y")
+    );
+    // A known map is stepped over by its length.
+    let fixmap = encode(&Value::map_of([("k", Value::Nil)]), &mut Plain).unwrap();
+    let maps = encode(
+        &Value::map_of([("b", Value::Array(vec![Value::Nil; 0]))]),
+        &mut Plain,
+    )
+    .unwrap();
+    let mut two = BytesMut::from(&maps[..maps.len() - 1]);
+    two.extend_from_slice(&[0x92]);
+    two.extend_from_slice(&fixmap);
+    two.extend_from_slice(&fixmap);
+    let two = two.freeze();
+    let (plain, _) = RawMap::read_noting_items(&two, 0, Some("b"), |_| None)
+        .unwrap()
+        .unwrap();
+    let known = |rest: &[u8]| rest.starts_with(&fixmap).then_some(fixmap.len());
+    let (fast, _) = RawMap::read_noting_items(&two, 0, Some("b"), known)
+        .unwrap()
+        .unwrap();
+    assert_eq!(fast.items(), plain.items());
+    assert_eq!(
+        (
+            plain.items().unwrap().count,
+            plain.items().unwrap().all_maps
+        ),
+        (2, true)
     );
     assert!(RawMap::read(&encode(&Value::Nil, &mut Plain).unwrap(), 0)
         .unwrap()

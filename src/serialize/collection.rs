@@ -149,10 +149,22 @@ pub(super) fn frame_starts(
     lengths: IntItems<'_>,
     frames: usize,
 ) -> Result<Vec<usize>, DeserializeError> {
-    let count = lengths.len();
-    let mut starts = Vec::with_capacity(count + 1);
-    let mut at: u64 = 0;
+    let mut starts = Vec::with_capacity(lengths.len() + 1);
     starts.push(0);
+    check_frame_lengths(lengths, frames, |end| starts.push(end))?;
+    Ok(starts)
+}
+
+/// The checks of [`frame_starts`], handing each element's end to `each_end`
+/// instead of keeping them.
+pub(super) fn check_frame_lengths(
+    lengths: IntItems<'_>,
+    frames: usize,
+    mut each_end: impl FnMut(usize),
+) -> Result<(), DeserializeError> {
+    let count = lengths.len();
+    let mut seen = 0;
+    let mut at: u64 = 0;
     for len in lengths {
         let len = len
             .and_then(|i| i.as_u64())
@@ -163,13 +175,14 @@ pub(super) fn frame_starts(
         if at > frames as u64 {
             break;
         }
-        starts.push(at as usize);
+        each_end(at as usize);
+        seen += 1;
     }
-    if at != frames as u64 || starts.len() != count + 1 {
+    if at != frames as u64 || seen != count {
         return Err(DeserializeError::FrameLengthsMismatch {
             declared: at,
             frames,
         });
     }
-    Ok(starts)
+    Ok(())
 }

@@ -164,7 +164,7 @@ impl Family for DaskFamily {
 }
 
 /// One frame as is, several joined (a copy).
-fn concat(frames: &[Bytes]) -> Bytes {
+pub(super) fn concat(frames: &[Bytes]) -> Bytes {
     match frames {
         [one] => one.clone(),
         _ => {
@@ -261,6 +261,23 @@ impl Family for MsgpackFamily {
         limits: &Limits,
     ) -> Option<Result<Value, DeserializeError>> {
         Some(msgpack_value(frames, limits))
+    }
+}
+
+/// The byte of a `msgpack` family element that is one positive fixint in
+/// one frame (an element of an iterated integer tuple): what
+/// [`msgpack_value`] decodes it to, without the decoder.
+#[inline]
+pub(super) fn fixint_frame(frames: &[Bytes], limits: &Limits) -> Option<u8> {
+    match frames {
+        [one] => match one[..] {
+            // The limits `decode_packed`'s own fast path needs.
+            [b @ 0x00..=0x7f] if limits.max_msgpack_items > 0 && limits.max_header_len > 0 => {
+                Some(b)
+            }
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -114,6 +114,16 @@ impl Registry {
         self
     }
 
+    /// Whether the registry is the default one, with no family of the
+    /// user's in front: `dask` first, then `msgpack` (`with` is the only way
+    /// to add one, and it moves `builtin_msgpack`). Then a bin is always the
+    /// `dask` family's, any other plain value the `msgpack` family's, and
+    /// the names `dask` and `msgpack` find framewire's own families: what
+    /// the serialize layer's fast paths for collection elements rely on.
+    pub(super) fn is_builtin(&self) -> bool {
+        self.builtin_msgpack == Some(1)
+    }
+
     pub(super) fn index_of(&self, name: &str) -> Option<usize> {
         self.families.iter().position(|f| f.name() == name)
     }

@@ -8,10 +8,10 @@ use bytes::Bytes;
 use super::collection::{self, CollectionKind, CollectionView};
 use super::compression::DecompressBudget;
 use super::error::DeserializeError;
-use super::families::{msgpack_value, MsgpackFamily};
+use super::families::{concat, fixint_frame, msgpack_value, MsgpackFamily};
 use super::options::{DeserializeOptions, PACK_MIN};
 use super::shards::{self, Tables};
-use super::write::{MSGPACK_LEAF_HEADER, SERIALIZER};
+use super::write::{DASK_BYTES_LEAF_HEADER, MSGPACK_LEAF_HEADER, SERIALIZER};
 use crate::msgpack::{self, RawMap};
 use crate::value::{Block, Header, Integer, Value};
 
@@ -40,7 +40,8 @@ pub fn deserialize_with_budget(
     // A collection whose header has bytes (it came off the wire, or
     // `serialize` wrote it) is read in place: no `Value` per sub-header.
     if let Some(raw) = block.header().raw_bytes() {
-        if let Some((top, _)) = RawMap::read_noting_items(raw, 0, Some("sub-headers"))? {
+        let known = |rest: &[u8]| known_leaf(rest).map(Leaf::len);
+        if let Some((top, _)) = RawMap::read_noting_items(raw, 0, Some("sub-headers"), known)? {
             if top.has("is-collection") {
                 let frames = shards::merge(&Tables::of_raw(&top)?, block.frames(), opts, budget)?;
                 return raw_collection(raw, &top, &frames, opts);
@@ -58,11 +59,44 @@ pub fn deserialize_with_budget(
     }
 }
 
+/// A leaf header the built-in families write, known by its bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leaf {
+    /// [`MSGPACK_LEAF_HEADER`].
+    Msgpack,
+    /// [`DASK_BYTES_LEAF_HEADER`].
+    DaskBytes,
+}
+
+impl Leaf {
+    fn len(self) -> usize {
+        match self {
+            Leaf::Msgpack => MSGPACK_LEAF_HEADER.len(),
+            Leaf::DaskBytes => DASK_BYTES_LEAF_HEADER.len(),
+        }
+    }
+}
+
+/// The leaf header `rest` begins with, if it is one of the built-in
+/// families': the sub-header there is then exactly it (each is one whole
+/// msgpack map). Compared as constants of known length, so inline.
+#[inline]
+fn known_leaf(rest: &[u8]) -> Option<Leaf> {
+    if rest.get(..MSGPACK_LEAF_HEADER.len()) == Some(MSGPACK_LEAF_HEADER) {
+        Some(Leaf::Msgpack)
+    } else if rest.get(..DASK_BYTES_LEAF_HEADER.len()) == Some(DASK_BYTES_LEAF_HEADER) {
+        Some(Leaf::DaskBytes)
+    } else {
+        None
+    }
+}
+
 /// Rebuilds a collection from its header's bytes, as [`rebuild`] does from its
 /// map, with the same checks in the same order (those of
-/// [`CollectionView::new`]). The sub-headers are found in one pass; a leaf
-/// of the built-in `msgpack` family is decoded without building its header;
-/// any other element goes through [`rebuild`] from its decoded sub-header.
+/// [`CollectionView::new`]). The sub-headers are walked in place, nothing
+/// kept per element: a leaf header of a built-in family is recognized by its
+/// bytes and rebuilt without decoding it; any other element goes through
+/// [`rebuild`] from its decoded sub-header.
 fn raw_collection(
     raw: &Bytes,
     top: &RawMap<'_>,
@@ -73,31 +107,27 @@ fn raw_collection(
     if opts.limits.max_depth == 0 {
         return Err(DeserializeError::CollectionTooDeep { limit: 0 });
     }
-    // Where each sub-header starts, then where the last one ends.
-    let bounds = top.items().ok_or(field("sub-headers"))?;
-    let subs = &bounds[..bounds.len() - 1];
-    let kind;
-    // (The decoded table goes once the offsets are made.)
-    let starts = {
-        let table = top.table("frame-lengths")?;
-        let lengths = table
+    let subs = top.items().ok_or(field("sub-headers"))?;
+    let table = top.table("frame-lengths")?;
+    let lengths = || {
+        table
             .as_ref()
             .and_then(Value::int_items)
-            .ok_or(field("frame-lengths"))?;
-        kind = top
-            .str("type-serialized")
-            .and_then(CollectionKind::from_name)
-            .ok_or(field("type-serialized"))?;
-        if lengths.len() != subs.len() {
-            return Err(DeserializeError::LengthMismatch {
-                field: "frame-lengths",
-                expected: subs.len(),
-                got: lengths.len(),
-            });
-        }
-        collection::frame_starts(lengths, frames.len())?
+            .ok_or(field("frame-lengths"))
     };
-    if !subs.iter().all(|&at| msgpack::is_map_at(raw, at)) {
+    let kind = top
+        .str("type-serialized")
+        .and_then(CollectionKind::from_name)
+        .ok_or(field("type-serialized"))?;
+    if lengths()?.len() != subs.count {
+        return Err(DeserializeError::LengthMismatch {
+            field: "frame-lengths",
+            expected: subs.count,
+            got: lengths()?.len(),
+        });
+    }
+    collection::check_frame_lengths(lengths()?, frames.len(), |_| {})?;
+    if !subs.all_maps {
         return Err(field("sub-headers"));
     }
     let sub_header = |at: usize| -> Result<RawMap<'_>, DeserializeError> {
@@ -105,36 +135,66 @@ fn raw_collection(
     };
     let builtin_msgpack = opts.registry.builtin_msgpack.is_some()
         && opts.registry.index_of(MsgpackFamily::NAME) == opts.registry.builtin_msgpack;
-    let mut items = Elements::new(kind, subs.len().min(opts.limits.prealloc_cap));
-    for (i, w) in bounds.windows(2).enumerate() {
-        let sub = &raw[w[0]..w[1]];
-        let f = &frames[starts[i]..starts[i + 1]];
-        // A leaf of the built-in msgpack family needs no header: known by
-        // its exact bytes (the common case, one comparison) or its entries.
-        let msgpack_leaf = builtin_msgpack
-            && (sub == MSGPACK_LEAF_HEADER || {
-                let map = sub_header(w[0])?;
-                !map.has("is-collection") && map.str(SERIALIZER) == Some(MsgpackFamily::NAME)
-            });
-        let item = if msgpack_leaf {
+    let dask_bytes = opts.registry.is_builtin();
+    let cap = subs.count.min(opts.limits.prealloc_cap);
+    let mut items = Elements::new(kind, cap);
+    // A dict's keys are read once every element is rebuilt.
+    let mut dict_subs = Vec::with_capacity(if kind == CollectionKind::Dict { cap } else { 0 });
+    let mut lengths = lengths()?;
+    let (mut pos, mut at) = (subs.start, 0);
+    for _ in 0..subs.count {
+        // Checked above: a non-negative integer, and the frames are there.
+        let n = lengths
+            .next()
+            .flatten()
+            .and_then(|n| n.as_u64())
+            .ok_or(field("frame-lengths"))? as usize;
+        let f = &frames[at..at + n];
+        at += n;
+        let known = known_leaf(&raw[pos..]);
+        let end = match known {
+            Some(leaf) => pos + leaf.len(),
+            None => msgpack::value_end(raw, pos)?,
+        };
+        if kind == CollectionKind::Dict {
+            dict_subs.push(pos);
+        }
+        // Leaves of the built-in families need no header: known by their
+        // exact bytes (the common case, one comparison each), or, for the
+        // msgpack family, by their entries.
+        let item = if builtin_msgpack && known == Some(Leaf::Msgpack) {
+            if let Some(b) = fixint_frame(f, &opts.limits) {
+                items.push_int(b.into());
+                pos = end;
+                continue;
+            }
+            msgpack_value(f, &opts.limits)?
+        } else if dask_bytes && known == Some(Leaf::DaskBytes) {
+            // What the built-in `dask` family rebuilds from this header.
+            Value::Bin(concat(f))
+        } else if builtin_msgpack && {
+            let map = sub_header(pos)?;
+            !map.has("is-collection") && map.str(SERIALIZER) == Some(MsgpackFamily::NAME)
+        } {
             msgpack_value(f, &opts.limits)?
         } else {
-            let h = msgpack::decode_range(raw, w[0]..w[1], usize::MAX)?;
+            let h = msgpack::decode_range(raw, pos..end, usize::MAX)?;
             match rebuild(&h, f, opts, 1)? {
                 Some(v) => v,
                 None => opaque_element(&h, f),
             }
         };
         items.push(item);
+        pos = end;
     }
     let items = match items {
         Elements::Values(items) if kind == CollectionKind::Dict => items,
         array => return Ok(array.finish()),
     };
-    let entries = subs
-        .iter()
+    let entries = dict_subs
+        .into_iter()
         .zip(items)
-        .map(|(&at, v)| {
+        .map(|(at, v)| {
             let key = sub_header(at)?
                 .get("key")
                 .ok_or(field("key"))
@@ -290,13 +350,23 @@ impl Elements {
         }
     }
 
+    #[inline]
+    fn push_int(&mut self, x: i64) {
+        match self {
+            Elements::Ints(ints) => ints.push(x),
+            Elements::Values(items) => items.push(Value::from(x)),
+        }
+    }
+
     fn push(&mut self, v: Value) {
         match self {
             Elements::Values(items) => items.push(v),
             Elements::Ints(ints) => match v.as_int().and_then(Integer::as_i64) {
                 Some(x) => ints.push(x),
                 None => {
-                    let mut items: Vec<Value> = ints.drain(..).map(Value::from).collect();
+                    // As many as were reserved for the integers.
+                    let mut items = Vec::with_capacity(ints.capacity());
+                    items.extend(ints.drain(..).map(Value::from));
                     items.push(v);
                     *self = Elements::Values(items);
                 }

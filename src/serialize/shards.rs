@@ -33,40 +33,52 @@ pub(super) fn split(
     shard_size: usize,
 ) -> (SplitTable, Vec<Bytes>) {
     let n = out.frames.len();
-    let mut table = SplitTable {
-        counts: Vec::with_capacity(n),
-        offsets: Vec::with_capacity(n),
-        compression: Vec::with_capacity(n),
-    };
-    let mut frames = Vec::with_capacity(n);
-    let mut units = out.units.into_iter().peekable();
-    for (i, frame) in out.frames.into_iter().enumerate() {
-        let unit = units
-            .next_if(|&(at, _)| at == i)
-            .map_or(1, |(_, unit)| unit);
-        table.offsets.push(frames.len() as i64);
-        let codec = given
+    let codec = |i: usize| {
+        given
             .as_ref()
             .and_then(|c| c.get(i))
             .cloned()
-            .unwrap_or(Value::Nil);
-        if codec != Value::Nil || frame.len() <= shard_size {
-            table.counts.push(1);
+            .unwrap_or(Value::Nil)
+    };
+    // Each frame's shard step (`None`: not cut), then the shard counts, so
+    // that every table is allocated once at its size.
+    let mut units = out.units.into_iter().peekable();
+    let steps: Vec<Option<usize>> = (0..n)
+        .map(|i| {
+            let unit = units
+                .next_if(|&(at, _)| at == i)
+                .map_or(1, |(_, unit)| unit);
+            let cut = codec(i) == Value::Nil && out.frames[i].len() > shard_size;
+            cut.then(|| (shard_size / unit).max(1) * unit)
+        })
+        .collect();
+    let counts: Vec<i64> = out
+        .frames
+        .iter()
+        .zip(&steps)
+        .map(|(f, step)| step.map_or(1, |step| f.len().div_ceil(step)) as i64)
+        .collect();
+    let shards = counts.iter().sum::<i64>() as usize;
+    let mut table = SplitTable {
+        counts,
+        offsets: Vec::with_capacity(n),
+        compression: Vec::with_capacity(shards),
+    };
+    let mut frames = Vec::with_capacity(shards);
+    for (i, (frame, step)) in out.frames.into_iter().zip(steps).enumerate() {
+        table.offsets.push(frames.len() as i64);
+        let Some(step) = step else {
             frames.push(frame);
-            table.compression.push(codec);
+            table.compression.push(codec(i));
             continue;
-        }
-        let step = (shard_size / unit).max(1) * unit;
-        let mut count = 0;
+        };
         let mut at = 0;
         while at < frame.len() {
             let end = (at + step).min(frame.len());
             frames.push(frame.slice(at..end));
             table.compression.push(Value::Nil);
             at = end;
-            count += 1;
         }
-        table.counts.push(count);
     }
     (table, frames)
 }

@@ -159,8 +159,8 @@ struct Blob {
 
 impl Leaves for Blob {
     #[inline]
-    fn diverts(&self, v: &Value) -> bool {
-        matches!(v, Value::Bin(b) if b.len() >= self.threshold)
+    fn diverts_bin(&self, bin: &Bytes) -> bool {
+        bin.len() >= self.threshold
     }
 
     fn write(&mut self, _: &Value, _: &mut BytesMut) -> Result<(), EncodeError> {
@@ -197,17 +197,40 @@ fn write_entries(
     Ok(compression)
 }
 
+/// The header the `dask` family writes for a bin, `{"sub-header": {},
+/// "type": "bytes", "type-serialized": <pickled bytes class>, "serializer":
+/// "dask"}`, in msgpack (checked against what the family's entries encode
+/// to by a test).
+pub(super) const DASK_BYTES_LEAF_HEADER: &[u8] = b"\x84\xaasub-header\x80\xa4type\xa5bytes\
+\xaftype-serialized\xc4\x21\x80\x05\x95\x16\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x05bytes\x94\x93\x94.\
+\xaaserializer\xa4dask";
+
 /// Writes `{"serializer": "msgpack"}`, with `key` when given.
+#[inline]
 fn write_msgpack_header(
     key: Option<&Value>,
     header: &mut BytesMut,
     depth: usize,
 ) -> Result<(), EncodeError> {
-    msgpack::check_depth(depth)?;
+    write_leaf_header(MSGPACK_LEAF_HEADER, 0, key, header, depth)
+}
+
+/// Writes a leaf header given as its msgpack bytes (a fixmap with fewer
+/// than 15 entries, `nested` maps deep inside), then `key` when given, as
+/// encoding the map with `key` appended would.
+#[inline]
+fn write_leaf_header(
+    leaf: &[u8],
+    nested: usize,
+    key: Option<&Value>,
+    header: &mut BytesMut,
+    depth: usize,
+) -> Result<(), EncodeError> {
+    msgpack::check_depth(depth + nested)?;
     let at = header.len();
-    header.extend_from_slice(MSGPACK_LEAF_HEADER);
+    header.extend_from_slice(leaf);
     if let Some(k) = key {
-        header[at] = 0x82; // a fixmap of 2
+        header[at] += 1; // one more entry in the fixmap
         msgpack::put_str(header, "key")?;
         msgpack::encode_at(k, header, &mut HeaderRules, depth + 1)?;
     }
@@ -221,6 +244,11 @@ fn family_serialize(
     depth: usize,
     key: Option<&Value>,
 ) -> Result<Option<Vec<Value>>, EncodeError> {
+    if opts.registry.is_builtin() {
+        if let Some(written) = builtin_leaf(v, out, depth, key) {
+            return written.map(|()| None);
+        }
+    }
     for (i, family) in opts.registry.families.iter().enumerate() {
         if opts.registry.builtin_msgpack == Some(i) {
             match msgpack_into_arena(v, out) {
@@ -252,6 +280,38 @@ fn family_serialize(
     Err(EncodeError::Unserializable {
         what: "this value (no family in the registry accepts it)",
     })
+}
+
+/// What the default families write for a bin or a small integer, without
+/// asking them (the elements of an iterated collection are mostly these);
+/// `None` for any other value. Only for the default registry
+/// ([`Registry::is_builtin`](super::Registry)).
+#[inline]
+fn builtin_leaf(
+    v: &Value,
+    out: &mut Out,
+    depth: usize,
+    key: Option<&Value>,
+) -> Option<Result<(), EncodeError>> {
+    match v {
+        Value::Bin(b) => {
+            out.frames.push(b.clone());
+            Some(write_leaf_header(
+                DASK_BYTES_LEAF_HEADER,
+                1,
+                key,
+                &mut out.header,
+                depth,
+            ))
+        }
+        Value::Int(i) => {
+            // A positive fixint: its one byte, from the static table.
+            let b = i.as_u64().filter(|&u| u < 0x80)? as usize;
+            out.frames.push(Bytes::from_static(&ONE_BYTE[b..=b]));
+            Some(write_msgpack_header(key, &mut out.header, depth))
+        }
+        _ => None,
+    }
 }
 
 /// [`MsgpackFamily::serialize`], with the frame split off [`Out::arena`];
@@ -318,19 +378,27 @@ fn iterate_collection(
     };
     // At least a frame and a small header per element.
     out.frames.reserve(len);
-    out.header
-        .reserve(len * (MSGPACK_LEAF_HEADER.len() + 1) + 64);
+    out.header.reserve(len * MSGPACK_LEAF_HEADER.len() + 64);
     let map_at = out.header.len();
     out.header.put_u8(0x80); // a fixmap; its entry count (4 to 6) is set below
     msgpack::put_str(&mut out.header, "sub-headers")?;
     msgpack::put_array_len(&mut out.header, len)?;
-    let mut lengths: Vec<i64> = Vec::with_capacity(len);
+    // `frame-lengths`, its items written as they come (one byte each but
+    // for elements of 128 frames or more).
+    let mut lengths = BytesMut::with_capacity(len);
     // Built only once an element brings a codec: one entry per frame so far.
     let mut compressions: Option<Vec<Value>> = None;
     let first = out.frames.len();
+    let builtin = opts.registry.is_builtin();
     let mut element = |e: &Value, k: Option<&Value>| -> Result<(), EncodeError> {
         let before = out.frames.len();
-        let given = write_value(e, mode, false, opts, out, depth + 2, k)?;
+        let given = match builtin
+            .then(|| builtin_leaf(e, out, depth + 2, k))
+            .flatten()
+        {
+            Some(written) => written.map(|()| None)?,
+            None => write_value(e, mode, false, opts, out, depth + 2, k)?,
+        };
         let n = out.frames.len() - before;
         match (given, &mut compressions) {
             (Some(c), None) if c.iter().any(|x| *x != Value::Nil) => {
@@ -342,7 +410,7 @@ fn iterate_collection(
             (None, Some(all)) => all.extend(std::iter::repeat_n(Value::Nil, n)),
             _ => {}
         }
-        lengths.push(n as i64);
+        msgpack::put_uint(&mut lengths, n as u64);
         Ok(())
     };
     match v {
@@ -355,7 +423,8 @@ fn iterate_collection(
     msgpack::put_str(header, "is-collection")?;
     header.put_u8(0xc3); // true
     msgpack::put_str(header, "frame-lengths")?;
-    msgpack::put_ints(header, &lengths)?;
+    msgpack::put_array_len(header, len)?;
+    header.extend_from_slice(&lengths);
     msgpack::put_str(header, "type-serialized")?;
     msgpack::put_str(header, kind.name())?;
     let mut entries = 4;
@@ -380,7 +449,61 @@ fn iterate_collection(
 mod tests {
     use super::*;
 
-    use crate::serialize::MsgpackFamily;
+    use crate::serialize::{Family, MsgpackFamily};
+
+    /// The bytes written for a `dask` bytes leaf are those of the family's
+    /// header entries (with `key` appended for a dict element).
+    #[test]
+    fn dask_bytes_leaf_header_is_the_encoded_map() {
+        use crate::serialize::DaskFamily;
+        let bin = Value::Bin(Bytes::from_static(b"xyz"));
+        let slow = |key: Option<&Value>| {
+            let encoded = DaskFamily.serialize(&bin).unwrap().unwrap();
+            let mut written = BytesMut::new();
+            write_entries(encoded.header, key, &mut written, 0).unwrap();
+            written
+        };
+        assert_eq!(DASK_BYTES_LEAF_HEADER, &slow(None)[..]);
+        let opts = SerializeOptions::default();
+        for key in [
+            None,
+            Some(Value::str("k")),
+            Some(Value::Array(vec![1.into()])),
+        ] {
+            let mut out = Out::default();
+            family_serialize(&bin, &opts, &mut out, 0, key.as_ref()).unwrap();
+            assert_eq!(out.header, slow(key.as_ref()), "key {key:?}");
+            assert_eq!(out.frames, [Bytes::from_static(b"xyz")]);
+        }
+        // The depth of its inner map counts, as when the map is encoded.
+        let depth = 1023; // msgpack-python's limit is 1024 containers
+        let mut out = Out::default();
+        assert_eq!(
+            family_serialize(&bin, &opts, &mut out, depth, None),
+            write_entries(
+                DaskFamily.serialize(&bin).unwrap().unwrap().header,
+                None,
+                &mut BytesMut::new(),
+                depth
+            )
+        );
+    }
+
+    /// A small integer element: one static byte, and the msgpack leaf header.
+    #[test]
+    fn fixint_element_is_what_the_msgpack_family_writes() {
+        let opts = SerializeOptions::default();
+        for x in [0u64, 1, 99, 127, 128, 1 << 40] {
+            let v = Value::from(x);
+            let mut out = Out::default();
+            family_serialize(&v, &opts, &mut out, 0, Some(&Value::str("k"))).unwrap();
+            let frame = MsgpackFamily.serialize(&v).unwrap().unwrap().frames;
+            assert_eq!(out.frames, frame);
+            let mut header = BytesMut::new();
+            write_msgpack_header(Some(&Value::str("k")), &mut header, 0).unwrap();
+            assert_eq!(out.header, header);
+        }
+    }
 
     /// The bytes written for a msgpack leaf are those of its header map.
     #[test]

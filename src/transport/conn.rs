@@ -70,8 +70,10 @@ use super::session::Session;
 use super::stats::Stats;
 use super::write::{self, WriteState};
 
-/// Large receive buffers bigger than this are not kept for reuse.
-const DEFAULT_RECYCLE_LIMIT: usize = 256 << 20;
+/// Large receive buffers bigger than this are not kept for reuse: above
+/// Dask's 512 MiB arrays (8 shards of 64 MiB, received as one run), so a
+/// stream of them is not paying for a fresh, page-faulted buffer each.
+const DEFAULT_RECYCLE_LIMIT: usize = 1 << 30;
 
 /// Options for a [`Connection`].
 ///
@@ -160,7 +162,14 @@ impl ConnectionBuilder {
     }
 
     /// Receive buffers larger than this are freed rather than kept for reuse
-    /// (default 256 MiB).
+    /// (default 1 GiB). A connection keeps at most one buffer, the last
+    /// large one, and only once the application has dropped every frame in
+    /// it: after a 512 MiB message that was dropped, an idle connection
+    /// still holds 512 MiB (until its next large message reuses it, or the
+    /// connection goes). Lower this to bound that memory; messages above
+    /// it then pay for a fresh buffer each, first-touch page faults
+    /// included (about half the throughput of a recycled one, measured by
+    /// `scripts/bench-compare --only transport`, BENCHMARKS.md).
     pub fn max_recycled_buffer(&mut self, bytes: usize) -> &mut ConnectionBuilder {
         self.recycle_limit = bytes;
         self

@@ -29,9 +29,11 @@
 //! for the next large message. If the application still holds it, a fresh
 //! buffer is grown as bytes arrive. (A frame the application keeps pins its
 //! whole buffer, as with any `Bytes` slice; buffers over
-//! `max_recycled_buffer` are never kept.) Measured with 64 MiB messages over
-//! loopback TCP: recycling runs at the speed of plain reads into one reused
-//! buffer; a fresh buffer per message is about 1.5× slower (page faults).
+//! `max_recycled_buffer`, 1 GiB by default, are never kept.) Measured with
+//! 64 MiB messages over loopback TCP, two processes (`scripts/bench-compare
+//! --only transport`): recycling runs at the speed of plain reads into one
+//! reused buffer; a fresh buffer per message is markedly slower (page
+//! faults: BENCHMARKS.md has the figures).
 //!
 //! All state lives in the struct: dropping a `recv` future loses nothing.
 
