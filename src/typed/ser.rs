@@ -201,12 +201,17 @@ impl SeqBuilder {
     // costs a push per item: no call, no drop of a `Value`.
     #[inline(always)]
     fn push(&mut self, v: Value) {
-        match (self, v) {
-            (SeqBuilder::Values(items), v) => items.push(v),
-            (SeqBuilder::Ints(ints), Value::Int(i)) if i.as_i64().is_some() => {
-                ints.push(i.as_i64().unwrap_or_default())
+        if let (SeqBuilder::Ints(ints), Value::Int(i)) = (&mut *self, &v) {
+            if let Some(i) = i.as_i64() {
+                ints.push(i);
+                // An integer owns nothing: no drop to run.
+                std::mem::forget(v);
+                return;
             }
-            (this, v) => this.unpack(v),
+        }
+        match self {
+            SeqBuilder::Values(items) => items.push(v),
+            SeqBuilder::Ints(_) => self.unpack(v),
         }
     }
 
