@@ -72,6 +72,8 @@ pub use message_codec::MessageCodec;
 pub use read::OWN_BUFFER_THRESHOLD;
 pub use session::Session;
 pub use socket::{Address, Socket, TlsOption};
+#[cfg(feature = "tls")]
+pub use socket::Ciphertext;
 pub use stats::Stats;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};

@@ -98,11 +98,26 @@ pub enum Socket {
     Tcp(TcpStream),
     /// TLS, as the side that connected.
     #[cfg(feature = "tls")]
-    TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    TlsClient(Box<tokio_rustls::client::TlsStream<Ciphertext>>),
     /// TLS, as the side that accepted.
     #[cfg(feature = "tls")]
-    TlsServer(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    TlsServer(Box<tokio_rustls::server::TlsStream<Ciphertext>>),
 }
+
+/// The TCP stream under TLS, read ahead into a buffer: rustls asks for at
+/// most 4 KiB of ciphertext per read, and as many `recv` calls (each one
+/// acknowledging, waking the sender) cost more than the decryption.
+#[cfg(feature = "tls")]
+pub type Ciphertext = tokio::io::BufReader<TcpStream>;
+
+/// How much ciphertext a TLS socket reads from the kernel at once.
+#[cfg(feature = "tls")]
+const CIPHERTEXT_READ_AHEAD: usize = 256 * 1024;
+
+/// How much encrypted data a TLS socket queues before writing it out:
+/// rustls' default (64 KiB) makes a large message as many `writev` calls.
+#[cfg(feature = "tls")]
+const CIPHERTEXT_WRITE_BEHIND: usize = 1024 * 1024;
 
 impl Socket {
     /// The TCP stream underneath.
@@ -110,9 +125,9 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s,
             #[cfg(feature = "tls")]
-            Socket::TlsClient(s) => s.get_ref().0,
+            Socket::TlsClient(s) => s.get_ref().0.get_ref(),
             #[cfg(feature = "tls")]
-            Socket::TlsServer(s) => s.get_ref().0,
+            Socket::TlsServer(s) => s.get_ref().0.get_ref(),
         }
     }
 
@@ -231,7 +246,9 @@ impl Socket {
             (Address::Tls(_), Some(config)) => {
                 let name = server_name(address.host())?;
                 let connector = tokio_rustls::TlsConnector::from(config.client_config().clone());
-                let s = connector.connect(name, stream).await.map_err(tls_error)?;
+                let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
+                let mut s = connector.connect(name, stream).await.map_err(tls_error)?;
+                s.get_mut().1.set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
                 Ok(Socket::TlsClient(Box::new(s)))
             }
             _ => Ok(Socket::Tcp(stream)),
@@ -249,7 +266,9 @@ impl Socket {
             #[cfg(feature = "tls")]
             Some(config) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(config.server_config().clone());
-                let s = acceptor.accept(stream).await.map_err(tls_error)?;
+                let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
+                let mut s = acceptor.accept(stream).await.map_err(tls_error)?;
+                s.get_mut().1.set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
                 Ok(Socket::TlsServer(Box::new(s)))
             }
             #[cfg(not(feature = "tls"))]
