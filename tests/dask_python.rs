@@ -20,7 +20,7 @@
 use std::io::{BufRead, BufReader, Lines};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use framewire::dask::{
@@ -37,8 +37,11 @@ use framewire::typed::{Bin, Block, ToSerialize};
 use framewire::{message, DeserializeOptions, Envelope, Limits, NdArray, Value};
 use serde_json::Value as Json;
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "support/dask_python.rs"]
 mod dask_python;
+use cluster::TempDir;
 use dask_python::{python, repo_root};
 
 // ---- processes -----------------------------------------------------------------
@@ -50,28 +53,6 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-/// A scratch directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("framewire-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -98,52 +79,6 @@ fn start_peer() -> (Proc, Lines<BufReader<ChildStdout>>, u16) {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {first}"));
     (proc, lines, port)
-}
-
-/// Time a Python scheduler gets to come up (a loaded machine is slow).
-const STARTUP: Duration = Duration::from_secs(90);
-
-/// A real `dask scheduler` on 127.0.0.1, any free port, no dashboard, its
-/// log in `dir`; returns it and its address (`tcp://127.0.0.1:P`).
-fn start_scheduler(dir: &Path) -> (Proc, String) {
-    let log = dir.join("scheduler.log");
-    let file = std::fs::File::create(&log).unwrap();
-    let child = Command::new(python())
-        .args([
-            "-m",
-            "distributed.cli.dask_scheduler",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--no-dashboard",
-        ])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .expect("start the dask scheduler");
-    let mut proc = Proc(child);
-    let started = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let address = text
-            .lines()
-            .find(|l| l.contains("Scheduler at:"))
-            .and_then(|l| l.split_whitespace().find(|w| w.starts_with("tcp://")));
-        if let Some(address) = address {
-            return (proc, address.to_owned());
-        }
-        if let Some(status) = proc.0.try_wait().unwrap() {
-            panic!("the scheduler exited ({status}); its log:\n{text}");
-        }
-        assert!(
-            started.elapsed() < STARTUP,
-            "no scheduler address after {STARTUP:?}; its log:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 // ---- realistic pieces, some from real captures ---------------------------------
@@ -964,7 +899,7 @@ where
 #[tokio::test(flavor = "current_thread")]
 async fn real_scheduler_accepts_a_typed_worker() {
     let dir = TempDir::new("typed-scheduler");
-    let (_scheduler, scheduler_addr) = start_scheduler(&dir.0);
+    let (_scheduler, scheduler_addr) = cluster::scheduler(&python(), &dir.0, &[]);
     let host_port = scheduler_addr.strip_prefix("tcp://").unwrap().to_owned();
 
     let (_listener, worker_addr) = worker_socket().await;

@@ -71,9 +71,9 @@ pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSIO
 pub use message_codec::MessageCodec;
 pub use read::OWN_BUFFER_THRESHOLD;
 pub use session::Session;
-pub use socket::{Address, Socket, TlsOption};
 #[cfg(feature = "tls")]
 pub use socket::Ciphertext;
+pub use socket::{Address, Socket, TlsOption};
 pub use stats::Stats;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};

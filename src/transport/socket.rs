@@ -248,7 +248,9 @@ impl Socket {
                 let connector = tokio_rustls::TlsConnector::from(config.client_config().clone());
                 let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
                 let mut s = connector.connect(name, stream).await.map_err(tls_error)?;
-                s.get_mut().1.set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
+                s.get_mut()
+                    .1
+                    .set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
                 Ok(Socket::TlsClient(Box::new(s)))
             }
             _ => Ok(Socket::Tcp(stream)),
@@ -268,7 +270,9 @@ impl Socket {
                 let acceptor = tokio_rustls::TlsAcceptor::from(config.server_config().clone());
                 let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
                 let mut s = acceptor.accept(stream).await.map_err(tls_error)?;
-                s.get_mut().1.set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
+                s.get_mut()
+                    .1
+                    .set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
                 Ok(Socket::TlsServer(Box::new(s)))
             }
             #[cfg(not(feature = "tls"))]
