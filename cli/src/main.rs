@@ -99,10 +99,12 @@ enum Command {
         json: String,
     },
     /// Relay Dask connections to an upstream server, message by message and
-    /// unchanged (zero-copy, nothing deserialized), logging one line per
-    /// message: time, connection, direction, ops, frames, bytes. Compressed
-    /// frames are forwarded as they are (the tap never decodes payloads, so
-    /// it has no codec option).
+    /// unchanged (nothing deserialized; each message forwarded as it
+    /// arrives, large ones spliced on Linux without entering the tap's
+    /// memory), logging one line per message: time, connection, direction,
+    /// ops, frames, bytes; and one per connection open and close.
+    /// Compressed frames are forwarded as they are (the tap never decodes
+    /// payloads, so it has no codec option).
     Tap {
         /// Where to listen (`HOST:PORT`; port 0 picks one, printed on stderr).
         #[arg(long, value_name = "HOST:PORT")]
@@ -119,6 +121,10 @@ enum Command {
         /// trailers are relayed as ordinary frames.
         #[arg(long)]
         checksums: bool,
+        /// Copy every byte through the tap's memory instead of moving large
+        /// messages with splice(2) (for comparison; splice is Linux only).
+        #[arg(long)]
+        no_splice: bool,
     },
     /// Run a loopback client and server in-process: the handshake, then
     /// 64 MiB payloads, large collections and hundreds of small messages,
@@ -182,7 +188,14 @@ fn main() -> ExitCode {
             upstream,
             log,
             checksums,
-        } => tap::run(listen, upstream, log.as_deref(), *checksums).map(|()| true),
+            no_splice,
+        } => {
+            let opts = tap::Options {
+                checksums: *checksums,
+                splice: !*no_splice,
+            };
+            tap::run(listen, upstream, log.as_deref(), opts).map(|()| true)
+        }
         Command::Demo => demo::run(&mut out).map(|()| true),
     };
     // What was printed before an error stays printed.
