@@ -124,6 +124,13 @@ class Proc:
         return self.p.poll() is None
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -690,7 +697,7 @@ def cmd_overhead(a) -> int:
             label, _, path = m.partition("=")
             if not path:
                 raise SystemExit(f"--mode {m}: expected LABEL=PATH_TO_FRAMEWIRE")
-            modes.append((label, path))
+            modes.append((label, os.path.abspath(path)))
     times: dict[str, list[float]] = {label: [] for label, _ in modes}
     for r in range(a.rounds):
         order = modes if r % 2 == 0 else list(reversed(modes))
@@ -699,23 +706,26 @@ def cmd_overhead(a) -> int:
             with Cluster(d, fw) as cl:
                 array_workload(cl.client, min(a.array_mb, 16))  # warm-up
                 best = []
+                cpu0 = {n: cpu_seconds(p) for n, p in cl.tap_pids().items()}
                 for _ in range(a.reps):
                     t0 = time.perf_counter()
                     res = array_workload(cl.client, a.array_mb)
                     best.append(time.perf_counter() - t0)
                     if not all(res["checks"].values()):
                         raise RuntimeError(f"{label}: wrong results {res}")
+                tap_cpu = sum(cpu_seconds(p) - cpu0[n] for n, p in cl.tap_pids().items())
                 t = statistics.median(best)
                 times[label].append(t)
                 extra = ""
                 cl.close()
                 if fw:
+                    extra = f" taps_cpu={tap_cpu / a.reps:.3f}s"
                     logs = {n: read_tap_log(t_.log_path) for n, t_ in cl.taps.items()}
                     errors = sum(len(v["errors"]) for v in logs.values())
                     copied = sum(v["copied"] for v in logs.values())
                     spliced = sum(v["spliced"] for v in logs.values())
                     relayed = sum(v["bytes"] for v in logs.values())
-                    extra = f" relayed={relayed} copied={copied} spliced={spliced} errors={errors}"
+                    extra += f" relayed={relayed} copied={copied} spliced={spliced} errors={errors}"
                     if errors:
                         raise RuntimeError(f"{label}: tap errors {logs}")
                 log(f"overhead: round {r} {label:8} {t:7.3f}s{extra}")
@@ -804,6 +814,8 @@ def main() -> int:
     c.add_argument("--count", type=int, required=True)
     c.add_argument("--ready-file", required=True)
     a = ap.parse_args()
+    if getattr(a, "framewire", None):
+        a.framewire = os.path.abspath(a.framewire)
     if a.cmd == "workloads":
         return cmd_workloads(a)
     if a.cmd == "faults":
