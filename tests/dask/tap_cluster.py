@@ -142,12 +142,15 @@ def rss_kib(pid: int) -> int:
 class Tap:
     """`framewire tap` in front of `upstream` (HOST:PORT), logging to DIR/tap-NAME.log."""
 
-    def __init__(self, framewire: str, name: str, upstream: str, directory: str):
+    def __init__(self, framewire: str | list[str], name: str, upstream: str, directory: str):
+        """`framewire`: the binary, or the binary and more `tap` options."""
         self.name = name
         self.log_path = os.path.join(directory, f"tap-{name}.log")
+        binary, *options = [framewire] if isinstance(framewire, str) else framewire
         self.proc = Proc(
             f"tap-{name}.stderr",
-            [framewire, "tap", "--listen", f"{LOOPBACK}:0", "--upstream", upstream, "--log", self.log_path],
+            [binary, "tap", *options, "--listen", f"{LOOPBACK}:0", "--upstream", upstream,
+             "--log", self.log_path],
             directory,
         )
         m = self.proc.wait_for(r"framewire tap: listening on ([0-9.]+:[0-9]+),", timeout=30)
@@ -171,7 +174,8 @@ class Cluster:
     """A scheduler and `workers` workers (one thread each), through taps when
     `framewire` is given; a Client in this process."""
 
-    def __init__(self, directory: str, framewire: str | None = None, workers: int = 2, label: str = ""):
+    def __init__(self, directory: str, framewire: str | list[str] | None = None, workers: int = 2,
+                 label: str = ""):
         self.dir = directory
         self.framewire = framewire
         self.label = label
@@ -694,10 +698,11 @@ def cmd_overhead(a) -> int:
         if m == "direct":
             modes.append(("direct", None))
         else:
-            label, _, path = m.partition("=")
+            label, _, spec = m.partition("=")
+            path, *tap_args = spec.split()
             if not path:
-                raise SystemExit(f"--mode {m}: expected LABEL=PATH_TO_FRAMEWIRE")
-            modes.append((label, os.path.abspath(path)))
+                raise SystemExit(f"--mode {m}: expected LABEL=PATH_TO_FRAMEWIRE [TAP OPTION...]")
+            modes.append((label, [os.path.abspath(path), *tap_args]))
     times: dict[str, list[float]] = {label: [] for label, _ in modes}
     for r in range(a.rounds):
         order = modes if r % 2 == 0 else list(reversed(modes))
