@@ -665,6 +665,34 @@ mod raw {
         assert!(tap.is_running(), "{}", tap.log());
     }
 
+    /// Messages that arrived together with bytes that are not a message are
+    /// forwarded before the connection is cut for them.
+    #[test]
+    fn tap_forwards_messages_before_garbage() {
+        let dir = TempDir::new("tap-garbage");
+        let (upstream, received) = sink_server();
+        let (_tap, addr, log_path) = start_tap(&dir.0, &upstream, "tap");
+        let handshake = wire(&Value::map_of([("pickle-protocol", 5u8.into())]));
+        let ping = wire(&Value::map_of([("op", Value::str("ping"))]));
+        let mut garbage = 100u64.to_le_bytes().to_vec();
+        garbage.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        let mut c = connect(&addr);
+        c.write_all(&[&handshake[..], &ping[..], &garbage[..]].concat())
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest); // closed by the tap
+        let got = received.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(got == [&handshake[..], &ping[..]].concat(), "{got:?}");
+        let log = wait_log(&log_path, " closed", 1);
+        assert!(log.contains("conn=1 c->u op=ping frames=1"), "{log}");
+        assert!(
+            log.contains("conn=1 error c->u reading from client: invalid message from the peer: "),
+            "{log}"
+        );
+        let f = closed_fields(&log, 1);
+        assert_eq!((int(&f, "c->u"), f["cut"].as_str()), (2, "16/?"), "{log}");
+    }
+
     /// At least `n` bytes of one line of text repeated: what lz4 compresses well.
     fn compressible(n: usize) -> Vec<u8> {
         let line = b"framewire tap: the same line again and again, so that lz4 finds matches.\n";

@@ -195,19 +195,21 @@ impl<'a> Relay<'a> {
         log: &mut (dyn FnMut(Logged<'_>) + Send),
     ) -> Option<End> {
         loop {
-            if let Err(e) = self.parse(log) {
-                let cut = self.cut();
-                return Some(End::Read {
-                    error: ReadError::Invalid(e),
-                    cut,
-                });
-            }
+            // Bytes that are not a Dask message end the connection, once
+            // the messages before them are forwarded.
+            let invalid = self.parse(log).err();
             if self.ready > 0 {
                 if let Err(error) = self.write_ready().await {
                     let cut = self.cut();
                     return Some(End::Write { error, cut });
                 }
-                continue;
+            }
+            if let Some(e) = invalid {
+                let cut = self.cut();
+                return Some(End::Read {
+                    error: ReadError::Invalid(e),
+                    cut,
+                });
             }
             if until_one && self.counts.messages == 1 && self.left == 0 {
                 return None;
