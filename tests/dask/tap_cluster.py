@@ -357,13 +357,16 @@ def array_workload(client, mb: float) -> dict:
     n = array_side(mb)
     c = n // 8
     t0 = time.perf_counter()
-    rows = da.arange(n, chunks=c, dtype="f8")[:, None]
-    x = (rows * n + da.arange(n, chunks=n, dtype="f8")[None, :]).persist()
-    total = x.sum().compute()
-    colsums = x.sum(axis=0).compute()
-    y = x.rechunk((n, c))
-    expected = da.arange(n, chunks=n, dtype="f8")[:, None] * n + da.arange(n, chunks=c, dtype="f8")[None, :]
-    mismatch = abs(y - expected).max().compute()
+    # Collections compute on the current client: this one (another
+    # cluster's client may be the default).
+    with client.as_current():
+        rows = da.arange(n, chunks=c, dtype="f8")[:, None]
+        x = (rows * n + da.arange(n, chunks=n, dtype="f8")[None, :]).persist()
+        total = x.sum().compute()
+        colsums = x.sum(axis=0).compute()
+        y = x.rechunk((n, c))
+        expected = da.arange(n, chunks=n, dtype="f8")[:, None] * n + da.arange(n, chunks=c, dtype="f8")[None, :]
+        mismatch = abs(y - expected).max().compute()
     t1 = time.perf_counter()
     import numpy as np
 
@@ -421,6 +424,7 @@ def read_tap_log(path: str) -> dict:
     reasons: dict[str, int] = {}
     copied = spliced = 0
     max_frames = 0
+    ops: dict[str, int] = {}
     with open(path, errors="replace") as f:
         for line in f:
             m = MSG.search(line)
@@ -428,6 +432,9 @@ def read_tap_log(path: str) -> dict:
                 msgs += 1
                 wire += int(m.group(5))
                 max_frames = max(max_frames, int(m.group(4)))
+                for run in m.group(3).split(","):
+                    op, _, k = run.partition("*")
+                    ops[op] = ops.get(op, 0) + (int(k) if k.isdigit() else 1)
                 continue
             if " error" in line:
                 errors.append(line.rstrip("\n"))
@@ -446,6 +453,7 @@ def read_tap_log(path: str) -> dict:
         "copied": copied,
         "spliced": spliced,
         "max_frames": max_frames,
+        "ops": ops,
     }
 
 
@@ -552,7 +560,7 @@ def cmd_faults(a) -> int:
         t_done = time.time()
         out["checks"]["recomputed"] = result == expected
         who = client.who_has(fut)
-        out["checks"]["on_w1"] = list(who.values()) == [(w1,)] if who else False
+        out["checks"]["on_w1"] = [tuple(v) for v in who.values()] == [(w1,)]
         out["recovery_s"] = round(t_done - t_kill, 3)
         out["kill_time"] = t_kill
         # The cluster carries on: a computation on w1, through the taps.
@@ -563,7 +571,7 @@ def cmd_faults(a) -> int:
         # Fault 2: half a message to the scheduler, then close.
         host, port = cl.taps["scheduler"].address.split(":")
         out["half_message_time"] = time.time()
-        half_message(host, int(port))
+        out["half_message"] = half_message(host, int(port))
         time.sleep(0.5)
         more = client.map(inc, range(100), pure=False)
         out["checks"]["after_half_message"] = sum(client.gather(more)) == sum(range(1, 101))
@@ -585,9 +593,10 @@ def dask_message(frames: list[bytes]) -> bytes:
     return struct.pack("<Q", len(head) + len(body)) + head + body
 
 
-def half_message(host: str, port: int) -> None:
+def half_message(host: str, port: int) -> dict:
     """Connects, exchanges Dask handshakes, sends the first half of an
-    `identity` message (declared in full), and closes."""
+    `identity` message (declared in full), and closes. Returns the local
+    port, the bytes of the message sent and its size."""
     import msgpack
 
     s = socket.create_connection((host, port), timeout=30)
@@ -608,15 +617,18 @@ def half_message(host: str, port: int) -> None:
     first = struct.unpack("<Q", read_exact(8))[0]
     read_exact(first)
     msg = dask_message([msgpack.packb({"op": "identity", "reply": True}), b"x" * 100_000])
-    s.sendall(msg[: len(msg) // 2])
+    sent = len(msg) // 2
+    s.sendall(msg[:sent])
+    port = s.getsockname()[1]
     s.close()
+    return {"port": port, "sent": sent, "total": len(msg)}
 
 
 def vmrss_all(pids: dict[str, int]) -> dict[str, int]:
     return {n: rss_kib(p) for n, p in pids.items()}
 
 
-def soak_iteration(client, a, i: int) -> dict:
+def soak_iteration(client, a) -> dict:
     results = [
         scatter_gather(client, a.scatter),
         array_workload(client, a.array_mb),
@@ -625,74 +637,165 @@ def soak_iteration(client, a, i: int) -> dict:
     return merge(results)
 
 
+def log_time(line: str) -> float:
+    """Seconds since the epoch of a tap log line's timestamp."""
+    import datetime
+
+    stamp = line.split(" ", 1)[0]
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc
+    ).timestamp()
+
+
+def soak_events(path: str, window: tuple[float, float]) -> dict:
+    """A tap log's error lines and its closes other than `eof` (`reset`,
+    `truncated`), split by whether they happened in `window` (the killed
+    worker's: from the kill to a little after its restart)."""
+    out = {"errors_in_kill_window": [], "errors_outside": [], "resets_in_kill_window": 0,
+           "truncated_in_kill_window": 0, "resets_outside": [], "truncated_outside": []}
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if MSG.search(line):
+                continue
+            inside = window[0] <= log_time(line) <= window[1]
+            if " error" in line:
+                out["errors_in_kill_window" if inside else "errors_outside"].append(line)
+                continue
+            c = CLOSED.search(line)
+            for reason, key in (("reset", "resets"), ("truncated", "truncated")):
+                if c and f"reason={reason}" in c.group(2):
+                    if inside:
+                        out[f"{key}_in_kill_window"] += 1
+                    else:
+                        out[f"{key}_outside"].append(line)
+    return out
+
+
 def cmd_soak(a) -> int:
+    """Mixed workloads in a loop on a tap cluster and a direct cluster,
+    alternately (the order swapped every iteration), for `a.minutes`; in the
+    middle, w1 of the tap cluster is killed while an array and a map
+    workload run (Dask recomputes what it held), then restarted."""
+    import threading
+
     tap_dir = os.path.join(a.dir, "taps")
     direct_dir = os.path.join(a.dir, "direct")
-    deadline = time.monotonic() + a.minutes * 60
-    report: dict = {"iterations": [], "rss_kib": {}, "checks": {}}
-    log(f"soak: {a.minutes} min, scatter={a.scatter} array={a.array_mb}MB map={a.map}")
-    with Cluster(tap_dir, a.framewire, label="") as taps, Cluster(direct_dir, None, label="") as direct:
+    report: dict = {"iterations": [], "rss_kib": {}, "checks": {}, "sizes": {
+        "scatter_keys": a.scatter, "array_mb": a.array_mb, "map_tasks": a.map}}
+    log(f"soak: {a.minutes} min; each iteration: scatter/gather {a.scatter} keys, "
+        f"array {a.array_mb} MB, map {a.map} tasks")
+    with Cluster(tap_dir, a.framewire) as taps, Cluster(direct_dir, None) as direct:
         pids = taps.tap_pids()
-        killed = False
-        half = a.minutes * 60 / 2
         t_start = time.monotonic()
-        i = 0
+        deadline = t_start + a.minutes * 60
+        killed = False
         all_ok = True
+        i = 0
         while time.monotonic() < deadline or i < 2:
-            for mode, cl in (("taps", taps), ("direct", direct)) if i % 2 == 0 else (("direct", direct), ("taps", taps)):
+            pair = [("taps", taps), ("direct", direct)]
+            for mode, cl in pair if i % 2 == 0 else pair[::-1]:
                 t0 = time.perf_counter()
-                r = soak_iteration(cl.client, a, i)
+                r = soak_iteration(cl.client, a)
                 wall = time.perf_counter() - t0
                 all_ok &= r["ok"]
                 entry = {"i": i, "mode": mode, "wall_s": round(wall, 3), "ok": r["ok"]}
                 if not r["ok"]:
                     entry["checks"] = r["checks"]
                 report["iterations"].append(entry)
-                log(f"soak: iteration {i} {mode:6} {wall:7.2f}s ok={r['ok']}")
+                log(f"soak: iteration {i:3} {mode:6} {wall:7.2f}s ok={r['ok']}")
             if i == 0:
                 report["rss_kib"]["start"] = vmrss_all(pids)
             i += 1
-            if not killed and time.monotonic() - t_start >= half:
+            if not killed and time.monotonic() - t_start >= a.minutes * 60 / 2:
                 report["rss_kib"]["middle"] = vmrss_all(pids)
-                # Kill w1 of the tap cluster in the middle of a workload.
-                fut = taps.client.submit(array_workload_remote, a.array_mb, pure=False)
-                time.sleep(1.0)
+                # Kill w1 of the tap cluster while work is running on both
+                # workers (array chunks and mapped results are recomputed).
+                outcome: dict = {}
+
+                def work():
+                    try:
+                        outcome["r"] = merge([array_workload(taps.client, a.array_mb),
+                                              map_workload(taps.client, a.map)])
+                    except Exception as e:  # noqa: BLE001
+                        outcome["error"] = repr(e)
+
+                th = threading.Thread(target=work)
+                th.start()
+                time.sleep(a.kill_after)
                 report["kill_time"] = time.time()
                 taps.kill_worker(1)
-                log("soak: killed w1 of the tap cluster")
-                try:
-                    fut.result(timeout=600)
-                    report["checks"]["kill_workload"] = True
-                except Exception as e:  # noqa: BLE001
-                    report["checks"]["kill_workload"] = False
-                    report["kill_error"] = repr(e)
+                log(f"soak: killed w1 of the tap cluster (pid {taps.workers[1].pid})")
+                th.join(timeout=900)
+                ok = not th.is_alive() and "r" in outcome and outcome["r"]["ok"]
+                report["checks"]["workload_across_the_kill"] = ok
+                if not ok:
+                    report["kill_outcome"] = outcome.get("error") or outcome.get("r")
                 taps.restart_worker(1)
                 report["restart_time"] = time.time()
-                log("soak: restarted w1")
+                log(f"soak: restarted w1 (pid {taps.workers[1].pid}); the workload across the kill: ok={ok}")
                 killed = True
         report["rss_kib"]["end"] = vmrss_all(pids)
-        report["logs"] = {n: read_tap_log(t.log_path) for n, t in taps.taps.items()}
-    report["minutes"] = round((time.monotonic() - t_start) / 60, 2)
+        report["minutes"] = round((time.monotonic() - t_start) / 60, 2)
+        logs = {n: t.log_path for n, t in taps.taps.items()}
+    # The clusters are shut down: every close is in the logs.
+    window = (report.get("kill_time", 0), report.get("restart_time", 0) + 5)
+    report["logs"] = {n: read_tap_log(p) for n, p in logs.items()}
+    report["events"] = {n: soak_events(p, window) for n, p in logs.items()}
+    for v in report["logs"].values():
+        v["errors"] = len(v["errors"])
+    rss = report["rss_kib"]
     report["checks"]["results"] = all_ok
-    report["checks"]["killed"] = killed
+    report["checks"]["killed_and_restarted"] = killed
+    # No error line, and no message cut short, but the killed worker's.
+    report["checks"]["no_errors_outside_the_kill"] = all(
+        not e["errors_outside"] and not e["truncated_outside"] for e in report["events"].values())
+    # The array workloads ran on the tap cluster: their P2P rechunks sent
+    # shards between the workers through the workers' taps.
+    shards = sum(v["ops"].get("shuffle_receive", 0) for n, v in report["logs"].items() if n != "scheduler")
+    report["shuffle_receive_relayed"] = shards
+    report["checks"]["rechunks_through_taps"] = shards >= sum(
+        1 for e in report["iterations"] if e["mode"] == "taps")
+    # Resident memory must not grow: the end within 10 % (+1 MiB) of the
+    # larger of start and middle, for every tap.
+    report["checks"]["rss_flat"] = all(
+        rss["end"][n] <= max(rss["start"][n], rss.get("middle", {}).get(n, 0)) * 1.10 + 1024 for n in rss["end"])
+    walls = {m: [e["wall_s"] for e in report["iterations"] if e["mode"] == m] for m in ("taps", "direct")}
+    report["wall_s"] = {m: {"median": round(statistics.median(w), 3), "min": min(w), "max": max(w), "n": len(w)}
+                        for m, w in walls.items()}
+    report["wall_ratio"] = round(report["wall_s"]["taps"]["median"] / report["wall_s"]["direct"]["median"], 3)
     report["ok"] = all(report["checks"].values())
     print(json.dumps(report), flush=True)
     return 0 if report["ok"] else 1
 
 
-def array_workload_remote(mb: float):
-    """The array workload from inside a task (so that the kill hits a worker
-    while a computation is running): submits through the worker's client."""
-    from distributed import worker_client
+def machine_busy() -> float:
+    """CPU-seconds the whole machine has spent busy (all CPUs, /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
-    with worker_client() as client:
-        r = array_workload(client, mb)
-    if not all(r["checks"].values()):
-        raise RuntimeError(f"wrong results: {r}")
-    return r
+
+def wait_quiet(limit: float, patience: float) -> float:
+    """Waits (at most `patience` s) for a 1 s window in which the machine is
+    busy less than `limit` CPU-seconds; returns the last window's busy time."""
+    deadline = time.monotonic() + patience
+    while True:
+        b0 = machine_busy()
+        time.sleep(1.0)
+        busy = machine_busy() - b0
+        if busy < limit or time.monotonic() > deadline:
+            return busy
 
 
 def cmd_overhead(a) -> int:
+    """The array workload on fresh clusters of each mode, interleaved. Per
+    timed run: wall time, the CPU time of the cluster's own processes
+    (scheduler, workers, taps, this client) and the CPU time the rest of the
+    machine took meanwhile (`others`: load from outside the measurement,
+    which slows a 2-core run down). Before each timed run, waits (bounded)
+    for a quiet second."""
     modes = []
     for m in a.mode:
         if m == "direct":
@@ -703,48 +806,73 @@ def cmd_overhead(a) -> int:
             if not path:
                 raise SystemExit(f"--mode {m}: expected LABEL=PATH_TO_FRAMEWIRE [TAP OPTION...]")
             modes.append((label, [os.path.abspath(path), *tap_args]))
-    times: dict[str, list[float]] = {label: [] for label, _ in modes}
+    samples: dict[str, list[dict]] = {label: [] for label, _ in modes}
     for r in range(a.rounds):
         order = modes if r % 2 == 0 else list(reversed(modes))
         for label, fw in order:
             d = os.path.join(a.dir, f"round{r}-{label}")
             with Cluster(d, fw) as cl:
                 array_workload(cl.client, min(a.array_mb, 16))  # warm-up
-                best = []
-                cpu0 = {n: cpu_seconds(p) for n, p in cl.tap_pids().items()}
+                pids = [p.pid for p in cl.procs] + list(cl.tap_pids().values()) + [os.getpid()]
+                runs = []
                 for _ in range(a.reps):
-                    t0 = time.perf_counter()
-                    res = array_workload(cl.client, a.array_mb)
-                    best.append(time.perf_counter() - t0)
-                    if not all(res["checks"].values()):
-                        raise RuntimeError(f"{label}: wrong results {res}")
-                tap_cpu = sum(cpu_seconds(p) - cpu0[n] for n, p in cl.tap_pids().items())
-                t = statistics.median(best)
-                times[label].append(t)
-                extra = ""
+                    # A run during which the rest of the machine took more
+                    # than `max_others` of a core is done again (at most
+                    # `attempts` times; the quietest one counts).
+                    tries = []
+                    for _attempt in range(a.attempts):
+                        quiet = wait_quiet(a.quiet, a.quiet_wait)
+                        cpu0 = {p: cpu_seconds(p) for p in pids}
+                        tap_cpu0 = {n: cpu_seconds(p) for n, p in cl.tap_pids().items()}
+                        busy0 = machine_busy()
+                        t0 = time.perf_counter()
+                        res = array_workload(cl.client, a.array_mb)
+                        wall = time.perf_counter() - t0
+                        busy = machine_busy() - busy0
+                        ours = sum(cpu_seconds(p) - cpu0[p] for p in pids)
+                        taps_cpu = sum(cpu_seconds(p) - tap_cpu0[n] for n, p in cl.tap_pids().items())
+                        if not all(res["checks"].values()):
+                            raise RuntimeError(f"{label}: wrong results {res}")
+                        tries.append({"wall": wall, "cpu": ours, "taps_cpu": taps_cpu,
+                                      "others": max(0.0, busy - ours), "quiet_before": quiet})
+                        if tries[-1]["others"] <= a.max_others * wall:
+                            break
+                    best = min(tries, key=lambda t: t["others"] / t["wall"])
+                    best["attempts"] = len(tries)
+                    runs.append(best)
                 cl.close()
+                extra = ""
                 if fw:
-                    extra = f" taps_cpu={tap_cpu / a.reps:.3f}s"
                     logs = {n: read_tap_log(t_.log_path) for n, t_ in cl.taps.items()}
                     errors = sum(len(v["errors"]) for v in logs.values())
                     copied = sum(v["copied"] for v in logs.values())
                     spliced = sum(v["spliced"] for v in logs.values())
                     relayed = sum(v["bytes"] for v in logs.values())
-                    extra += f" relayed={relayed} copied={copied} spliced={spliced} errors={errors}"
+                    extra = f" relayed={relayed} copied={copied} spliced={spliced} errors={errors}"
                     if errors:
                         raise RuntimeError(f"{label}: tap errors {logs}")
-                log(f"overhead: round {r} {label:8} {t:7.3f}s{extra}")
-    out = {"rounds": a.rounds, "array_mb": a.array_mb, "modes": {}}
-    base = statistics.median(times[modes[0][0]])
+            med = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
+            samples[label].append(med)
+            log(f"overhead: round {r} {label:8} {med['wall']:7.3f}s cpu={med['cpu']:.2f}s "
+                f"taps_cpu={med['taps_cpu']:.3f}s others={med['others']:.2f}s "
+                f"attempts={'+'.join(str(x['attempts']) for x in runs)}{extra}")
+    out = {"rounds": a.rounds, "reps": a.reps, "array_mb": a.array_mb, "modes": {}}
+    base = statistics.median(x["wall"] for x in samples[modes[0][0]])
+    base_cpu = statistics.median(x["cpu"] for x in samples[modes[0][0]])
     for label, _ in modes:
-        ts = times[label]
-        med = statistics.median(ts)
+        ws = [x["wall"] for x in samples[label]]
+        med = statistics.median(ws)
+        cpu = statistics.median(x["cpu"] for x in samples[label])
         out["modes"][label] = {
             "median_s": round(med, 3),
-            "min_s": round(min(ts), 3),
-            "max_s": round(max(ts), 3),
-            "times_s": [round(t, 3) for t in ts],
+            "min_s": round(min(ws), 3),
+            "max_s": round(max(ws), 3),
+            "times_s": [round(t, 3) for t in ws],
             "ratio_to_first": round(med / base, 3),
+            "cpu_s": round(cpu, 3),
+            "cpu_ratio_to_first": round(cpu / base_cpu, 3),
+            "taps_cpu_s": round(statistics.median(x["taps_cpu"] for x in samples[label]), 3),
+            "others_s": round(statistics.median(x["others"] for x in samples[label]), 3),
         }
     print(json.dumps(out), flush=True)
     return 0
@@ -806,12 +934,22 @@ def main() -> int:
     s.add_argument("--scatter", type=int, default=20_000)
     s.add_argument("--array-mb", type=float, default=100)
     s.add_argument("--map", type=int, default=2_000)
+    s.add_argument("--kill-after", type=float, default=2.0,
+                   help="seconds into the workload at which w1 is killed")
     o = sub.add_parser("overhead")
     o.add_argument("--dir", required=True)
     o.add_argument("--mode", action="append", required=True)
     o.add_argument("--rounds", type=int, default=5)
     o.add_argument("--reps", type=int, default=1)
     o.add_argument("--array-mb", type=float, default=400)
+    o.add_argument("--quiet", type=float, default=0.3,
+                   help="a timed run starts after a second with less CPU-seconds than this busy")
+    o.add_argument("--quiet-wait", type=float, default=60,
+                   help="seconds to wait for such a second at most")
+    o.add_argument("--max-others", type=float, default=0.2,
+                   help="a timed run is done again when the rest of the machine took more than "
+                        "this many cores on average meanwhile")
+    o.add_argument("--attempts", type=int, default=4, help="at most this many tries per timed run")
     u = sub.add_parser("upstream")
     u.add_argument("--port-file", required=True)
     c = sub.add_parser("idle-conns")
