@@ -81,7 +81,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -147,7 +147,7 @@ async fn serve(
         .local_addr()
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     eprintln!("framewire tap: listening on {local}, upstream {upstream}");
-    logger.line(format!("listening on {local} upstream={upstream}"));
+    logger.line(format_args!("listening on {local} upstream={upstream}"));
     let next_id = AtomicU64::new(1);
     loop {
         match listener.accept().await {
@@ -164,7 +164,7 @@ async fn serve(
             }
             Err(e) => {
                 // Out of file descriptors and the like: try again shortly.
-                logger.line(format!("error accepting a connection: {e}"));
+                logger.line(format_args!("error accepting a connection: {e}"));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -264,14 +264,16 @@ async fn relay_connection(
     let mut up = match TcpStream::connect(&upstream).await {
         Ok(s) => s,
         Err(e) => {
-            logger.line(format!(
+            logger.line(format_args!(
                 "conn={id} error connecting client={peer} to upstream {upstream}: {e}"
             ));
             return;
         }
     };
     let up_addr = up.peer_addr().map_or(upstream, |a| a.to_string());
-    logger.line(format!("conn={id} open client={peer} upstream={up_addr}"));
+    logger.line(format_args!(
+        "conn={id} open client={peer} upstream={up_addr}"
+    ));
     // As Dask does on every TCP comm.
     let _ = client.set_nodelay(true);
     let _ = up.set_nodelay(true);
@@ -311,7 +313,7 @@ async fn relay_connection(
         a.spliced + b.spliced
     );
     for line in end_lines(id, side, &end, &tally) {
-        logger.line(line);
+        logger.line(format_args!("{line}"));
     }
     // Close the other side too: it sees the connection end where the tap
     // saw it (a message cut short stays cut short), then drop both sockets.
@@ -401,7 +403,7 @@ struct Lines<'a> {
 impl Lines<'_> {
     fn message(&mut self, m: Logged<'_>) {
         let first = self.count == 0;
-        self.logger.line(format!(
+        self.logger.line(format_args!(
             "conn={} {} op={} frames={} bytes={}",
             self.id,
             self.direction,
@@ -442,7 +444,7 @@ impl Direction<'_> {
             if self.from == Side::Client {
                 let state = if verified { "verified" } else { "not-agreed" };
                 self.logger
-                    .line(format!("conn={} checksums={state}", self.id));
+                    .line(format_args!("conn={} checksums={state}", self.id));
             }
             if verified {
                 return Box::pin(self.run_verified(&mut lines)).await;
@@ -503,56 +505,98 @@ impl Direction<'_> {
     }
 }
 
-/// Log lines go through a channel to one writer thread, which flushes
-/// whenever it has caught up.
+/// How long log lines may wait before they are written out.
+const LOG_DELAY: Duration = Duration::from_millis(10);
+
+/// Log lines are appended to a shared buffer, which one writer thread
+/// writes out and flushes at most [`LOG_DELAY`] after the first line of a
+/// batch: a message costs the formatting of its line, not a wake-up of
+/// another thread (only a line into an empty buffer wakes the writer).
 #[derive(Clone)]
 struct Logger {
-    tx: mpsc::Sender<String>,
+    shared: Arc<LogShared>,
+}
+
+struct LogShared {
+    buf: Mutex<Vec<u8>>,
+    /// Signalled when a line goes into an empty buffer.
+    not_empty: Condvar,
 }
 
 impl Logger {
     fn start(mut sink: Box<dyn Write + Send>) -> Result<Logger, String> {
-        let (tx, rx) = mpsc::channel::<String>();
+        let shared = Arc::new(LogShared {
+            buf: Mutex::new(Vec::new()),
+            not_empty: Condvar::new(),
+        });
+        let writer = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("tap-log".into())
             .spawn(move || {
-                let mut out = std::io::BufWriter::new(&mut sink);
-                while let Ok(line) = rx.recv() {
-                    let mut ok = writeln!(out, "{line}").is_ok();
-                    while let Ok(line) = rx.try_recv() {
-                        ok &= writeln!(out, "{line}").is_ok();
+                let mut out = Vec::new();
+                loop {
+                    let mut buf = writer.buf.lock().unwrap_or_else(|e| e.into_inner());
+                    while buf.is_empty() {
+                        buf = writer
+                            .not_empty
+                            .wait(buf)
+                            .unwrap_or_else(|e| e.into_inner());
                     }
-                    if !ok || out.flush().is_err() {
+                    drop(buf);
+                    // Let the batch grow a little: one write for many lines.
+                    std::thread::sleep(LOG_DELAY);
+                    std::mem::swap(
+                        &mut *writer.buf.lock().unwrap_or_else(|e| e.into_inner()),
+                        &mut out,
+                    );
+                    if sink.write_all(&out).and_then(|()| sink.flush()).is_err() {
                         eprintln!("framewire: tap: cannot write the log");
                         std::process::exit(1);
+                    }
+                    out.clear();
+                    if out.capacity() > 4 << 20 {
+                        out = Vec::new(); // after a burst: let it go
                     }
                 }
             })
             .map_err(|e| format!("cannot start the log thread: {e}"))?;
-        Ok(Logger { tx })
+        Ok(Logger { shared })
     }
 
     /// Logs one line, prefixed with the time.
-    fn line(&self, text: String) {
-        let _ = self
-            .tx
-            .send(format!("{} {text}", rfc3339_ms(SystemTime::now())));
+    fn line(&self, text: std::fmt::Arguments<'_>) {
+        let now = Rfc3339Ms(SystemTime::now());
+        let mut buf = self.shared.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let was_empty = buf.is_empty();
+        let _ = writeln!(buf, "{now} {text}");
+        drop(buf);
+        if was_empty {
+            self.shared.not_empty.notify_one();
+        }
     }
 }
 
-/// `2026-11-29T19:10:50.123Z`.
-pub fn rfc3339_ms(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, day) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
+/// A time as `2026-11-29T19:10:50.123Z` (RFC 3339, UTC, milliseconds).
+struct Rfc3339Ms(SystemTime);
+
+impl std::fmt::Display for Rfc3339Ms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = self
+            .0
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let secs = d.as_secs();
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        let (y, m, day) = civil_from_days(days as i64);
+        write!(
+            f,
+            "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60,
+            d.subsec_millis()
+        )
+    }
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
@@ -576,6 +620,7 @@ mod tests {
 
     #[test]
     fn timestamps() {
+        let rfc3339_ms = |t: SystemTime| Rfc3339Ms(t).to_string();
         let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
         assert_eq!(rfc3339_ms(t), "2023-11-14T22:13:20.123Z");
         assert_eq!(
