@@ -693,6 +693,63 @@ mod raw {
         assert_eq!((int(&f, "c->u"), f["cut"].as_str()), (2, "16/?"), "{log}");
     }
 
+    /// Resident memory of a process, in KiB.
+    fn vm_rss_kib(pid: u32) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    }
+
+    /// A declared size reserves nothing: first messages that declare a
+    /// 1 TiB frame, and a length table of 2^32 - 1 frames, then stall,
+    /// leave the tap small and relaying (with and without `--checksums`,
+    /// where the first message is read exactly).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn tap_reserves_nothing_for_declared_sizes() {
+        let dir = TempDir::new("tap-declared");
+        let upstream = echo_server();
+        for (name, options) in [("tap", &[][..]), ("tap-sums", &["--checksums"][..])] {
+            let (mut tap, addr, log_path) = start_tap_with(&dir.0, &upstream, name, options);
+            let frame0 = b"\x81\xa2op\xa4ping";
+            let mut huge = Vec::new();
+            huge.extend_from_slice(&(8 + 16 + frame0.len() as u64).to_le_bytes());
+            huge.extend_from_slice(&2u64.to_le_bytes());
+            huge.extend_from_slice(&(frame0.len() as u64).to_le_bytes());
+            huge.extend_from_slice(&(1u64 << 40).to_le_bytes());
+            huge.extend_from_slice(frame0);
+            huge.extend_from_slice(&[0u8; 100]);
+            let mut table = (8u64 + 8 * u64::from(u32::MAX)).to_le_bytes().to_vec();
+            table.extend_from_slice(&u64::from(u32::MAX).to_le_bytes());
+            table.extend_from_slice(&[0u8; 1000]);
+            let mut stalled = Vec::new();
+            for bytes in [&huge, &table] {
+                let mut c = connect(&addr);
+                c.write_all(bytes).unwrap();
+                stalled.push(c);
+            }
+            // The 1 TiB message's line is logged (its frame 0 is in).
+            let wire_len = 32 + frame0.len() as u64 + (1 << 40);
+            wait_log(&log_path, &format!("op=ping frames=2 bytes={wire_len}"), 1);
+            std::thread::sleep(Duration::from_millis(300));
+            let rss = vm_rss_kib(tap.child.id());
+            assert!(rss < 64 << 10, "{name}: {rss} KiB resident");
+            // And it still relays.
+            let mut c = connect(&addr);
+            let ping = wire(&Value::map_of([("op", Value::str("ping"))]));
+            c.write_all(&ping).unwrap();
+            let mut back = vec![0u8; ping.len()];
+            c.read_exact(&mut back).unwrap();
+            assert_eq!(back, ping);
+            assert!(tap.is_running(), "{name}: {}", tap.log());
+            drop(stalled);
+        }
+    }
+
     /// At least `n` bytes of one line of text repeated: what lz4 compresses well.
     fn compressible(n: usize) -> Vec<u8> {
         let line = b"framewire tap: the same line again and again, so that lz4 finds matches.\n";

@@ -321,8 +321,10 @@ impl<'a> Relay<'a> {
         };
         let from = self.from.as_ref();
         loop {
+            // Never more than MAX_READ at once: a declared size reserves
+            // nothing until its bytes arrive.
             let room = if self.exact {
-                want
+                want.min(MAX_READ)
             } else {
                 want.clamp(MIN_READ, MAX_READ)
             };
