@@ -96,7 +96,7 @@ def throughput(spec: list[str] | None, size: int, count: int) -> tuple[float, fl
     return done[0] - t0, cpu
 
 
-def round_trip(spec: list[str] | None, n: int) -> float:
+def round_trip(spec: list[str] | None, n: int) -> tuple[float, float]:
     listener = socket.socket()
     listener.bind((LOOPBACK, 0))
     listener.listen(8)
@@ -119,6 +119,7 @@ def round_trip(spec: list[str] | None, n: int) -> float:
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     msg = message(100)
     times = []
+    cpu0 = tap.cpu() if tap else 0.0
     for _ in range(n):
         t0 = time.perf_counter()
         s.sendall(msg)
@@ -126,12 +127,13 @@ def round_trip(spec: list[str] | None, n: int) -> float:
         while got < len(msg):
             got += len(s.recv(65536))
         times.append(time.perf_counter() - t0)
+    cpu = tap.cpu() - cpu0 if tap else 0.0
     s.close()
     t.join(timeout=5)
     listener.close()
     if tap:
         tap.close()
-    return statistics.median(times)
+    return statistics.median(times), cpu
 
 
 def main() -> int:
@@ -147,7 +149,7 @@ def main() -> int:
         label, _, spec = m.partition("=")
         modes.append((label, spec.split()))
     thr: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in modes}
-    rtt: dict[str, list[float]] = {label: [] for label, _ in modes}
+    rtt: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in modes}
     for r in range(a.rounds):
         for label, spec in modes if r % 2 == 0 else modes[::-1]:
             thr[label].append(throughput(spec, a.size, a.count))
@@ -160,11 +162,13 @@ def main() -> int:
         med = statistics.median(ws)
         cpu = statistics.median(c for _, c in thr[label])
         print(f"{label:8} {med:9.3f} {min(ws):7.3f} {max(ws):7.3f} {gb / med:6.2f} {cpu:9.3f}")
-    print(f"round trip of a 100-byte message ({a.trips} per round, median per round), {a.rounds} rounds")
-    print(f"{'mode':8} {'median us':>9} {'min us':>7} {'max us':>7}")
+    print(f"round trip of a 100-byte message ({a.trips} per round, median per round), {a.rounds} rounds;")
+    print("tap cpu: the tap's CPU time per round trip (two messages relayed)")
+    print(f"{'mode':8} {'median us':>9} {'min us':>7} {'max us':>7} {'tap cpu us':>10}")
     for label, _ in modes:
-        us = [x * 1e6 for x in rtt[label]]
-        print(f"{label:8} {statistics.median(us):9.1f} {min(us):7.1f} {max(us):7.1f}")
+        us = [x * 1e6 for x, _ in rtt[label]]
+        cpu = statistics.median(c for _, c in rtt[label]) / a.trips * 1e6
+        print(f"{label:8} {statistics.median(us):9.1f} {min(us):7.1f} {max(us):7.1f} {cpu:10.1f}")
     return 0
 
 
