@@ -7,29 +7,68 @@
 //! compare serve      JSON requests on stdin, one JSON result per line on stdout
 //! compare rss-recv   receives one message on 127.0.0.1 (port printed first) and
 //!                    prints its VmRSS before and VmHWM after (peak-RSS row)
+//! compare wire-recv SCHEME CERTS
+//!                    the receiving process of the `wire` rows: listens on
+//!                    SCHEME://127.0.0.1 (address printed first), receives
+//!                    messages (deserialized, as Dask's comms do) and answers
+//!                    "ok" to each one marked `last`, until the sender closes
+//! compare make-certs DIR
+//!                    a CA and a certificate for both sides (TLS rows), PEM
+//! compare peer-recv VARIANT SIZE COUNT FLAVOR
+//!                    the receiving process of a `peer` measurement: listens on
+//!                    127.0.0.1 (port printed first), receives 1 + COUNT
+//!                    messages of VARIANT and answers one byte after the first
+//!                    and after the last
+//! compare peer-pong FLAVOR
+//!                    the server process of a `peer_rt` measurement: answers
+//!                    every "ping" with "pong" until the client closes
 //! ```
 //!
-//! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `dumps` {size,
-//! min_time}, `transport` {variant, size, count, flavor}, `small_one_way`
-//! {count, flavor}, `round_trip` {count, flavor}, `rss` {size, deserialize},
+//! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `floor` {n,
+//! min_time} (reading the boxed integer tuple once, summing it: the memory
+//! floor of the boxed rows), `dumps` {size, min_time}, `peer` {variant,
+//! size, count, flavor} (two processes: this one sends, a fresh `peer-recv`
+//! receives), `peer_rt` {count, flavor} (two processes: this one asks, a
+//! fresh `peer-pong` answers), and the same in one process (both ends
+//! spawned tasks of one runtime): `transport` {variant, size, count,
+//! flavor}, `small_one_way` {count, flavor}, `round_trip` {count, flavor};
+//! `rss` {size, deserialize},
+//! `wire` {scheme, size, count, certs} (two processes: this one sends,
+//! a fresh `wire-recv` receives), `connect` {address, certs, count} (connect,
+//! TLS and Dask handshakes, one `identity` call, to a running server),
+//! `typed` {case, path, min_time} (a captured message, `tests/captures/conversation/<case>`,
+//! through `loads`, `from_frames` (`typed_decode`), `loads+from_value`
+//! (`typed_decode_value`), `dumps`, `to_frames` (`typed_encode`) or
+//! `to_value+dumps` (`typed_encode_value`)),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
+//! `serde`, `floor` and `dumps` also report the thread's CPU seconds per
+//! call (`/proc/thread-self/schedstat`).
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+
 use bytes::Bytes;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{deserialize, serialize};
-use framewire::transport::Connection;
-use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, Value};
+use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions, TlsConfig};
+use framewire::{dumps, Envelope, Limits, Value};
 use serde_json::{json, Value as Json};
 
+#[path = "../tests/support/certs.rs"]
+mod certs;
 mod common;
 use common::{
-    collection, deserialize_options, mode, ndarray_message, rss_and_hwm, serialize_options,
-    serialize_task, small_task, Flavor, Link, PingPong, Variant,
+    collection, deserialize_options, mode, ndarray_message, payload, ping_client, pong_server,
+    rss_and_hwm, serialize_options, serialize_task, thread_cpu_secs, Flavor, Link, PingPong,
+    Variant,
 };
 
 fn main() {
@@ -37,6 +76,17 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("serve") => serve(),
         Some("rss-recv") => rss_recv(args.get(1).map(String::as_str) == Some("deserialize")),
+        Some("wire-recv") => wire_recv(&args[1], &args[2]),
+        Some("make-certs") => {
+            certs::make(std::path::Path::new(&args[1]));
+        }
+        Some("peer-recv") => peer_recv(
+            Variant::parse(&args[1]),
+            args[2].parse().expect("a size"),
+            args[3].parse().expect("a count"),
+            Flavor::parse(&args[4]),
+        ),
+        Some("peer-pong") => peer_pong(Flavor::parse(&args[1])),
         _ => {
             // `cargo bench` runs every bench target with `--bench`: nothing to do here.
             eprintln!("compare: the worker of scripts/bench-compare (run that instead)");
@@ -52,6 +102,8 @@ struct Cache {
     /// (collection, mode) pairs whose warm-up call has run.
     warmed: HashSet<(String, String)>,
     dumps: HashMap<usize, Value>,
+    /// The payloads of the `peer` rows, by size.
+    payloads: HashMap<usize, Bytes>,
     runtimes: HashMap<&'static str, tokio::runtime::Runtime>,
 }
 
@@ -94,15 +146,23 @@ fn get_usize(req: &Json, key: &str) -> usize {
 }
 
 /// Calls `f` until `min_time` seconds have passed; seconds per call.
-fn timed(min_time: f64, mut f: impl FnMut()) -> (f64, u64) {
+fn timed(min_time: f64, f: impl FnMut()) -> (f64, u64) {
+    let (per_call, _, calls) = timed_cpu(min_time, f);
+    (per_call, calls)
+}
+
+/// [`timed`], with this thread's CPU seconds per call too.
+fn timed_cpu(min_time: f64, mut f: impl FnMut()) -> (f64, f64, u64) {
     let start = Instant::now();
+    let cpu = thread_cpu_secs();
     let mut calls = 0u64;
     loop {
         f();
         calls += 1;
         let elapsed = start.elapsed().as_secs_f64();
         if elapsed >= min_time {
-            return (elapsed / calls as f64, calls);
+            let cpu = thread_cpu_secs() - cpu;
+            return (elapsed / calls as f64, cpu / calls as f64, calls);
         }
     }
 }
@@ -130,12 +190,32 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
                 }
             }
             let mut frames = 0;
-            let (per_call, calls) = timed(min_time, || {
+            let (per_call, cpu, calls) = timed_cpu(min_time, || {
                 let block = serialize(std::hint::black_box(value), &opts).expect("serialize");
                 frames = block.frames().len();
                 std::hint::black_box(deserialize(&block, &de).expect("deserialize"));
             });
-            json!({"per_call_s": per_call, "calls": calls, "frames": frames})
+            json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": frames})
+        }
+        "floor" => {
+            // Reading the boxed tuple once: what any encoder of it pays.
+            let n = get_usize(req, "n");
+            let key = ("tuple_small_ints".to_owned(), n);
+            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
+                cache.collection = None;
+                cache.collection = Some((key, collection("tuple_small_ints", n)));
+            }
+            let Value::Array(items) = &cache.collection.as_ref().expect("cached").1 else {
+                unreachable!("a boxed tuple")
+            };
+            let (per_call, cpu, calls) = timed_cpu(min_time, || {
+                let sum = std::hint::black_box(items)
+                    .iter()
+                    .filter_map(|v| v.as_int()?.as_u64())
+                    .fold(0u64, u64::wrapping_add);
+                std::hint::black_box(sum);
+            });
+            json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls})
         }
         "dumps" => {
             let size = get_usize(req, "size");
@@ -144,10 +224,30 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
                 .entry(size)
                 .or_insert_with(|| serialize_task(Bytes::from(vec![1u8; size])));
             let frames = dumps(msg).expect("dumps").len();
-            let (per_call, calls) = timed(min_time, || {
+            let (per_call, cpu, calls) = timed_cpu(min_time, || {
                 std::hint::black_box(dumps(std::hint::black_box(msg)).expect("dumps"));
             });
-            json!({"per_call_s": per_call, "calls": calls, "frames": frames})
+            json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": frames})
+        }
+        "peer" => {
+            let variant = Variant::parse(req["variant"].as_str().expect("variant"));
+            let (size, count) = (get_usize(req, "size"), get_usize(req, "count"));
+            let flavor = Flavor::parse(req["flavor"].as_str().unwrap_or("2threads"));
+            let payload = cache
+                .payloads
+                .entry(size)
+                .or_insert_with(|| payload(size))
+                .clone();
+            let rt = cache.runtime(flavor.name());
+            let secs = peer_send(rt, variant, payload, count, flavor);
+            json!({"secs": secs, "bytes": size * count, "count": count})
+        }
+        "peer_rt" => {
+            let count = get_usize(req, "count");
+            let flavor = Flavor::parse(req["flavor"].as_str().unwrap_or("2threads"));
+            let spawned = req["client"].as_str() != Some("block_on");
+            let secs = peer_round_trips(cache.runtime(flavor.name()), count, flavor, spawned);
+            json!({"secs": secs, "count": count})
         }
         "transport" => {
             let variant = Variant::parse(req["variant"].as_str().expect("variant"));
@@ -160,7 +260,7 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         "small_one_way" => {
             let count = get_usize(req, "count");
             let rt = cache.runtime(req["flavor"].as_str().unwrap_or("1thread"));
-            let mut link = Link::task(rt, small_task());
+            let mut link = Link::small(rt);
             let secs = link.run(rt, count as u64).as_secs_f64();
             json!({"secs": secs, "count": count})
         }
@@ -171,6 +271,9 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             let secs = pp.run(rt, count as u64).as_secs_f64();
             json!({"secs": secs, "count": count})
         }
+        "typed" => typed(req, min_time),
+        "wire" => wire_send(req),
+        "connect" => connect_identity(req),
         "reset" => {
             let runtimes = std::mem::take(&mut cache.runtimes);
             *cache = Cache {
@@ -185,6 +288,309 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         ),
         other => json!({"error": format!("unknown op {other:?}")}),
     }
+}
+
+/// Starts a child process of this executable with `args`; returns it and
+/// the first line it prints (the port it listens on).
+fn spawn_peer(args: &[&str]) -> (std::process::Child, u16) {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn a peer");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let port = lines
+        .next()
+        .expect("a port line")
+        .expect("read")
+        .trim()
+        .parse()
+        .expect("a port");
+    (child, port)
+}
+
+/// Binds 127.0.0.1:0, prints the port, accepts one connection.
+async fn accept_one() -> TcpStream {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    println!("{}", listener.local_addr().expect("addr").port());
+    std::io::stdout().flush().expect("stdout");
+    let (s, _) = listener.accept().await.expect("accept");
+    s.set_nodelay(true).expect("nodelay");
+    s
+}
+
+/// The sending process of a `peer` measurement: starts a `peer-recv`
+/// process, connects, sends one warm-up message and waits for its one-byte
+/// answer, then times `count` messages until the receiver has answered the
+/// last one. The sending loop is a task spawned on `rt` (as a server runs a
+/// connection), on either runtime flavor; the receiver runs the same way.
+fn peer_send(rt: &Runtime, variant: Variant, payload: Bytes, count: usize, flavor: Flavor) -> f64 {
+    let (mut child, port) = spawn_peer(&[
+        "peer-recv",
+        variant.name(),
+        &payload.len().to_string(),
+        &count.to_string(),
+        flavor.name(),
+    ]);
+    let secs = rt.block_on(async {
+        let s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let (mut r, w) = s.into_split();
+        let tx = variant.sender(w, &payload);
+        let mut ack = [0u8; 1];
+        let tx = tokio::spawn(tx.send(payload.clone(), 1))
+            .await
+            .expect("warm-up");
+        r.read_exact(&mut ack).await.expect("an answer");
+        let timed = tokio::spawn(async move {
+            let t0 = Instant::now();
+            let tx = tx.send(payload, count as u64).await;
+            r.read_exact(&mut ack).await.expect("an answer");
+            (t0.elapsed().as_secs_f64(), tx)
+        });
+        let (secs, tx) = timed.await.expect("the sender");
+        drop(tx);
+        secs
+    });
+    child.wait().expect("peer-recv exit");
+    secs
+}
+
+/// The receiving process of a `peer` measurement (see [`peer_send`]).
+fn peer_recv(variant: Variant, size: usize, count: u64, flavor: Flavor) {
+    let rt = flavor.runtime();
+    rt.block_on(async {
+        let (r, mut w) = accept_one().await.into_split();
+        let run = tokio::spawn(async move {
+            let rx = variant.receiver(r, size);
+            let rx = rx.recv(1).await;
+            w.write_all(b"k").await.expect("answer");
+            let rx = rx.recv(count).await;
+            w.write_all(b"k").await.expect("answer");
+            drop(rx);
+        });
+        run.await.expect("the receiver");
+    });
+}
+
+/// The client process of a `peer_rt` measurement: starts a `peer-pong`
+/// process, connects, 10 untimed round trips, then `count` timed ones, in a
+/// task spawned on `rt` (`spawned`), or in `block_on` itself: on the
+/// multi-thread runtime the future `block_on` runs is polled by the calling
+/// thread, not a worker, so every answer is a wake-up of another thread.
+fn peer_round_trips(rt: &Runtime, count: usize, flavor: Flavor, spawned: bool) -> f64 {
+    let (mut child, port) = spawn_peer(&["peer-pong", flavor.name()]);
+    let secs = rt.block_on(async {
+        let s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let mut client = Connection::builder().limits(Limits::dask_compat()).build(s);
+        let run = async move {
+            ping_client(&mut client, 10).await;
+            let t0 = Instant::now();
+            ping_client(&mut client, count as u64).await;
+            t0.elapsed().as_secs_f64()
+        };
+        if spawned {
+            tokio::spawn(run).await.expect("the client")
+        } else {
+            run.await
+        }
+    });
+    child.wait().expect("peer-pong exit");
+    secs
+}
+
+/// The server process of a `peer_rt` measurement.
+fn peer_pong(flavor: Flavor) {
+    let rt = flavor.runtime();
+    rt.block_on(async {
+        let s = accept_one().await;
+        tokio::spawn(pong_server(s)).await.expect("the server");
+    });
+}
+
+/// The TLS files of a `make-certs` directory (`-`: none, plain TCP).
+fn tls_config(certs: &str) -> Option<TlsConfig> {
+    (certs != "-").then(|| {
+        let c = certs::Certs { dir: certs.into() };
+        TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).expect("the TLS files")
+    })
+}
+
+/// A builder with these certificates, if any.
+fn builder(tls: Option<&TlsConfig>) -> ConnectionBuilder {
+    let mut b = ConnectionBuilder::new();
+    if let Some(config) = tls {
+        b.tls(config.clone());
+    }
+    b
+}
+
+fn handshake_options() -> HandshakeOptions {
+    HandshakeOptions {
+        timeout: Some(std::time::Duration::from_secs(60)),
+        ..HandshakeOptions::default()
+    }
+}
+
+/// The sending process of a `wire` row: starts a `wire-recv` process,
+/// connects (`tcp://` or `tls://`), sends one warm-up message and waits for
+/// its "ok", then times `count` messages of a `size`-byte ndarray until the
+/// receiver has answered the last one. Dask's comms run the same way
+/// (`benches/dask_peer.py`), each side in its own process.
+fn wire_send(req: &Json) -> Json {
+    let scheme = req["scheme"].as_str().expect("scheme");
+    let certs = req["certs"].as_str().unwrap_or("-");
+    let (size, count) = (get_usize(req, "size"), get_usize(req, "count"));
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args(["wire-recv", scheme, certs])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn wire-recv");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let address = lines.next().expect("an address").expect("read");
+    let tls = tls_config(certs);
+    let data = ndarray_message(Bytes::from(vec![1u8; size]));
+    let with_last = |last: bool| {
+        let mut m = data.clone(); // the same payload `Bytes`, not a copy
+        if let Value::Map(entries) = &mut m {
+            entries.push(("last".into(), last.into()));
+        }
+        m
+    };
+    let (more, last) = (with_last(false), with_last(true));
+    let rt = Flavor::TwoThreads.runtime();
+    let (secs, suite) = rt.block_on(async {
+        let (mut conn, _) = builder(tls.as_ref())
+            .connect_address(&address, &handshake_options())
+            .await
+            .expect("connect");
+        let suite = conn.get_ref().cipher_suite();
+        conn.send_value(&last).await.expect("warm-up");
+        conn.recv_value().await.expect("ok").expect("ok");
+        let t0 = Instant::now();
+        for i in 0..count {
+            let msg = if i + 1 == count { &last } else { &more };
+            conn.send_value(msg).await.expect("send");
+        }
+        conn.recv_value().await.expect("ok").expect("ok");
+        let secs = t0.elapsed().as_secs_f64();
+        conn.close().await.ok();
+        (secs, suite)
+    });
+    child.wait().expect("wire-recv exit");
+    json!({"secs": secs, "bytes": size * count, "count": count, "cipher": suite})
+}
+
+/// The receiving process of a `wire` row.
+fn wire_recv(scheme: &str, certs: &str) {
+    let tls = tls_config(certs);
+    let rt = Flavor::TwoThreads.runtime();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        println!("{scheme}://127.0.0.1:{port}");
+        std::io::stdout().flush().expect("stdout");
+        let (s, _) = listener.accept().await.expect("accept");
+        let (mut conn, _) = builder(tls.as_ref())
+            .accept_socket(s, &handshake_options())
+            .await
+            .expect("accept");
+        let ok = Value::str("ok");
+        while let Some(msg) = conn.recv_value().await {
+            let msg = msg.expect("recv");
+            assert!(matches!(msg.get("data"), Some(Value::NdArray(_))));
+            if msg.get("last") == Some(&Value::Bool(true)) {
+                conn.send_value(&ok).await.expect("ok");
+            }
+        }
+    });
+}
+
+/// `count` times: connect to `address`, TLS and Dask handshakes, one
+/// `{"op": "identity", "reply": true}` and its reply (timed), then close
+/// (not timed). Seconds per call, each call's.
+fn connect_identity(req: &Json) -> Json {
+    let address = req["address"].as_str().expect("address");
+    let tls = tls_config(req["certs"].as_str().unwrap_or("-"));
+    let count = get_usize(req, "count");
+    let identity = Value::map_of([("op", Value::str("identity")), ("reply", true.into())]);
+    let rt = Flavor::OneThread.runtime();
+    let times: Vec<f64> = rt.block_on(async {
+        let mut times = Vec::with_capacity(count);
+        for _ in 0..count {
+            let t0 = Instant::now();
+            let (mut conn, _) = builder(tls.as_ref())
+                .connect_address(address, &handshake_options())
+                .await
+                .expect("connect");
+            conn.send_value(&identity).await.expect("send");
+            let reply = conn.recv_value().await.expect("a reply").expect("reply");
+            times.push(t0.elapsed().as_secs_f64());
+            assert!(reply.get("type").is_some(), "{reply:?}");
+            conn.close().await.ok();
+        }
+        times
+    });
+    json!({"times": times})
+}
+
+/// A captured 2026.8.0 message decoded into its Rust type or encoded from
+/// it, or the dynamic path on the same frames (`benches/typed.rs` has the
+/// criterion version).
+fn typed(req: &Json, min_time: f64) -> Json {
+    use framewire::dask::{SchedulerToWorker, WorkerToScheduler};
+    use framewire::serialize::{DeserializeOptions, SerializeOptions};
+    use framewire::typed::{from_frames, to_frames};
+    use framewire::{from_value, to_value};
+
+    let case = req["case"].as_str().expect("case");
+    let frames = common::capture_frames(case);
+    assert!(!frames.is_empty(), "no capture {case}");
+    let opts = DeserializeOptions::default();
+    let loads = |f: &[Bytes]| framewire::loads(f, &opts).expect("loads");
+    let (per_call, calls) = match (case, req["path"].as_str().expect("path")) {
+        (_, "loads") => timed(min_time, || {
+            std::hint::black_box(loads(std::hint::black_box(&frames)));
+        }),
+        ("compute-task_1", "typed_decode") => timed(min_time, || {
+            let f = std::hint::black_box(&frames);
+            std::hint::black_box(from_frames::<Vec<SchedulerToWorker>>(f, &opts).expect("typed"));
+        }),
+        ("compute-task_1", "typed_decode_value") => timed(min_time, || {
+            let v = loads(std::hint::black_box(&frames));
+            std::hint::black_box(from_value::<Vec<SchedulerToWorker>>(v).expect("typed"));
+        }),
+        ("task-finished_1", path) => {
+            let batch: Vec<WorkerToScheduler> = from_value(loads(&frames)).expect("typed");
+            let value = to_value(&batch).expect("to_value");
+            assert_eq!(dumps(&value).expect("dumps"), frames, "the captured bytes");
+            let sopts = SerializeOptions::default();
+            assert_eq!(to_frames(&batch, &sopts).expect("to_frames"), frames);
+            match path {
+                "dumps" => timed(min_time, || {
+                    std::hint::black_box(dumps(std::hint::black_box(&value)).expect("dumps"));
+                }),
+                "typed_encode" => timed(min_time, || {
+                    let b = std::hint::black_box(&batch);
+                    std::hint::black_box(to_frames(b, &sopts).expect("to_frames"));
+                }),
+                "typed_encode_value" => timed(min_time, || {
+                    let v = to_value(std::hint::black_box(&batch)).expect("to_value");
+                    std::hint::black_box(dumps(&v).expect("dumps"));
+                }),
+                other => return json!({"error": format!("no path {other:?}")}),
+            }
+        }
+        (case, path) => return json!({"error": format!("no typed row {case}/{path}")}),
+    };
+    json!({"per_call_s": per_call, "calls": calls, "frames": frames.len()})
 }
 
 /// The sending side of the peak-RSS row: starts a fresh `rss-recv` process

@@ -5,18 +5,41 @@ benches/compare.rs (framewire's side), answered with distributed 2026.8.0.
     dask_peer.py serve             JSON requests on stdin, one JSON result per line on stdout
     dask_peer.py rss-recv MODE     receives one message over distributed.comm and prints its
                                    VmRSS before and VmHWM after (peak-RSS row)
+    dask_peer.py wire-recv SCHEME CERTS
+                                   the receiving process of the wire rows (see `wire`)
+    dask_peer.py peer-recv KIND SIZE COUNT
+                                   the receiving process of a `peer` measurement: receives
+                                   1 + COUNT messages (deserialize=True) and answers "ok"
+                                   after the first and after the last
+    dask_peer.py peer-pong         the server process of a `peer_rt` measurement: answers
+                                   every "ping" with "pong" until the client closes
 
-Requests ("op"): serde {struct, mode, n, min_time}, dumps {size, min_time},
-transport {size, count}, small_one_way {count}, round_trip {count}, rss {size},
-reset (drop cached values), quit.
+Requests ("op"): serde {struct, mode, n, min_time, serializers} (serializers: absent
+for Dask's default ("dask", "pickle"), "msgpack" for serializers=["msgpack"]), dumps
+{size, min_time}, peer {kind, size, count} (two processes: this one writes, a fresh
+`peer-recv` process reads; kind "ndarray" or "small"), peer_rt {count} (two processes:
+this one asks, a fresh `peer-pong` answers), and the same in this one process (both
+ends on one event loop): transport {size, count}, small_one_way {count}, round_trip
+{count}; rss {size},
+wire {scheme, size, count, certs} (this process sends over SCHEME://, a fresh
+`wire-recv` process receives with deserialize=True, as two Dask processes do),
+connect {address, certs, count} (connect + TLS and Dask handshakes + one identity
+round trip to a running server, timed, then close), typed {case, path: loads | dumps} (a captured message of tests/captures/conversation:
+protocol.loads of its frames with deserialize=True, as a worker reads its stream, or
+protocol.dumps of what that gives), reset (drop cached values), quit.
 
-Method (as /work/shared/peers measured Dask): serialize/deserialize and dumps are
-timed with time.perf_counter, gc collected before and disabled inside the timed
-loop (a lower bound for Python); a loop runs until min_time has passed (at least
-one call). The comm rows put both ends in this one process on one asyncio event
-loop, over tcp://127.0.0.1, deserialize=True on both ends (py_small_msgs.py's
-set-up); each request opens a fresh listener and connection, sends one
-warm-up message, then times `count` messages until the receiver has the last.
+Method: serialize/deserialize and dumps are timed with time.perf_counter (and
+time.thread_time for the CPU figure), gc collected before and disabled inside the
+timed loop (a lower bound for Python); a loop runs until min_time has passed (at
+least one call). The comm rows use distributed.comm over tcp://127.0.0.1 with
+deserialize=True on both ends: `peer` and `peer_rt` with one process per end (as
+Dask peers run), `transport`, `small_one_way` and `round_trip` with both ends in
+this one process on one asyncio event loop (the old set-up, kept as an extra). A
+`peer` measurement connects to a fresh receiver, writes one warm-up message and
+waits for its "ok", then times `count` messages until the "ok" after the last.
+Dask's comm hands `dumps`/`loads` of a message over 10 MiB
+(distributed.comm.offload) to its one "Dask-Offload" thread; the socket reads and
+writes stay on the event loop.
 Modes: never = iterate_collection=False, auto = None, always = True.
 """
 import asyncio
@@ -32,6 +55,7 @@ from distributed.comm import connect, listen
 from distributed.comm.core import CommClosedError
 from distributed.protocol import deserialize, dumps, serialize, to_serialize
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = {"never": False, "auto": None, "always": True}
 
 
@@ -50,17 +74,23 @@ def collection(name, n):
 
 def timed(fn, min_time):
     """Seconds per call of fn, calling it until min_time has passed."""
+    per_call, _, calls = timed_cpu(fn, min_time)
+    return per_call, calls
+
+
+def timed_cpu(fn, min_time):
+    """timed(), with this thread's CPU seconds per call too."""
     gc.collect()
     gc.disable()
     try:
         calls = 0
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         while True:
             fn()
             calls += 1
             elapsed = time.perf_counter() - t0
             if elapsed >= min_time:
-                return elapsed / calls, calls
+                return elapsed / calls, (time.thread_time() - c0) / calls, calls
     finally:
         gc.enable()
 
@@ -95,21 +125,23 @@ class Peer:
         n, mode = req["n"], req["mode"]
         x = self.cache(("serde", req["struct"], n), lambda: collection(req["struct"], n))
         flag = MODES[mode]
-        if (req["struct"], mode) not in self.warmed:
+        # None: Dask's default ("dask", "pickle"); else e.g. ["msgpack"].
+        sers = [req["serializers"]] if req.get("serializers") else None
+        if (req["struct"], mode, req.get("serializers")) not in self.warmed:
             # Untimed warm-up, once per collection and mode: first-use costs (imports).
-            h, f = serialize(x, iterate_collection=flag)
+            h, f = serialize(x, serializers=sers, iterate_collection=flag)
             deserialize(h, f)
             del h, f
-            self.warmed.add((req["struct"], mode))
+            self.warmed.add((req["struct"], mode, req.get("serializers")))
         frames = []
 
         def call():
-            h, f = serialize(x, iterate_collection=flag)
+            h, f = serialize(x, serializers=sers, iterate_collection=flag)
             frames[:] = [len(f)]
             deserialize(h, f)
 
-        per_call, calls = timed(call, req.get("min_time", 0.1))
-        return {"per_call_s": per_call, "calls": calls, "frames": frames[0]}
+        per_call, cpu, calls = timed_cpu(call, req.get("min_time", 0.1))
+        return {"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": frames[0]}
 
     def dumps(self, req):
         size = req["size"]
@@ -121,8 +153,32 @@ class Peer:
         # 2026.8.0); without one, dumps would try lz4 on every shard ("auto").
         ctx = {"compression": None}
         nframes = len(dumps(msg, context=ctx))
-        per_call, calls = timed(lambda: dumps(msg, context=ctx), req.get("min_time", 0.1))
-        return {"per_call_s": per_call, "calls": calls, "frames": nframes}
+        per_call, cpu, calls = timed_cpu(lambda: dumps(msg, context=ctx), req.get("min_time", 0.1))
+        return {"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": nframes}
+
+    def typed(self, req):
+        from distributed.protocol import loads
+
+        case_dir = os.path.join(os.path.dirname(HERE), "tests", "captures", "conversation", req["case"])
+        frames, i = [], 0
+        while os.path.exists(os.path.join(case_dir, f"frame_{i:03}.bin")):
+            with open(os.path.join(case_dir, f"frame_{i:03}.bin"), "rb") as fh:
+                frames.append(fh.read())
+            i += 1
+        if not frames:
+            raise ValueError(f"no capture {req['case']}")
+        min_time = req.get("min_time", 0.1)
+        if req["path"] == "loads":
+            per_call, calls = timed(lambda: loads(frames, deserialize=True), min_time)
+        elif req["path"] == "dumps":
+            msg = loads(frames, deserialize=True)
+            ctx = {"compression": None}
+            if dumps(msg, context=ctx) != frames:
+                raise ValueError(f"{req['case']}: dumps does not give the captured frames")
+            per_call, calls = timed(lambda: dumps(msg, context=ctx), min_time)
+        else:
+            raise ValueError(f"no path {req['path']!r}")
+        return {"per_call_s": per_call, "calls": calls, "frames": len(frames)}
 
     def reset(self, req):
         self.cached = None
@@ -186,22 +242,125 @@ class Peer:
         listener.stop()
         return secs
 
+    def _message(self, kind, size):
+        """framewire's `ndarray_message` / `small_task` (benches/common/mod.rs)."""
+        if kind == "small":
+            return {"op": "compute-task", "key": ("x", 1),
+                    "run_spec": ("f", to_serialize(b"\x00" * 1024)), "priority": (0, 1)}
+        arr = self.cache(("array", size), lambda: (np.arange(size) % 251).astype(np.uint8))
+        return {"op": "send", "data": to_serialize(arr)}
+
     def transport(self, req):
         size, count = req["size"], req["count"]
-        arr = self.cache(("array", size), lambda: (np.arange(size) % 251).astype(np.uint8))
-        msg = {"op": "send", "data": to_serialize(arr)}
-        secs = self.loop.run_until_complete(self._one_way(msg, count))
+        secs = self.loop.run_until_complete(self._one_way(self._message("ndarray", size), count))
         return {"secs": secs, "bytes": size * count, "count": count}
 
     def small_one_way(self, req):
-        msg = {"op": "compute-task", "key": ("x", 1),
-               "run_spec": ("f", to_serialize(b"\x00" * 1024)), "priority": (0, 1)}
-        secs = self.loop.run_until_complete(self._one_way(msg, req["count"]))
+        secs = self.loop.run_until_complete(self._one_way(self._message("small", 0), req["count"]))
         return {"secs": secs, "count": req["count"]}
 
     def round_trip(self, req):
         secs = self.loop.run_until_complete(self._round_trip(req["count"]))
         return {"secs": secs, "count": req["count"]}
+
+    # ---- two processes ----------------------------------------------------------------
+
+    def _child(self, *args):
+        """A child process of this script; returns it and the address it prints first."""
+        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), *map(str, args)],
+                                 stdout=subprocess.PIPE, text=True)
+        return child, child.stdout.readline().strip()
+
+    def peer(self, req):
+        """`count` messages to a fresh `peer-recv` process: the same message as
+        `transport` (kind "ndarray", `size` bytes) or `small_one_way` (kind "small")."""
+        size, count, kind = req["size"], req["count"], req.get("kind", "ndarray")
+        child, addr = self._child("peer-recv", kind, size, count)
+        msg = self._message(kind, size)
+
+        async def send():
+            comm = await connect(addr, deserialize=True)
+            await comm.write(msg)  # warm-up
+            await comm.read()
+            t0 = time.perf_counter()
+            for _ in range(count):
+                await comm.write(msg)
+            await comm.read()
+            secs = time.perf_counter() - t0
+            await comm.close()
+            return secs
+
+        secs = self.loop.run_until_complete(send())
+        child.wait(timeout=120)
+        return {"secs": secs, "bytes": size * count, "count": count}
+
+    def peer_rt(self, req):
+        """`count` round trips ("ping" / "pong") with a fresh `peer-pong` process."""
+        count = req["count"]
+        child, addr = self._child("peer-pong")
+
+        async def ask():
+            comm = await connect(addr, deserialize=True)
+            for _ in range(10):  # warm-up
+                await comm.write("ping")
+                await comm.read()
+            t0 = time.perf_counter()
+            for _ in range(count):
+                await comm.write("ping")
+                assert await comm.read() == "pong"
+            secs = time.perf_counter() - t0
+            await comm.close()
+            return secs
+
+        secs = self.loop.run_until_complete(ask())
+        child.wait(timeout=120)
+        return {"secs": secs, "count": count}
+
+    def wire(self, req):
+        """Sends `count` messages of a `size`-byte ndarray to a fresh `wire-recv` process."""
+        size, count, certs = req["size"], req["count"], req.get("certs") or "-"
+        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "wire-recv",
+                                  req["scheme"], certs], stdout=subprocess.PIPE, text=True)
+        addr = child.stdout.readline().strip()
+        arr = self.cache(("array", size), lambda: (np.arange(size) % 251).astype(np.uint8))
+        more = {"op": "send", "data": to_serialize(arr), "last": False}
+        last = {"op": "send", "data": to_serialize(arr), "last": True}
+        _, conn_args = security_args(certs)
+
+        async def send():
+            comm = await connect(addr, deserialize=True, **conn_args)
+            cipher = comm.extra_info.get("cipher")
+            await comm.write(last)
+            await comm.read()
+            t0 = time.perf_counter()
+            for i in range(count):
+                await comm.write(last if i + 1 == count else more)
+            await comm.read()
+            secs = time.perf_counter() - t0
+            await comm.close()
+            return secs, cipher
+
+        secs, cipher = self.loop.run_until_complete(send())
+        child.wait(timeout=120)
+        return {"secs": secs, "bytes": size * count, "count": count,
+                "cipher": cipher[0] if cipher else None}
+
+    def connect(self, req):
+        _, conn_args = security_args(req.get("certs") or "-")
+
+        async def calls():
+            times = []
+            for _ in range(req["count"]):
+                t0 = time.perf_counter()
+                comm = await connect(req["address"], **conn_args)
+                await comm.write({"op": "identity", "reply": True})
+                reply = await comm.read()
+                times.append(time.perf_counter() - t0)
+                assert "type" in reply, reply
+                await comm.close()
+            return times
+
+        return {"times": self.loop.run_until_complete(calls())}
 
     # ---- peak RSS ---------------------------------------------------------------------
 
@@ -254,6 +413,94 @@ def rss_recv():
     asyncio.run(main())
 
 
+def peer_recv(count):
+    """Receives 1 + count messages on one comm, "ok" after the first and the last."""
+    async def main():
+        done = asyncio.Event()
+
+        async def handle(comm):
+            try:
+                await comm.read()
+                await comm.write("ok")
+                for _ in range(count):
+                    await comm.read()
+                await comm.write("ok")
+                await comm.close()
+            finally:
+                done.set()
+
+        listener = listen("tcp://127.0.0.1:0", handle, deserialize=True)
+        await listener.start()
+        print(listener.contact_address, flush=True)
+        await done.wait()
+        listener.stop()
+
+    asyncio.run(main())
+
+
+def peer_pong():
+    """Answers every "ping" with "pong" on one comm until it closes."""
+    async def main():
+        done = asyncio.Event()
+
+        async def handle(comm):
+            try:
+                while True:
+                    if await comm.read() == "ping":
+                        await comm.write("pong")
+            except CommClosedError:
+                pass
+            finally:
+                done.set()
+
+        listener = listen("tcp://127.0.0.1:0", handle, deserialize=True)
+        await listener.start()
+        print(listener.contact_address, flush=True)
+        await done.wait()
+        listener.stop()
+
+    asyncio.run(main())
+
+
+def security_args(certs):
+    """(listen args, connection args) for the files of `compare make-certs` (`-`: none)."""
+    if certs == "-":
+        return {}, {}
+    from distributed.security import Security
+
+    ca, cert, key = (os.path.join(certs, f) for f in ("ca.pem", "node.pem", "node.key"))
+    sec = Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key,
+                   tls_scheduler_cert=cert, tls_scheduler_key=key, require_encryption=True)
+    return sec.get_listen_args("scheduler"), sec.get_connection_args("client")
+
+
+def wire_recv(scheme, certs):
+    listen_args, _ = security_args(certs)
+
+    async def main():
+        done = asyncio.Event()
+
+        async def handle(comm):
+            try:
+                while True:
+                    msg = await comm.read()
+                    assert isinstance(msg["data"], np.ndarray)
+                    if msg["last"]:
+                        await comm.write("ok")
+            except CommClosedError:
+                pass
+            finally:
+                done.set()
+
+        listener = listen(f"{scheme}://127.0.0.1:0", handle, deserialize=True, **listen_args)
+        await listener.start()
+        print(listener.contact_address, flush=True)
+        await done.wait()
+        listener.stop()
+
+    asyncio.run(main())
+
+
 def serve():
     peer = Peer()
     for line in sys.stdin:
@@ -276,5 +523,11 @@ def serve():
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "rss-recv":
         rss_recv()
+    elif len(sys.argv) == 4 and sys.argv[1] == "wire-recv":
+        wire_recv(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 5 and sys.argv[1] == "peer-recv":
+        peer_recv(int(sys.argv[4]))
+    elif len(sys.argv) == 2 and sys.argv[1] == "peer-pong":
+        peer_pong()
     else:
         serve()

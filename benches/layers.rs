@@ -6,7 +6,8 @@ use std::hint::black_box;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use framewire::{dumps, loads, Block, Envelope, Header, Limits, Value};
+use framewire::message::loads;
+use framewire::{dumps, Block, Envelope, Header, Limits, Value};
 
 const SIZES: [(&str, usize); 4] = [
     ("1KiB", 1 << 10),

@@ -21,8 +21,9 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
     Throughput,
 };
+use framewire::message::loads;
 use framewire::serialize::{deserialize, serialize};
-use framewire::{dumps, loads, Limits};
+use framewire::{dumps, Limits};
 
 mod common;
 use common::{collection, deserialize_options, modes, serialize_options, size_name, STRUCTS};

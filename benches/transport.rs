@@ -28,7 +28,7 @@ use criterion::{
 };
 
 mod common;
-use common::{size_name, small_task, Flavor, Link, PingPong, Variant, KIB, MIB};
+use common::{size_name, Flavor, Link, PingPong, Variant, KIB, MIB};
 
 fn quick() -> bool {
     std::env::args().any(|a| a == "--quick")
@@ -74,7 +74,7 @@ fn small_messages(c: &mut Criterion) {
         (Flavor::TwoThreads, "2threads"),
     ] {
         let rt = flavor.runtime();
-        let mut link = Link::task(&rt, small_task());
+        let mut link = Link::small(&rt);
         g.bench_function(
             BenchmarkId::new(format!("one_way_{name}"), "1KiB_task"),
             |b| b.iter_custom(|iters| link.run(&rt, iters)),

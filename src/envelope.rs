@@ -20,7 +20,7 @@ use smallvec::SmallVec;
 use zerocopy::little_endian::U64;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use crate::error::{DecodeError, EncodeError};
+use crate::error::EncodeError;
 use crate::limits::Limits;
 
 /// The fixed start of every message: `N` and `count`.
@@ -33,6 +33,97 @@ struct Head {
 
 /// Size of the `N` field, which does not count itself.
 const N_LEN: u64 = 8;
+
+/// What can be wrong with a message's framing (SPEC.md §2). Every declared
+/// number is checked before anything is allocated for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EnvelopeError {
+    /// The input ended before the message did.
+    Truncated {
+        /// Byte offset (from the start of the message) at which more was needed.
+        offset: u64,
+        /// Bytes the message needs from its start.
+        needed: u64,
+        /// Bytes that were available.
+        got: u64,
+    },
+    /// The prelude declares zero frames (Dask never sends this).
+    EmptyMessage,
+    /// The prelude declares more frames than [`Limits::max_frames`](crate::Limits).
+    FrameCountExceeded {
+        /// The declared count.
+        declared: u64,
+        /// The limit.
+        limit: usize,
+    },
+    /// A frame is longer than [`Limits::max_frame_len`](crate::Limits).
+    FrameTooLarge {
+        /// Index of the frame.
+        index: usize,
+        /// Its declared length.
+        declared: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The frame lengths add up to more than [`Limits::max_message_len`](crate::Limits).
+    MessageTooLarge {
+        /// The declared total (saturated at `u64::MAX`).
+        declared: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The declared lengths overflow `u64` or `usize`.
+    LengthOverflow,
+    /// The first-read length `N` is smaller than the prelude or does not fall
+    /// on a frame boundary.
+    InconsistentPrelude {
+        /// The `N` field.
+        first_read: u64,
+        /// The prelude's own size (`8 + 8 * count`).
+        prelude_len: u64,
+    },
+}
+
+impl std::fmt::Display for EnvelopeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use EnvelopeError::*;
+        match self {
+            Truncated { offset, needed, got } => write!(
+                f,
+                "truncated at byte {offset}: the message needs {needed} bytes, {got} available"
+            ),
+            EmptyMessage => f.write_str("the prelude declares zero frames"),
+            FrameCountExceeded { declared, limit } => {
+                write!(f, "{declared} frames declared, limit {limit}")
+            }
+            FrameTooLarge {
+                index,
+                declared,
+                limit,
+            } => write!(f, "frame {index} declares {declared} bytes, limit {limit}"),
+            MessageTooLarge { declared, limit } => {
+                write!(f, "frames add up to {declared} bytes, limit {limit}")
+            }
+            LengthOverflow => f.write_str("frame lengths overflow"),
+            InconsistentPrelude {
+                first_read,
+                prelude_len,
+            } => write!(
+                f,
+                "first-read length {first_read} is below the {prelude_len}-byte prelude or not on a frame boundary"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EnvelopeError {}
+
+impl From<EnvelopeError> for std::io::Error {
+    fn from(e: EnvelopeError) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
+}
 
 /// A parsed and checked prelude: `N` and the frame lengths.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,21 +199,21 @@ pub enum PreludeStatus {
 /// use framewire::{envelope, Limits};
 /// let wire = [0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0, 0, 0, 0, 0, 0x10];
 /// let err = envelope::parse_prelude(&wire, &Limits::strict()).unwrap_err();
-/// assert!(matches!(err, framewire::DecodeError::FrameCountExceeded { .. }));
+/// assert!(matches!(err, framewire::EnvelopeError::FrameCountExceeded { .. }));
 /// ```
-pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, DecodeError> {
+pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, EnvelopeError> {
     let Ok((head, rest)) = Head::ref_from_prefix(buf) else {
         return Ok(PreludeStatus::Need(16));
     };
     let first_read = head.first_read.get();
     let count = head.count.get();
     if count == 0 {
-        return Err(DecodeError::EmptyMessage);
+        return Err(EnvelopeError::EmptyMessage);
     }
     let n = match usize::try_from(count) {
         Ok(n) if n <= limits.max_frames => n,
         _ => {
-            return Err(DecodeError::FrameCountExceeded {
+            return Err(EnvelopeError::FrameCountExceeded {
                 declared: count,
                 limit: limits.max_frames,
             })
@@ -133,7 +224,7 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Decod
         let need = n
             .checked_mul(8)
             .and_then(|t| t.checked_add(16))
-            .ok_or(DecodeError::LengthOverflow)?;
+            .ok_or(EnvelopeError::LengthOverflow)?;
         return Ok(PreludeStatus::Need(need));
     };
     let mut lengths = Vec::with_capacity(n);
@@ -141,17 +232,19 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Decod
     for (index, len) in table.iter().enumerate() {
         let len = len.get();
         if len > limits.max_frame_len {
-            return Err(DecodeError::FrameTooLarge {
+            return Err(EnvelopeError::FrameTooLarge {
                 index,
                 declared: len,
                 limit: limits.max_frame_len,
             });
         }
-        total = total.checked_add(len).ok_or(DecodeError::LengthOverflow)?;
+        total = total
+            .checked_add(len)
+            .ok_or(EnvelopeError::LengthOverflow)?;
         lengths.push(len);
     }
     if total > limits.max_message_len {
-        return Err(DecodeError::MessageTooLarge {
+        return Err(EnvelopeError::MessageTooLarge {
             declared: total,
             limit: limits.max_message_len,
         });
@@ -162,9 +255,9 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Decod
         .checked_add(N_LEN)
         .and_then(|h| h.checked_add(total))
         .and_then(|w| usize::try_from(w).ok())
-        .ok_or(DecodeError::LengthOverflow)?;
+        .ok_or(EnvelopeError::LengthOverflow)?;
     // N must fall on a frame boundary at or after the prelude.
-    let inconsistent = DecodeError::InconsistentPrelude {
+    let inconsistent = EnvelopeError::InconsistentPrelude {
         first_read,
         prelude_len: prelude,
     };
@@ -246,11 +339,11 @@ impl Envelope {
     /// Decodes the message at the start of `buf`: the frames are slices of
     /// `buf` (no copy). Returns the message and the bytes it used; bytes after
     /// it (the next message on a stream) are left alone.
-    pub fn decode(buf: &Bytes, limits: &Limits) -> Result<(Envelope, usize), DecodeError> {
+    pub fn decode(buf: &Bytes, limits: &Limits) -> Result<(Envelope, usize), EnvelopeError> {
         let prelude = match parse_prelude(buf, limits)? {
             PreludeStatus::Complete(p) => p,
             PreludeStatus::Need(n) => {
-                return Err(DecodeError::Truncated {
+                return Err(EnvelopeError::Truncated {
                     offset: buf.len() as u64,
                     needed: n as u64,
                     got: buf.len() as u64,
@@ -259,7 +352,7 @@ impl Envelope {
         };
         let wire_len = prelude.wire_len();
         if (buf.len() as u64) < wire_len {
-            return Err(DecodeError::Truncated {
+            return Err(EnvelopeError::Truncated {
                 offset: buf.len() as u64,
                 needed: wire_len,
                 got: buf.len() as u64,

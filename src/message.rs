@@ -13,15 +13,188 @@
 //! values). Frames no placeholder claims (orphans) are tolerated, as Dask
 //! does; a frame claimed twice is refused.
 
+use std::fmt;
+
 use bytes::{Bytes, BytesMut};
 
-use crate::error::{DecodeError, EncodeError, Position};
+use crate::error::EncodeError;
 use crate::limits::Limits;
-use crate::msgpack::{self, PICKLED_KEY, SERIALIZED_KEY};
+use crate::msgpack::{self, Leaves, MsgpackError, Position};
 use crate::value::{Block, Header, Value};
 
 /// The key in a sub-header that says how many payload frames follow it.
 pub const NUM_SUB_FRAMES: &str = "num-sub-frames";
+
+/// The key of a `{"__Serialized__": i}` placeholder.
+pub const SERIALIZED_KEY: &str = "__Serialized__";
+/// The key of a `{"__Pickled__": i}` placeholder.
+pub const PICKLED_KEY: &str = "__Pickled__";
+
+/// What can be wrong with a message's frame 0 and its blocks (SPEC.md §4):
+/// the msgpack of frame 0 or of a sub-header, or the placeholders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MessageError {
+    /// Frame 0 or a sub-header is not acceptable msgpack.
+    Msgpack(MsgpackError),
+    /// No frames at all: a message has at least frame 0.
+    NoFrames,
+    /// A `__Serialized__` / `__Pickled__` offset that is not a positive integer
+    /// (0, negative, `true`, a float, nil...). Dask silently ignores offsets
+    /// ≤ 0 and reads `true` as 1; framewire refuses them.
+    InvalidOffset {
+        /// Where the placeholder map starts in frame 0.
+        at: Position,
+    },
+    /// A block offset at or past the end of the frame list.
+    OffsetOutOfRange {
+        /// The offset.
+        offset: u64,
+        /// Frames in the message.
+        frames: usize,
+    },
+    /// A block's sub-frames run past the end of the frame list.
+    SubFrameRangeOutOfBounds {
+        /// The block's offset (its sub-header frame).
+        offset: usize,
+        /// Its `num-sub-frames`.
+        num_sub_frames: u64,
+        /// Frames in the message.
+        frames: usize,
+    },
+    /// Two placeholders claim the same frame (aliasing amplification).
+    FrameAliased {
+        /// The frame claimed twice.
+        frame: usize,
+    },
+    /// A map with a reserved key (`__Serialized__`, `__Pickled__`) that is not
+    /// exactly a one-entry placeholder.
+    AmbiguousReference {
+        /// Where the map starts in frame 0.
+        at: Position,
+    },
+    /// A sub-header that is not a msgpack map.
+    SubHeaderNotMap {
+        /// Its frame.
+        frame: usize,
+    },
+    /// A sub-header without a valid non-negative integer `num-sub-frames`.
+    InvalidSubFrameCount {
+        /// The sub-header's frame.
+        frame: usize,
+    },
+}
+
+impl MessageError {
+    /// Where in the message the error is, when it is at a byte of a frame.
+    pub fn position(&self) -> Option<Position> {
+        match self {
+            MessageError::Msgpack(e) => e.position(),
+            MessageError::InvalidOffset { at } | MessageError::AmbiguousReference { at } => {
+                Some(*at)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for MessageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use MessageError::*;
+        match self {
+            Msgpack(e) => e.fmt(f),
+            NoFrames => f.write_str("a message without frames"),
+            InvalidOffset { at } => write!(
+                f,
+                "placeholder at {at}: the offset is not a positive integer"
+            ),
+            OffsetOutOfRange { offset, frames } => write!(
+                f,
+                "block offset {offset} is out of range ({frames} frames)"
+            ),
+            SubFrameRangeOutOfBounds {
+                offset,
+                num_sub_frames,
+                frames,
+            } => write!(
+                f,
+                "block at frame {offset} with {num_sub_frames} sub-frames runs past the {frames} frames"
+            ),
+            FrameAliased { frame } => write!(f, "frame {frame} is claimed by two placeholders"),
+            AmbiguousReference { at } => write!(
+                f,
+                "map at {at} uses a reserved key but is not a one-entry placeholder"
+            ),
+            SubHeaderNotMap { frame } => write!(f, "sub-header in frame {frame} is not a map"),
+            InvalidSubFrameCount { frame } => write!(
+                f,
+                "sub-header in frame {frame} has no valid num-sub-frames"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MessageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MessageError::Msgpack(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<MsgpackError> for MessageError {
+    fn from(e: MsgpackError) -> MessageError {
+        MessageError::Msgpack(e)
+    }
+}
+
+/// Refuses a map key Dask would read as a placeholder: a plain map keyed
+/// `__Serialized__` or `__Pickled__` (in frame 0 or in a sub-header, whose
+/// decoder reads them too) would not come back as written.
+pub(crate) fn check_key(key: &Value) -> Result<(), EncodeError> {
+    match key.as_str() {
+        Some(SERIALIZED_KEY) => Err(EncodeError::ReservedKey {
+            key: SERIALIZED_KEY,
+        }),
+        Some(PICKLED_KEY) => Err(EncodeError::ReservedKey { key: PICKLED_KEY }),
+        _ => Ok(()),
+    }
+}
+
+/// [`check_key`] for a str key (a struct's field name, a variant's name).
+#[inline]
+pub(crate) fn check_key_str(key: &str) -> Result<(), EncodeError> {
+    match key {
+        SERIALIZED_KEY => Err(EncodeError::ReservedKey {
+            key: SERIALIZED_KEY,
+        }),
+        PICKLED_KEY => Err(EncodeError::ReservedKey { key: PICKLED_KEY }),
+        _ => Ok(()),
+    }
+}
+
+/// [`check_key`] for a key already written as msgpack (in the forms
+/// framewire writes, §3.2): refuses the str `__Serialized__` / `__Pickled__`.
+#[inline]
+pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
+    const SERIALIZED: &[u8] = b"\xae__Serialized__";
+    const PICKLED: &[u8] = b"\xab__Pickled__";
+    match key {
+        SERIALIZED => Err(EncodeError::ReservedKey {
+            key: SERIALIZED_KEY,
+        }),
+        PICKLED => Err(EncodeError::ReservedKey { key: PICKLED_KEY }),
+        _ => Ok(()),
+    }
+}
+
+/// Whether the value at `buf[pos]` is a placeholder map (`{"__Serialized__":
+/// i}` or `{"__Pickled__": i}`, whatever its `i`). Looks only.
+#[inline]
+pub(crate) fn is_placeholder_at(buf: &[u8], pos: usize) -> bool {
+    msgpack::one_entry_map_keyed(buf, pos, SERIALIZED_KEY, PICKLED_KEY)
+}
 
 /// Which placeholder a block was reached through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +234,8 @@ pub struct Loaded {
 ///
 /// ```
 /// use bytes::Bytes;
-/// use framewire::{dumps, loads, Limits, Value};
+/// use framewire::message::{dumps, loads};
+/// use framewire::{Limits, Value};
 ///
 /// let frames = vec![Bytes::from_static(b"\x81\xa2op\xa4ping")];
 /// let value = loads(&frames, &Limits::strict())?;
@@ -69,39 +243,77 @@ pub struct Loaded {
 /// assert_eq!(dumps(&value)?, frames);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn loads(frames: &[Bytes], limits: &Limits) -> Result<Value, DecodeError> {
+pub fn loads(frames: &[Bytes], limits: &Limits) -> Result<Value, MessageError> {
     loads_detailed(frames, limits).map(|l| l.value)
 }
 
 /// [`loads`], also returning where each block was and which frames are orphans.
-pub fn loads_detailed(frames: &[Bytes], limits: &Limits) -> Result<Loaded, DecodeError> {
-    let frame0 = frames.first().ok_or(DecodeError::EmptyMessage)?;
-    let mut claimed = vec![false; frames.len()];
-    claimed[0] = true;
-    let mut blocks = Vec::new();
-    let mut hook = |entries: Vec<(Value, Value)>, at: Position| {
+pub fn loads_detailed(frames: &[Bytes], limits: &Limits) -> Result<Loaded, MessageError> {
+    let mut claims = Claims::new(frames, limits)?;
+    let value = msgpack::decode(&frames[0], 0, limits, &mut |entries, at| {
+        claims.resolve(entries, at)
+    })?;
+    Ok(Loaded {
+        value,
+        orphans: claims.orphans(),
+        blocks: claims.blocks,
+    })
+}
+
+/// The blocks of one message as its placeholders claim them (SPEC.md §4.2):
+/// what [`loads`] does with each map of frame 0, for any reader of frame 0.
+pub(crate) struct Claims<'f> {
+    frames: &'f [Bytes],
+    limits: &'f Limits,
+    claimed: Vec<bool>,
+    /// The blocks claimed so far, in the order their placeholders came.
+    pub(crate) blocks: Vec<BlockRef>,
+}
+
+impl<'f> Claims<'f> {
+    /// Nothing claimed yet but frame 0, which must exist.
+    pub(crate) fn new(frames: &'f [Bytes], limits: &'f Limits) -> Result<Claims<'f>, MessageError> {
+        if frames.is_empty() {
+            return Err(MessageError::NoFrames);
+        }
+        let mut claimed = vec![false; frames.len()];
+        claimed[0] = true;
+        Ok(Claims {
+            frames,
+            limits,
+            claimed,
+            blocks: Vec::new(),
+        })
+    }
+
+    /// A map of frame 0, once its entries are decoded: plain data, or the
+    /// block its placeholder claims (a map using a reserved key otherwise
+    /// is refused).
+    pub(crate) fn resolve(
+        &mut self,
+        entries: Vec<(Value, Value)>,
+        at: Position,
+    ) -> Result<Value, MessageError> {
         let Some(kind) = placeholder_kind(&entries, at)? else {
             return Ok(Value::Map(entries));
         };
         let offset = placeholder_offset(&entries[0].1, at)?;
-        let (block, num_sub_frames) = claim_block(frames, &mut claimed, offset, limits)?;
-        blocks.push(BlockRef {
+        let (block, num_sub_frames) =
+            claim_block(self.frames, &mut self.claimed, offset, self.limits)?;
+        self.blocks.push(BlockRef {
             kind,
             offset: offset as usize, // checked by claim_block
             num_sub_frames,
         });
-        Ok(match kind {
-            BlockKind::Serialized => Value::Serialized(Box::new(block)),
-            BlockKind::Pickled => Value::Pickled(Box::new(block)),
-        })
-    };
-    let value = msgpack::decode(frame0, 0, limits, &mut hook)?;
-    let orphans = (1..frames.len()).filter(|&i| !claimed[i]).collect();
-    Ok(Loaded {
-        value,
-        blocks,
-        orphans,
-    })
+        Ok(block.with_kind(kind == BlockKind::Pickled).into_value())
+    }
+
+    /// Frames (≥ 1) no block claimed, in increasing order.
+    pub(crate) fn orphans(&self) -> Vec<usize> {
+        (1..self.frames.len())
+            .filter(|&i| !self.claimed[i])
+            .collect()
+    }
 }
 
 /// Whether a map is a placeholder. A map that uses a reserved key in any
@@ -109,7 +321,7 @@ pub fn loads_detailed(frames: &[Bytes], limits: &Limits) -> Result<Loaded, Decod
 fn placeholder_kind(
     entries: &[(Value, Value)],
     at: Position,
-) -> Result<Option<BlockKind>, DecodeError> {
+) -> Result<Option<BlockKind>, MessageError> {
     let kind_of = |k: &Value| match k.as_str() {
         Some(SERIALIZED_KEY) => Some(BlockKind::Serialized),
         Some(PICKLED_KEY) => Some(BlockKind::Pickled),
@@ -120,14 +332,14 @@ fn placeholder_kind(
         return Ok(None);
     };
     if entries.len() != 1 {
-        return Err(DecodeError::AmbiguousReference { at });
+        return Err(MessageError::AmbiguousReference { at });
     }
     Ok(Some(kind))
 }
 
-fn placeholder_offset(v: &Value, at: Position) -> Result<u64, DecodeError> {
+fn placeholder_offset(v: &Value, at: Position) -> Result<u64, MessageError> {
     match v.as_int().and_then(|i| i.as_u64()) {
-        Some(0) | None => Err(DecodeError::InvalidOffset { at }),
+        Some(0) | None => Err(MessageError::InvalidOffset { at }),
         Some(i) => Ok(i),
     }
 }
@@ -138,8 +350,8 @@ fn claim_block(
     claimed: &mut [bool],
     offset: u64,
     limits: &Limits,
-) -> Result<(Block, usize), DecodeError> {
-    let out_of_range = DecodeError::OffsetOutOfRange {
+) -> Result<(Block, usize), MessageError> {
+    let out_of_range = MessageError::OffsetOutOfRange {
         offset,
         frames: frames.len(),
     };
@@ -149,19 +361,19 @@ fn claim_block(
         .ok_or(out_of_range)?;
     let header_frame = &frames[offset];
     if claimed[offset] {
-        return Err(DecodeError::FrameAliased { frame: offset });
+        return Err(MessageError::FrameAliased { frame: offset });
     }
     // Checked like a decode, but nothing is built: a pass-through relay never
     // needs the map (see `Header::map`).
     let skimmed = msgpack::skim(header_frame, offset, limits, NUM_SUB_FRAMES)?;
     if !skimmed.is_map {
-        return Err(DecodeError::SubHeaderNotMap { frame: offset });
+        return Err(MessageError::SubHeaderNotMap { frame: offset });
     }
     let n = skimmed
         .int_at_key
         .and_then(|i| i.as_u64())
-        .ok_or(DecodeError::InvalidSubFrameCount { frame: offset })?;
-    let out_of_bounds = DecodeError::SubFrameRangeOutOfBounds {
+        .ok_or(MessageError::InvalidSubFrameCount { frame: offset })?;
+    let out_of_bounds = MessageError::SubFrameRangeOutOfBounds {
         offset,
         num_sub_frames: n,
         frames: frames.len(),
@@ -172,7 +384,7 @@ fn claim_block(
         .filter(|&end| end <= frames.len())
         .ok_or(out_of_bounds)?;
     if let Some(frame) = (offset..end).find(|&i| claimed[i]) {
-        return Err(DecodeError::FrameAliased { frame });
+        return Err(MessageError::FrameAliased { frame });
     }
     claimed[offset..end].iter_mut().for_each(|c| *c = true);
     let header = Header::from_wire(header_frame.clone(), n);
@@ -199,35 +411,95 @@ pub(crate) fn dumps_with(
     value: &Value,
     serialize: &mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
 ) -> Result<Vec<Bytes>, EncodeError> {
-    let mut frames = vec![Bytes::new()];
+    let mut placeholders = Placeholders::new(serialize);
     let mut frame0 = BytesMut::with_capacity(128);
-    let mut leaf = |v: &Value, out: &mut BytesMut| {
-        let built;
+    msgpack::encode_into(value, &mut frame0, &mut placeholders)?;
+    Ok(placeholders.finish(frame0.freeze()))
+}
+
+/// Frame 0's rules for the msgpack encoder: every out-of-band leaf becomes
+/// a placeholder whose block is appended to the frames, and reserved keys
+/// are refused. A writer of frame 0 that is not [`dumps`] (the typed
+/// layer's direct path) hands it each value it cannot write itself.
+pub(crate) struct Placeholders<'s> {
+    frames: Vec<Bytes>,
+    serialize: &'s mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
+}
+
+impl<'s> Placeholders<'s> {
+    /// No block yet; `serialize` turns a [`Value::Serialize`] or
+    /// [`Value::NdArray`] leaf into the block that replaces it.
+    pub(crate) fn new(
+        serialize: &'s mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
+    ) -> Placeholders<'s> {
+        Placeholders {
+            frames: vec![Bytes::new()],
+            serialize,
+        }
+    }
+
+    /// The message: `frame0`, then the blocks.
+    pub(crate) fn finish(self, frame0: Bytes) -> Vec<Bytes> {
+        let mut frames = self.frames;
+        frames[0] = frame0;
+        frames
+    }
+
+    /// Writes `{key: index}`, index being where the block's sub-header goes.
+    fn placeholder(&self, key: &str, out: &mut BytesMut) -> Result<(), EncodeError> {
+        msgpack::put_map_len(out, 1);
+        msgpack::put_str(out, key)?;
+        msgpack::put_uint(out, self.frames.len() as u64);
+        Ok(())
+    }
+}
+
+impl Leaves for Placeholders<'_> {
+    fn write(&mut self, v: &Value, out: &mut BytesMut) -> Result<(), EncodeError> {
         let (key, block) = match v {
             Value::Serialized(b) => (SERIALIZED_KEY, &**b),
             Value::Pickled(b) => (PICKLED_KEY, &**b),
             other => {
-                built = serialize(other)?;
-                (SERIALIZED_KEY, &built)
+                // A block built here: its frames move into the message.
+                let (header, frames) = (self.serialize)(other)?.into_parts();
+                self.placeholder(SERIALIZED_KEY, out)?;
+                self.frames.push(sub_header_bytes(&header, frames.len())?);
+                self.frames.extend(frames);
+                return Ok(());
             }
         };
-        msgpack::write_placeholder(out, key, frames.len());
-        frames.push(sub_header_bytes(block)?);
-        frames.extend(block.frames().iter().cloned());
+        self.placeholder(key, out)?;
+        self.frames
+            .push(sub_header_bytes(block.header(), block.frames().len())?);
+        self.frames.extend(block.frames().iter().cloned());
         Ok(())
-    };
-    msgpack::encode_into(value, &mut frame0, usize::MAX, &mut leaf)?;
-    frames[0] = frame0.freeze();
-    Ok(frames)
+    }
+
+    fn check_key(&mut self, key: &Value) -> Result<(), EncodeError> {
+        check_key(key)
+    }
+}
+
+/// The rules of a sub-header for the msgpack encoder: plain msgpack (an
+/// out-of-band value is [`EncodeError::OutOfBandInHeader`]) without reserved
+/// keys (Dask's sub-header decoder reads them as placeholders too).
+pub(crate) struct HeaderRules;
+
+impl Leaves for HeaderRules {
+    fn write(&mut self, _: &Value, _: &mut BytesMut) -> Result<(), EncodeError> {
+        Err(EncodeError::OutOfBandInHeader)
+    }
+
+    fn check_key(&mut self, key: &Value) -> Result<(), EncodeError> {
+        check_key(key)
+    }
 }
 
 /// The sub-header frame of a block: its wire bytes when they still describe
 /// its frames, else its bytes (as it came or was written, or its map
 /// encoded) with `num-sub-frames` set: kept in place if the key exists,
 /// appended otherwise, as Dask's dict assignment does.
-fn sub_header_bytes(block: &Block) -> Result<Bytes, EncodeError> {
-    let header = block.header();
-    let n = block.frames().len();
+fn sub_header_bytes(header: &Header, n: usize) -> Result<Bytes, EncodeError> {
     if let Some(raw) = header.raw_for(n) {
         return Ok(raw.clone());
     }
@@ -236,9 +508,9 @@ fn sub_header_bytes(block: &Block) -> Result<Bytes, EncodeError> {
     let raw = match header.raw_bytes() {
         Some(raw) => raw,
         None => {
-            encoded = msgpack::encode(header.map())?;
+            encoded = msgpack::encode(header.map(), &mut HeaderRules)?;
             &encoded
         }
     };
-    msgpack::set_entries(raw, &[(NUM_SUB_FRAMES, &Value::from(n))])
+    msgpack::set_entries(raw, &[(NUM_SUB_FRAMES, &Value::from(n))], &mut HeaderRules)
 }

@@ -15,13 +15,13 @@
 //!   (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE`, checked with
 //!   `F_GET_SEALS` before mapping). The kernel refuses any change, from
 //!   any process. [`sealed_copy`] makes one from a region of any file with a
-//!   kernel-side copy (`copy_file_range`/`sendfile`): the payload never
-//!   passes through this process's memory.
+//!   kernel-side copy (`copy_file_range`/`sendfile`, never a read into a
+//!   buffer): the payload never passes through this process's memory.
 //! * [`SpillBuffer`]: an anonymous (unlinked, `O_TMPFILE`, mode 0600)
 //!   temporary file that only this process holds open, with its blocks
 //!   allocated up front (`fallocate`), so a full disk is an error at
 //!   creation, never a `SIGBUS` on a write. The transport receives large
-//!   frames into one when [`Builder::spill`](crate::transport::Builder::spill)
+//!   frames into one when [`ConnectionBuilder::spill`](crate::transport::ConnectionBuilder::spill)
 //!   is set.
 //!
 //! Any other file (a user's file that another process may truncate) is
@@ -48,7 +48,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Seek, SeekFrom};
+use std::io;
 use std::path::Path;
 
 use bytes::Bytes;
@@ -158,20 +158,20 @@ pub fn sealed(file: &File, offset: u64, len: usize) -> Result<Bytes, MmapError> 
 }
 
 /// Copies `len` bytes of any file from `offset` into a new memfd, seals it
-/// and maps it (see [`sealed`]). The copy is made by the kernel
-/// (`copy_file_range` or `sendfile`, through [`std::io::copy`]): the bytes
-/// never pass through this process's memory, and a later change to `src`
-/// does not affect the frame.
+/// and maps it (see [`sealed`]). The copy is made by the kernel, never in
+/// this process's memory: `copy_file_range`, or `sendfile` where the kernel
+/// refuses that (another filesystem: the memfd is on tmpfs), and no
+/// fallback through a buffer: a file neither can copy from (a pipe, a
+/// socket) is an [`MmapError::Io`]. A later change to `src` does not
+/// affect the frame; `src`'s file position is left as it was.
 pub fn sealed_copy(src: &File, offset: u64, len: usize) -> Result<Bytes, MmapError> {
     check_range(offset, len as u64, src.metadata()?.len())?;
     let fd = rustix::fs::memfd_create(
         "framewire-frame",
         MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
     )?;
-    let mut dst = File::from(fd);
-    let mut from = src.try_clone()?;
-    from.seek(SeekFrom::Start(offset))?;
-    let copied = io::copy(&mut io::Read::take(&mut from, len as u64), &mut dst)?;
+    let dst = File::from(fd);
+    let copied = kernel_copy(src, offset, &dst, len)?;
     if copied != len as u64 {
         // The file shrank between the check and the copy.
         return Err(MmapError::OutOfRange {
@@ -182,6 +182,34 @@ pub fn sealed_copy(src: &File, offset: u64, len: usize) -> Result<Bytes, MmapErr
     }
     rustix::fs::fcntl_add_seals(&dst, SAFE_SEALS | SealFlags::SEAL)?;
     sealed(&dst, 0, len)
+}
+
+/// The most one system call is asked to copy.
+const COPY_CHUNK: usize = 1 << 30;
+
+/// Copies up to `len` bytes of `src` from `offset` to `dst`'s position,
+/// inside the kernel; the bytes copied (fewer at the end of `src`).
+fn kernel_copy(src: &File, mut offset: u64, dst: &File, len: usize) -> Result<u64, MmapError> {
+    let mut done = 0usize;
+    let mut sendfile = false;
+    while done < len {
+        let want = (len - done).min(COPY_CHUNK);
+        let r = if sendfile {
+            rustix::fs::sendfile(dst, src, Some(&mut offset), want)
+        } else {
+            rustix::fs::copy_file_range(src, Some(&mut offset), dst, None, want)
+        };
+        match r {
+            Ok(0) => break, // the end of `src`
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => {}
+            // copy_file_range refused before copying anything (EXDEV across
+            // filesystems, ENOSYS, EINVAL...): the same with sendfile.
+            Err(_) if !sendfile && done == 0 => sendfile = true,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(done as u64)
 }
 
 /// A writable file mapping of a fixed size, backed by an anonymous

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use bytestring::ByteString;
 use smallvec::SmallVec;
 
-use crate::serialize::NdArray;
+use crate::ndarray::NdArray;
 
 /// The payload frames of one block. Most blocks have one or two frames.
 pub type BlockFrames = SmallVec<[Bytes; 2]>;
@@ -132,11 +132,14 @@ impl From<usize> for Integer {
 /// a relay forwards it untouched even if msgpack-python would have encoded
 /// it differently. Its map is decoded the first time it is asked for: a
 /// relay that only forwards never builds it (the message layer has already
-/// checked the bytes with the same limits, so decoding cannot fail).
+/// checked the bytes with the same limits, so decoding cannot fail). Two
+/// headers are equal when their maps are.
 #[derive(Clone, Debug)]
 pub struct Header {
-    map: OnceLock<Value>,
-    raw: Option<Bytes>,
+    /// The map, decoded from `raw` on first use ([`Header::map`], in the
+    /// msgpack layer).
+    pub(crate) map: OnceLock<Value>,
+    pub(crate) raw: Option<Bytes>,
     /// The `num-sub-frames` in `raw`; `None` for a header the serialize
     /// layer wrote, which has no such key yet.
     raw_count: Option<u64>,
@@ -188,39 +191,9 @@ impl Header {
         self.raw.as_ref()
     }
 
-    /// The header map.
-    pub fn map(&self) -> &Value {
-        self.map.get_or_init(|| {
-            let raw = self
-                .raw
-                .as_ref()
-                .expect("a header without a map has raw bytes");
-            // Checked when the block was claimed, with limits at least this
-            // tight, or written by the serialize layer.
-            crate::msgpack::decode(
-                raw,
-                0,
-                &crate::msgpack::CHECKED,
-                &mut crate::msgpack::plain_map,
-            )
-            .unwrap_or(Value::Nil)
-        })
-    }
-
     /// The bytes this header was decoded from, if it came off the wire.
     pub fn raw(&self) -> Option<&Bytes> {
         self.raw.as_ref().filter(|_| self.raw_count.is_some())
-    }
-
-    /// Looks up a string key in the header map.
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.map().get(key)
-    }
-}
-
-impl PartialEq for Header {
-    fn eq(&self, other: &Header) -> bool {
-        self.map() == other.map()
     }
 }
 
@@ -229,10 +202,20 @@ impl PartialEq for Header {
 /// This is Dask's `Serialized(header, frames)` (or `Pickled`): a value that
 /// is already serialized. Its frames are never glued together, copied or
 /// re-encoded by framewire; cloning a block clones reference counts only.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Block {
     header: Header,
     frames: BlockFrames,
+    /// Whether it was (or is to be) a `{"__Pickled__": i}` block; the
+    /// [`Value`] variant holding a block says the same.
+    pickled: bool,
+}
+
+/// Two blocks are equal when their headers and frames are.
+impl PartialEq for Block {
+    fn eq(&self, other: &Block) -> bool {
+        self.header == other.header && self.frames == other.frames
+    }
 }
 
 impl Block {
@@ -241,7 +224,13 @@ impl Block {
         Block {
             header,
             frames: frames.into_iter().collect(),
+            pickled: false,
         }
+    }
+
+    /// A `{"__Pickled__": i}` block (Dask's `ToPickle`).
+    pub fn new_pickled(header: Header, frames: impl IntoIterator<Item = Bytes>) -> Block {
+        Block::new(header, frames).with_kind(true)
     }
 
     /// A block over frames already collected (no copy of the list).
@@ -249,6 +238,28 @@ impl Block {
         Block {
             header,
             frames: BlockFrames::from_vec(frames),
+            pickled: false,
+        }
+    }
+
+    /// This block, marked as a `{"__Pickled__": i}` block or not.
+    pub(crate) fn with_kind(mut self, pickled: bool) -> Block {
+        self.pickled = pickled;
+        self
+    }
+
+    /// Whether it is a `{"__Pickled__": i}` block (Dask's `ToPickle`, never
+    /// unpickled) rather than a `{"__Serialized__": i}` one.
+    pub fn is_pickled(&self) -> bool {
+        self.pickled
+    }
+
+    /// The block as the [`Value`] that carries it: [`Value::Pickled`] or
+    /// [`Value::Serialized`].
+    pub fn into_value(self) -> Value {
+        match self.pickled {
+            true => Value::Pickled(Box::new(self)),
+            false => Value::Serialized(Box::new(self)),
         }
     }
 
@@ -483,6 +494,13 @@ impl PartialEq for Value {
             (NdArray(a), NdArray(b)) => a == b,
             _ => false,
         }
+    }
+}
+
+/// [`Value::Nil`].
+impl Default for Value {
+    fn default() -> Value {
+        Value::Nil
     }
 }
 

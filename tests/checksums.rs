@@ -1,4 +1,4 @@
-//! Checksum trailers (SPEC.md §6.3; hostile-inputs.md §3.4, K1–K5):
+//! Checksum trailers (SPEC.md §6.2; hostile-inputs.md §3.4, K1–K5):
 //! negotiation, the exact trailer layout, every single-bit flip in frames
 //! up to 64 KiB detected, length-table flips and cut-off trailers are
 //! errors (never a hang, never "valid"), and a downgrade is refused when
@@ -10,9 +10,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use framewire::transport::ChecksumError;
 use framewire::transport::{
     Checksums, Connection, HandshakeError, HandshakeOptions, TransportError,
 };
+use framewire::EnvelopeError;
 use framewire::{dumps, DecodeError, Envelope, Limits, Value};
 use tokio::io::AsyncReadExt;
 
@@ -155,7 +157,7 @@ fn every_single_bit_flip_in_frames_up_to_64_kib_is_detected() {
             wire[byte] ^= 1 << bit;
             let at = byte - prelude;
             match r {
-                Err(TransportError::Decode(DecodeError::ChecksumMismatch { frame, .. })) => {
+                Err(TransportError::Checksum(ChecksumError::Mismatch { frame, .. })) => {
                     // A flip in the trailer names the frame whose CRC it hit.
                     let trailer_at = f0 + (64 << 10);
                     let expect = if at < f0 {
@@ -167,7 +169,7 @@ fn every_single_bit_flip_in_frames_up_to_64_kib_is_detected() {
                     };
                     assert_eq!(frame, expect, "flip at byte {byte} bit {bit}");
                 }
-                Err(TransportError::Decode(DecodeError::PreludeChecksumMismatch { .. })) => {
+                Err(TransportError::Checksum(ChecksumError::PreludeMismatch { .. })) => {
                     // Only the trailer's own last 4 bytes hold the table's CRC.
                     assert!(byte >= wire.len() - 4, "flip at byte {byte} bit {bit}");
                 }
@@ -215,7 +217,9 @@ fn a_trailer_cut_off_at_eof_is_truncated() {
         assert!(
             matches!(
                 r,
-                Err(TransportError::Decode(DecodeError::Truncated { .. }))
+                Err(TransportError::Decode(DecodeError::Envelope(
+                    EnvelopeError::Truncated { .. }
+                )))
             ),
             "cut {cut}: {r:?}"
         );
@@ -226,12 +230,10 @@ fn a_trailer_cut_off_at_eof_is_truncated() {
     assert!(
         matches!(
             r,
-            Err(TransportError::Decode(
-                DecodeError::ChecksumTrailerInvalid {
-                    len: 0,
-                    expected: 20
-                }
-            ))
+            Err(TransportError::Checksum(ChecksumError::TrailerInvalid {
+                len: 0,
+                expected: 20
+            }))
         ),
         "{r:?}"
     );
@@ -253,7 +255,7 @@ fn a_mismatch_poisons_the_connection() {
         let r = rx.recv().await.unwrap();
         assert!(matches!(
             r,
-            Err(TransportError::Decode(DecodeError::ChecksumMismatch {
+            Err(TransportError::Checksum(ChecksumError::Mismatch {
                 frame: 3,
                 ..
             }))

@@ -18,13 +18,15 @@ use std::path::Path;
 
 use bytes::Bytes;
 use common::{bounded, measure, SMALL};
+use framewire::dumps_with;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{
-    decompress, deserialize, deserialize_with_budget, dumps_with, maybe_compress, Codec,
-    DecompressBudget, DeserializeOptions, SerializeOptions,
+    decompress, deserialize, deserialize_with_budget, maybe_compress, Codec, DecompressBudget,
+    DeserializeOptions, SerializeOptions,
 };
-use framewire::{
-    deserialize_blocks, loads, Block, DecodeError, Envelope, Header, Limits, NdArray, Value,
-};
+use framewire::{Block, Envelope, Header, Limits, NdArray, Value};
+use framewire::{CompressionError, DeserializeError};
 use serde_json::Value as J;
 use sha2::{Digest, Sha256};
 
@@ -154,7 +156,7 @@ fn decode_one(
     codec: Codec,
     frame: Vec<u8>,
     opts: &DeserializeOptions,
-) -> Result<Value, DecodeError> {
+) -> Result<Value, DeserializeError> {
     let block = bytes_block(
         vec![Bytes::from(frame)],
         vec![("compression", names(&[Some(codec)]))],
@@ -273,7 +275,7 @@ fn golden_lz4_and_zstd_encoding_rebuilds_dasks_messages_byte_for_byte() {
         }
         assert_eq!(Envelope::new(frames).unwrap().to_bytes(), c.wire, "{name}");
     }
-    // The example of dask-protocol.md §7.1: 50 000 zero bytes -> 210 bytes.
+    // 50 000 zero bytes -> 210 bytes, as Python writes them (SPEC.md §5.12).
     let frame = std::fs::read(captures().join("lz4_compression/frame_002.bin")).unwrap();
     let (codec, packed) = maybe_compress(&Bytes::from(vec![0u8; 50_000]), Codec::Lz4);
     assert_eq!((codec, &packed[..]), (Some(Codec::Lz4), &frame[..]));
@@ -695,10 +697,12 @@ fn c1_bombs_are_capped_at_the_limit() {
     });
     assert_eq!(
         r,
-        Err(DecodeError::DecompressedTooLarge {
-            codec: Codec::Zlib,
-            limit: 16 << 20
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::DecompressedTooLarge {
+                codec: Codec::Zlib,
+                limit: 16 << 20
+            }
+        ))
     );
     // zstd without a content size, 10 GiB from 320 KiB of RLE blocks: the
     // capped output, plus zstd's context and stream buffers (128 KiB window).
@@ -708,21 +712,25 @@ fn c1_bombs_are_capped_at_the_limit() {
     });
     assert_eq!(
         r,
-        Err(DecodeError::DecompressedTooLarge {
-            codec: Codec::Zstd,
-            limit: 16 << 20
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::DecompressedTooLarge {
+                codec: Codec::Zstd,
+                limit: 16 << 20
+            }
+        ))
     );
     // The same bomb declaring its 10 GiB: refused before allocating.
     let declared = zstd_rle_bomb(81_920, Some(10 << 30), 128 << 10);
     let r = bounded(SMALL, || decode_one(Codec::Zstd, declared, &strict()));
     assert_eq!(
         r,
-        Err(DecodeError::DeclaredSizeTooLarge {
-            codec: Codec::Zstd,
-            declared: 10 << 30,
-            limit: 16 << 20
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::DeclaredSizeTooLarge {
+                codec: Codec::Zstd,
+                declared: 10 << 30,
+                limit: 16 << 20
+            }
+        ))
     );
     // lz4 and snappy cannot even declare 10 GiB (32-bit sizes): their
     // largest honest bombs are refused on the declared size alone.
@@ -731,11 +739,13 @@ fn c1_bombs_are_capped_at_the_limit() {
     let r = bounded(SMALL, || decode_one(Codec::Lz4, bomb, &compat()));
     assert_eq!(
         r,
-        Err(DecodeError::DeclaredSizeTooLarge {
-            codec: Codec::Lz4,
-            declared: u64::from(u32::MAX),
-            limit: bound,
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::DeclaredSizeTooLarge {
+                codec: Codec::Lz4,
+                declared: u64::from(u32::MAX),
+                limit: bound,
+            }
+        ))
     );
     // A lying prefix (1 KiB) on the same bomb: decoding stops at 1 KiB.
     let r = bounded(SMALL, || {
@@ -743,11 +753,13 @@ fn c1_bombs_are_capped_at_the_limit() {
     });
     assert_eq!(
         r,
-        Err(DecodeError::SizeMismatch {
-            codec: Codec::Lz4,
-            declared: 1024,
-            actual: None
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::SizeMismatch {
+                codec: Codec::Lz4,
+                declared: 1024,
+                actual: None
+            }
+        ))
     );
 }
 
@@ -793,11 +805,13 @@ fn c2_huge_declared_sizes_are_refused_before_allocating() {
         let r = bounded(SMALL, || decode_one(codec, frame, &strict()));
         assert_eq!(
             r,
-            Err(DecodeError::DeclaredSizeTooLarge {
-                codec,
-                declared,
-                limit
-            }),
+            Err(DeserializeError::Compression(
+                CompressionError::DeclaredSizeTooLarge {
+                    codec,
+                    declared,
+                    limit
+                }
+            )),
             "{codec}"
         );
     }
@@ -839,11 +853,13 @@ fn c3_c4_output_longer_or_shorter_than_declared() {
         f
     };
     let mismatch = |codec, declared, actual| {
-        Err(DecodeError::SizeMismatch {
-            codec,
-            declared,
-            actual,
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::SizeMismatch {
+                codec,
+                declared,
+                actual,
+            },
+        ))
     };
     // Longer: decoding stops at the declared size.
     for (codec, frame, declared) in [
@@ -865,7 +881,12 @@ fn c3_c4_output_longer_or_shorter_than_declared() {
     }
     // zstd checks the content size itself: a shorter output is corruption.
     let r = decode_one(Codec::Zstd, zstd_with_fcs(zstd, 1001), &strict());
-    assert_eq!(r, Err(DecodeError::Corrupt { codec: Codec::Zstd }));
+    assert_eq!(
+        r,
+        Err(DeserializeError::Compression(CompressionError::Corrupt {
+            codec: Codec::Zstd
+        }))
+    );
 }
 
 #[test]
@@ -888,7 +909,9 @@ fn c5_unknown_codecs() {
         let r = deserialize(&block, &strict());
         assert_eq!(
             r,
-            Err(DecodeError::UnknownCodec { name: name.into() }),
+            Err(DeserializeError::Compression(
+                CompressionError::UnknownCodec { name: name.into() }
+            )),
             "{entry:?}"
         );
     }
@@ -904,9 +927,11 @@ fn c5_unknown_codecs() {
     let r = bounded(SMALL, || deserialize(&block, &strict()));
     assert_eq!(
         r,
-        Err(DecodeError::UnknownCodec {
-            name: "brotli".into()
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::UnknownCodec {
+                name: "brotli".into()
+            }
+        ))
     );
     // `false` is raw, as Dask's table says (cuda writes it).
     let block = bytes_block(
@@ -929,11 +954,13 @@ fn c6_raw_bytes_flagged_compressed_and_the_reverse() {
     // lz4: the first 4 bytes "hell" read as a 1.8 GB size.
     assert_eq!(
         z(Codec::Lz4, &text),
-        Err(DecodeError::DeclaredSizeTooLarge {
-            codec: Codec::Lz4,
-            declared: 0x6c6c_6568,
-            limit: 255 * (text.len() as u64 - 4)
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::DeclaredSizeTooLarge {
+                codec: Codec::Lz4,
+                declared: 0x6c6c_6568,
+                limit: 255 * (text.len() as u64 - 4)
+            }
+        ))
     );
     // lz4 with a small first word: "h" is 6 literals and a match at offset
     // "or" (29 295), before the start of the output.
@@ -941,29 +968,37 @@ fn c6_raw_bytes_flagged_compressed_and_the_reverse() {
     raw.extend_from_slice(&text);
     assert_eq!(
         z(Codec::Lz4, &raw),
-        Err(DecodeError::Corrupt { codec: Codec::Lz4 })
+        Err(DeserializeError::Compression(CompressionError::Corrupt {
+            codec: Codec::Lz4
+        }))
     );
     // snappy: "h" declares 104 bytes; "e" is a copy reaching before the start.
     assert_eq!(
         z(Codec::Snappy, &text),
-        Err(DecodeError::Corrupt {
+        Err(DeserializeError::Compression(CompressionError::Corrupt {
             codec: Codec::Snappy
-        })
+        }))
     );
     // zstd and zlib: no magic number / header.
     assert_eq!(
         z(Codec::Zstd, &text),
-        Err(DecodeError::Corrupt { codec: Codec::Zstd })
+        Err(DeserializeError::Compression(CompressionError::Corrupt {
+            codec: Codec::Zstd
+        }))
     );
     assert_eq!(
         z(Codec::Zlib, &text),
-        Err(DecodeError::Corrupt { codec: Codec::Zlib })
+        Err(DeserializeError::Compression(CompressionError::Corrupt {
+            codec: Codec::Zlib
+        }))
     );
     // An empty frame flagged compressed.
     for codec in Codec::ALL {
         assert_eq!(
             z(codec, b""),
-            Err(DecodeError::Corrupt { codec }),
+            Err(DeserializeError::Compression(CompressionError::Corrupt {
+                codec
+            })),
             "{codec}"
         );
     }
@@ -971,7 +1006,13 @@ fn c6_raw_bytes_flagged_compressed_and_the_reverse() {
     for codec in [Codec::Zstd, Codec::Zlib] {
         let mut f = codec.compress(&[5u8; 1000]).unwrap().to_vec();
         f.push(0);
-        assert_eq!(z(codec, &f), Err(DecodeError::Corrupt { codec }), "{codec}");
+        assert_eq!(
+            z(codec, &f),
+            Err(DeserializeError::Compression(CompressionError::Corrupt {
+                codec
+            })),
+            "{codec}"
+        );
     }
     // The reverse: compressed bytes flagged raw. An array's header no
     // longer matches its frame; for bytes it cannot be told (as in Dask).
@@ -997,7 +1038,10 @@ fn c6_raw_bytes_flagged_compressed_and_the_reverse() {
         ("compression", Value::Array(vec![Value::Nil])),
     ]);
     let r = deserialize(&Block::new(Header::new(header), vec![packed]), &strict());
-    assert!(matches!(r, Err(DecodeError::InvalidArray { .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(DeserializeError::InvalidArray { .. })),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -1011,19 +1055,23 @@ fn c7_zstd_window_above_the_limit_is_refused_before_allocating() {
     });
     assert_eq!(
         r,
-        Err(DecodeError::WindowTooLarge {
-            codec: Codec::Zstd,
-            limit: 16 << 20
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::WindowTooLarge {
+                codec: Codec::Zstd,
+                limit: 16 << 20
+            }
+        ))
     );
     // With dask_compat (1 GiB frames) the window stays within zstd's default 128 MiB.
     let r = decode_one(Codec::Zstd, f, &compat());
     assert_eq!(
         r,
-        Err(DecodeError::WindowTooLarge {
-            codec: Codec::Zstd,
-            limit: 128 << 20
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::WindowTooLarge {
+                codec: Codec::Zstd,
+                limit: 128 << 20
+            }
+        ))
     );
 }
 
@@ -1047,10 +1095,12 @@ fn c8_one_budget_for_the_whole_message() {
     });
     assert_eq!(
         r,
-        Err(DecodeError::DecompressedTooLarge {
-            codec: Codec::Lz4,
-            limit: 8 << 20
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::DecompressedTooLarge {
+                codec: Codec::Lz4,
+                limit: 8 << 20
+            }
+        ))
     );
     // Block by block with a fresh budget each, all 100 decode.
     let Value::Array(blocks) = &msg else { panic!() };
@@ -1101,10 +1151,12 @@ fn c8_one_budget_for_the_whole_message() {
     let r = bounded((8 << 20) + (4 << 20), || deserialize(&block, &opts));
     assert_eq!(
         r,
-        Err(DecodeError::DecompressedTooLarge {
-            codec: Codec::Zlib,
-            limit: 8 << 20
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::DecompressedTooLarge {
+                codec: Codec::Zlib,
+                limit: 8 << 20
+            }
+        ))
     );
 }
 
@@ -1148,17 +1200,21 @@ fn c9_split_and_compressed() {
     );
     assert_eq!(
         deserialize(&block, &strict()),
-        Err(DecodeError::DeclaredSizeTooLarge {
-            codec: Codec::Lz4,
-            declared: u64::from(u32::from_le_bytes(b[..4].try_into().unwrap())),
-            limit: 255 * (b.len() as u64 - 4),
-        })
+        Err(DeserializeError::Compression(
+            CompressionError::DeclaredSizeTooLarge {
+                codec: Codec::Lz4,
+                declared: u64::from(u32::from_le_bytes(b[..4].try_into().unwrap())),
+                limit: 255 * (b.len() as u64 - 4),
+            }
+        ))
     );
     // Flagged [lz4, nil]: the first half alone is a truncated block.
     let block = bytes_block(vec![a, b], split(names(&[Some(Codec::Lz4), None]), 2));
     assert_eq!(
         deserialize(&block, &strict()),
-        Err(DecodeError::Corrupt { codec: Codec::Lz4 })
+        Err(DeserializeError::Compression(CompressionError::Corrupt {
+            codec: Codec::Lz4
+        }))
     );
     // Shards that decompress past the frame limit together.
     let mb = Codec::Lz4.compress(&vec![0u8; 6 << 20]).unwrap();
@@ -1169,7 +1225,7 @@ fn c9_split_and_compressed() {
     let r = bounded(SMALL, || deserialize(&block, &strict()));
     assert_eq!(
         r,
-        Err(DecodeError::FrameTooLarge {
+        Err(DeserializeError::FrameTooLarge {
             index: 0,
             declared: 18 << 20,
             limit: 16 << 20
@@ -1179,24 +1235,24 @@ fn c9_split_and_compressed() {
 
 #[test]
 fn errors_read_well() {
-    let e = DecodeError::SizeMismatch {
+    let e = DeserializeError::Compression(CompressionError::SizeMismatch {
         codec: Codec::Lz4,
         declared: 999,
         actual: None,
-    };
+    });
     assert_eq!(
         e.to_string(),
         "lz4 frame declares 999 bytes but decompresses to more"
     );
-    let e = DecodeError::UnknownCodec {
+    let e = DeserializeError::Compression(CompressionError::UnknownCodec {
         name: "brotli".into(),
-    };
+    });
     assert_eq!(e.to_string(), "unknown compression codec \"brotli\"");
-    let e = DecodeError::DeclaredSizeTooLarge {
+    let e = DeserializeError::Compression(CompressionError::DeclaredSizeTooLarge {
         codec: Codec::Zstd,
         declared: 1 << 40,
         limit: 16 << 20,
-    };
+    });
     assert_eq!(
         e.to_string(),
         "zstd frame declares 1099511627776 decompressed bytes, limit 16777216"

@@ -18,8 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use bytes::Bytes;
-use framewire::serialize::{dumps_with, Codec, DeserializeOptions, SerializeOptions};
-use framewire::{deserialize_blocks, loads, Envelope, Limits, NdArray, Value};
+use framewire::dumps_with;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
+use framewire::serialize::{Codec, DeserializeOptions, SerializeOptions};
+use framewire::{Envelope, Limits, NdArray, Value};
 use serde_json::{json, Value as J};
 use sha2::{Digest, Sha256};
 

@@ -7,12 +7,17 @@
 //! counting allocator in `tests/common`, that decoding an input that declares
 //! huge sizes allocates no more than a small constant plus the input size.
 
+#[path = "support/child_test.rs"]
+mod child_test;
 mod common;
 
 use bytes::Bytes;
 use framewire::envelope::{parse_prelude, PreludeStatus};
 use framewire::message::{dumps, loads_detailed, BlockKind, BlockRef, Loaded};
-use framewire::{Block, DecodeError, EncodeError, Envelope, Header, Limits, Position, Value};
+use framewire::{
+    Block, EncodeError, Envelope, EnvelopeError, Header, Limits, MessageError, MsgpackError,
+    Position, Value,
+};
 
 use common::{bounded, measure, on_small_stack, SMALL};
 
@@ -64,7 +69,7 @@ fn wire_of(frames: &[&[u8]]) -> Vec<u8> {
 
 /// `Envelope::decode`, with the peak allocation bounded by 64 KiB + input.
 #[track_caller]
-fn decode_env(buf: &[u8], limits: &Limits) -> Result<(Envelope, usize), DecodeError> {
+fn decode_env(buf: &[u8], limits: &Limits) -> Result<(Envelope, usize), EnvelopeError> {
     let buf = Bytes::copy_from_slice(buf);
     let len = buf.len();
     bounded(SMALL + len, || Envelope::decode(&buf, limits))
@@ -72,13 +77,13 @@ fn decode_env(buf: &[u8], limits: &Limits) -> Result<(Envelope, usize), DecodeEr
 
 /// `parse_prelude`, with the peak allocation bounded by 64 KiB + input.
 #[track_caller]
-fn parse(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, DecodeError> {
+fn parse(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, EnvelopeError> {
     bounded(SMALL + buf.len(), || parse_prelude(buf, limits))
 }
 
 /// Asserts that both slice entry points refuse `buf` with `expected`.
 #[track_caller]
-fn both_refuse(buf: &[u8], limits: &Limits, expected: DecodeError) {
+fn both_refuse(buf: &[u8], limits: &Limits, expected: EnvelopeError) {
     assert_eq!(parse(buf, limits).unwrap_err(), expected, "parse_prelude");
     assert_eq!(
         decode_env(buf, limits).unwrap_err(),
@@ -94,7 +99,7 @@ fn frames(list: &[&[u8]]) -> Vec<Bytes> {
 /// `loads_detailed`, with the peak allocation bounded by 64 KiB + input +
 /// `prealloc_cap` (what one container may reserve ahead of its items).
 #[track_caller]
-fn loads_bounded(list: &[&[u8]], limits: &Limits) -> Result<Loaded, DecodeError> {
+fn loads_bounded(list: &[&[u8]], limits: &Limits) -> Result<Loaded, MessageError> {
     let fr = frames(list);
     let total: usize = list.iter().map(|f| f.len()).sum();
     bounded(SMALL + total + limits.prealloc_cap, || {
@@ -111,14 +116,14 @@ fn items_cost(items: usize) -> usize {
 /// `loads_detailed` of one deeply nested frame: each nesting level may cost
 /// a container on the decoder's stack plus its first item (about 100 bytes).
 #[track_caller]
-fn loads_deep(frame: &[u8], limits: &Limits) -> Result<Loaded, DecodeError> {
+fn loads_deep(frame: &[u8], limits: &Limits) -> Result<Loaded, MessageError> {
     let fr = frames(&[frame]);
     let bound = SMALL + frame.len() + limits.max_depth.min(frame.len()) * 128;
     bounded(bound, || loads_detailed(&fr, limits))
 }
 
 #[track_caller]
-fn loads_err(list: &[&[u8]], limits: &Limits) -> DecodeError {
+fn loads_err(list: &[&[u8]], limits: &Limits) -> MessageError {
     loads_bounded(list, limits).expect_err("hostile input accepted")
 }
 
@@ -168,7 +173,7 @@ fn p1_frame_count_2_pow_63_rejected_before_reading_lengths() {
         for declared in [1u64 << 63, u64::MAX, 1 << 60, limits.max_frames as u64 + 1] {
             // Only the 16-byte head: the length table is never looked at.
             let buf = prelude(16, declared, &[]);
-            let expected = DecodeError::FrameCountExceeded {
+            let expected = EnvelopeError::FrameCountExceeded {
                 declared,
                 limit: limits.max_frames,
             };
@@ -197,7 +202,7 @@ fn p2_length_table_cut_off_needs_more_then_truncated() {
             assert_eq!(stats.peak, 0, "reserved for a table that has not arrived");
             assert_eq!(
                 decode_env(&buf, &limits).unwrap_err(),
-                DecodeError::Truncated {
+                EnvelopeError::Truncated {
                     offset: cut,
                     needed: full,
                     got: cut
@@ -210,7 +215,7 @@ fn p2_length_table_cut_off_needs_more_then_truncated() {
             assert_eq!(parse(&buf, &limits).unwrap(), PreludeStatus::Need(16));
             assert_eq!(
                 decode_env(&buf, &limits).unwrap_err(),
-                DecodeError::Truncated {
+                EnvelopeError::Truncated {
                     offset: cut,
                     needed: 16,
                     got: cut
@@ -223,16 +228,20 @@ fn p2_length_table_cut_off_needs_more_then_truncated() {
 #[test]
 fn p3_length_sum_overflowing_u64_is_length_overflow() {
     let buf = prelude(24, 2, &[1 << 63, 1 << 63]);
-    both_refuse(&buf, &unlimited(), DecodeError::LengthOverflow);
+    both_refuse(&buf, &unlimited(), EnvelopeError::LengthOverflow);
     let buf = prelude(32, 3, &[u64::MAX, 0, 1]);
-    both_refuse(&buf, &unlimited(), DecodeError::LengthOverflow);
+    both_refuse(&buf, &unlimited(), EnvelopeError::LengthOverflow);
     // dask_compat() has no per-frame limit: the sum is what overflows.
-    both_refuse(&buf_of_two_halves(), &compat(), DecodeError::LengthOverflow);
+    both_refuse(
+        &buf_of_two_halves(),
+        &compat(),
+        EnvelopeError::LengthOverflow,
+    );
     // Under strict() the first length is already refused.
     both_refuse(
         &buf_of_two_halves(),
         &strict(),
-        DecodeError::FrameTooLarge {
+        EnvelopeError::FrameTooLarge {
             index: 0,
             declared: 1 << 63,
             limit: 16 << 20,
@@ -262,16 +271,16 @@ fn capped() -> [Limits; 2] {
 fn p4_message_not_addressable_is_length_overflow() {
     // The sum fits u64, but N field + prelude + frames does not (nor usize).
     let buf = prelude(16, 1, &[u64::MAX - 10]);
-    both_refuse(&buf, &unlimited(), DecodeError::LengthOverflow);
+    both_refuse(&buf, &unlimited(), EnvelopeError::LengthOverflow);
     let buf = prelude(24, 2, &[u64::MAX - 30, 7]);
-    both_refuse(&buf, &unlimited(), DecodeError::LengthOverflow);
+    both_refuse(&buf, &unlimited(), EnvelopeError::LengthOverflow);
 }
 
 #[cfg(target_pointer_width = "32")]
 #[test]
 fn p4_length_beyond_usize_on_32_bit_is_length_overflow() {
     let buf = prelude(16, 1, &[1 << 40]);
-    both_refuse(&buf, &unlimited(), DecodeError::LengthOverflow);
+    both_refuse(&buf, &unlimited(), EnvelopeError::LengthOverflow);
 }
 
 #[test]
@@ -281,7 +290,7 @@ fn p5_frame_longer_than_max_frame_len_is_frame_too_large() {
         both_refuse(
             &buf,
             &limits,
-            DecodeError::FrameTooLarge {
+            EnvelopeError::FrameTooLarge {
                 index: 2,
                 declared: 1 << 60,
                 limit: limits.max_frame_len,
@@ -299,7 +308,7 @@ fn p5_sum_above_max_message_len_is_message_too_large() {
         both_refuse(
             &buf,
             &limits,
-            DecodeError::MessageTooLarge {
+            EnvelopeError::MessageTooLarge {
                 declared: 5 * f,
                 limit: limits.max_message_len,
             },
@@ -321,7 +330,7 @@ fn p6_frame_longer_than_bytes_left_is_truncated() {
         ));
         assert_eq!(
             decode_env(&buf, &limits).unwrap_err(),
-            DecodeError::Truncated {
+            EnvelopeError::Truncated {
                 offset: got,
                 needed: 8 + 24 + 101,
                 got
@@ -334,7 +343,7 @@ fn p6_frame_longer_than_bytes_left_is_truncated() {
     let got = buf.len() as u64;
     assert_eq!(
         decode_env(&buf, &unlimited()).unwrap_err(),
-        DecodeError::Truncated {
+        EnvelopeError::Truncated {
             offset: got,
             needed: 32 + (1 << 60),
             got
@@ -352,7 +361,7 @@ fn p7_first_read_inside_prelude_or_off_boundary_is_inconsistent() {
             both_refuse(
                 &buf,
                 &limits,
-                DecodeError::InconsistentPrelude {
+                EnvelopeError::InconsistentPrelude {
                     first_read,
                     prelude_len: 24,
                 },
@@ -376,12 +385,12 @@ fn p8_zero_frames_is_empty_message() {
             both_refuse(
                 &prelude(first_read, 0, &[]),
                 &limits,
-                DecodeError::EmptyMessage,
+                EnvelopeError::EmptyMessage,
             );
         }
         assert_eq!(
             loads_detailed(&[], &limits).unwrap_err(),
-            DecodeError::EmptyMessage
+            MessageError::NoFrames
         );
     }
 }
@@ -410,7 +419,7 @@ fn p9_max_frames_empty_frames_accepted_with_linear_memory() {
         both_refuse(
             &buf,
             &limits,
-            DecodeError::FrameCountExceeded {
+            EnvelopeError::FrameCountExceeded {
                 declared: n as u64 + 1,
                 limit: n,
             },
@@ -435,7 +444,7 @@ fn p10_empty_messages_always_make_progress_and_never_decode_as_values() {
         assert_eq!(env.frames(), &[Bytes::new()]);
         assert_eq!(
             loads_detailed(env.frames(), &limits).unwrap_err(),
-            DecodeError::MsgpackTruncated(at(0, 0))
+            MessageError::Msgpack(MsgpackError::Truncated(at(0, 0)))
         );
         rest = rest.slice(used..);
         count += 1;
@@ -461,7 +470,7 @@ fn p11_trailing_bytes_are_left_for_the_next_message() {
         let tail = &stream[used + used2..];
         assert_eq!(
             decode_env(tail, &limits).unwrap_err(),
-            DecodeError::Truncated {
+            EnvelopeError::Truncated {
                 offset: 9,
                 needed: 16,
                 got: 9
@@ -482,65 +491,89 @@ fn h1_header_longer_than_max_header_len_is_refused_before_parsing() {
     f0.resize(limit as usize + 1, 0);
     assert_eq!(
         loads_err(&[&f0], &limits),
-        DecodeError::HeaderTooLarge {
+        MessageError::Msgpack(MsgpackError::HeaderTooLarge {
             frame: 0,
             len: limit + 1,
             limit
-        }
+        })
     );
     // A sub-header one byte over.
     let mut big_sub = sub(&[0x00]);
     big_sub.resize(limit as usize + 1, 0);
     assert_eq!(
         loads_err(&[&ph(SER, &[1]), &big_sub], &limits),
-        DecodeError::HeaderTooLarge {
+        MessageError::Msgpack(MsgpackError::HeaderTooLarge {
             frame: 1,
             len: limit + 1,
             limit
-        }
+        })
     );
 }
 
 #[test]
 fn h2_malformed_or_truncated_msgpack_and_reserved_marker() {
-    let cases: &[(&[u8], DecodeError)] = &[
-        (b"", DecodeError::MsgpackTruncated(at(0, 0))),
-        (b"\xcd\x01", DecodeError::MsgpackTruncated(at(0, 1))),
-        (b"\xcb\x00\x00\x00", DecodeError::MsgpackTruncated(at(0, 1))),
-        (b"\xdb\x00\x00", DecodeError::MsgpackTruncated(at(0, 1))),
-        (b"\x92\x00\xcf\x00", DecodeError::MsgpackTruncated(at(0, 3))),
-        (b"\x81\xa1k", DecodeError::MsgpackTruncated(at(0, 3))),
+    let cases: &[(&[u8], MessageError)] = &[
+        (
+            b"",
+            MessageError::Msgpack(MsgpackError::Truncated(at(0, 0))),
+        ),
+        (
+            b"\xcd\x01",
+            MessageError::Msgpack(MsgpackError::Truncated(at(0, 1))),
+        ),
+        (
+            b"\xcb\x00\x00\x00",
+            MessageError::Msgpack(MsgpackError::Truncated(at(0, 1))),
+        ),
+        (
+            b"\xdb\x00\x00",
+            MessageError::Msgpack(MsgpackError::Truncated(at(0, 1))),
+        ),
+        (
+            b"\x92\x00\xcf\x00",
+            MessageError::Msgpack(MsgpackError::Truncated(at(0, 3))),
+        ),
+        (
+            b"\x81\xa1k",
+            MessageError::Msgpack(MsgpackError::Truncated(at(0, 3))),
+        ),
         (
             b"\x81\xa1",
-            DecodeError::LengthExceedsRemaining {
+            MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                 at: at(0, 0),
                 declared: 1,
                 remaining: 1,
-            },
+            }),
         ),
         (
             b"\xc1",
-            DecodeError::InvalidMarker {
+            MessageError::Msgpack(MsgpackError::InvalidMarker {
                 at: at(0, 0),
                 byte: 0xc1,
-            },
+            }),
         ),
         (
             b"\x92\x00\xc1",
-            DecodeError::InvalidMarker {
+            MessageError::Msgpack(MsgpackError::InvalidMarker {
                 at: at(0, 2),
                 byte: 0xc1,
-            },
+            }),
         ),
         (
             b"\x81\xc1\x00",
-            DecodeError::InvalidMarker {
+            MessageError::Msgpack(MsgpackError::InvalidMarker {
                 at: at(0, 1),
                 byte: 0xc1,
-            },
+            }),
         ),
-        (b"\xc0\xc0", DecodeError::TrailingBytes(at(0, 1))),
-        (b"\x91\x00\x00", DecodeError::TrailingBytes(at(0, 2))),
+        (
+            b"\xc0\xc0",
+            MessageError::Msgpack(MsgpackError::TrailingBytes(at(0, 1))),
+        ),
+        (
+            b"\x91\x00\x00",
+            MessageError::Msgpack(MsgpackError::TrailingBytes(at(0, 2))),
+        ),
     ];
     for limits in presets() {
         for (input, expected) in cases {
@@ -553,14 +586,14 @@ fn h2_malformed_or_truncated_msgpack_and_reserved_marker() {
         // The same inside a sub-header carries the sub-header's frame index.
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), b"\x81\xc1\x00"], &limits),
-            DecodeError::InvalidMarker {
+            MessageError::Msgpack(MsgpackError::InvalidMarker {
                 at: at(1, 1),
                 byte: 0xc1
-            }
+            })
         );
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), b"\x81\xaenum-sub-frames"], &limits),
-            DecodeError::MsgpackTruncated(at(1, 16))
+            MessageError::Msgpack(MsgpackError::Truncated(at(1, 16)))
         );
     }
 }
@@ -569,10 +602,10 @@ fn h2_malformed_or_truncated_msgpack_and_reserved_marker() {
 fn h3_100k_nested_fixarrays_is_depth_exceeded_on_a_128k_stack() {
     for limits in presets() {
         let input = nested_arrays(100_000);
-        let expected = DecodeError::DepthExceeded {
+        let expected = MessageError::Msgpack(MsgpackError::DepthExceeded {
             at: at(0, limits.max_depth),
             limit: limits.max_depth,
-        };
+        });
         let result = on_small_stack(128 * 1024, move || {
             let fr = vec![Bytes::from(input)];
             let len = fr[0].len();
@@ -597,17 +630,17 @@ fn h3_100k_nested_fixarrays_is_depth_exceeded_on_a_128k_stack() {
         });
         assert_eq!(
             a.unwrap_err(),
-            DecodeError::DepthExceeded {
+            MessageError::Msgpack(MsgpackError::DepthExceeded {
                 at: at(0, 2 * limit),
                 limit
-            }
+            })
         );
         assert_eq!(
             b.unwrap_err(),
-            DecodeError::DepthExceeded {
+            MessageError::Msgpack(MsgpackError::DepthExceeded {
                 at: at(1, limit),
                 limit
-            }
+            })
         );
     }
 }
@@ -627,20 +660,18 @@ fn h3_depth_1024_accepted_1025_rejected_under_dask_compat() {
     assert_eq!(*v, Value::int(0u8));
     assert_eq!(
         loads_deep(&nested_arrays(1025), &limits).unwrap_err(),
-        DecodeError::DepthExceeded {
+        MessageError::Msgpack(MsgpackError::DepthExceeded {
             at: at(0, 1024),
             limit: 1024
-        }
+        })
     );
 }
 
-/// Child half of the next test: does its work only when run by it (a stack
-/// overflow aborts the whole process, so it must not run in the main one).
+/// Child half of the next test, run only by it (a stack overflow aborts the
+/// whole process, so it must not run in the main one).
 #[test]
+#[ignore = "run in a child process by h3_accepted_1024_deep_value_decodes_and_drops_on_a_512k_stack"]
 fn child_decode_and_drop_1024_deep_value_on_512k_stack() {
-    if std::env::var_os("FRAMEWIRE_HOSTILE_CHILD").is_none() {
-        return;
-    }
     let ok = on_small_stack(512 * 1024, || {
         let fr = vec![Bytes::from(nested_arrays(1024))];
         let loaded = loads_detailed(&fr, &compat());
@@ -658,84 +689,71 @@ fn child_decode_and_drop_1024_deep_value_on_512k_stack() {
 /// builds, hence 512 KiB here (release builds pass on 128 KiB).
 #[test]
 fn h3_accepted_1024_deep_value_decodes_and_drops_on_a_512k_stack() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_decode_and_drop_1024_deep_value_on_512k_stack",
-            "--test-threads=1",
-        ])
-        .env("FRAMEWIRE_HOSTILE_CHILD", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "child process failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    const CHILD: &str = "child_decode_and_drop_1024_deep_value_on_512k_stack";
+    child_test::run_alone(CHILD, |_| {});
 }
 
 #[test]
 fn h4_array32_and_map32_declaring_2_pow_32_minus_1_items() {
     let max = u32::MAX as u64;
     for limits in presets() {
-        let cases: Vec<(Vec<u8>, DecodeError)> = vec![
+        let cases: Vec<(Vec<u8>, MessageError)> = vec![
             (
                 b"\xdd\xff\xff\xff\xff".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: max,
                     remaining: 0,
-                },
+                }),
             ),
             (
                 b"\xdf\xff\xff\xff\xff".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: max,
                     remaining: 0,
-                },
+                }),
             ),
             (
                 cat(&[b"\xdd\xff\xff\xff\xff", &[0; 100]]),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: max,
                     remaining: 100,
-                },
+                }),
             ),
             (
                 b"\x91\xdd\xff\xff\xff\xff".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 1),
                     declared: max,
                     remaining: 0,
-                },
+                }),
             ),
             (
                 b"\xdc\xff\xff\x00".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: 0xffff,
                     remaining: 1,
-                },
+                }),
             ),
             // A map needs two items per entry: 3 entries in 5 bytes do not fit.
             (
                 cat(&[b"\x83", &[0; 5]]),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: 3,
                     remaining: 5,
-                },
+                }),
             ),
             (
                 b"\x9f".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: 15,
                     remaining: 0,
-                },
+                }),
             ),
         ];
         for (input, expected) in cases {
@@ -769,10 +787,10 @@ fn h4_nested_containers_cannot_multiply_prealloc_cap() {
         let (r, stats) = measure(|| loads_detailed(&fr, &limits).map(|_| ()));
         assert_eq!(
             r.unwrap_err(),
-            DecodeError::InvalidMarker {
+            MessageError::Msgpack(MsgpackError::InvalidMarker {
                 at: at(0, 5 * levels),
                 byte: 0xc1
-            }
+            })
         );
         let bound = 2 * limits.prealloc_cap + SMALL + len;
         assert!(
@@ -791,54 +809,54 @@ fn h4_nested_containers_cannot_multiply_prealloc_cap() {
 fn h5_bin32_and_str32_declaring_4_gib() {
     let max = u32::MAX as u64;
     for limits in presets() {
-        let cases: Vec<(Vec<u8>, DecodeError)> = vec![
+        let cases: Vec<(Vec<u8>, MessageError)> = vec![
             (
                 b"\xc6\xff\xff\xff\xff".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: max,
                     remaining: 0,
-                },
+                }),
             ),
             (
                 b"\xdb\xff\xff\xff\xff".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: max,
                     remaining: 0,
-                },
+                }),
             ),
             (
                 cat(&[b"\xc6\xff\xff\xff\xff", b"abc"]),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: max,
                     remaining: 3,
-                },
+                }),
             ),
             (
                 cat(&[b"\xc5\xff\xff", &[0; 10]]),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: 0xffff,
                     remaining: 10,
-                },
+                }),
             ),
             (
                 b"\x92\xc0\xd9\xff".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 2),
                     declared: 0xff,
                     remaining: 0,
-                },
+                }),
             ),
             (
                 b"\xa5ab".to_vec(),
-                DecodeError::LengthExceedsRemaining {
+                MessageError::Msgpack(MsgpackError::LengthExceedsRemaining {
                     at: at(0, 0),
                     declared: 5,
                     remaining: 2,
-                },
+                }),
             ),
         ];
         for (input, expected) in cases {
@@ -872,10 +890,10 @@ fn h6_item_count_bomb_is_item_budget_exceeded() {
     let err = bounded(bound, || loads_detailed(&fr, &limits).map(|_| ())).unwrap_err();
     assert_eq!(
         err,
-        DecodeError::ItemBudgetExceeded {
+        MessageError::Msgpack(MsgpackError::ItemBudgetExceeded {
             at: at(0, limit + 4),
             limit
-        }
+        })
     );
     // A map of maps counts keys, values and containers.
     let mut maps = vec![0xde, 0xff, 0xff];
@@ -889,22 +907,31 @@ fn h6_item_count_bomb_is_item_budget_exceeded() {
     // value (an even item number when counting from the map as 1).
     assert_eq!(
         err,
-        DecodeError::ItemBudgetExceeded {
+        MessageError::Msgpack(MsgpackError::ItemBudgetExceeded {
             at: at(0, 3 + limit - 1),
             limit
-        }
+        })
     );
 }
 
 #[test]
 fn h7_invalid_utf8_in_str() {
-    let cases: &[(&[u8], DecodeError)] = &[
-        (b"\xa2\xff\xfe", DecodeError::InvalidUtf8(at(0, 0))),
-        (b"\xa1\xe2", DecodeError::InvalidUtf8(at(0, 0))),
-        (b"\x81\xa1\x80\x00", DecodeError::InvalidUtf8(at(0, 1))),
+    let cases: &[(&[u8], MessageError)] = &[
+        (
+            b"\xa2\xff\xfe",
+            MessageError::Msgpack(MsgpackError::InvalidUtf8(at(0, 0))),
+        ),
+        (
+            b"\xa1\xe2",
+            MessageError::Msgpack(MsgpackError::InvalidUtf8(at(0, 0))),
+        ),
+        (
+            b"\x81\xa1\x80\x00",
+            MessageError::Msgpack(MsgpackError::InvalidUtf8(at(0, 1))),
+        ),
         (
             b"\x92\x00\xd9\x03\xed\xa0\x80",
-            DecodeError::InvalidUtf8(at(0, 2)),
+            MessageError::Msgpack(MsgpackError::InvalidUtf8(at(0, 2))),
         ), // a surrogate
     ];
     for limits in presets() {
@@ -918,33 +945,39 @@ fn h7_invalid_utf8_in_str() {
         // In a sub-header too.
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), b"\x81\xa2\xc3\x28\x00"], &limits),
-            DecodeError::InvalidUtf8(at(1, 1))
+            MessageError::Msgpack(MsgpackError::InvalidUtf8(at(1, 1)))
         );
     }
 }
 
 #[test]
 fn h8_ext_types_are_refused_and_never_read_as_offsets() {
-    let cases: &[(&[u8], DecodeError)] = &[
-        (b"\xd4\x01\x00", DecodeError::UnsupportedExt(at(0, 0))),
+    let cases: &[(&[u8], MessageError)] = &[
+        (
+            b"\xd4\x01\x00",
+            MessageError::Msgpack(MsgpackError::UnsupportedExt(at(0, 0))),
+        ),
         (
             b"\xd8\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
-            DecodeError::UnsupportedExt(at(0, 0)),
+            MessageError::Msgpack(MsgpackError::UnsupportedExt(at(0, 0))),
         ),
         // ext32 declaring 4 GiB: refused at the marker, nothing reserved.
         (
             b"\xc9\xff\xff\xff\xff\x05",
-            DecodeError::UnsupportedExt(at(0, 0)),
+            MessageError::Msgpack(MsgpackError::UnsupportedExt(at(0, 0))),
         ),
-        (b"\xc7\xff\x01", DecodeError::UnsupportedExt(at(0, 0))),
+        (
+            b"\xc7\xff\x01",
+            MessageError::Msgpack(MsgpackError::UnsupportedExt(at(0, 0))),
+        ),
         // Timestamp (type -1) with nanoseconds >= 1e9.
         (
             b"\xd7\xff\xff\xff\xff\xfc\x00\x00\x00\x00",
-            DecodeError::UnsupportedExt(at(0, 0)),
+            MessageError::Msgpack(MsgpackError::UnsupportedExt(at(0, 0))),
         ),
         (
             b"\x92\x00\xd5\x00\x00\x00",
-            DecodeError::UnsupportedExt(at(0, 2)),
+            MessageError::Msgpack(MsgpackError::UnsupportedExt(at(0, 2))),
         ),
     ];
     for limits in presets() {
@@ -958,7 +991,7 @@ fn h8_ext_types_are_refused_and_never_read_as_offsets() {
         // An ext where a placeholder offset should be.
         assert_eq!(
             loads_err(&[&ph(SER, b"\xd4\x00\x01"), &sub(&[0])], &limits),
-            DecodeError::UnsupportedExt(at(0, 16))
+            MessageError::Msgpack(MsgpackError::UnsupportedExt(at(0, 16)))
         );
     }
 }
@@ -990,7 +1023,7 @@ fn h9_reserved_key_with_extra_keys_is_ambiguous_reference() {
         for (input, pos) in &cases {
             assert_eq!(
                 loads_err(&[input, &sh, &sh], &limits),
-                DecodeError::AmbiguousReference { at: *pos },
+                MessageError::AmbiguousReference { at: *pos },
                 "input {input:02x?}"
             );
         }
@@ -1035,7 +1068,7 @@ fn h10_offset_past_the_frame_list_is_offset_out_of_range() {
             for key in [SER, PIC] {
                 assert_eq!(
                     loads_err(&[&ph(key, &offset_bytes), &sh, &sh], &limits),
-                    DecodeError::OffsetOutOfRange { offset, frames: 3 }
+                    MessageError::OffsetOutOfRange { offset, frames: 3 }
                 );
             }
         }
@@ -1068,14 +1101,14 @@ fn h11_offset_true_zero_negative_float_nil_is_invalid_offset() {
             for offset in bad {
                 assert_eq!(
                     loads_err(&[&ph(key, offset), &sh, &sh], &limits),
-                    DecodeError::InvalidOffset { at: at(0, 0) },
+                    MessageError::InvalidOffset { at: at(0, 0) },
                     "{key} offset {offset:02x?}"
                 );
                 // Nested: the position of the placeholder map.
                 let nested = cat(&[b"\x82\xa1k\x00\xa1v", &ph(key, offset)]);
                 assert_eq!(
                     loads_err(&[&nested, &sh, &sh], &limits),
-                    DecodeError::InvalidOffset { at: at(0, 6) },
+                    MessageError::InvalidOffset { at: at(0, 6) },
                     "{key} offset {offset:02x?}"
                 );
             }
@@ -1093,16 +1126,16 @@ fn h12_two_placeholders_on_one_block_is_frame_aliased() {
     for limits in presets() {
         assert_eq!(
             loads_err(&[&cat(&[b"\x92", &s1, &s1]), &one, b"payload"], &limits),
-            DecodeError::FrameAliased { frame: 1 }
+            MessageError::FrameAliased { frame: 1 }
         );
         assert_eq!(
             loads_err(&[&cat(&[b"\x92", &s1, &p1]), &zero], &limits),
-            DecodeError::FrameAliased { frame: 1 }
+            MessageError::FrameAliased { frame: 1 }
         );
         // A placeholder pointing at another block's payload frame.
         assert_eq!(
             loads_err(&[&cat(&[b"\x92", &s1, &s2]), &one, &zero], &limits),
-            DecodeError::FrameAliased { frame: 2 }
+            MessageError::FrameAliased { frame: 2 }
         );
         // Amplification: 10 000 placeholders on one frame stop at the second.
         let mut many = vec![0xdc];
@@ -1112,7 +1145,7 @@ fn h12_two_placeholders_on_one_block_is_frame_aliased() {
         }
         assert_eq!(
             loads_err(&[&many, &zero], &limits),
-            DecodeError::FrameAliased { frame: 1 }
+            MessageError::FrameAliased { frame: 1 }
         );
     }
 }
@@ -1133,7 +1166,7 @@ fn h13_sub_frame_range_overlapping_another_sub_header_is_frame_aliased() {
                 ],
                 &limits
             ),
-            DecodeError::FrameAliased { frame: 3 }
+            MessageError::FrameAliased { frame: 3 }
         );
         // Block at 2 first, then a block at 1 whose range covers 2.
         assert_eq!(
@@ -1146,7 +1179,7 @@ fn h13_sub_frame_range_overlapping_another_sub_header_is_frame_aliased() {
                 ],
                 &limits
             ),
-            DecodeError::FrameAliased { frame: 2 }
+            MessageError::FrameAliased { frame: 2 }
         );
     }
 }
@@ -1186,7 +1219,7 @@ fn h15_sub_frames_past_the_end_is_sub_frame_range_out_of_bounds() {
         ] {
             assert_eq!(
                 loads_err(&[&ph(SER, &[1]), &sub(&n_bytes), b"p"], &limits),
-                DecodeError::SubFrameRangeOutOfBounds {
+                MessageError::SubFrameRangeOutOfBounds {
                     offset: 1,
                     num_sub_frames: n,
                     frames: 3
@@ -1214,14 +1247,14 @@ fn h16_num_sub_frames_negative_or_not_an_int_is_invalid_sub_frame_count() {
         for n in bad {
             assert_eq!(
                 loads_err(&[&ph(SER, &[1]), &sub(n), b"p"], &limits),
-                DecodeError::InvalidSubFrameCount { frame: 1 },
+                MessageError::InvalidSubFrameCount { frame: 1 },
                 "num-sub-frames {n:02x?}"
             );
         }
         // Missing.
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), b"\x81\xa1x\x00"], &limits),
-            DecodeError::InvalidSubFrameCount { frame: 1 }
+            MessageError::InvalidSubFrameCount { frame: 1 }
         );
         // Huge: refused by checked range arithmetic, not wrapped.
         assert_eq!(
@@ -1233,7 +1266,7 @@ fn h16_num_sub_frames_negative_or_not_an_int_is_invalid_sub_frame_count() {
                 ],
                 &limits
             ),
-            DecodeError::SubFrameRangeOutOfBounds {
+            MessageError::SubFrameRangeOutOfBounds {
                 offset: 1,
                 num_sub_frames: u64::MAX,
                 frames: 3
@@ -1243,7 +1276,7 @@ fn h16_num_sub_frames_negative_or_not_an_int_is_invalid_sub_frame_count() {
         for not_map in [&b"\x90"[..], b"\xc0", b"\x01", b"\xa3abc"] {
             assert_eq!(
                 loads_err(&[&ph(SER, &[1]), not_map], &limits),
-                DecodeError::SubHeaderNotMap { frame: 1 }
+                MessageError::SubHeaderNotMap { frame: 1 }
             );
         }
     }
@@ -1314,7 +1347,7 @@ fn compat_scatter_of_a_million_keys_is_accepted_in_memory_linear_in_its_bytes() 
     // strict() refuses it before reading the length table.
     assert_eq!(
         Envelope::decode(&wire, &strict()).unwrap_err(),
-        DecodeError::FrameCountExceeded {
+        EnvelopeError::FrameCountExceeded {
             declared: n as u64,
             limit: 1024
         }
@@ -1378,7 +1411,7 @@ fn limit_max_frames_boundary() {
         both_refuse(
             &buf,
             &limits,
-            DecodeError::FrameCountExceeded {
+            EnvelopeError::FrameCountExceeded {
                 declared: n as u64 + 1,
                 limit: n,
             },
@@ -1412,7 +1445,7 @@ fn limit_max_frame_len_boundary() {
         both_refuse(
             &head,
             &limits,
-            DecodeError::FrameTooLarge {
+            EnvelopeError::FrameTooLarge {
                 index: 1,
                 declared: l + 1,
                 limit: l,
@@ -1458,7 +1491,7 @@ fn limit_max_message_len_boundary() {
         both_refuse(
             &prelude(8 + 8 * n + 1, n, &over),
             &limits,
-            DecodeError::MessageTooLarge {
+            EnvelopeError::MessageTooLarge {
                 declared: m + 1,
                 limit: m,
             },
@@ -1483,11 +1516,11 @@ fn limit_max_header_len_boundary() {
         assert!(matches!(v, Value::Bin(b) if b.len() == l - 5));
         assert_eq!(
             loads_err(&[&frame(l + 1)], &limits),
-            DecodeError::HeaderTooLarge {
+            MessageError::Msgpack(MsgpackError::HeaderTooLarge {
                 frame: 0,
                 len: l as u64 + 1,
                 limit: l as u64
-            }
+            })
         );
         // The same limit applies to sub-headers.
         let mut sh = sub(&[0]);
@@ -1497,15 +1530,15 @@ fn limit_max_header_len_boundary() {
         sh_over.push(0);
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), &sh_over], &limits),
-            DecodeError::HeaderTooLarge {
+            MessageError::Msgpack(MsgpackError::HeaderTooLarge {
                 frame: 1,
                 len: l as u64 + 1,
                 limit: l as u64
-            }
+            })
         );
         assert_eq!(
             loads_err(&[&ph(SER, &[1]), &sh], &limits),
-            DecodeError::TrailingBytes(at(1, 17))
+            MessageError::Msgpack(MsgpackError::TrailingBytes(at(1, 17)))
         );
     }
 }
@@ -1522,20 +1555,20 @@ fn limit_max_depth_boundary() {
         drop(v);
         assert_eq!(
             loads_deep(&nested_arrays(d + 1), &limits).unwrap_err(),
-            DecodeError::DepthExceeded {
+            MessageError::Msgpack(MsgpackError::DepthExceeded {
                 at: at(0, d),
                 limit: d
-            }
+            })
         );
         // Empty containers count too.
         let mut empty_inner = vec![0x91; d];
         empty_inner.push(0x90);
         assert_eq!(
             loads_deep(&empty_inner, &limits).unwrap_err(),
-            DecodeError::DepthExceeded {
+            MessageError::Msgpack(MsgpackError::DepthExceeded {
                 at: at(0, d),
                 limit: d
-            }
+            })
         );
     }
 }
@@ -1567,10 +1600,10 @@ fn limit_max_msgpack_items_boundary() {
         let bound = SMALL + over.len() + items_cost(n);
         assert_eq!(
             bounded(bound, || loads_detailed(&fr, &limits).map(|_| ())).unwrap_err(),
-            DecodeError::ItemBudgetExceeded {
+            MessageError::Msgpack(MsgpackError::ItemBudgetExceeded {
                 at: at(0, 4 + n),
                 limit: n
-            }
+            })
         );
         // The budget is per frame: a sub-header has its own.
         let mut sh = vec![0x81];
@@ -1597,10 +1630,10 @@ fn limit_prealloc_cap_bounds_reservation_not_acceptance() {
         let (r, stats) = measure(|| loads_detailed(&fr, &limits).map(|_| ()));
         assert_eq!(
             r.unwrap_err(),
-            DecodeError::InvalidMarker {
+            MessageError::Msgpack(MsgpackError::InvalidMarker {
                 at: at(0, 5),
                 byte: 0xc1
-            }
+            })
         );
         assert!(
             stats.peak <= cap + 4096,
@@ -1719,10 +1752,11 @@ fn fuzz_msgpack_decode_1000_deep_fixarray_chain_fits_the_documented_stack() {
     bytes.extend_from_slice(b"\xc0\xc0"); // the outer array's other two items
     let ok = on_small_stack(1 << 20, move || {
         let frames = vec![Bytes::from(bytes)];
-        let v = framewire::loads(&frames, &compat()).expect("1 000 levels are within dask_compat");
+        let v = framewire::message::loads(&frames, &compat())
+            .expect("1 000 levels are within dask_compat");
         let again = dumps(&v).expect("re-encodes");
         assert_eq!(again, frames, "byte for byte");
-        let back = framewire::loads(&again, &compat()).unwrap();
+        let back = framewire::message::loads(&again, &compat()).unwrap();
         assert_eq!(back, v);
         drop((v, back));
         true
@@ -1733,8 +1767,11 @@ fn fuzz_msgpack_decode_1000_deep_fixarray_chain_fits_the_documented_stack() {
     strict.extend(std::iter::repeat_n(0x91, 999));
     strict.extend_from_slice(b"\xc4\x01\x93\xc0\xc0");
     assert!(matches!(
-        framewire::loads(&[Bytes::from(strict)], &Limits::strict()),
-        Err(DecodeError::DepthExceeded { limit: 64, .. })
+        framewire::message::loads(&[Bytes::from(strict)], &Limits::strict()),
+        Err(MessageError::Msgpack(MsgpackError::DepthExceeded {
+            limit: 64,
+            ..
+        }))
     ));
 }
 

@@ -1,15 +1,131 @@
 //! Memory-mapped payload frames through the transport: a file region sent
-//! as a frame without being read into this process's memory, and never
-//! copied on the way to the socket.
+//! as a frame without being read into this process's memory (the copy into
+//! a sealed memfd is the kernel's), and never copied on the way to the
+//! socket (the kernel takes its bytes from the mapping itself).
 #![cfg(target_os = "linux")]
 
-use std::io::Write;
+use std::io::{IoSlice, Write};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use framewire::message::loads;
 use framewire::mmap;
 use framewire::transport::Connection;
-use framewire::{dumps, loads, Envelope, Limits, Value};
+use framewire::EnvelopeError;
+use framewire::{dumps, Envelope, Limits, Value};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+/// A TCP stream that keeps, for every write, the address and length of each
+/// piece of memory the kernel took bytes from.
+struct Recording {
+    io: tokio::net::TcpStream,
+    taken: Vec<(usize, usize)>,
+}
+
+impl Recording {
+    fn note(&mut self, pieces: &[&[u8]], mut n: usize) {
+        for p in pieces.iter().filter(|p| !p.is_empty()) {
+            let m = p.len().min(n);
+            if m == 0 {
+                break;
+            }
+            self.taken.push((p.as_ptr() as usize, m));
+            n -= m;
+        }
+    }
+
+    /// Bytes taken from inside `frame`'s memory.
+    fn taken_from(&self, frame: &Bytes) -> usize {
+        let (lo, hi) = (
+            frame.as_ptr() as usize,
+            frame.as_ptr() as usize + frame.len(),
+        );
+        self.taken
+            .iter()
+            .map(|&(at, len)| (at + len).min(hi).saturating_sub(at.max(lo)))
+            .sum()
+    }
+}
+
+impl AsyncWrite for Recording {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.note(&[buf], n);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            let pieces: Vec<&[u8]> = bufs.iter().map(|b| &**b).collect();
+            self.note(&pieces, n);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl AsyncRead for Recording {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+/// This thread's read system calls so far (`syscr` of /proc/thread-self/io:
+/// read, pread, sendfile... one per call).
+fn read_calls() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("syscr: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a syscr line")
+}
+
+/// `sealed_copy` copies inside the kernel: a 24 MiB region takes a couple of
+/// system calls (copy_file_range, or sendfile across filesystems), where
+/// reading it through a buffer of any usual size would take hundreds.
+#[test]
+fn a_sealed_copy_is_made_by_the_kernel() {
+    const LEN: usize = 24 << 20;
+    let mut file = tempfile::tempfile().unwrap();
+    file.write_all(&vec![5u8; LEN + 100]).unwrap();
+    let before = read_calls();
+    let frame = mmap::sealed_copy(&file, 100, LEN).unwrap();
+    let calls = read_calls() - before;
+    assert!(calls < 16, "{calls} read calls to copy 24 MiB");
+    assert_eq!(frame.len(), LEN);
+    assert!(frame.iter().all(|&b| b == 5));
+}
+
+/// A sealed file region is sent from its mapping: every one of its bytes the
+/// kernel took lay in the mapping (no buffer in between), and the
+/// transport's copy counter saw only frame 0 copied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sealed_file_region_is_sent_from_its_mapping() {
     const LEN: usize = 24 << 20;
@@ -18,6 +134,11 @@ async fn a_sealed_file_region_is_sent_from_its_mapping() {
     file.write_all(&data).unwrap();
     let frame = mmap::sealed_copy(&file, 100, LEN).unwrap();
     drop(data);
+    let line = mapping_of(frame.as_ptr() as usize);
+    assert!(
+        line.contains("memfd:framewire-frame"),
+        "not the memfd: {line}"
+    );
 
     let head = Value::map_of([("op", Value::str("put")), ("len", Value::from(LEN as u64))]);
     let mut frames = dumps(&head).unwrap();
@@ -27,19 +148,26 @@ async fn a_sealed_file_region_is_sent_from_its_mapping() {
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let sent = frame.clone();
     let sender = tokio::spawn(async move {
-        let s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let mut tx = Connection::builder().limits(Limits::dask_compat()).build(s);
+        let io = Recording {
+            io: tokio::net::TcpStream::connect(addr).await.unwrap(),
+            taken: Vec::new(),
+        };
+        let mut tx = Connection::builder()
+            .limits(Limits::dask_compat())
+            .build(io);
         tx.send(env).await.unwrap();
-        tx.stats()
+        (tx.stats(), tx.get_ref().taken_from(&sent))
     });
     let (s, _) = listener.accept().await.unwrap();
     let mut rx = Connection::builder().limits(Limits::dask_compat()).build(s);
     let got = rx.recv().await.unwrap().unwrap();
-    let stats = sender.await.unwrap();
+    let (stats, from_mapping) = sender.await.unwrap();
 
-    // Only frame 0 was copied (next to the prelude); the mapping went to
-    // the kernel as it is.
+    // Every byte of the region went to the kernel from the mapping, once.
+    assert_eq!(from_mapping, LEN);
+    // Only frame 0 was copied (next to the prelude), counted at the copy.
     assert_eq!(stats.bytes_copied_on_send, head_len);
     assert_eq!(
         loads(&got.frames()[..1], &Limits::dask_compat()).unwrap(),
@@ -133,7 +261,7 @@ async fn a_spill_run_cut_off_is_truncated() {
         matches!(
             r,
             Err(framewire::TransportError::Decode(
-                framewire::DecodeError::Truncated { .. }
+                framewire::DecodeError::Envelope(EnvelopeError::Truncated { .. })
             ))
         ),
         "{r:?}"

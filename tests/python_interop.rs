@@ -17,7 +17,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use bytes::{Bytes, BytesMut};
-use framewire::{dumps, envelope, loads, Envelope, Limits, Value};
+use framewire::message::loads;
+use framewire::{dumps, envelope, Envelope, Limits, Value};
 use serde_json::json;
 
 #[path = "support/dask_python.rs"]

@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use bytes::Bytes;
-use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions};
-use framewire::{
-    deserialize_blocks, loads, Block, Envelope, Header, IterateCollection, Limits, NdArray, Value,
-};
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
+use framewire::serialize::{deserialize, DeserializeOptions, SerializeOptions};
+use framewire::{Block, Envelope, Header, IterateCollection, Limits, NdArray, Value};
 use serde_json::{json, Value as J};
 use sha2::{Digest, Sha256};
 
@@ -366,7 +366,7 @@ fn python_loads_what_framewire_serializes() {
                 json!({"op": "x", "d": py(&deep)}),
             );
         } else {
-            let r = serialize::dumps_with(&msg(vec![("d", ser(deep.clone()))]), &with_mode(mode));
+            let r = framewire::dumps_with(&msg(vec![("d", ser(deep.clone()))]), &with_mode(mode));
             assert_eq!(r, Err(framewire::EncodeError::OutOfBandInBlob));
         }
         // Packed integer arrays: at the top (iterated, as Dask iterates a
@@ -454,7 +454,7 @@ fn python_loads_what_framewire_serializes() {
     let mut names = Vec::new();
     let mut expected = Vec::new();
     for (name, m, opts, exp) in sends {
-        let frames = serialize::dumps_with(&m, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let frames = framewire::dumps_with(&m, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
         if name == "sharded" {
             // 200 000 bytes in 65 536-byte shards: 4 shards, three times.
             let big_frames = frames.iter().filter(|f| f.len() == 65_536).count();

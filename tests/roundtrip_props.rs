@@ -7,7 +7,8 @@ mod common;
 use bytes::Bytes;
 use framewire::envelope::{parse_prelude, PreludeStatus};
 use framewire::message::{dumps, loads, loads_detailed, BlockKind, NUM_SUB_FRAMES};
-use framewire::{Block, DecodeError, Envelope, Header, Integer, Limits, Value};
+use framewire::EnvelopeError;
+use framewire::{Block, Envelope, Header, Integer, Limits, Value};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -240,9 +241,9 @@ fn blocks_of<'a>(v: &'a Value, out: &mut Vec<(BlockKind, &'a Block)>) {
     }
 }
 
-fn is_truncated(e: &DecodeError, prefix_len: usize, wire_len: usize) -> bool {
+fn is_truncated(e: &EnvelopeError, prefix_len: usize, wire_len: usize) -> bool {
     match *e {
-        DecodeError::Truncated {
+        EnvelopeError::Truncated {
             offset,
             needed,
             got,

@@ -7,14 +7,19 @@
 //! (hostile-inputs.md §3.2, H17–H26), the `CollectionView` offset table on
 //! 10^5 elements, and shard merging with and without a backing buffer.
 
+#[path = "support/child_test.rs"]
+mod child_test;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use framewire::message::loads;
 use framewire::serialize::{
     self, deserialize, CollectionView, DeserializeOptions, IterateCollection, SerializeOptions,
 };
-use framewire::{loads, Block, DecodeError, Envelope, Header, Limits, Value};
+use framewire::DeserializeError;
+use framewire::{Block, Envelope, Header, Limits, Value};
 use serde_json::Value as J;
 use sha2::{Digest, Sha256};
 
@@ -466,7 +471,7 @@ fn reserialize(
         compression,
         ..Default::default()
     };
-    let frames = serialize::dumps_with(
+    let frames = framewire::dumps_with(
         &Value::Array(vec![Value::Serialize(Box::new(v.clone()))]),
         &opts,
     )
@@ -523,7 +528,7 @@ fn golden_blocks_deserialize_like_dask_and_reserialize_byte_for_byte() {
             let got_backed = deserialize(&block, &opts_backed(&case.wire));
             assert_eq!(got, got_backed, "{at}: backing changes the value");
             let v = match got {
-                Err(DecodeError::RemoteSerializationError { text }) => {
+                Err(DeserializeError::RemoteSerializationError { text }) => {
                     assert_eq!(exp["$exception"], "TypeError", "{at}");
                     assert_eq!(
                         exp["message"].as_str(),
@@ -745,7 +750,7 @@ fn shards_merge_in_place_with_backing_and_copy_once_without() {
         shard_size: 3000,
         ..Default::default()
     };
-    let frames = serialize::dumps_with(
+    let frames = framewire::dumps_with(
         &Value::Serialize(Box::new(Value::NdArray(Box::new(a)))),
         &sopts,
     )
@@ -834,7 +839,7 @@ fn coll(subs: Vec<Value>, lengths: &[i64], kind: &str) -> Value {
 /// Deserializes a block built from a header map, and checks that the same
 /// block sent through a message (its header then read in place, as from the
 /// wire) deserializes the same, error included.
-fn de(h: Value, frames: Vec<Bytes>) -> Result<Value, DecodeError> {
+fn de(h: Value, frames: Vec<Bytes>) -> Result<Value, DeserializeError> {
     let block = Block::new(Header::new(h), frames);
     let direct = deserialize(&block, &opts());
     // A top-level opaque block comes back as itself: its wire header also
@@ -862,7 +867,7 @@ fn h17_compression_length_mismatch() {
     assert!(
         matches!(
             r,
-            Err(DecodeError::LengthMismatch {
+            Err(DeserializeError::LengthMismatch {
                 field: "compression",
                 expected: 1,
                 got: 2
@@ -877,7 +882,7 @@ fn h17_compression_length_mismatch() {
     assert!(
         matches!(
             r,
-            Err(DecodeError::LengthMismatch {
+            Err(DeserializeError::LengthMismatch {
                 field: "compression",
                 expected: 1,
                 got: 0
@@ -899,7 +904,7 @@ fn h17_compression_length_mismatch() {
     assert!(
         matches!(
             r,
-            Err(DecodeError::LengthMismatch {
+            Err(DeserializeError::LengthMismatch {
                 field: "compression",
                 expected: 1,
                 got: 2
@@ -918,7 +923,7 @@ fn h18_sub_headers_vs_frame_lengths() {
     assert!(
         matches!(
             r,
-            Err(DecodeError::LengthMismatch {
+            Err(DeserializeError::LengthMismatch {
                 field: "frame-lengths",
                 expected: 2,
                 got: 1
@@ -933,7 +938,7 @@ fn h18_sub_headers_vs_frame_lengths() {
     assert!(
         matches!(
             r,
-            Err(DecodeError::LengthMismatch {
+            Err(DeserializeError::LengthMismatch {
                 field: "frame-lengths",
                 expected: 1,
                 got: 2
@@ -957,7 +962,7 @@ fn h19_frame_lengths_do_not_add_up() {
             frames,
         );
         assert!(
-            matches!(r, Err(DecodeError::FrameLengthsMismatch { .. })),
+            matches!(r, Err(DeserializeError::FrameLengthsMismatch { .. })),
             "{lengths:?} {n}: {r:?}"
         );
     }
@@ -976,7 +981,7 @@ fn h19_frame_lengths_do_not_add_up() {
     ]);
     let r = de(h, vec![frame(b"\x01")]);
     assert!(
-        matches!(r, Err(DecodeError::FrameLengthsMismatch { .. })),
+        matches!(r, Err(DeserializeError::FrameLengthsMismatch { .. })),
         "{r:?}"
     );
     // Negative lengths: a bad header field.
@@ -989,23 +994,11 @@ fn h19_frame_lengths_do_not_add_up() {
 /// this test instead of killing every other test of the binary.
 #[test]
 fn h20_collections_nested_too_deep() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "h20_child_nested_collections",
-            "--nocapture",
-        ])
-        .env_remove("RUST_MIN_STACK")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "deserializing is-collection headers nested up to Limits::dask_compat().max_depth \
-         (1024) on a normal 2 MiB test thread failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Deserializing is-collection headers nested up to
+    // Limits::dask_compat().max_depth (1024) on a normal 2 MiB test thread.
+    child_test::run_alone("h20_child_nested_collections", |cmd| {
+        cmd.env_remove("RUST_MIN_STACK");
+    });
 }
 
 #[test]
@@ -1030,14 +1023,14 @@ fn h20_child_nested_collections() {
     // One past it.
     let r = de(nested(1025), vec![frame(b"\x07")]);
     assert!(
-        matches!(r, Err(DecodeError::CollectionTooDeep { limit: 1024 })),
+        matches!(r, Err(DeserializeError::CollectionTooDeep { limit: 1024 })),
         "{r:?}"
     );
     // Far past it: still an error, no stack overflow. (5000 levels: a
     // `Value` that deep is itself dropped recursively, by Rust, not framewire.)
     let r = de(nested(5000), vec![frame(b"\x07")]);
     assert!(
-        matches!(r, Err(DecodeError::CollectionTooDeep { limit: 1024 })),
+        matches!(r, Err(DeserializeError::CollectionTooDeep { limit: 1024 })),
         "{r:?}"
     );
     // Strict limits stop earlier.
@@ -1046,7 +1039,7 @@ fn h20_child_nested_collections() {
         &DeserializeOptions::with_limits(Limits::strict()),
     );
     assert!(
-        matches!(r, Err(DecodeError::CollectionTooDeep { limit: 64 })),
+        matches!(r, Err(DeserializeError::CollectionTooDeep { limit: 64 })),
         "{r:?}"
     );
 }
@@ -1058,7 +1051,7 @@ fn h21_unknown_type_serialized_or_serializer() {
         assert!(
             matches!(
                 r,
-                Err(DecodeError::InvalidHeader {
+                Err(DeserializeError::InvalidHeader {
                     field: "type-serialized"
                 })
             ),
@@ -1073,7 +1066,7 @@ fn h21_unknown_type_serialized_or_serializer() {
     ]);
     assert!(matches!(
         de(h, vec![]),
-        Err(DecodeError::InvalidHeader {
+        Err(DeserializeError::InvalidHeader {
             field: "type-serialized"
         })
     ));
@@ -1091,7 +1084,7 @@ fn h21_unknown_type_serialized_or_serializer() {
     ]);
     assert!(matches!(
         de(h, vec![frame(b"x")]),
-        Err(DecodeError::InvalidHeader {
+        Err(DeserializeError::InvalidHeader {
             field: "type-serialized"
         })
     ));
@@ -1132,7 +1125,7 @@ fn h22_to_h26_split_tables() {
     for (what, counts, offsets) in cases {
         let r = de(split_header(counts, offsets, 3), three());
         assert!(
-            matches!(r, Err(DecodeError::SplitTableInvalid { .. })),
+            matches!(r, Err(DeserializeError::SplitTableInvalid { .. })),
             "{what} {counts:?} {offsets:?}: {r:?}"
         );
     }
@@ -1143,12 +1136,12 @@ fn h22_to_h26_split_tables() {
     ]);
     assert!(matches!(
         de(h, vec![frame(b"x")]),
-        Err(DecodeError::SplitTableInvalid { .. })
+        Err(DeserializeError::SplitTableInvalid { .. })
     ));
     let h = bytes_header(vec![("split-num-sub-frames", ints(&[1]))]);
     assert!(matches!(
         de(h, vec![frame(b"x")]),
-        Err(DecodeError::SplitTableInvalid { .. })
+        Err(DeserializeError::SplitTableInvalid { .. })
     ));
 }
 
@@ -1165,7 +1158,7 @@ fn h25_merged_shard_larger_than_max_frame_len() {
     assert!(
         matches!(
             r,
-            Err(DecodeError::FrameTooLarge {
+            Err(DeserializeError::FrameTooLarge {
                 index: 0,
                 declared: 6,
                 limit: 5
@@ -1291,7 +1284,7 @@ fn bad_ndarray_headers_are_invalid_array() {
     for (what, h, frames) in bad {
         let r = de(h, frames);
         assert!(
-            matches!(r, Err(DecodeError::InvalidArray { .. })),
+            matches!(r, Err(DeserializeError::InvalidArray { .. })),
             "{what}: {r:?}"
         );
     }
@@ -1309,7 +1302,7 @@ fn bad_ndarray_headers_are_invalid_array() {
     ]);
     assert!(matches!(
         de(h, vec![data()]),
-        Err(DecodeError::InvalidArray { .. })
+        Err(DeserializeError::InvalidArray { .. })
     ));
 }
 

@@ -6,7 +6,9 @@
 //!   (Serialized / Serialize / NdArray; bins are inlined whatever their size)
 //!   gives `EncodeError::OutOfBandInBlob`; anything else round-trips.
 //! * `Auto`: a collection is iterated iff something inside needs frames of its
-//!   own ([`needs_frames`], an independent reference), one blob otherwise.
+//!   own ([`needs_frames`], an independent reference, shared with the
+//!   `serialize_iterate` fuzz target: `tests/support/serialize_reference.rs`),
+//!   one blob otherwise.
 //! * `Always`: every collection is iterated.
 //!
 //! Round trip: `deserialize(serialize(v)) == norm(v)` (Serialize wrappers
@@ -16,12 +18,17 @@
 //! `deserialize_blocks`.
 
 use bytes::Bytes;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions, PACK_MIN};
-use framewire::{
-    deserialize_blocks, dumps, loads, Block, EncodeError, Header, IterateCollection, Limits,
-    NdArray, Value,
-};
+use framewire::{dumps, Block, Header, IterateCollection, Limits, NdArray, Value};
 use proptest::prelude::*;
+
+#[path = "support/serialize_reference.rs"]
+mod reference;
+use reference::{
+    check_header, check_same_memory, expected_frames, needs_frames, norm, refusal, Refusal,
+};
 
 /// A small out-of-band threshold, so bins on both sides of it are cheap.
 const THRESHOLD: usize = 48;
@@ -126,206 +133,6 @@ fn value() -> impl Strategy<Value = Value> {
     })
 }
 
-// ---------------------------------------------------------------------------
-// Independent reference functions
-// ---------------------------------------------------------------------------
-
-/// Whether `v` needs frames of its own anywhere inside (Auto's rule).
-fn needs_frames(v: &Value, threshold: usize) -> bool {
-    match v {
-        Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => true,
-        Value::Bin(b) => b.len() >= threshold,
-        Value::Array(a) => a.iter().any(|x| needs_frames(x, threshold)),
-        Value::Map(m) => m
-            .iter()
-            .any(|(k, x)| needs_frames(k, threshold) || needs_frames(x, threshold)),
-        _ => false,
-    }
-}
-
-/// Whether a collection is iterated.
-fn iterated(v: &Value, mode: IterateCollection, forced: bool, threshold: usize) -> bool {
-    forced
-        || match mode {
-            IterateCollection::Always => true,
-            IterateCollection::Never => false,
-            IterateCollection::Auto => needs_frames(v, threshold),
-        }
-}
-
-/// Whether `Never` must refuse `v`: some blob would hold an out-of-band leaf.
-fn never_refuses(v: &Value, forced: bool) -> bool {
-    match v {
-        Value::Serialize(x) => never_refuses(x, true),
-        Value::Array(a) if forced => a.iter().any(|x| never_refuses(x, false)),
-        Value::Map(m) if forced => m.iter().any(|(_, x)| never_refuses(x, false)),
-        // A blob: bins are inlined whatever their size.
-        Value::Array(_) | Value::Map(_) => needs_frames(v, usize::MAX),
-        _ => false,
-    }
-}
-
-/// The frames `serialize` must produce.
-fn expected_frames(v: &Value, mode: IterateCollection, forced: bool, thr: usize) -> usize {
-    match v {
-        Value::Serialize(x) => expected_frames(x, mode, true, thr),
-        Value::Serialized(b) => b.frames().len(),
-        Value::Array(a) if iterated(v, mode, forced, thr) => {
-            a.iter().map(|x| expected_frames(x, mode, false, thr)).sum()
-        }
-        Value::Map(m) if iterated(v, mode, forced, thr) => m
-            .iter()
-            .map(|(_, x)| expected_frames(x, mode, false, thr))
-            .sum(),
-        // One msgpack frame per integer.
-        Value::IntArray(a) if iterated(v, mode, forced, thr) => a.len(),
-        _ => 1,
-    }
-}
-
-/// What deserializing gives back: `Serialize` wrappers unwrapped.
-fn norm(v: &Value) -> Value {
-    match v {
-        Value::Serialize(x) => norm(x),
-        Value::Array(a) => Value::Array(a.iter().map(norm).collect()),
-        Value::Map(m) => Value::Map(m.iter().map(|(k, x)| (k.clone(), norm(x))).collect()),
-        other => other.clone(),
-    }
-}
-
-/// Checks the header tree against the reference: collections iterated
-/// exactly when expected, leaves under the right family.
-fn check_header(
-    v: &Value,
-    h: &Value,
-    mode: IterateCollection,
-    forced: bool,
-    thr: usize,
-) -> Result<(), String> {
-    let serializer = h.get("serializer").and_then(Value::as_str);
-    let err = |why: &str| Err(format!("{why}: value {v:?}\n header {h:?}"));
-    match v {
-        Value::Serialize(x) => check_header(x, h, mode, true, thr),
-        Value::Serialized(b) => {
-            // The block's own header, plus "key" inside a dict.
-            let strip = |m: &Value| -> Vec<(Value, Value)> {
-                m.as_map()
-                    .unwrap()
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != Some("key"))
-                    .cloned()
-                    .collect()
-            };
-            if strip(h) != strip(b.header().map()) {
-                return err("opaque header changed");
-            }
-            Ok(())
-        }
-        Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
-            let iter = iterated(v, mode, forced, thr);
-            if iter != h.get("is-collection").is_some() {
-                return err(if iter {
-                    "expected an iterated collection"
-                } else {
-                    "expected one blob"
-                });
-            }
-            if !iter {
-                return if serializer == Some("msgpack") {
-                    Ok(())
-                } else {
-                    err("blob not msgpack")
-                };
-            }
-            let subs = h.get("sub-headers").and_then(Value::as_array).unwrap();
-            let kind = h.get("type-serialized").and_then(Value::as_str);
-            match v {
-                Value::Array(a) => {
-                    if kind != Some("tuple") || subs.len() != a.len() {
-                        return err("tuple header");
-                    }
-                    for (x, s) in a.iter().zip(subs) {
-                        check_header(x, s, mode, false, thr)?;
-                    }
-                }
-                Value::IntArray(a) => {
-                    if kind != Some("tuple") || subs.len() != a.len() {
-                        return err("tuple header");
-                    }
-                    for (&x, s) in a.iter().zip(subs) {
-                        check_header(&Value::from(x), s, mode, false, thr)?;
-                    }
-                }
-                Value::Map(m) => {
-                    if kind != Some("dict") || subs.len() != m.len() {
-                        return err("dict header");
-                    }
-                    for ((k, x), s) in m.iter().zip(subs) {
-                        if s.get("key") != Some(k) {
-                            return err("dict key");
-                        }
-                        check_header(x, s, mode, false, thr)?;
-                    }
-                }
-                _ => unreachable!(),
-            }
-            Ok(())
-        }
-        Value::NdArray(_) => match (serializer, h.get("type").and_then(Value::as_str)) {
-            (Some("dask"), Some("numpy.ndarray")) => Ok(()),
-            _ => err("array header"),
-        },
-        Value::Bin(_) => match (serializer, h.get("type").and_then(Value::as_str)) {
-            (Some("dask"), Some("bytes")) => Ok(()),
-            _ => err("bytes header"),
-        },
-        _ => {
-            if serializer == Some("msgpack") {
-                Ok(())
-            } else {
-                err("scalar not msgpack")
-            }
-        }
-    }
-}
-
-/// Zero-copy: every `Serialized` leaf comes back with the same frames (same
-/// count, same memory), every array over the same data.
-fn check_same_memory(expected: &Value, got: &Value) -> Result<(), String> {
-    match (expected, got) {
-        (Value::Serialized(a), Value::Serialized(b)) => {
-            if a.frames().len() != b.frames().len() {
-                return Err(format!(
-                    "frame count {} -> {}",
-                    a.frames().len(),
-                    b.frames().len()
-                ));
-            }
-            for (x, y) in a.frames().iter().zip(b.frames()) {
-                if (x.as_ptr(), x.len()) != (y.as_ptr(), y.len()) && !x.is_empty() {
-                    return Err(format!("frame copied: {x:?}"));
-                }
-            }
-            Ok(())
-        }
-        (Value::NdArray(a), Value::NdArray(b)) => {
-            if a.data().as_ptr() != b.data().as_ptr() && !a.data().is_empty() {
-                return Err("array data copied".into());
-            }
-            Ok(())
-        }
-        (Value::Array(a), Value::Array(b)) => a
-            .iter()
-            .zip(b)
-            .try_for_each(|(x, y)| check_same_memory(x, y)),
-        (Value::Map(a), Value::Map(b)) => a
-            .iter()
-            .zip(b)
-            .try_for_each(|((_, x), (_, y))| check_same_memory(x, y)),
-        _ => Ok(()),
-    }
-}
-
 /// Keys the message layer and Dask's `serialize_and_split` add to a header.
 const TRANSPORT_KEYS: [&str; 4] = [
     "num-sub-frames",
@@ -390,11 +197,12 @@ fn same_modulo_transport(a: &Value, b: &Value) -> bool {
 
 fn roundtrip_one(v: &Value, mode: IterateCollection, thr: usize) -> Result<(), TestCaseError> {
     let result = serialize::serialize(v, &sopts(mode, thr));
-    if mode == IterateCollection::Never && never_refuses(v, false) {
+    if let Some(why) = refusal(v, mode, false, thr) {
         prop_assert_eq!(
-            result,
-            Err(EncodeError::OutOfBandInBlob),
-            "Never must refuse {:?}",
+            result.as_ref().err().and_then(Refusal::of),
+            Some(why),
+            "{:?} must refuse {:?}",
+            mode,
             v
         );
         return Ok(());
@@ -452,13 +260,13 @@ proptest! {
         // Every mode, small threshold, tiny shards (zero-copy shards merge by copy).
         for mode in MODES {
             let opts = SerializeOptions { shard_size: 7, ..sopts(mode, THRESHOLD) };
-            match serialize::dumps_with(&msg, &opts) {
+            match framewire::dumps_with(&msg, &opts) {
                 Err(e) => {
-                    prop_assert!(mode == IterateCollection::Never && never_refuses(&v, true), "{:?}: {}", mode, e);
-                    prop_assert_eq!(e, EncodeError::OutOfBandInBlob);
+                    prop_assert!(refusal(&v, mode, true, THRESHOLD).is_some(), "{:?}: {}", mode, e);
+                    prop_assert_eq!(Refusal::of(&e), refusal(&v, mode, true, THRESHOLD));
                 }
                 Ok(frames) => {
-                    prop_assert!(!(mode == IterateCollection::Never && never_refuses(&v, true)));
+                    prop_assert_eq!(refusal(&v, mode, true, THRESHOLD), None);
                     let got = deserialize_blocks(loads(&frames, &Limits::dask_compat()).unwrap(), &dopts()).unwrap();
                     prop_assert!(same_modulo_transport(&got, &expected), "{:?}: got {:?}\nexpected {:?}", mode, got, expected);
                 }

@@ -13,7 +13,9 @@
 //!   each block, in placeholder order), `rest` (bytes left after the message),
 //!   `next` (the expectation for the bytes after the message), `reencoded` (hex
 //!   of the re-encoding when it is not byte-identical to the input);
-//! * rejected: `{"error": "Variant"}`, the `Debug` name of the `DecodeError`;
+//! * rejected: `{"error": "Variant"}`, the `Debug` name of the innermost
+//!   variant of the error (`DepthExceeded` for
+//!   `MessageError::Msgpack(MsgpackError::DepthExceeded { .. })`);
 //! * either: `limits: "strict"` to decode with `Limits::strict()` instead.
 //!
 //! Accepted examples are re-encoded (`dumps`, then an envelope whose first read
@@ -21,9 +23,10 @@
 //! bytes exactly, or `reencoded` when it is given.
 
 use bytes::Bytes;
+use framewire::message::loads_detailed;
 use framewire::message::{BlockKind, Loaded};
 use framewire::serialize::{deserialize, DeserializeOptions};
-use framewire::{dumps, loads_detailed, Block, Envelope, Limits, Value};
+use framewire::{dumps, Block, Envelope, Limits, Value};
 use serde_json::{json, Map, Value as Json};
 
 const SPEC_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/SPEC.md");
@@ -156,12 +159,29 @@ fn examples() -> Vec<Example> {
     out
 }
 
-/// The `Debug` name of an error variant: `FrameAliased { frame: 1 }` → `FrameAliased`.
+/// The `Debug` name of an error's innermost variant, past the wrappers of
+/// the layers above: `FrameAliased { frame: 1 }` → `FrameAliased`,
+/// `Msgpack(DepthExceeded { .. })` → `DepthExceeded`.
 fn variant_name(e: &impl std::fmt::Debug) -> String {
-    format!("{e:?}")
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect()
+    const WRAPPERS: [&str; 5] = [
+        "Envelope",
+        "Message",
+        "Deserialize",
+        "Msgpack",
+        "Compression",
+    ];
+    let text = format!("{e:?}");
+    let mut rest = text.as_str();
+    loop {
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        match rest[name.len()..].strip_prefix('(') {
+            Some(inner) if WRAPPERS.contains(&name.as_str()) => rest = inner,
+            _ => return name,
+        }
+    }
 }
 
 /// Frame 0 as JSON. Placeholders are numbered in the order the walk meets
@@ -552,4 +572,334 @@ fn handshake_example_is_66_bytes() {
         .find(|e| e.name == "handshake")
         .expect("handshake example");
     assert_eq!(hs.bytes.len(), 66);
+}
+
+// ---- the examples against Python Dask ----------------------------------------------------
+
+#[path = "support/dask_python.rs"]
+mod dask_python;
+
+/// What §8's table says Dask 2026.8.0 does with each example it names (the
+/// "Dask 2026.8.0" column of every row whose "example" column names it;
+/// rows naming one example twice are joined with "; ").
+fn dask_column() -> std::collections::HashMap<String, String> {
+    let spec = std::fs::read_to_string(SPEC_PATH).unwrap();
+    let table = spec
+        .split("\n## 8. Edge cases")
+        .nth(1)
+        .expect("SPEC.md has §8")
+        .split("\n### ")
+        .next()
+        .unwrap();
+    let mut out: std::collections::HashMap<String, String> = Default::default();
+    for line in table.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.split(" | ").map(str::trim).collect();
+        let [_, dask, _, examples] = cells[..] else {
+            continue;
+        };
+        for name in examples.split('`').skip(1).step_by(2) {
+            let entry = out.entry(name.to_string()).or_default();
+            if !entry.is_empty() {
+                entry.push_str("; ");
+            }
+            entry.push_str(dask);
+        }
+    }
+    assert!(out.len() > 20, "§8's table names too few examples: {out:?}");
+    out
+}
+
+/// The first exception a Dask column names: a backticked word ending in
+/// `Error`, `error` or `ExtraData` (`struct.error`, `KeyError 'data'` →
+/// `KeyError`).
+fn named_exception(dask: &str) -> Option<&str> {
+    dask.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|code| code.split_whitespace().next())
+        .find(|w| w.ends_with("Error") || w.ends_with("error") || w.ends_with("ExtraData"))
+}
+
+/// Bytes the example's prelude declares (`N + 8`, or the prelude and the
+/// frames), when they are more than the example holds: Python's reader
+/// allocates what is declared before reading it.
+fn declared_len(bytes: &[u8]) -> u64 {
+    let u64_at = |i: usize| {
+        bytes
+            .get(i..i + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()))
+    };
+    let (n, count) = (u64_at(0), u64_at(8));
+    let mut total = n.saturating_add(8);
+    if count <= (bytes.len() as u64).saturating_sub(16) / 8 {
+        let lengths = (0..count as usize).map(|i| u64_at(16 + 8 * i));
+        total = total.max(lengths.fold(16 + 8 * count, u64::saturating_add));
+    }
+    total
+}
+
+/// Container nesting of a JSON value (as `depth` counts it for `Value`).
+fn json_depth(v: &Json) -> usize {
+    match v {
+        Json::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        Json::Object(o) if o.contains_key("$map") => 1 + json_depth(&o["$map"]) - 2,
+        Json::Object(o) => 1 + o.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// `message` with the k-th placeholder `{"$serialized": i}` replaced by
+/// `deserialized[k]` (placeholders in wire order, as `blocks` lists them;
+/// a `{"$pickled": i}` entry stays as it is).
+fn with_blocks(message: &Json, blocks: &mut std::slice::Iter<'_, Json>) -> Json {
+    match message {
+        Json::Array(items) => Json::Array(items.iter().map(|x| with_blocks(x, blocks)).collect()),
+        Json::Object(o) if o.contains_key("$serialized") || o.contains_key("$pickled") => {
+            blocks.next().cloned().unwrap_or(Json::Null)
+        }
+        Json::Object(o) => Json::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), with_blocks(x, blocks)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn parse_deep(text: &str) -> Json {
+    use serde::Deserialize;
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    Json::deserialize(&mut de).expect("spec_examples.py's output is JSON")
+}
+
+#[test]
+fn spec_examples_against_python_dask() {
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(check_against_python)
+        .expect("spawn")
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e));
+}
+
+fn check_against_python() {
+    let python = dask_python::python();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/dask/spec_examples.py");
+    let examples = examples();
+    let dask = dask_column();
+    let mut input = Vec::new();
+    let mut unchecked = Vec::new();
+    for ex in &examples {
+        if declared_len(&ex.bytes) > ex.bytes.len() as u64 + (1 << 20) {
+            unchecked.push(ex.name.as_str());
+            continue;
+        }
+        let accepted = !ex.expect.as_object().unwrap().contains_key("error");
+        let mut reads = 1;
+        let mut e = &ex.expect;
+        while let Some(next) = e.get("next") {
+            reads += 1;
+            e = next;
+        }
+        let deserialize = match accepted && ex.expect.get("deserialized").is_some() {
+            true => json!([false, true]),
+            false => json!([false]),
+        };
+        input.push(json!({
+            "name": ex.name, "hex": hex::encode(&ex.bytes), "reads": reads, "deserialize": deserialize
+        }));
+    }
+    // SPEC.md names exactly these as not fed to Python.
+    assert_eq!(
+        unchecked,
+        ["too-many-frames", "frame-too-large", "length-overflow"],
+        "examples declaring more than they hold"
+    );
+    let mut child = std::process::Command::new(&python)
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run spec_examples.py");
+    let text = serde_json::to_vec(&input).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &text));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "spec_examples.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outcomes = parse_deep(std::str::from_utf8(&out.stdout).unwrap());
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for ex in &examples {
+        let Some(got) = outcomes.get(&ex.name) else {
+            continue;
+        };
+        checked += 1;
+        if let Err(why) = check_python(ex, got, dask.get(&ex.name).map(String::as_str)) {
+            failures.push(format!(
+                "example {} (SPEC.md line {}): {why}\n  Python: {}",
+                ex.name,
+                ex.line,
+                short(got)
+            ));
+        }
+    }
+    assert_eq!(checked, examples.len() - unchecked.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} SPEC.md examples are not read by Python Dask as SPEC.md says:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+fn short(v: &Json) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(600) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+/// A `{"$map": ...}` whose keys are all distinct strings as an object (what
+/// substituting a block for a placeholder key can make), everywhere.
+fn normalize(v: &Json) -> Json {
+    match v {
+        Json::Array(items) => Json::Array(items.iter().map(normalize).collect()),
+        Json::Object(o) => {
+            if let (1, Some(Json::Array(pairs))) = (o.len(), o.get("$map")) {
+                let pairs: Vec<(Json, Json)> = pairs
+                    .iter()
+                    .map(|p| (normalize(&p[0]), normalize(&p[1])))
+                    .collect();
+                let mut seen = std::collections::HashSet::new();
+                if pairs
+                    .iter()
+                    .all(|(k, _)| k.as_str().is_some_and(|k| seen.insert(k.to_string())))
+                {
+                    return Json::Object(
+                        pairs
+                            .into_iter()
+                            .map(|(k, x)| (k.as_str().unwrap().to_string(), x))
+                            .collect(),
+                    );
+                }
+                return json!({ "$map": pairs.into_iter().map(|(k, x)| json!([k, x])).collect::<Vec<_>>() });
+            }
+            Json::Object(o.iter().map(|(k, x)| (k.clone(), normalize(x))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The message of one Python outcome, or why there is none.
+fn message_of(outcome: &Json) -> Result<&Json, String> {
+    match (outcome.get("message"), outcome.get("error")) {
+        (Some(m), _) => Ok(m),
+        (None, Some(e)) => Err(format!("Python raised {} ({})", e["types"][0], e["text"])),
+        _ => Err(format!("no outcome: {outcome}")),
+    }
+}
+
+/// Whether Python raised an exception of class (or base class) `name`.
+fn raised(outcome: &Json, name: &str) -> bool {
+    outcome["error"]["types"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|x| x.as_str() == Some(name)))
+}
+
+/// Checks Python's outcomes for one example against what SPEC.md says:
+/// §8's Dask column where it names the example, else the example's own
+/// expectation (framewire's decoding, which Dask must share).
+fn check_python(ex: &Example, got: &Json, dask: Option<&str>) -> Result<(), String> {
+    let expect = ex.expect.as_object().unwrap();
+    let first = &got["false"][0];
+    let dask = dask.unwrap_or("");
+    if let Some(exception) = named_exception(dask) {
+        return match raised(first, exception) {
+            true => Ok(()),
+            false => Err(format!("§8 says Dask raises {exception}")),
+        };
+    }
+    if dask.contains("waits") {
+        return match raised(first, "CommClosedError") {
+            true => Ok(()),
+            false => Err("§8 says Dask waits: no message before the stream ends".into()),
+        };
+    }
+    let message = message_of(first)?;
+    // framewire refuses it (outside the strict profile): Dask accepting it
+    // is the difference §8 describes; nothing to compare.
+    if expect.contains_key("error") && expect.get("limits").and_then(Json::as_str) != Some("strict")
+    {
+        return Ok(());
+    }
+    if let Some(want) = expect.get("message") {
+        let same = normalize(message) == normalize(want);
+        match (dask.contains("becomes"), same) {
+            (false, false) => {
+                return Err(format!("Dask decodes a different message; SPEC.md: {want}"))
+            }
+            (true, true) => return Err("§8 says Dask makes something else of it".into()),
+            _ => {}
+        }
+    }
+    if let Some(want) = expect.get("depth") {
+        if Some(json_depth(message) as u64) != want.as_u64() {
+            return Err(format!("depth {} ≠ {want}", json_depth(message)));
+        }
+    }
+    let mut next = expect.get("next");
+    let mut read = 1;
+    while let Some(n) = next {
+        let message =
+            message_of(&got["false"][read]).map_err(|e| format!("message {}: {e}", read + 1))?;
+        if let Some(want) = n.get("message") {
+            if normalize(message) != normalize(want) {
+                return Err(format!(
+                    "message {}: Dask decodes a different one; SPEC.md: {want}",
+                    read + 1
+                ));
+            }
+        }
+        next = n.get("next");
+        read += 1;
+    }
+    // deserialize=True: the message with each block deserialized, where
+    // framewire deserializes it; a block it keeps opaque Dask cannot
+    // deserialize (KeyError); one it refuses is not compared.
+    let Some(Json::Array(blocks)) = expect.get("deserialized") else {
+        return Ok(());
+    };
+    let tagged = |b: &Json, tag: &str| {
+        b.as_object()
+            .is_some_and(|o| o.len() == 1 && o.contains_key(tag))
+    };
+    let worker = &got["true"][0];
+    if blocks.iter().any(|b| tagged(b, "$opaque")) {
+        return match raised(worker, "KeyError") {
+            true => Ok(()),
+            false => Err("deserialize=True: Dask cannot deserialize a block framewire keeps opaque (KeyError)".into()),
+        };
+    }
+    if blocks.iter().any(|b| tagged(b, "$error")) {
+        return Ok(());
+    }
+    let want = match expect.get("message") {
+        Some(m) => with_blocks(m, &mut blocks.iter()),
+        None => return message_of(worker).map(|_| ()),
+    };
+    let message = message_of(worker).map_err(|e| format!("deserialize=True: {e}"))?;
+    match normalize(message) == normalize(&want) {
+        true => Ok(()),
+        false => Err(format!(
+            "deserialize=True: Dask gives another value; SPEC.md: {want}"
+        )),
+    }
 }

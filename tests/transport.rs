@@ -14,10 +14,13 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use framewire::dumps_with;
+use framewire::serialize::Codec;
 use framewire::transport::{
     handshake, Connection, FrameCodec, HandshakeError, HandshakeOptions, Negotiated, TimeoutPhase,
     TransportError, COALESCE_THRESHOLD, MAX_IOVECS, OWN_BUFFER_THRESHOLD,
 };
+use framewire::EnvelopeError;
 use framewire::{dumps, DecodeError, EncodeError, Envelope, Limits, Value};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -503,7 +506,11 @@ async fn read_eof_mid_frame_is_truncated_then_nothing() {
     let mut conn = Connection::new(mock);
     assert_eq!(conn.recv().await.unwrap().unwrap(), msgs[0]);
     match conn.recv().await {
-        Some(Err(TransportError::Decode(DecodeError::Truncated { offset, needed, .. }))) => {
+        Some(Err(TransportError::Decode(DecodeError::Envelope(EnvelopeError::Truncated {
+            offset,
+            needed,
+            ..
+        })))) => {
             assert_eq!(offset, 70);
             assert_eq!(needed, msgs[1].wire_len());
         }
@@ -525,7 +532,9 @@ async fn read_eof_mid_prelude_is_truncated() {
         let mock = tokio_test::io::Builder::new().read(&w[..cut]).build();
         let mut conn = Connection::new(mock);
         match conn.recv().await {
-            Some(Err(TransportError::Decode(DecodeError::Truncated { offset, .. }))) => {
+            Some(Err(TransportError::Decode(DecodeError::Envelope(
+                EnvelopeError::Truncated { offset, .. },
+            )))) => {
                 assert_eq!(offset, cut as u64)
             }
             other => panic!("cut {cut}: {other:?}"),
@@ -561,7 +570,9 @@ async fn read_nothing_after_a_bad_prelude() {
     assert!(conn.recv().await.unwrap().is_ok());
     assert!(matches!(
         conn.recv().await,
-        Some(Err(TransportError::Decode(DecodeError::EmptyMessage)))
+        Some(Err(TransportError::Decode(DecodeError::Envelope(
+            EnvelopeError::EmptyMessage
+        ))))
     ));
     assert!(
         conn.recv().await.is_none(),
@@ -581,10 +592,9 @@ async fn read_limits_are_checked_before_reading_frames() {
         .build(tokio_test::io::Builder::new().read(&p).build());
     assert!(matches!(
         conn.recv().await,
-        Some(Err(TransportError::Decode(DecodeError::FrameTooLarge {
-            index: 0,
-            ..
-        })))
+        Some(Err(TransportError::Decode(DecodeError::Envelope(
+            EnvelopeError::FrameTooLarge { index: 0, .. }
+        ))))
     ));
     assert!(conn.read_reserved() <= 64 << 10);
 }
@@ -1046,7 +1056,9 @@ async fn codec_poisoned_after_an_error_in_framed() {
     let mut framed = FrameCodec::builder().new_framed(b);
     assert!(matches!(
         framed.next().await,
-        Some(Err(TransportError::Decode(DecodeError::EmptyMessage)))
+        Some(Err(TransportError::Decode(DecodeError::Envelope(
+            EnvelopeError::EmptyMessage
+        ))))
     ));
     // FramedRead yields None once, then would resume: the codec must refuse.
     for _ in 0..4 {
@@ -1091,7 +1103,7 @@ fn capture(name: &str) -> Bytes {
 
 fn peer_map(bytes: &Bytes) -> Value {
     let (env, _) = Envelope::decode(bytes, &Limits::strict()).unwrap();
-    framewire::loads(env.frames(), &Limits::strict()).unwrap()
+    framewire::message::loads(env.frames(), &Limits::strict()).unwrap()
 }
 
 #[test]
@@ -1107,18 +1119,18 @@ fn handshake_bytes_match_python() {
 fn handshake_negotiation_from_python_captures() {
     let plain = HandshakeOptions::default();
     let lz4 = HandshakeOptions {
-        compression: Some("lz4".into()),
+        compression: Some(Codec::Lz4),
         ..HandshakeOptions::default()
     };
     let n = Negotiated::new(&plain, peer_map(&capture("server_to_client.bin"))).unwrap();
-    assert_eq!((n.compression(), n.pickle_protocol()), (None, 5));
+    assert_eq!((n.codec(), n.pickle_protocol()), (None, 5));
     assert_eq!(n.peer_python(), Some([3, 11, 7]));
     let theirs = peer_map(&capture("lz4_server_to_client.bin"));
     assert_eq!(theirs.get("compression"), Some(&Value::str("lz4")));
     let n = Negotiated::new(&lz4, theirs.clone()).unwrap();
-    assert_eq!(n.compression(), Some("lz4"));
+    assert_eq!(n.codec(), Some(Codec::Lz4));
     let n = Negotiated::new(&plain, theirs).unwrap();
-    assert_eq!(n.compression(), None, "different offers: no compression");
+    assert_eq!(n.codec(), None, "different offers: no compression");
 }
 
 #[test]
@@ -1235,7 +1247,7 @@ async fn handshake_both_write_first_on_a_tiny_pipe() {
     let x = HandshakeOptions::default().extension("crc32c", Value::Bool(true));
     let y = HandshakeOptions {
         pickle_protocol: 4,
-        compression: Some("lz4".into()),
+        compression: Some(Codec::Lz4),
         ..HandshakeOptions::default()
     }
     .extension("crc32c", Value::str("yes"));
@@ -1243,7 +1255,7 @@ async fn handshake_both_write_first_on_a_tiny_pipe() {
     let ((mut l, nl), (mut r, nr)) = (l.unwrap(), r.unwrap());
     for n in [&nl, &nr] {
         assert_eq!(n.pickle_protocol(), 4);
-        assert_eq!(n.compression(), None);
+        assert_eq!(n.codec(), None);
         assert!(n.agreed("crc32c"));
     }
     assert_eq!(nl.peer_extension("crc32c"), Some(&Value::str("yes")));
@@ -1303,7 +1315,9 @@ async fn handshake_failures() {
     b.write_all(&[0u8; 16]).await.unwrap();
     assert!(matches!(
         handshake(a, &HandshakeOptions::default()).await,
-        Err(TransportError::Decode(DecodeError::EmptyMessage))
+        Err(TransportError::Decode(DecodeError::Envelope(
+            EnvelopeError::EmptyMessage
+        )))
     ));
     // The peer's handshake lacks pickle-protocol.
     let (a, mut b) = tokio::io::duplex(1 << 12);
@@ -1326,7 +1340,9 @@ async fn handshake_failures() {
     });
     assert!(matches!(
         handshake(a, &HandshakeOptions::default()).await,
-        Err(TransportError::Decode(DecodeError::FrameTooLarge { .. }))
+        Err(TransportError::Decode(DecodeError::Envelope(
+            EnvelopeError::FrameTooLarge { .. }
+        )))
     ));
     drop(writer.await);
 }
@@ -1467,9 +1483,7 @@ fn bench_64mib_loopback() {
 /// buffer (`Envelope::buffers` → `DeserializeOptions::backed_by`), not a copy.
 #[tokio::test]
 async fn received_shards_merge_in_the_receive_buffer() {
-    use framewire::serialize::{
-        deserialize_blocks, dumps_with, DeserializeOptions, SerializeOptions,
-    };
+    use framewire::serialize::{deserialize_blocks, DeserializeOptions, SerializeOptions};
     let payload: Bytes = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
     let msg = Value::map_of([
         ("op", Value::str("put")),
@@ -1490,7 +1504,7 @@ async fn received_shards_merge_in_the_receive_buffer() {
     let (sent, got) = tokio::join!(tx.send(Envelope::new(frames).unwrap()), rx.recv());
     sent.unwrap();
     let env = got.unwrap().unwrap();
-    let value = framewire::loads(env.frames(), &dask()).unwrap();
+    let value = framewire::message::loads(env.frames(), &dask()).unwrap();
     let de = DeserializeOptions::with_limits(dask()).backed_by(&env);
     let value = deserialize_blocks(value, &de).unwrap();
     let Some(Value::Bin(data)) = value.get("data") else {
@@ -1505,7 +1519,7 @@ async fn received_shards_merge_in_the_receive_buffer() {
     assert!(inside, "the merged payload was copied");
     // Without the backing, the same merge copies (one copy, same bytes).
     let copy = deserialize_blocks(
-        framewire::loads(env.frames(), &dask()).unwrap(),
+        framewire::message::loads(env.frames(), &dask()).unwrap(),
         &DeserializeOptions::with_limits(dask()),
     )
     .unwrap();

@@ -10,7 +10,9 @@
 //!   with an array and bytes that Python checks.
 //!
 //! Both handshakes carry a `framewire-test` extension, which Python must
-//! ignore (and keep in `remote_info`).
+//! ignore (and keep in `remote_info`). Both directions run twice: over
+//! `tcp://`, and over `tls://` with mutual certificates (made by the test),
+//! Python's side configured by a `distributed.security.Security`.
 //!
 //! These tests FAIL when Python Dask is missing: they never skip.
 
@@ -19,14 +21,68 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use bytes::Bytes;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::DeserializeOptions;
-use framewire::transport::{Connection, HandshakeOptions};
-use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, NdArray, Value};
+use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions, TlsConfig};
+use framewire::{dumps, Envelope, Limits, NdArray, Value};
 use sha2::Digest;
 
+#[path = "support/certs.rs"]
+mod certs;
 #[path = "support/dask_python.rs"]
 mod dask_python;
 use dask_python::python;
+
+/// The transport under test: `tcp://`, or `tls://` with a test CA and a
+/// certificate that Python and framewire both present.
+enum Scheme {
+    Tcp,
+    Tls(certs::Certs, TlsConfig),
+}
+
+impl Scheme {
+    fn tls(tag: &str) -> Scheme {
+        let dir =
+            std::env::temp_dir().join(format!("framewire-pytls-{tag}-{}", std::process::id()));
+        let c = certs::make(&dir);
+        let config = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
+        Scheme::Tls(c, config)
+    }
+    fn name(&self) -> &'static str {
+        match self {
+            Scheme::Tcp => "tcp",
+            Scheme::Tls(..) => "tls",
+        }
+    }
+    fn config(&self) -> Option<&TlsConfig> {
+        match self {
+            Scheme::Tcp => None,
+            Scheme::Tls(_, config) => Some(config),
+        }
+    }
+    /// A builder with the limits of these tests and the certificates, if any.
+    fn builder(&self) -> ConnectionBuilder {
+        let mut b = ConnectionBuilder::new();
+        b.limits(limits());
+        if let Scheme::Tls(_, config) = self {
+            b.tls(config.clone());
+        }
+        b
+    }
+    /// `args` for comm_peer.py, with `--tls CA CERT KEY` for TLS.
+    fn peer(&self, args: &[&str]) -> (Child, std::io::Lines<BufReader<ChildStdout>>) {
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        if let Scheme::Tls(c, _) = self {
+            args.push("--tls".into());
+            for f in [c.ca(), c.cert(), c.key()] {
+                args.push(f.display().to_string());
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        peer(&args)
+    }
+}
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -97,18 +153,30 @@ fn array(v: Option<&Value>) -> &NdArray {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn framewire_connects_to_python_listen() {
-    let (mut child, mut lines) = peer(&["listen"]);
+    framewire_connects_to_python(Scheme::Tcp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn framewire_connects_to_python_listen_over_tls() {
+    framewire_connects_to_python(Scheme::tls("listen")).await;
+}
+
+async fn framewire_connects_to_python(scheme: Scheme) {
+    let (mut child, mut lines) = scheme.peer(&["listen"]);
     let first = lines.next().expect("port line").unwrap();
     let port: serde_json::Value = serde_json::from_str(&first).unwrap();
     let port = port["port"].as_u64().unwrap() as u16;
 
-    let (mut conn, agreed) = Connection::builder()
-        .limits(limits())
-        .connect(("127.0.0.1", port), &opts())
+    let address = format!("{}://127.0.0.1:{port}", scheme.name());
+    let (mut conn, agreed) = scheme
+        .builder()
+        .connect_address(&address, &opts())
         .await
         .expect("connect + handshake");
+    let our_suite = conn.get_ref().cipher_suite();
+    assert_eq!(our_suite.is_some(), scheme.config().is_some());
     assert_eq!(agreed.pickle_protocol(), 5);
-    assert_eq!(agreed.compression(), None);
+    assert_eq!(agreed.codec(), None);
     assert_eq!(agreed.peer_python(), Some([3, 11, 7]));
     assert!(
         agreed.peer_extensions().is_empty(),
@@ -130,6 +198,19 @@ async fn framewire_connects_to_python_listen() {
     let options = info.get("options").unwrap();
     assert_eq!(int(options.get("pickle-protocol")), 5);
     assert_eq!(options.get("compression"), Some(&Value::Nil));
+    // Over TLS, Python's ssl module agreed TLS 1.3 with us.
+    match (&scheme, info.get("tls")) {
+        (Scheme::Tcp, None) => {}
+        (Scheme::Tls(..), Some(tls)) => {
+            assert_eq!(tls.get("version"), Some(&Value::str("TLSv1.3")), "{tls:?}");
+            assert_eq!(
+                tls.get("cipher"),
+                Some(&Value::str("TLS_AES_256_GCM_SHA384"))
+            );
+            assert_eq!(our_suite.as_deref(), Some("TLS13_AES_256_GCM_SHA384"));
+        }
+        (_, other) => panic!("{}: tls info {other:?}", scheme.name()),
+    }
 
     // An 8 MB float64 array (a large frame on both sides' paths).
     let n = 1_000_000u64;
@@ -233,17 +314,30 @@ async fn framewire_connects_to_python_listen() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_connects_to_framewire_accept() {
+    python_connects_to_framewire(Scheme::Tcp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_connects_to_framewire_accept_over_tls() {
+    python_connects_to_framewire(Scheme::tls("accept")).await;
+}
+
+async fn python_connects_to_framewire(scheme: Scheme) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
-    let (mut child, mut lines) = peer(&["connect", &port]);
+    let (mut child, mut lines) = scheme.peer(&["connect", &port]);
     let (stream, _) = listener.accept().await.unwrap();
-    let (mut conn, agreed) = Connection::builder()
-        .limits(limits())
-        .accept(stream, &opts())
+    let (mut conn, agreed) = scheme
+        .builder()
+        .accept_socket(stream, &opts())
         .await
         .expect("accept + handshake");
+    assert_eq!(
+        conn.get_ref().cipher_suite().is_some(),
+        scheme.config().is_some()
+    );
     assert_eq!(agreed.pickle_protocol(), 5);
-    assert_eq!(agreed.compression(), None);
+    assert_eq!(agreed.codec(), None);
     assert!(!agreed.agreed("test"));
 
     let mut got = Vec::new();

@@ -23,9 +23,12 @@ use std::cell::Cell;
 use std::net::{TcpListener, TcpStream};
 
 use bytes::{Bytes, BytesMut};
-use framewire::serialize::{dumps_with, DeserializeOptions, SerializeOptions};
+use framewire::dumps_with;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
+use framewire::serialize::{DeserializeOptions, SerializeOptions};
 use framewire::transport::{Connection, FrameCodec, COALESCE_THRESHOLD};
-use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, Value};
+use framewire::{dumps, Envelope, Limits, Value};
 use tokio_util::codec::Encoder;
 
 // ---- the instrument ----------------------------------------------------------------------

@@ -4,14 +4,15 @@
 //! transport variant, so the variants differ only in their framing code).
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use framewire::message::loads;
+use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{serialize, DeserializeOptions, IterateCollection, SerializeOptions};
-use framewire::transport::{Connection, FrameCodec, ReadHalf, WriteHalf};
-use framewire::{deserialize_blocks, dumps, loads, Envelope, Limits, NdArray, Value};
+use framewire::transport::{Connection, ConnectionBuilder, FrameCodec, ReadHalf, WriteHalf};
+use framewire::{dumps, Envelope, Limits, NdArray, Value};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -22,6 +23,19 @@ use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 pub const KIB: usize = 1 << 10;
 pub const MIB: usize = 1 << 20;
 pub const GIB: usize = 1 << 30;
+
+/// The frames of a captured 2026.8.0 message,
+/// `tests/captures/conversation/<case>/frame_NNN.bin`.
+pub fn capture_frames(case: &str) -> Vec<Bytes> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/captures/conversation")
+        .join(case);
+    (0..)
+        .map(|i| dir.join(format!("frame_{i:03}.bin")))
+        .take_while(|p| p.exists())
+        .map(|p| Bytes::from(std::fs::read(p).expect("a capture frame")))
+        .collect()
+}
 
 /// A human size name: `1KiB`, `64MiB`, `1GiB`.
 pub fn size_name(size: usize) -> String {
@@ -178,11 +192,11 @@ pub fn small_task() -> Value {
 /// The runtime of a transport measurement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {
-    /// `new_current_thread`: both ends on one thread (like one Python
-    /// process with one event loop).
+    /// `new_current_thread`: every task on the one thread that drives it
+    /// (like one Python process with one event loop).
     OneThread,
-    /// `new_multi_thread` with 2 workers: sender and receiver tasks may run
-    /// on both cores.
+    /// `new_multi_thread` with 2 workers (tokio's default on this
+    /// 2-core machine): tasks may run on both cores.
     TwoThreads,
 }
 
@@ -192,6 +206,13 @@ impl Flavor {
             "1thread" => Flavor::OneThread,
             "2threads" => Flavor::TwoThreads,
             other => panic!("unknown runtime flavor {other}"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::OneThread => "1thread",
+            Flavor::TwoThreads => "2threads",
         }
     }
 
@@ -224,12 +245,14 @@ pub async fn tcp_pair() -> (TcpStream, TcpStream) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     /// framewire `Connection`: `send(Envelope[payload])` / `recv()`,
-    /// receive buffers recycled (the default).
+    /// receive buffers recycled (the default): one ready-made frame, no
+    /// frame 0, no `dumps`/`loads`.
     Connection,
     /// The same with `recycle_buffers(false)`: a fresh buffer per message.
     ConnectionFresh,
     /// A whole task message each way: `dumps` of `{"op": "send", "data":
-    /// ndarray}` + `Envelope` + `send`; `recv` + `loads` + `deserialize_blocks`.
+    /// ndarray}` + `Envelope` + `send`; `recv` + `loads` +
+    /// `deserialize_blocks` (the work Python's comm does, `deserialize=True`).
     ConnectionTask,
     /// `Framed` with framewire's `FrameCodec` (the encoder copies).
     FrameCodec,
@@ -238,9 +261,13 @@ pub enum Variant {
     LengthDelimited,
     /// `writev(header, payload)`; `read_exact` into one reused buffer.
     RawWritev,
+    /// [`small_task`] each way, as [`Variant::ConnectionTask`] (the payload
+    /// size is ignored).
+    SmallTask,
 }
 
 impl Variant {
+    /// The variants with a payload of a given size (`SmallTask` aside).
     pub const ALL: [Variant; 6] = [
         Variant::Connection,
         Variant::ConnectionFresh,
@@ -258,49 +285,85 @@ impl Variant {
             Variant::FrameCodec => "framecodec",
             Variant::LengthDelimited => "length_delimited",
             Variant::RawWritev => "raw_writev",
+            Variant::SmallTask => "small_task",
         }
     }
 
     pub fn parse(s: &str) -> Variant {
         Variant::ALL
             .into_iter()
+            .chain([Variant::SmallTask])
             .find(|v| v.name() == s)
             .unwrap_or_else(|| panic!("unknown transport variant {s}"))
     }
-}
 
-type ConnTx = WriteHalf<OwnedWriteHalf>;
-type ConnRx = ReadHalf<OwnedReadHalf>;
+    /// The message a task variant sends (`dumps` per send), built over
+    /// `payload`.
+    fn message(self, payload: &Bytes) -> Option<Value> {
+        match self {
+            Variant::ConnectionTask => Some(ndarray_message(payload.clone())),
+            Variant::SmallTask => Some(small_task()),
+            _ => None,
+        }
+    }
 
-// One per link, built once: the size difference between variants does not matter.
-#[allow(clippy::large_enum_variant)]
-enum Ends {
-    Conn {
-        tx: Option<ConnTx>,
-        rx: Option<ConnRx>,
-        /// `Some(message)`: `dumps` it per send, `loads` + deserialize per receive.
-        task: Option<Value>,
-    },
-    Codec {
-        tx: Option<FramedWrite<OwnedWriteHalf, FrameCodec>>,
-        rx: Option<FramedRead<OwnedReadHalf, FrameCodec>>,
-    },
-    LengthDelimited {
-        tx: Option<FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>>,
-        rx: Option<FramedRead<OwnedReadHalf, LengthDelimitedCodec>>,
-    },
-    Raw {
-        tx: Option<OwnedWriteHalf>,
-        rx: Option<(OwnedReadHalf, Vec<u8>)>,
-    },
-}
+    fn builder(self) -> ConnectionBuilder {
+        let mut builder = Connection::builder();
+        builder
+            .limits(Limits::dask_compat())
+            .recycle_buffers(self != Variant::ConnectionFresh);
+        builder
+    }
 
-/// One connected sender/receiver pair of a [`Variant`], kept between
-/// measurements (so a recycled buffer stays warm, as on a long-lived
-/// connection). Built with one warm-up message already through.
-pub struct Link {
-    ends: Ends,
-    payload: Bytes,
+    /// The sending end of this variant over `w`.
+    pub fn sender(self, w: OwnedWriteHalf, payload: &Bytes) -> Sender {
+        match self {
+            Variant::Connection
+            | Variant::ConnectionFresh
+            | Variant::ConnectionTask
+            | Variant::SmallTask => Sender::Conn {
+                tx: WriteHalf::new(w, &self.builder()),
+                task: self.message(payload),
+            },
+            Variant::FrameCodec => Sender::Codec(
+                FrameCodec::builder()
+                    .limits(Limits::dask_compat())
+                    .new_write(w),
+            ),
+            Variant::LengthDelimited => {
+                Sender::LengthDelimited(FramedWrite::new(w, length_delimited()))
+            }
+            Variant::RawWritev => Sender::Raw(w),
+        }
+    }
+
+    /// The receiving end of this variant over `r`, for messages of `size`
+    /// payload bytes.
+    pub fn receiver(self, r: OwnedReadHalf, size: usize) -> Receiver {
+        match self {
+            Variant::Connection | Variant::ConnectionFresh => Receiver::Conn {
+                rx: ReadHalf::new(r, &self.builder()),
+                task: false,
+                size,
+            },
+            Variant::ConnectionTask | Variant::SmallTask => Receiver::Conn {
+                rx: ReadHalf::new(r, &self.builder()),
+                task: true,
+                size,
+            },
+            Variant::FrameCodec => Receiver::Codec(
+                FrameCodec::builder()
+                    .limits(Limits::dask_compat())
+                    .new_read(r),
+                size,
+            ),
+            Variant::LengthDelimited => {
+                Receiver::LengthDelimited(FramedRead::new(r, length_delimited()), size)
+            }
+            // Reused and already faulted in: the ceiling for any receiver.
+            Variant::RawWritev => Receiver::Raw(r, vec![1u8; size]),
+        }
+    }
 }
 
 fn length_delimited() -> LengthDelimitedCodec {
@@ -310,189 +373,189 @@ fn length_delimited() -> LengthDelimitedCodec {
         .new_codec()
 }
 
+/// The sending end of a [`Variant`] (one per measurement: the size
+/// difference between variants does not matter).
+#[allow(clippy::large_enum_variant)]
+pub enum Sender {
+    Conn {
+        tx: WriteHalf<OwnedWriteHalf>,
+        /// `Some(message)`: `dumps` it per send.
+        task: Option<Value>,
+    },
+    Codec(FramedWrite<OwnedWriteHalf, FrameCodec>),
+    LengthDelimited(FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>),
+    Raw(OwnedWriteHalf),
+}
+
+impl Sender {
+    /// Sends `count` messages (of `payload`, or the task message) and
+    /// hands itself back.
+    pub async fn send(mut self, payload: Bytes, count: u64) -> Sender {
+        match &mut self {
+            Sender::Conn { tx, task: None } => {
+                let env = Envelope::new(vec![payload]).expect("an envelope");
+                for _ in 0..count {
+                    tx.send(env.clone()).await.expect("send");
+                }
+            }
+            Sender::Conn {
+                tx,
+                task: Some(msg),
+            } => {
+                for _ in 0..count {
+                    let frames = dumps(msg).expect("dumps");
+                    tx.send(Envelope::new(frames).expect("envelope"))
+                        .await
+                        .expect("send");
+                }
+            }
+            Sender::Codec(tx) => {
+                let env = Envelope::new(vec![payload]).expect("an envelope");
+                for _ in 0..count {
+                    tx.send(env.clone()).await.expect("send");
+                }
+            }
+            Sender::LengthDelimited(tx) => {
+                for _ in 0..count {
+                    tx.send(payload.clone()).await.expect("send");
+                }
+            }
+            Sender::Raw(tx) => {
+                for _ in 0..count {
+                    write_all_vectored(tx, &payload).await;
+                }
+            }
+        }
+        self
+    }
+}
+
+/// The receiving end of a [`Variant`].
+#[allow(clippy::large_enum_variant)]
+pub enum Receiver {
+    Conn {
+        rx: ReadHalf<OwnedReadHalf>,
+        /// `loads` + `deserialize_blocks` (backed by the receive buffers)
+        /// per message; else the frame's length is checked.
+        task: bool,
+        size: usize,
+    },
+    Codec(FramedRead<OwnedReadHalf, FrameCodec>, usize),
+    LengthDelimited(FramedRead<OwnedReadHalf, LengthDelimitedCodec>, usize),
+    Raw(OwnedReadHalf, Vec<u8>),
+}
+
+impl Receiver {
+    /// Receives `count` messages and hands itself back.
+    pub async fn recv(mut self, count: u64) -> Receiver {
+        match &mut self {
+            Receiver::Conn {
+                rx,
+                task: false,
+                size,
+            } => {
+                for _ in 0..count {
+                    let env = rx.recv().await.expect("a message").expect("recv");
+                    assert_eq!(env.frames()[0].len(), *size);
+                }
+            }
+            Receiver::Conn { rx, task: true, .. } => {
+                let limits = Limits::dask_compat();
+                let de = deserialize_options();
+                for _ in 0..count {
+                    let env = rx.recv().await.expect("a message").expect("recv");
+                    let value = loads(env.frames(), &limits).expect("loads");
+                    let de = de.clone().backed_by(&env);
+                    drop(env);
+                    std::hint::black_box(deserialize_blocks(value, &de).expect("deserialize"));
+                }
+            }
+            Receiver::Codec(rx, size) => {
+                for _ in 0..count {
+                    let env = rx.next().await.expect("a message").expect("recv");
+                    assert_eq!(env.frames()[0].len(), *size);
+                }
+            }
+            Receiver::LengthDelimited(rx, size) => {
+                for _ in 0..count {
+                    let frame = rx.next().await.expect("a frame").expect("recv");
+                    assert_eq!(frame.len(), *size);
+                }
+            }
+            Receiver::Raw(rx, buf) => {
+                for _ in 0..count {
+                    let mut header = [0u8; 8];
+                    rx.read_exact(&mut header).await.expect("read header");
+                    let len = u64::from_le_bytes(header) as usize;
+                    assert_eq!(len, buf.len());
+                    rx.read_exact(&mut buf[..len]).await.expect("read payload");
+                }
+            }
+        }
+        self
+    }
+}
+
+/// One connected sender/receiver pair of a [`Variant`] in this process,
+/// kept between measurements (so a recycled buffer stays warm, as on a
+/// long-lived connection). Built with one warm-up message already through.
+pub struct Link {
+    tx: Option<Sender>,
+    rx: Option<Receiver>,
+    payload: Bytes,
+}
+
 impl Link {
     pub fn new(rt: &Runtime, variant: Variant, size: usize) -> Link {
-        let payload = payload(size);
-        let task = (variant == Variant::ConnectionTask).then(|| ndarray_message(payload.clone()));
-        Link::build(rt, variant, payload, task)
+        Link::build(rt, variant, payload(size))
     }
 
-    /// A `Connection` link sending `msg` (dumps per send, loads +
+    /// A `Connection` link sending [`small_task`] (dumps per send, loads +
     /// deserialize per receive): the small-message rows.
-    pub fn task(rt: &Runtime, msg: Value) -> Link {
-        Link::build(rt, Variant::ConnectionTask, Bytes::new(), Some(msg))
+    pub fn small(rt: &Runtime) -> Link {
+        Link::build(rt, Variant::SmallTask, Bytes::new())
     }
 
-    fn build(rt: &Runtime, variant: Variant, payload: Bytes, task: Option<Value>) -> Link {
-        let ends = rt.block_on(async {
+    fn build(rt: &Runtime, variant: Variant, payload: Bytes) -> Link {
+        let (tx, rx) = rt.block_on(async {
             let (a, b) = tcp_pair().await;
             let (ar, aw) = a.into_split();
             let (br, bw) = b.into_split();
             drop((ar, bw)); // one direction: a writes, b reads
-            match variant {
-                Variant::Connection | Variant::ConnectionFresh | Variant::ConnectionTask => {
-                    let mut builder = Connection::builder();
-                    builder
-                        .limits(Limits::dask_compat())
-                        .recycle_buffers(variant != Variant::ConnectionFresh);
-                    Ends::Conn {
-                        tx: Some(WriteHalf::new(aw, &builder)),
-                        rx: Some(ReadHalf::new(br, &builder)),
-                        task,
-                    }
-                }
-                Variant::FrameCodec => {
-                    let codec = FrameCodec::builder().limits(Limits::dask_compat()).clone();
-                    Ends::Codec {
-                        tx: Some(codec.new_write(aw)),
-                        rx: Some(codec.new_read(br)),
-                    }
-                }
-                Variant::LengthDelimited => Ends::LengthDelimited {
-                    tx: Some(FramedWrite::new(aw, length_delimited())),
-                    rx: Some(FramedRead::new(br, length_delimited())),
-                },
-                Variant::RawWritev => {
-                    // Reused and already faulted in: the ceiling for any receiver.
-                    let buf = vec![1u8; payload.len()];
-                    Ends::Raw {
-                        tx: Some(aw),
-                        rx: Some((br, buf)),
-                    }
-                }
-            }
+            (
+                variant.sender(aw, &payload),
+                variant.receiver(br, payload.len()),
+            )
         });
-        let mut link = Link { ends, payload };
+        let mut link = Link {
+            tx: Some(tx),
+            rx: Some(rx),
+            payload,
+        };
         link.run(rt, 1); // warm-up: buffers allocated and faulted in, code paths hot
         link
     }
 
     /// Sends `count` messages one way and returns the time until the
-    /// receiver has the last one.
+    /// receiver has the last one. Sender and receiver are two spawned tasks
+    /// of the runtime (same setup for every variant).
     pub fn run(&mut self, rt: &Runtime, count: u64) -> Duration {
+        let (tx, rx) = (
+            self.tx.take().expect("link in use"),
+            self.rx.take().expect("link in use"),
+        );
         let payload = self.payload.clone();
-        let size = payload.len();
-        rt.block_on(async {
-            match &mut self.ends {
-                Ends::Conn { tx, rx, task } => match task.clone() {
-                    None => {
-                        let env = Envelope::new(vec![payload]).expect("an envelope");
-                        drive(
-                            tx,
-                            rx,
-                            |mut tx: ConnTx| async move {
-                                for _ in 0..count {
-                                    tx.send(env.clone()).await.expect("send");
-                                }
-                                tx
-                            },
-                            |mut rx: ConnRx| async move {
-                                for _ in 0..count {
-                                    let env = rx.recv().await.expect("a message").expect("recv");
-                                    assert_eq!(env.frames()[0].len(), size);
-                                }
-                                rx
-                            },
-                        )
-                        .await
-                    }
-                    Some(msg) => {
-                        drive(
-                            tx,
-                            rx,
-                            |mut tx: ConnTx| async move {
-                                for _ in 0..count {
-                                    let frames = dumps(&msg).expect("dumps");
-                                    tx.send(Envelope::new(frames).expect("envelope"))
-                                        .await
-                                        .expect("send");
-                                }
-                                tx
-                            },
-                            |mut rx: ConnRx| async move {
-                                let limits = Limits::dask_compat();
-                                let de = deserialize_options();
-                                for _ in 0..count {
-                                    let env = rx.recv().await.expect("a message").expect("recv");
-                                    let value = loads(env.frames(), &limits).expect("loads");
-                                    let de = de.clone().backed_by(&env);
-                                    drop(env);
-                                    std::hint::black_box(
-                                        deserialize_blocks(value, &de).expect("deserialize"),
-                                    );
-                                }
-                                rx
-                            },
-                        )
-                        .await
-                    }
-                },
-                Ends::Codec { tx, rx } => {
-                    let env = Envelope::new(vec![payload]).expect("an envelope");
-                    drive(
-                        tx,
-                        rx,
-                        |mut tx: FramedWrite<OwnedWriteHalf, FrameCodec>| async move {
-                            for _ in 0..count {
-                                tx.send(env.clone()).await.expect("send");
-                            }
-                            tx
-                        },
-                        |mut rx: FramedRead<OwnedReadHalf, FrameCodec>| async move {
-                            for _ in 0..count {
-                                let env = rx.next().await.expect("a message").expect("recv");
-                                assert_eq!(env.frames()[0].len(), size);
-                            }
-                            rx
-                        },
-                    )
-                    .await
-                }
-                Ends::LengthDelimited { tx, rx } => {
-                    drive(
-                        tx,
-                        rx,
-                        |mut tx: FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>| async move {
-                            for _ in 0..count {
-                                tx.send(payload.clone()).await.expect("send");
-                            }
-                            tx
-                        },
-                        |mut rx: FramedRead<OwnedReadHalf, LengthDelimitedCodec>| async move {
-                            for _ in 0..count {
-                                let frame = rx.next().await.expect("a frame").expect("recv");
-                                assert_eq!(frame.len(), size);
-                            }
-                            rx
-                        },
-                    )
-                    .await
-                }
-                Ends::Raw { tx, rx } => {
-                    drive(
-                        tx,
-                        rx,
-                        |mut tx: OwnedWriteHalf| async move {
-                            for _ in 0..count {
-                                write_all_vectored(&mut tx, &payload).await;
-                            }
-                            tx
-                        },
-                        |(mut rx, mut buf): (OwnedReadHalf, Vec<u8>)| async move {
-                            for _ in 0..count {
-                                let mut header = [0u8; 8];
-                                rx.read_exact(&mut header).await.expect("read header");
-                                let len = u64::from_le_bytes(header) as usize;
-                                assert_eq!(len, buf.len());
-                                rx.read_exact(&mut buf[..len]).await.expect("read payload");
-                            }
-                            (rx, buf)
-                        },
-                    )
-                    .await
-                }
-            }
-        })
+        let (tx, rx, elapsed) = rt.block_on(async move {
+            let start = Instant::now();
+            let sender = tokio::spawn(tx.send(payload, count));
+            let receiver = tokio::spawn(rx.recv(count));
+            let rx = receiver.await.expect("receiver panicked");
+            let elapsed = start.elapsed();
+            (sender.await.expect("sender panicked"), rx, elapsed)
+        });
+        self.tx = Some(tx);
+        self.rx = Some(rx);
+        elapsed
     }
 }
 
@@ -508,37 +571,35 @@ async fn write_all_vectored(tx: &mut OwnedWriteHalf, payload: &[u8]) {
     }
 }
 
-/// Runs the sender and the receiver as two tasks of the runtime (same setup
-/// for every variant) and returns the time until the receiver is done.
-async fn drive<S, R, FS, FR>(
-    tx: &mut Option<S>,
-    rx: &mut Option<R>,
-    send: impl FnOnce(S) -> FS,
-    recv: impl FnOnce(R) -> FR,
-) -> Duration
-where
-    S: Send + 'static,
-    R: Send + 'static,
-    FS: Future<Output = S> + Send + 'static,
-    FR: Future<Output = R> + Send + 'static,
-{
-    let (t, r) = (
-        tx.take().expect("link in use"),
-        rx.take().expect("link in use"),
-    );
-    let start = Instant::now();
-    let sender = tokio::spawn(send(t));
-    let receiver = tokio::spawn(recv(r));
-    let r = receiver.await.expect("receiver panicked");
-    let elapsed = start.elapsed();
-    *tx = Some(sender.await.expect("sender panicked"));
-    *rx = Some(r);
-    elapsed
+/// The server of the request/response rows: `loads` each message, which
+/// must be `"ping"`, and answer `dumps("pong")`, until the client closes.
+pub async fn pong_server(stream: TcpStream) {
+    let limits = Limits::dask_compat();
+    let mut server = Connection::builder().limits(limits.clone()).build(stream);
+    let pong = Envelope::new(dumps(&Value::str("pong")).expect("dumps")).expect("env");
+    while let Some(env) = server.recv().await {
+        let value = loads(env.expect("recv").frames(), &limits).expect("loads");
+        assert_eq!(value.as_str(), Some("ping"));
+        server.send(pong.clone()).await.expect("send");
+    }
 }
 
-/// Request/response over framewire `Connection`s: the client sends
-/// `dumps("ping")`, the server `loads` it and answers `dumps("pong")`
+/// `count` request/response round trips from the client's side: `dumps`
+/// of `"ping"` and `send`, then `recv` and `loads` of the answer
 /// (`py_small_msgs.py`'s ping-pong).
+pub async fn ping_client(client: &mut Connection<TcpStream>, count: u64) {
+    let limits = Limits::dask_compat();
+    for _ in 0..count {
+        let ping = Envelope::new(dumps(&Value::str("ping")).expect("dumps")).expect("env");
+        client.send(ping).await.expect("send");
+        let env = client.recv().await.expect("a reply").expect("recv");
+        let value = loads(env.frames(), &limits).expect("loads");
+        assert_eq!(value.as_str(), Some("pong"));
+    }
+}
+
+/// Request/response over framewire `Connection`s in this process: the
+/// server is a spawned task, the client runs in `block_on`.
 pub struct PingPong {
     client: Connection<TcpStream>,
 }
@@ -547,16 +608,7 @@ impl PingPong {
     pub fn new(rt: &Runtime) -> PingPong {
         let client = rt.block_on(async {
             let (a, b) = tcp_pair().await;
-            tokio::spawn(async move {
-                let limits = Limits::dask_compat();
-                let mut server = Connection::builder().limits(limits.clone()).build(b);
-                let pong = Envelope::new(dumps(&Value::str("pong")).expect("dumps")).expect("env");
-                while let Some(env) = server.recv().await {
-                    let value = loads(env.expect("recv").frames(), &limits).expect("loads");
-                    assert_eq!(value.as_str(), Some("ping"));
-                    server.send(pong.clone()).await.expect("send");
-                }
-            });
+            tokio::spawn(pong_server(b));
             Connection::builder().limits(Limits::dask_compat()).build(a)
         });
         let mut pp = PingPong { client };
@@ -568,21 +620,24 @@ impl PingPong {
     pub fn run(&mut self, rt: &Runtime, count: u64) -> Duration {
         let client = &mut self.client;
         rt.block_on(async {
-            let limits = Limits::dask_compat();
             let start = Instant::now();
-            for _ in 0..count {
-                let ping = Envelope::new(dumps(&Value::str("ping")).expect("dumps")).expect("env");
-                client.send(ping).await.expect("send");
-                let env = client.recv().await.expect("a reply").expect("recv");
-                let value = loads(env.frames(), &limits).expect("loads");
-                assert_eq!(value.as_str(), Some("pong"));
-            }
+            ping_client(client, count).await;
             start.elapsed()
         })
     }
 }
 
-// ---- memory ------------------------------------------------------------------------------
+// ---- memory and time ---------------------------------------------------------------------
+
+/// Seconds this thread has been running on a CPU (the first field of
+/// `/proc/thread-self/schedstat`, in nanoseconds): the time a measurement
+/// took away from waiting for a core on a loaded machine.
+pub fn thread_cpu_secs() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(f64::NAN, |ns| ns as f64 * 1e-9)
+}
 
 /// `VmRSS` and `VmHWM` of this process, in bytes.
 pub fn rss_and_hwm() -> (u64, u64) {

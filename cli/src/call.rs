@@ -26,15 +26,13 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use framewire::message::{self, BlockKind, Loaded};
-use framewire::serialize::{
-    self, dumps_with, Codec, DecompressBudget, DeserializeOptions, SerializeOptions,
-};
+use framewire::serialize::{self, Codec, DecompressBudget, DeserializeOptions};
 use framewire::transport::{
-    Checksums, Connection, HandshakeError, HandshakeOptions, TransportError,
+    Address, Checksums, Connection, HandshakeError, HandshakeOptions, Socket, TlsConfig,
+    TransportError,
 };
-use framewire::{DecodeError, Envelope, Limits, Value};
+use framewire::{DeserializeError, Envelope, Limits, Value};
 use serde_json::Value as Json;
-use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
 use crate::json;
@@ -60,6 +58,8 @@ pub struct Options {
     pub compression: Option<String>,
     /// `--checksums`; `None`: not offered (as Python peers).
     pub checksums: Option<ChecksumMode>,
+    /// `--tls-*`: for a `tls://` address.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Sends the message `input` (JSON text, or `-` for stdin) to the Dask
@@ -83,12 +83,14 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
         .unwrap_or_default()
         .to_owned();
     let wants_reply = !matches!(msg.get("reply"), Some(Value::Bool(false)));
-    // Encoded now, uncompressed, so that a message that cannot be encoded
-    // fails before connecting; encoded again if a codec is agreed.
-    let env = encode(&msg, None)?;
-    let host_port = host_port(address)?;
+    // Encoded once now, so that a message that cannot be encoded fails
+    // before connecting; the connection encodes it again with the codec
+    // the handshake agrees, if any.
+    framewire::dumps(&msg).map_err(|e| format!("cannot encode the message: {e}"))?;
+    let address = Address::parse(address)?;
+    let tls = crate::tls::for_address(&address, opts.tls.as_ref(), "--tls")?;
     let handshake = HandshakeOptions {
-        compression: codec.map(|c| c.name().to_owned()),
+        compression: codec,
         checksums: match opts.checksums {
             None => Checksums::Off,
             Some(ChecksumMode::Offer) => Checksums::Offer,
@@ -105,10 +107,9 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let request = Request {
         msg: &msg,
-        env,
         wants_reply,
     };
-    let reply = rt.block_on(converse(host_port, request, &handshake, opts.timeout));
+    let reply = rt.block_on(converse(&address, tls, request, &handshake, opts.timeout));
     let reply = reply.map_err(|e| format!("{address}: {e}"))?;
     let line = match reply {
         None => Json::Null,
@@ -127,35 +128,6 @@ pub fn parse_codec(name: &str) -> Result<Codec, String> {
             known.join(", ")
         )
     })
-}
-
-/// The message enveloped, payload frames compressed with `codec` under
-/// Dask's policy.
-fn encode(msg: &Value, codec: Option<Codec>) -> Result<Envelope, String> {
-    let opts = SerializeOptions {
-        compression: codec,
-        ..SerializeOptions::default()
-    };
-    dumps_with(msg, &opts)
-        .and_then(Envelope::new)
-        .map_err(|e| format!("cannot encode the message: {e}"))
-}
-
-/// `host:port` of a `tcp://host:port` (or bare `host:port`) address.
-pub fn host_port(address: &str) -> Result<&str, String> {
-    let rest = match address.split_once("://") {
-        Some(("tcp", rest)) => rest,
-        Some((scheme, _)) => {
-            return Err(format!(
-                "{address}: only tcp:// addresses are supported, not {scheme}://"
-            ))
-        }
-        None => address,
-    };
-    match rest.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(rest),
-        _ => Err(format!("{address}: expected tcp://HOST:PORT")),
-    }
 }
 
 /// The message: a JSON object in the conventions of `encode`, with an `op`;
@@ -181,36 +153,34 @@ fn message_from_json(text: &str) -> Result<Value, String> {
     Ok(value)
 }
 
-/// The message to send: its value (to encode again if a codec is agreed),
-/// its uncompressed envelope, and whether a reply is expected.
+/// The message to send, and whether a reply is expected.
 struct Request<'a> {
     msg: &'a Value,
-    env: Envelope,
     wants_reply: bool,
 }
 
 /// Connect, handshake, send, and read the reply (unless none is wanted),
 /// all within `timeout`.
 async fn converse(
-    host_port: &str,
+    address: &Address,
+    tls: Option<&TlsConfig>,
     request: Request<'_>,
     opts: &HandshakeOptions,
     timeout: Duration,
 ) -> Result<Option<Loaded>, String> {
-    let Request {
-        msg,
-        env,
-        wants_reply,
-    } = request;
+    let Request { msg, wants_reply } = request;
     let deadline = Instant::now() + timeout;
     let within = seconds(timeout);
-    let stream = timeout_at(deadline, TcpStream::connect(host_port))
+    let socket = timeout_at(deadline, Socket::connect(address, tls))
         .await
         .map_err(|_| format!("cannot connect within {within}"))?
-        .map_err(|e| format!("cannot connect: {e}"))?;
+        .map_err(|e| match e {
+            TransportError::Io(e) => format!("cannot connect: {e}"),
+            e => e.to_string(),
+        })?;
     let mut builder = Connection::builder();
     builder.limits(Limits::dask_compat());
-    let (mut conn, agreed) = match timeout_at(deadline, builder.accept(stream, opts)).await {
+    let (mut conn, _) = match timeout_at(deadline, builder.handshake(socket, opts)).await {
         Err(_) => return Err(format!("no handshake from the server within {within}")),
         Ok(Err(TransportError::Handshake(HandshakeError::ChecksumRequired))) => {
             return Err("checksums required, the server did not offer them \
@@ -221,12 +191,8 @@ async fn converse(
         Ok(Ok(x)) => x,
     };
     // As a Dask comm: payloads compressed with the codec both sides
-    // announced, if any (the same as ours, so a name we know).
-    let env = match agreed.compression().and_then(Codec::from_name) {
-        Some(codec) => encode(msg, Some(codec))?,
-        None => env,
-    };
-    timeout_at(deadline, conn.send(env))
+    // announced, if any (the session's serialize options carry it).
+    timeout_at(deadline, conn.send_value(msg))
         .await
         .map_err(|_| format!("cannot send the message within {within}"))?
         .map_err(|e| format!("sending the message: {e}"))?;
@@ -273,7 +239,7 @@ fn reply_json(loaded: &Loaded) -> Result<Json, String> {
             BlockKind::Serialized => {
                 match serialize::deserialize_with_budget(b, &opts, &mut budget) {
                     Ok(v) => Ok(Ok(v)),
-                    Err(DecodeError::RemoteSerializationError { text }) => Err(format!(
+                    Err(DeserializeError::RemoteSerializationError { text }) => Err(format!(
                         "the reply holds a value the server could not serialize: {text}"
                     )),
                     Err(e) => Err(format!(
@@ -323,16 +289,6 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses() {
-        assert_eq!(host_port("tcp://127.0.0.1:8786"), Ok("127.0.0.1:8786"));
-        assert_eq!(host_port("localhost:1"), Ok("localhost:1"));
-        assert_eq!(host_port("tcp://[::1]:8786"), Ok("[::1]:8786"));
-        assert!(host_port("tls://a:1").unwrap_err().contains("only tcp://"));
-        assert!(host_port("tcp://a").is_err());
-        assert!(host_port("tcp://:80").is_err());
-    }
 
     #[test]
     fn reply_key_appended_like_send_recv() {

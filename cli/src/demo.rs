@@ -2,33 +2,42 @@
 //!
 //! ```text
 //!  client task                          loopback TCP                    server task
-//!  Value ─dumps_with─▶ Envelope ─send─▶ (vectored writes) ─recv─▶ Envelope ─loads─▶ deserialize_blocks ─▶ == expected?
-//!        └── 64 MiB payloads leave from their own Bytes (Stats::bytes_copied_on_send)
+//!  Value ─dumps_with─▶ Envelope ─send─▶ Watched ─writev─▶ ─recv─▶ Envelope ─loads─▶ deserialize_blocks ─▶ == expected?
+//!                                         └── which bytes handed to the kernel lie in a payload's own memory
 //! ```
 //!
-//! The stream: heartbeats (`heartbeat-worker`, hundreds, small), two
+//! The stream: heartbeats (`heartbeat_worker`, hundreds, small), two
 //! `compute-task` messages whose task tuples carry a 64 MiB payload (bytes,
 //! and an `NdArray`), and three large collections (100 000 elements under
 //! `IterateCollection::Auto` and `Always`; 1 000 under `Auto` with a large
 //! bytes element last, which Dask's first-element inference would miss).
 //! Every message that arrives is deserialized and compared with what was
-//! sent; payload bytes must be identical, and no byte of a frame at or above
-//! the coalesce threshold may have been copied on the send side.
+//! sent; payload bytes must be identical. The client's socket is wrapped in
+//! [`Watched`], which looks at the address of every byte the transport hands
+//! to the kernel: every payload byte must leave from the payload's own
+//! memory, exactly once (a copy anywhere on the way would show as bytes
+//! from elsewhere). The report also gives the connection's copy counters
+//! ([`Stats`]), counted by the transport where it copies.
 
 use std::io::Write;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use framewire::serialize::{dumps_with, DeserializeOptions, IterateCollection, SerializeOptions};
+use framewire::dask::{HeartbeatWorker, Op};
+use framewire::dumps_with;
+use framewire::serialize::{Codec, DeserializeOptions, IterateCollection, SerializeOptions};
 use framewire::transport::{Connection, HandshakeOptions, Stats, COALESCE_THRESHOLD};
-use framewire::{deserialize_blocks, loads, Envelope, Limits, NdArray, Value};
-use tokio::net::TcpListener;
+use framewire::{Envelope, Limits, NdArray, Value};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 
 /// Size of each large payload.
 const PAYLOAD: usize = 64 << 20;
 /// Elements of the large collections.
 const COLLECTION: usize = 100_000;
-/// `heartbeat-worker` messages.
+/// `heartbeat_worker` messages.
 const HEARTBEATS: usize = 500;
 /// The whole demo must finish within this (a hang guard).
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -46,11 +55,100 @@ struct Planned {
 struct Sent {
     stats: Stats,
     frames: u64,
-    /// Bytes of frames under the coalesce threshold (copied next to the prelude).
-    small_bytes: u64,
-    /// Frames at or above it, and their bytes.
+    /// Frames at or above the coalesce threshold, and their bytes.
     large_frames: u64,
     large_bytes: u64,
+    /// The payloads' bytes, and how many of the bytes handed to the kernel
+    /// were read from the payloads' own memory ([`Watched`]).
+    payload_bytes: u64,
+    from_payload_memory: u64,
+}
+
+/// A socket that watches where the bytes written to it come from: of the
+/// bytes the kernel accepted, how many lay in the memory of one of the
+/// `payloads` (address ranges). Reads pass through.
+struct Watched<S> {
+    io: S,
+    payloads: Vec<(usize, usize)>,
+    from_payloads: u64,
+}
+
+impl<S> Watched<S> {
+    fn new(io: S, payloads: &[Bytes]) -> Watched<S> {
+        let payloads = payloads
+            .iter()
+            .map(|p| (p.as_ptr() as usize, p.as_ptr() as usize + p.len()))
+            .collect();
+        Watched {
+            io,
+            payloads,
+            from_payloads: 0,
+        }
+    }
+
+    /// Counts the first `n` bytes of `slices` (what the kernel took) that
+    /// lie inside a payload.
+    fn account<'a>(&mut self, slices: impl IntoIterator<Item = &'a [u8]>, mut n: usize) {
+        for s in slices {
+            if n == 0 {
+                break;
+            }
+            let m = s.len().min(n);
+            let (start, end) = (s.as_ptr() as usize, s.as_ptr() as usize + m);
+            for &(a, b) in &self.payloads {
+                self.from_payloads += end.min(b).saturating_sub(start.max(a)) as u64;
+            }
+            n -= m;
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.account([buf], n);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            self.account(bufs.iter().map(|b| &**b), n);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
 }
 
 /// What the receiving side measured.
@@ -99,9 +197,16 @@ async fn demo() -> Result<String, String> {
             .await
             .map_err(|e| format!("demo: server handshake: {e}"))
     };
+    let payloads = payloads(&plan);
     let client = async {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("demo: connect: {e}"))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| format!("demo: connect: {e}"))?;
         builder
-            .connect(addr, &opts)
+            .handshake(Watched::new(stream, &payloads), &opts)
             .await
             .map_err(|e| format!("demo: client handshake: {e}"))
     };
@@ -113,7 +218,7 @@ async fn demo() -> Result<String, String> {
     let handshake = format!(
         "pickle-protocol {}, compression {}, framewire-demo extension agreed",
         agreed.pickle_protocol(),
-        agreed.compression().unwrap_or("none")
+        agreed.codec().map_or("none", Codec::name)
     );
 
     let expected: Vec<(&'static str, Value)> =
@@ -135,8 +240,7 @@ async fn demo() -> Result<String, String> {
             };
             // Backed by the receive buffers: shards merge without a copy.
             let opts = opts.clone().backed_by(&env);
-            let got = loads(env.frames(), &opts.limits)
-                .and_then(|v| deserialize_blocks(v, &opts))
+            let got = framewire::loads(env.frames(), &opts)
                 .map_err(|e| format!("demo: message #{i} ({label}): {e}"))?;
             if &got != want {
                 return Err(format!(
@@ -162,9 +266,8 @@ async fn demo() -> Result<String, String> {
         })
     });
 
-    // The handshake went out first: one small frame, copied like any other.
+    // The handshake went out first: one frame.
     let mut frames = 1u64;
-    let mut small_bytes = handshake_frame_len(&opts)?;
     let (mut large_frames, mut large_bytes) = (0u64, 0u64);
     for (i, p) in plan.iter().enumerate() {
         let opts = SerializeOptions {
@@ -176,9 +279,7 @@ async fn demo() -> Result<String, String> {
             .map_err(|e| format!("demo: message #{i} ({}): cannot encode: {e}", p.label))?;
         for f in env.frames() {
             frames += 1;
-            if f.len() < COALESCE_THRESHOLD {
-                small_bytes += f.len() as u64;
-            } else {
+            if f.len() >= COALESCE_THRESHOLD {
                 large_frames += 1;
                 large_bytes += f.len() as u64;
             }
@@ -199,9 +300,10 @@ async fn demo() -> Result<String, String> {
     let sent = Sent {
         stats: client.stats(),
         frames,
-        small_bytes,
         large_frames,
         large_bytes,
+        payload_bytes: payloads.iter().map(|p| p.len() as u64).sum(),
+        from_payload_memory: client.get_ref().from_payloads,
     };
     let received = receiving
         .await
@@ -246,18 +348,18 @@ fn report(
             s.frames_sent, s.bytes_sent, r.frames_received, r.bytes_received
         ));
     }
-    // Every small frame is copied once next to its prelude (the handshake's
-    // included); anything more is bytes of a large frame that were copied.
-    let large_copied = s.bytes_copied_on_send.saturating_sub(sent.small_bytes);
-    if large_copied > 0 {
+    // Every payload byte went to the kernel from the payload's own memory,
+    // once: fewer means some were copied on the way (or never sent).
+    if sent.from_payload_memory != sent.payload_bytes {
         return Err(format!(
-            "demo: {large_copied} bytes of frames >= {COALESCE_THRESHOLD} bytes were copied on send"
+            "demo: {} of the {} payload bytes were handed to the kernel from the payloads' own memory",
+            sent.from_payload_memory, sent.payload_bytes
         ));
     }
     let secs = elapsed.as_secs_f64().max(1e-9);
     let heartbeats = plan
         .iter()
-        .filter(|p| p.label == "heartbeat-worker")
+        .filter(|p| p.label == "heartbeat_worker")
         .count();
     let mut text = String::new();
     let mut line = |l: String| {
@@ -268,7 +370,7 @@ fn report(
         "framewire demo: loopback {addr}, handshake: {handshake}"
     ));
     line(format!(
-        "messages: {} ({heartbeats} heartbeat-worker, 2 compute-task with {} MiB payloads, 3 collections, the handshake)",
+        "messages: {} ({heartbeats} heartbeat_worker, 2 compute-task with {} MiB payloads, 3 collections, the handshake)",
         s.messages_sent,
         PAYLOAD >> 20
     ));
@@ -285,11 +387,20 @@ fn report(
         sent.large_frames, sent.large_bytes
     ));
     line(format!(
-        "large payload bytes copied on send: {large_copied}"
+        "payload bytes written from their own memory: {} of {} (seen at the socket: the address of every byte handed to the kernel)",
+        sent.from_payload_memory, sent.payload_bytes
     ));
     line(format!(
-        "small frame bytes copied on send (coalesced with the prelude): {}",
+        "frame bytes copied on send: {} (counted where copied: frames < {COALESCE_THRESHOLD} bytes coalesced with their prelude)",
         s.bytes_copied_on_send
+    ));
+    line(format!(
+        "bytes copied on receive: {} (counted where copied: read ahead, then moved into a large frame's buffer)",
+        r.bytes_copied_on_receive
+    ));
+    line(format!(
+        "bytes relocated on receive: {} (held by a receive buffer whose growth moved it)",
+        r.bytes_relocated_on_receive
     ));
     line(format!(
         "verified: {} of {} messages equal after deserialize, {} payload bytes identical",
@@ -300,13 +411,14 @@ fn report(
     Ok(text)
 }
 
-/// The length of our handshake message's only frame.
-fn handshake_frame_len(opts: &HandshakeOptions) -> Result<u64, String> {
-    let v = opts
-        .to_value()
-        .map_err(|e| format!("demo: handshake: {e}"))?;
-    let frames = framewire::dumps(&v).map_err(|e| format!("demo: handshake: {e}"))?;
-    Ok(frames.iter().map(|f| f.len() as u64).sum())
+/// The large payloads of the plan (bins and array data of at least the
+/// coalesce threshold), each once.
+fn payloads(plan: &[Planned]) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    for p in plan {
+        large_payloads(&p.value, &mut out);
+    }
+    out
 }
 
 /// The payload bytes of `want` and `got` compared one by one (bins and
@@ -382,53 +494,53 @@ fn s(text: &str) -> Value {
     Value::str(text)
 }
 
-fn heartbeat(i: usize) -> Value {
+/// A worker's `heartbeat_worker`, built as its Rust type (the fields
+/// `Scheduler.heartbeat_worker` reads), with `reply: true` as Dask's rpc
+/// sends it.
+fn heartbeat(i: usize) -> Result<Value, String> {
     let now = 1.7e9 + i as f64 * 0.5;
-    Value::map_of([
-        ("op", s("heartbeat-worker")),
-        ("address", s("tcp://127.0.0.1:40411")),
-        ("now", Value::Float(now)),
+    let metrics = Value::map_of([
         (
-            "metrics",
+            "task_counts",
+            Value::map_of([("memory", Value::from(i as u64))]),
+        ),
+        (
+            "bandwidth",
             Value::map_of([
-                (
-                    "task_counts",
-                    Value::map_of([("memory", Value::from(i as u64))]),
-                ),
-                (
-                    "bandwidth",
-                    Value::map_of([
-                        ("total", Value::Float(1e8)),
-                        ("workers", Value::map_of([])),
-                        ("types", Value::map_of([])),
-                    ]),
-                ),
-                ("managed_bytes", Value::from(1_000_000 + i as u64)),
-                (
-                    "spilled_bytes",
-                    Value::map_of([("memory", 0u8.into()), ("disk", 0u8.into())]),
-                ),
-                ("event_loop_interval", Value::Float(0.02)),
-                ("cpu", Value::Float(12.5)),
-                ("memory", Value::from(150_000_000u64)),
-                ("time", Value::Float(now)),
-                (
-                    "host_net_io",
-                    Value::map_of([
-                        ("read_bps", Value::Float(0.0)),
-                        ("write_bps", Value::Float(0.0)),
-                    ]),
-                ),
-                ("num_fds", Value::from(31u8)),
+                ("total", Value::Float(1e8)),
+                ("workers", Value::map_of([])),
+                ("types", Value::map_of([])),
             ]),
         ),
-        ("executing", Value::map_of([])),
+        ("digests_total_since_heartbeat", Value::map_of([])),
+        ("managed_bytes", Value::from(1_000_000 + i as u64)),
         (
-            "extensions",
-            Value::map_of([("spans", Value::map_of([])), ("shuffle", Value::map_of([]))]),
+            "spilled_bytes",
+            Value::map_of([("memory", 0u8.into()), ("disk", 0u8.into())]),
         ),
-        ("reply", Value::Bool(true)),
-    ])
+        ("event_loop_interval", Value::Float(0.02)),
+        ("cpu", Value::Float(12.5)),
+        ("memory", Value::from(150_000_000u64)),
+        ("time", Value::Float(now)),
+        (
+            "host_net_io",
+            Value::map_of([
+                ("read_bps", Value::Float(0.0)),
+                ("write_bps", Value::Float(0.0)),
+            ]),
+        ),
+        ("num_fds", Value::from(31u8)),
+    ]);
+    let beat = HeartbeatWorker {
+        op: Op::new(),
+        address: "tcp://127.0.0.1:40411".into(),
+        now,
+        metrics,
+        executing: Default::default(),
+        extensions: Value::map_of([("spans", Value::map_of([])), ("shuffle", Value::map_of([]))]),
+        reply: Some(true),
+    };
+    framewire::to_value(&beat).map_err(|e| format!("demo: {e}"))
 }
 
 /// A Dask task message whose run_spec is a task tuple `(func, arg, kwargs)`.
@@ -502,19 +614,21 @@ fn plan() -> Result<Vec<Planned>, String> {
     };
     let auto = IterateCollection::Auto;
     let mut beats = 0..HEARTBEATS;
-    let mut some_beats =
-        |n: usize, push: &mut dyn FnMut(&'static str, Value, IterateCollection)| {
-            for i in beats.by_ref().take(n) {
-                push("heartbeat-worker", heartbeat(i), auto);
-            }
-        };
-    some_beats(200, &mut push);
+    let mut some_beats = |n: usize,
+                          push: &mut dyn FnMut(&'static str, Value, IterateCollection)|
+     -> Result<(), String> {
+        for i in beats.by_ref().take(n) {
+            push("heartbeat_worker", heartbeat(i)?, auto);
+        }
+        Ok(())
+    };
+    some_beats(200, &mut push)?;
     push(
         "compute-task",
         compute_task("('load-7f3a', 0)", "load", Value::Bin(bytes), PAYLOAD),
         auto,
     );
-    some_beats(100, &mut push);
+    some_beats(100, &mut push)?;
     push(
         "compute-task",
         compute_task(
@@ -525,7 +639,7 @@ fn plan() -> Result<Vec<Planned>, String> {
         ),
         auto,
     );
-    some_beats(100, &mut push);
+    some_beats(100, &mut push)?;
     push(
         "collection (Auto)",
         update_data("('range-auto', 0)", elements(COLLECTION)),
@@ -541,6 +655,42 @@ fn plan() -> Result<Vec<Planned>, String> {
         update_data("('mixed', 0)", with_large_last),
         auto,
     );
-    some_beats(HEARTBEATS, &mut push);
+    some_beats(HEARTBEATS, &mut push)?;
     Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::IoSlice;
+    use tokio::io::AsyncWriteExt;
+
+    /// The instrument sees a copy: the same bytes from another buffer are
+    /// not counted, and of a write only what the kernel took is.
+    #[test]
+    fn watched_counts_only_bytes_from_payload_memory() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let payload = pattern(100_000, 1);
+            let copy = Bytes::copy_from_slice(&payload);
+            let (a, _a) = tokio::io::duplex(1 << 20);
+            let mut w = Watched::new(a, std::slice::from_ref(&payload));
+            w.write_all(&copy).await.unwrap();
+            assert_eq!(w.from_payloads, 0, "a copy's bytes are not the payload's");
+            w.write_all(&payload[10..20]).await.unwrap();
+            assert_eq!(w.from_payloads, 10);
+            // A write the other end takes only 1000 bytes of.
+            let (c, _c) = tokio::io::duplex(1000);
+            let mut w = Watched::new(c, std::slice::from_ref(&payload));
+            let tail = [0u8; 5];
+            let slices = [IoSlice::new(&payload), IoSlice::new(&tail)];
+            let n = std::future::poll_fn(|cx| Pin::new(&mut w).poll_write_vectored(cx, &slices))
+                .await
+                .unwrap();
+            assert_eq!(n, 1000);
+            assert_eq!(w.from_payloads, 1000);
+        });
+    }
 }

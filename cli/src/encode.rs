@@ -3,8 +3,9 @@
 
 use std::io::{Read, Write};
 
+use framewire::dumps_with;
 use framewire::envelope::Envelope;
-use framewire::serialize::{dumps_with, SerializeOptions};
+use framewire::serialize::SerializeOptions;
 use serde_json::Value as Json;
 
 use crate::json;

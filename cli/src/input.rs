@@ -5,7 +5,7 @@ use std::io::Read;
 
 use bytes::Bytes;
 use framewire::message::{self, BlockRef, Loaded};
-use framewire::{DecodeError, Envelope, Limits, Position};
+use framewire::{DecodeError, Envelope, EnvelopeError, Limits, Position};
 
 /// A whole input file in one buffer: frames are slices of it.
 pub struct Input {
@@ -95,13 +95,13 @@ impl Iterator for Messages<'_> {
             Ok(ok) => ok,
             Err(e) => {
                 self.failed = true;
-                return Some(Err(fail(&e, None)));
+                return Some(Err(fail(&e.into(), None)));
             }
         };
         let loaded = match message::loads_detailed(env.frames(), &self.limits) {
             Ok(l) => l,
             Err(e) => {
-                let msg = fail(&e, Some(env.frames()));
+                let msg = fail(&e.into(), Some(env.frames()));
                 self.failed = true;
                 return Some(Err(msg));
             }
@@ -130,8 +130,10 @@ pub fn decode_error(
 ) -> String {
     let mut line = format!("{name}: message #{index} at byte {start}: {err}");
     let own = match err {
-        DecodeError::Truncated { offset, .. } => Some(start as u64 + offset),
-        _ => match (position(err), frames) {
+        DecodeError::Envelope(EnvelopeError::Truncated { offset, .. }) => {
+            Some(start as u64 + offset)
+        }
+        _ => match (err.position(), frames) {
             (Some(at), Some(frames)) => frame_byte(frames, at).map(|b| start as u64 + b),
             _ => None,
         },
@@ -159,23 +161,6 @@ pub fn block_error(name: &str, msg: &Decoded, block: &BlockRef, err: &DecodeErro
         crate::json::kind_name(block.kind),
         block.offset
     )
-}
-
-/// The position a msgpack-level error carries.
-fn position(err: &DecodeError) -> Option<Position> {
-    use DecodeError::*;
-    match err {
-        MsgpackTruncated(at) | UnsupportedExt(at) | InvalidUtf8(at) | TrailingBytes(at) => {
-            Some(*at)
-        }
-        InvalidMarker { at, .. }
-        | LengthExceedsRemaining { at, .. }
-        | DepthExceeded { at, .. }
-        | ItemBudgetExceeded { at, .. }
-        | InvalidOffset { at }
-        | AmbiguousReference { at } => Some(*at),
-        _ => None,
-    }
 }
 
 /// Offset from the message start of a position inside one of its frames.

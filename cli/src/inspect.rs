@@ -4,7 +4,7 @@ use std::io::Write;
 
 use framewire::message::{BlockKind, BlockRef};
 use framewire::serialize::{self, DecompressBudget, DeserializeOptions};
-use framewire::{Block, DecodeError, Limits, Value};
+use framewire::{Block, DeserializeError, Limits, Value};
 use serde_json::{Map, Value as Json};
 
 use crate::input::{self, Decoded, Input};
@@ -73,8 +73,8 @@ fn deserialize_message(input: &Input, msg: &Decoded) -> Result<Vec<Result<Value,
             BlockKind::Serialized => {
                 match serialize::deserialize_with_budget(b, &opts, &mut budget) {
                     Ok(v) => Ok(Ok(v)),
-                    Err(DecodeError::RemoteSerializationError { text }) => Ok(Err(text)),
-                    Err(e) => Err(input::block_error(&input.name, msg, r, &e)),
+                    Err(DeserializeError::RemoteSerializationError { text }) => Ok(Err(text)),
+                    Err(e) => Err(input::block_error(&input.name, msg, r, &e.into())),
                 }
             }
         })

@@ -17,6 +17,7 @@ mod inspect;
 mod json;
 mod roundtrip;
 mod tap;
+mod tls;
 
 #[derive(Parser)]
 #[command(
@@ -91,7 +92,10 @@ enum Command {
         /// Python Dask server never does).
         #[arg(long, value_enum, value_name = "MODE")]
         checksums: Option<call::ChecksumMode>,
-        /// The server: `tcp://HOST:PORT`.
+        #[command(flatten)]
+        tls: tls::TlsArgs,
+        /// The server: `tcp://HOST:PORT`, `tls://HOST:PORT` (with the
+        /// `--tls-*` files) or `HOST:PORT`.
         #[arg(value_name = "ADDRESS")]
         address: String,
         /// The message as JSON, e.g. '{"op": "identity"}'; `-` reads stdin.
@@ -128,8 +132,8 @@ enum Command {
     },
     /// Run a loopback client and server in-process: the handshake, then
     /// 64 MiB payloads, large collections and hundreds of small messages,
-    /// each verified on arrival; print messages, bytes, throughput and the
-    /// payload bytes copied on send.
+    /// each verified on arrival; print messages, bytes, throughput, the
+    /// payload bytes sent from their own memory and the bytes copied.
     Demo,
 }
 
@@ -173,16 +177,18 @@ fn main() -> ExitCode {
             timeout,
             compression,
             checksums,
+            tls,
             address,
             json,
-        } => {
+        } => tls.config("--tls").and_then(|tls| {
             let opts = call::Options {
                 timeout: *timeout,
                 compression: compression.clone(),
                 checksums: *checksums,
+                tls,
             };
             call::run(address, json, &opts, &mut out).map(|()| true)
-        }
+        }),
         Command::Tap {
             listen,
             upstream,

@@ -537,7 +537,10 @@ fn human_output_marks_orphans() {
 
 /// `framewire inspect --json --deserialize FILE`, its one line.
 fn inspect_deserialize(file: &Path) -> Json {
-    let out = run(&["inspect", "--json", "--deserialize", file.to_str().unwrap()], None);
+    let out = run(
+        &["inspect", "--json", "--deserialize", file.to_str().unwrap()],
+        None,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -546,7 +549,11 @@ fn inspect_deserialize(file: &Path) -> Json {
 fn inspect_deserialize_decompresses_the_captures() {
     use sha2::{Digest, Sha256};
     let sha = |b: &[u8]| hex::encode(Sha256::digest(b));
-    for name in ["lz4_compression", "lz4_compression_sharded", "zstd_compression"] {
+    for name in [
+        "lz4_compression",
+        "lz4_compression_sharded",
+        "zstd_compression",
+    ] {
         let dir = captures().join(name);
         let case: Json =
             serde_json::from_str(&std::fs::read_to_string(dir.join("case.json")).unwrap()).unwrap();

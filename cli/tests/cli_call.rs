@@ -372,8 +372,34 @@ fn bad_input_is_one_line() {
             "cannot be rebuilt",
         ),
         (
+            vec!["call", "ucx://127.0.0.1:1", r#"{"op": "identity"}"#],
+            "only tcp:// and tls:// addresses",
+        ),
+        (
             vec!["call", "tls://127.0.0.1:1", r#"{"op": "identity"}"#],
-            "only tcp:// addresses",
+            "a tls:// address needs --tls-ca-file, --tls-cert and --tls-key",
+        ),
+        (
+            vec![
+                "call",
+                "--tls-cert",
+                "x.pem",
+                &address,
+                r#"{"op": "identity"}"#,
+            ],
+            "--tls: TLS needs --tls-ca-file and --tls-cert",
+        ),
+        (
+            vec![
+                "call",
+                "--tls-ca-file",
+                "/nonexistent/ca.pem",
+                "--tls-cert",
+                "x.pem",
+                "tls://127.0.0.1:1",
+                r#"{"op": "identity"}"#,
+            ],
+            "/nonexistent/ca.pem",
         ),
         (
             vec!["call", "tcp://127.0.0.1", r#"{"op": "identity"}"#],

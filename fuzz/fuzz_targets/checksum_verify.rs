@@ -8,8 +8,9 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use framewire::transport::{Builder, ReadHalf, TransportError, WriteHalf};
-use framewire::{DecodeError, Envelope, Limits};
+use framewire::transport::{ChecksumError};
+use framewire::transport::{ConnectionBuilder, ReadHalf, TransportError, WriteHalf};
+use framewire::{Envelope, Limits};
 use libfuzzer_sys::fuzz_target;
 
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -30,7 +31,7 @@ fuzz_target!(|input: (Vec<Vec<u8>>, u32, bool)| {
     }
     let k = if prelude_only { 0 } else { frames.len() };
     let env = Envelope::with_first_read_frames(frames.clone(), k).unwrap();
-    let mut builder = Builder::new();
+    let mut builder = ConnectionBuilder::new();
     builder.limits(Limits::dask_compat()).checksums(true);
 
     let mut tx = WriteHalf::new(Vec::new(), &builder);
@@ -52,8 +53,8 @@ fuzz_target!(|input: (Vec<Vec<u8>>, u32, bool)| {
     let mut bad = wire.clone();
     bad[prelude + bit / 8] ^= 1 << (bit % 8);
     match read(&bad) {
-        Some(Err(TransportError::Decode(
-            DecodeError::ChecksumMismatch { .. } | DecodeError::PreludeChecksumMismatch { .. },
+        Some(Err(TransportError::Checksum(
+            ChecksumError::Mismatch { .. } | ChecksumError::PreludeMismatch { .. },
         ))) => {}
         other => panic!("flip of bit {bit} after the prelude: {other:?}"),
     }

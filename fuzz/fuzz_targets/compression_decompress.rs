@@ -17,7 +17,7 @@ fuzz_target!(|input: (u8, u32, Vec<u8>)| {
     // 256 MiB malloc limit whatever the bytes declare.
     let mut limits = Limits::strict();
     limits.max_frame_len = u64::from(limit % (8 << 20));
-    limits.max_message_len = 16 << 20;
+    limits.max_decompressed_len = 16 << 20;
     let mut budget = DecompressBudget::new(&limits);
     if let Ok(out) = decompress(codec, &data, &mut budget) {
         let n = out.len() as u64;
@@ -27,7 +27,7 @@ fuzz_target!(|input: (u8, u32, Vec<u8>)| {
         );
         assert_eq!(
             budget.remaining(),
-            limits.max_message_len - n,
+            limits.max_decompressed_len - n,
             "{codec}: budget"
         );
         let declared = match codec {

@@ -4,7 +4,9 @@
 //! value with the same payload frames.
 #![no_main]
 use bytes::Bytes;
-use framewire::{loads, loads_detailed, message, Limits};
+use framewire::message::loads;
+use framewire::message::loads_detailed;
+use framewire::{message, Limits};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {

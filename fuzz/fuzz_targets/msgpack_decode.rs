@@ -10,7 +10,8 @@
 //! `tests/hostile.rs` h3 checks 1024 levels on 512 KiB in debug builds).
 #![no_main]
 use bytes::Bytes;
-use framewire::{loads, message, Limits};
+use framewire::message::loads;
+use framewire::{message, Limits};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -7,8 +7,9 @@
 //! its map.
 #![no_main]
 use bytes::Bytes;
+use framewire::message::loads;
 use framewire::serialize::{deserialize, DeserializeOptions};
-use framewire::{loads, Block, Header, Limits, Value};
+use framewire::{Block, Header, Limits, Value};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {

@@ -1,14 +1,22 @@
 //! The iteration logic: arbitrary nested values with `Serialize`,
-//! `Serialized` and array leaves × every `IterateCollection` mode. Oracle:
-//! the round trip is equal; every `Serialized` leaf's frames come back as the
-//! same, separate frames; Auto iterates exactly when something inside needs
-//! frames of its own; Never with such a leaf is a typed error.
+//! `Serialized` and array leaves, and maps keyed by anything (the reserved
+//! placeholder keys too) × every `IterateCollection` mode. Oracle: the exact
+//! recursive reference of `tests/support/serialize_reference.rs` (shared
+//! with the property tests): `serialize` refuses exactly when and as it
+//! says, writes exactly its header tree (every collection, at any depth,
+//! iterated or a blob as the mode demands, every leaf under its family) and
+//! its number of frames; every `Serialized` leaf's frames come back as the
+//! same, separate memory; the round trip is equal.
 #![no_main]
 use arbitrary::{Result, Unstructured};
 use bytes::Bytes;
 use framewire::serialize::{deserialize, serialize, DeserializeOptions, IterateCollection, SerializeOptions};
-use framewire::{Block, EncodeError, Header, Limits, NdArray, Value};
+use framewire::{Block, Header, Limits, NdArray, Value};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/support/serialize_reference.rs"]
+mod reference;
+use reference::{check_header, check_same_memory, expected_frames, norm, refusal, Refusal};
 
 const THRESHOLD: usize = 64;
 
@@ -19,6 +27,16 @@ fn scalar(u: &mut Unstructured) -> Result<Value> {
         2 => Value::from(u.arbitrary::<i64>()?),
         3 => Value::Float(u.arbitrary()?),
         _ => Value::from(u.arbitrary::<String>()?),
+    })
+}
+
+/// A map key: a scalar, now and then one of the keys Dask reads as a
+/// placeholder (refused in a blob).
+fn key(u: &mut Unstructured) -> Result<Value> {
+    Ok(match u.int_in_range(0..=15)? {
+        0 => Value::str("__Serialized__"),
+        1 => Value::str("__Pickled__"),
+        _ => scalar(u)?,
     })
 }
 
@@ -36,7 +54,7 @@ fn value(u: &mut Unstructured, depth: u32) -> Result<Value> {
         }
         7 => {
             let n = u.int_in_range(0..=6)?;
-            Value::Map((0..n).map(|_| Ok((scalar(u)?, value(u, depth + 1)?))).collect::<Result<_>>()?)
+            Value::Map((0..n).map(|_| Ok((key(u)?, value(u, depth + 1)?))).collect::<Result<_>>()?)
         }
         8 => match u.int_in_range(0..=3)? {
             0 => {
@@ -64,38 +82,6 @@ fn value(u: &mut Unstructured, depth: u32) -> Result<Value> {
     })
 }
 
-/// Reference: does anything inside need frames of its own?
-fn needs_frames(v: &Value, threshold: usize) -> bool {
-    match v {
-        Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => true,
-        Value::Bin(b) => b.len() >= threshold,
-        Value::Array(a) => a.iter().any(|x| needs_frames(x, threshold)),
-        Value::Map(m) => m.iter().any(|(k, x)| needs_frames(k, threshold) || needs_frames(x, threshold)),
-        _ => false,
-    }
-}
-
-fn has_reserved_key(v: &Value) -> bool {
-    match v {
-        Value::Array(a) => a.iter().any(has_reserved_key),
-        Value::Map(m) => m.iter().any(|(k, x)| {
-            matches!(k.as_str(), Some("__Serialized__" | "__Pickled__")) || has_reserved_key(x)
-        }),
-        Value::Serialize(x) => has_reserved_key(x),
-        _ => false,
-    }
-}
-
-/// What deserialize gives back: `Serialize` wrappers are gone.
-fn unwrap_serialize(v: &Value) -> Value {
-    match v {
-        Value::Serialize(inner) => unwrap_serialize(inner),
-        Value::Array(a) => Value::Array(a.iter().map(unwrap_serialize).collect()),
-        Value::Map(m) => Value::Map(m.iter().map(|(k, x)| (k.clone(), unwrap_serialize(x))).collect()),
-        other => other.clone(),
-    }
-}
-
 /// The payload frames of every `Serialized` leaf, in order.
 fn leaf_frames(v: &Value, out: &mut Vec<Bytes>) {
     match v {
@@ -113,35 +99,27 @@ fuzz_target!(|data: &[u8]| {
     let de = DeserializeOptions::with_limits(Limits::dask_compat());
     for mode in [IterateCollection::Always, IterateCollection::Never, IterateCollection::Auto] {
         let opts = SerializeOptions { iterate: mode, out_of_band_threshold: THRESHOLD, ..Default::default() };
-        let result = serialize(&v, &opts);
-        let is_collection = matches!(v, Value::Array(_) | Value::IntArray(_) | Value::Map(_));
-        if mode == IterateCollection::Never && is_collection && needs_frames(&v, usize::MAX) {
-            match result.unwrap_err() {
-                EncodeError::OutOfBandInBlob => {}
-                EncodeError::ReservedKey { .. } if has_reserved_key(&v) => {}
-                e => panic!("Never: {e}"),
+        // Every refusal warranted, every warranted refusal made: exactly
+        // what the reference says, for every mode.
+        let block = match (serialize(&v, &opts), refusal(&v, mode, false, THRESHOLD)) {
+            (Err(e), Some(why)) => {
+                assert_eq!(Refusal::of(&e), Some(why), "{mode:?}: refused with {e}, the reference says {why:?}");
+                continue;
             }
-            continue;
-        }
-        let block = match result {
-            Ok(b) => b,
-            // Never reaches a nested Serialize's collection only through an
-            // iterated level; below it, Never still refuses out-of-band leaves.
-            Err(EncodeError::OutOfBandInBlob) if mode == IterateCollection::Never => continue,
-            // A map keyed by "__Serialized__" or "__Pickled__" is refused in a blob.
-            Err(EncodeError::ReservedKey { .. }) if has_reserved_key(&v) => continue,
-            Err(e) => panic!("{mode:?}: {e}"),
+            (Err(e), None) => panic!("{mode:?}: an unwarranted refusal: {e}"),
+            (Ok(_), Some(why)) => panic!("{mode:?}: accepted what must be refused ({why:?})"),
+            (Ok(block), None) => block,
         };
-        if mode == IterateCollection::Auto && is_collection {
-            assert_eq!(
-                block.header().get("is-collection").is_some(),
-                needs_frames(&v, THRESHOLD),
-                "Auto must iterate exactly when something inside needs frames"
-            );
+        // The whole header tree: collections iterated exactly when the
+        // reference says, each leaf under its family; and the frames.
+        if let Err(why) = check_header(&v, block.header().map(), mode, false, THRESHOLD) {
+            panic!("{mode:?}: {why}");
         }
-        if mode == IterateCollection::Always && is_collection {
-            assert!(block.header().get("is-collection").is_some());
-        }
+        assert_eq!(
+            block.frames().len(),
+            expected_frames(&v, mode, false, THRESHOLD),
+            "{mode:?}: frames glued or lost"
+        );
         // Every Serialized leaf's frames are in the output as the same memory.
         let mut leaves = Vec::new();
         leaf_frames(&v, &mut leaves);
@@ -152,11 +130,10 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         let back = deserialize(&block, &de).expect("our own output deserializes");
-        let expected = match &v {
-            // A lone opaque leaf comes back as itself.
-            Value::Serialized(_) => v.clone(),
-            _ => unwrap_serialize(&v),
-        };
+        let expected = norm(&v);
         assert_eq!(back, expected, "{mode:?}");
+        if let Err(why) = check_same_memory(&expected, &back) {
+            panic!("{mode:?}: {why}");
+        }
     }
 });

@@ -10,7 +10,7 @@ use std::pin::{pin, Pin};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
-use framewire::transport::{Builder, FrameCodec, ReadHalf};
+use framewire::transport::{ConnectionBuilder, FrameCodec, ReadHalf};
 use framewire::{Envelope, Limits};
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncRead, ReadBuf};
@@ -88,7 +88,7 @@ fuzz_target!(|input: (Vec<u8>, Vec<u8>)| {
     };
 
     // The connection's read half.
-    let mut builder = Builder::new();
+    let mut builder = ConnectionBuilder::new();
     builder.limits(limits.clone());
     let reader = Chunked {
         data: &whole,

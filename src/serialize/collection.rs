@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use crate::error::DecodeError;
+use super::error::DeserializeError;
 use crate::value::{IntItems, Value};
 
 /// The Python container a collection header names in `type-serialized`.
@@ -75,8 +75,11 @@ impl<'a> CollectionView<'a> {
     /// Checks a collection header against its frames: `sub-headers` and
     /// `frame-lengths` have one entry per element, the lengths add up to the
     /// frames exactly, and `type-serialized` names a known container.
-    pub fn new(header: &'a Value, frames: &'a [Bytes]) -> Result<CollectionView<'a>, DecodeError> {
-        let field = |field| DecodeError::InvalidHeader { field };
+    pub fn new(
+        header: &'a Value,
+        frames: &'a [Bytes],
+    ) -> Result<CollectionView<'a>, DeserializeError> {
+        let field = |field| DeserializeError::InvalidHeader { field };
         let sub_headers = header
             .get("sub-headers")
             .and_then(Value::as_array)
@@ -91,7 +94,7 @@ impl<'a> CollectionView<'a> {
             .and_then(CollectionKind::from_name)
             .ok_or(field("type-serialized"))?;
         if lengths.len() != sub_headers.len() {
-            return Err(DecodeError::LengthMismatch {
+            return Err(DeserializeError::LengthMismatch {
                 field: "frame-lengths",
                 expected: sub_headers.len(),
                 got: lengths.len(),
@@ -145,28 +148,41 @@ impl<'a> CollectionView<'a> {
 pub(super) fn frame_starts(
     lengths: IntItems<'_>,
     frames: usize,
-) -> Result<Vec<usize>, DecodeError> {
-    let count = lengths.len();
-    let mut starts = Vec::with_capacity(count + 1);
-    let mut at: u64 = 0;
+) -> Result<Vec<usize>, DeserializeError> {
+    let mut starts = Vec::with_capacity(lengths.len() + 1);
     starts.push(0);
+    check_frame_lengths(lengths, frames, |end| starts.push(end))?;
+    Ok(starts)
+}
+
+/// The checks of [`frame_starts`], handing each element's end to `each_end`
+/// instead of keeping them.
+pub(super) fn check_frame_lengths(
+    lengths: IntItems<'_>,
+    frames: usize,
+    mut each_end: impl FnMut(usize),
+) -> Result<(), DeserializeError> {
+    let count = lengths.len();
+    let mut seen = 0;
+    let mut at: u64 = 0;
     for len in lengths {
         let len = len
             .and_then(|i| i.as_u64())
-            .ok_or(DecodeError::InvalidHeader {
+            .ok_or(DeserializeError::InvalidHeader {
                 field: "frame-lengths",
             })?;
         at = at.saturating_add(len);
         if at > frames as u64 {
             break;
         }
-        starts.push(at as usize);
+        each_end(at as usize);
+        seen += 1;
     }
-    if at != frames as u64 || starts.len() != count + 1 {
-        return Err(DecodeError::FrameLengthsMismatch {
+    if at != frames as u64 || seen != count {
+        return Err(DeserializeError::FrameLengthsMismatch {
             declared: at,
             frames,
         });
     }
-    Ok(starts)
+    Ok(())
 }

@@ -33,7 +33,7 @@ mod zstd;
 
 use bytes::Bytes;
 
-use crate::error::DecodeError;
+use super::error::{CompressionError, DeserializeError};
 use crate::limits::Limits;
 use crate::value::Value;
 
@@ -98,20 +98,20 @@ impl Codec {
 
     /// The codec one entry of a header's `compression` list names:
     /// `Ok(None)` for nil or `false` (raw bytes), the codec for its name, and
-    /// [`DecodeError::UnknownCodec`] for anything else: other strings (`""`,
+    /// [`CompressionError::UnknownCodec`] for anything else: other strings (`""`,
     /// `"auto"`, `"brotli"`) and other types (Dask's dict lookup would take
     /// `0` for `False`; framewire does not guess).
-    pub fn from_header_entry(entry: &Value) -> Result<Option<Codec>, DecodeError> {
+    pub fn from_header_entry(entry: &Value) -> Result<Option<Codec>, CompressionError> {
         match entry {
             Value::Nil | Value::Bool(false) => Ok(None),
             Value::Str(s) => {
                 Codec::from_name(s)
                     .map(Some)
-                    .ok_or_else(|| DecodeError::UnknownCodec {
+                    .ok_or_else(|| CompressionError::UnknownCodec {
                         name: shorten(s).into_owned(),
                     })
             }
-            other => Err(DecodeError::UnknownCodec {
+            other => Err(CompressionError::UnknownCodec {
                 name: describe(other),
             }),
         }
@@ -125,7 +125,7 @@ impl Codec {
     /// Whether this build can compress and decompress with this codec: its
     /// cargo feature is on. Headers naming a codec that is not enabled are
     /// still read; decompressing its frames is
-    /// [`DecodeError::CodecNotEnabled`].
+    /// [`CompressionError::CodecNotEnabled`].
     pub const fn is_enabled(self) -> bool {
         match self {
             Codec::Lz4 => cfg!(feature = "lz4"),
@@ -164,8 +164,8 @@ impl Codec {
 
 /// The error for a codec whose feature is off.
 #[allow(dead_code)] // unused when every codec is enabled
-fn not_enabled(codec: Codec) -> DecodeError {
-    DecodeError::CodecNotEnabled {
+fn not_enabled(codec: Codec) -> CompressionError {
+    CompressionError::CodecNotEnabled {
         codec,
         feature: codec.feature(),
     }
@@ -189,7 +189,7 @@ fn shorten(s: &str) -> std::borrow::Cow<'_, str> {
     format!("{}…", &s[..cut]).into()
 }
 
-/// A non-string header entry, as [`DecodeError::UnknownCodec`] names it.
+/// A non-string header entry, as [`CompressionError::UnknownCodec`] names it.
 fn describe(v: &Value) -> String {
     match v {
         Value::Bool(b) => format!("<bool {b}>"),
@@ -245,9 +245,9 @@ impl DecompressBudget {
         codec: Codec,
         declared: u64,
         input_len: usize,
-    ) -> Result<usize, DecodeError> {
+    ) -> Result<usize, CompressionError> {
         let limit = self.frame_limit.min(max_expansion(codec, input_len));
-        let too_large = DecodeError::DeclaredSizeTooLarge {
+        let too_large = CompressionError::DeclaredSizeTooLarge {
             codec,
             declared,
             limit,
@@ -256,7 +256,7 @@ impl DecompressBudget {
             return Err(too_large);
         }
         if declared > self.remaining {
-            return Err(DecodeError::DecompressedTooLarge {
+            return Err(CompressionError::DecompressedTooLarge {
                 codec,
                 limit: self.message_limit,
             });
@@ -268,14 +268,14 @@ impl DecompressBudget {
 
     /// The most a frame without a declared size may produce, and the error
     /// for going past it.
-    fn cap(&self, codec: Codec) -> (u64, DecodeError) {
+    fn cap(&self, codec: Codec) -> (u64, CompressionError) {
         let limit = match self.frame_limit <= self.remaining {
             true => self.frame_limit,
             false => self.message_limit,
         };
         (
             self.frame_limit.min(self.remaining),
-            DecodeError::DecompressedTooLarge { codec, limit },
+            CompressionError::DecompressedTooLarge { codec, limit },
         )
     }
 }
@@ -303,18 +303,18 @@ fn max_expansion(codec: Codec, input_len: usize) -> u64 {
 /// its size, checked against the budget (and the limits it was made from)
 /// before allocating, and charged to it.
 ///
-/// Errors: [`DecodeError::DeclaredSizeTooLarge`] (a declared size above the
+/// Errors: [`CompressionError::DeclaredSizeTooLarge`] (a declared size above the
 /// frame limit or above what the input can produce),
-/// [`DecodeError::DecompressedTooLarge`] (the message's budget or, for zlib
+/// [`CompressionError::DecompressedTooLarge`] (the message's budget or, for zlib
 /// and zstd without a content size, the frame limit reached while
-/// streaming), [`DecodeError::SizeMismatch`] (the output is longer or
+/// streaming), [`CompressionError::SizeMismatch`] (the output is longer or
 /// shorter than declared; never more than the declared size is written),
-/// [`DecodeError::WindowTooLarge`] (zstd), [`DecodeError::Corrupt`].
+/// [`CompressionError::WindowTooLarge`] (zstd), [`CompressionError::Corrupt`].
 ///
 /// ```
 /// # #[cfg(feature = "lz4")] {
 /// use framewire::serialize::{decompress, Codec, DecompressBudget};
-/// use framewire::{DecodeError, Limits};
+/// use framewire::{CompressionError, Limits};
 ///
 /// let packed = Codec::Lz4.compress(&[7u8; 100_000]).unwrap();
 /// let mut budget = DecompressBudget::new(&Limits::strict());
@@ -324,16 +324,16 @@ fn max_expansion(codec: Codec, input_len: usize) -> u64 {
 /// let liar = [0, 0, 0, 0x40, 0x1f, 0, 1, 0, 0xff];
 /// assert!(matches!(
 ///     decompress(Codec::Lz4, &liar, &mut budget),
-///     Err(DecodeError::DeclaredSizeTooLarge { declared: 0x4000_0000, .. })
+///     Err(CompressionError::DeclaredSizeTooLarge { declared: 0x4000_0000, .. })
 /// ));
 /// # }
-/// # Ok::<(), framewire::DecodeError>(())
+/// # Ok::<(), framewire::CompressionError>(())
 /// ```
 pub fn decompress(
     codec: Codec,
     frame: &[u8],
     budget: &mut DecompressBudget,
-) -> Result<Bytes, DecodeError> {
+) -> Result<Bytes, CompressionError> {
     if !codec.is_enabled() {
         return Err(not_enabled(codec));
     }
@@ -351,17 +351,20 @@ pub fn decompress(
 /// The frames of one original frame (its shards, each compressed or not)
 /// decompressed and joined. When every size is known up front the output is
 /// one buffer of exactly the total size, each shard decoded in place.
-/// `index` names the merged frame in a [`DecodeError::FrameTooLarge`].
+/// `index` names the merged frame in a [`DeserializeError::FrameTooLarge`].
 pub(super) fn decompress_shards(
     shards: &[(Option<Codec>, &Bytes)],
     index: usize,
     budget: &mut DecompressBudget,
-) -> Result<Bytes, DecodeError> {
+) -> Result<Bytes, DeserializeError> {
     if let [(Some(codec), frame)] = shards {
-        return decompress(*codec, frame, budget);
+        return Ok(decompress(*codec, frame, budget)?);
     }
-    if let Some(codec) = shards.iter().find_map(|(c, _)| c.filter(|c| !c.is_enabled())) {
-        return Err(not_enabled(codec));
+    if let Some(codec) = shards
+        .iter()
+        .find_map(|(c, _)| c.filter(|c| !c.is_enabled()))
+    {
+        return Err(not_enabled(codec).into());
     }
     let mut sizes = Vec::with_capacity(shards.len());
     for (codec, frame) in shards {
@@ -374,7 +377,7 @@ pub(super) fn decompress_shards(
         });
     }
     let frame_limit = budget.frame_limit;
-    let too_large = |declared| DecodeError::FrameTooLarge {
+    let too_large = |declared| DeserializeError::FrameTooLarge {
         index,
         declared,
         limit: frame_limit,
@@ -423,7 +426,7 @@ pub(super) fn decompress_shards(
 }
 
 /// The size a frame declares it decompresses to, if its format has one.
-fn declared_size(codec: Codec, frame: &[u8]) -> Result<Option<u64>, DecodeError> {
+fn declared_size(codec: Codec, frame: &[u8]) -> Result<Option<u64>, CompressionError> {
     match codec {
         #[cfg(feature = "lz4")]
         Codec::Lz4 => lz4::declared_size(frame).map(Some),
@@ -443,9 +446,9 @@ fn declared_size(codec: Codec, frame: &[u8]) -> Result<Option<u64>, DecodeError>
 
 /// Decodes a frame whose declared size is `dst.len()` into `dst`, writing
 /// nothing past it.
-fn decode_exact(codec: Codec, frame: &[u8], dst: &mut [u8]) -> Result<(), DecodeError> {
+fn decode_exact(codec: Codec, frame: &[u8], dst: &mut [u8]) -> Result<(), CompressionError> {
     let declared = dst.len() as u64;
-    let written: Result<usize, DecodeError> = match codec {
+    let written: Result<usize, CompressionError> = match codec {
         #[cfg(feature = "lz4")]
         Codec::Lz4 => lz4::decode_exact(frame, dst),
         #[cfg(feature = "snappy")]
@@ -467,8 +470,8 @@ fn decode_exact(codec: Codec, frame: &[u8], dst: &mut [u8]) -> Result<(), Decode
 
 /// A frame that decoded to another size than the `declared` one: `actual`
 /// when shorter, `None` when longer (decoding stopped at the declared size).
-fn size_mismatch(codec: Codec, declared: u64, actual: Option<u64>) -> DecodeError {
-    DecodeError::SizeMismatch {
+fn size_mismatch(codec: Codec, declared: u64, actual: Option<u64>) -> CompressionError {
+    CompressionError::SizeMismatch {
         codec,
         declared,
         actual,
@@ -482,10 +485,10 @@ fn decode_capped(
     codec: Codec,
     frame: &[u8],
     budget: &mut DecompressBudget,
-) -> Result<Vec<u8>, DecodeError> {
+) -> Result<Vec<u8>, CompressionError> {
     let (cap, too_large) = budget.cap(codec);
     let cap = usize::try_from(cap).unwrap_or(usize::MAX);
-    let out: Result<Vec<u8>, DecodeError> = match codec {
+    let out: Result<Vec<u8>, CompressionError> = match codec {
         #[cfg(feature = "zlib")]
         Codec::Zlib => zlib::inflate(frame, cap, too_large),
         #[cfg(feature = "zstd")]
@@ -654,13 +657,16 @@ mod tests {
         for codec in Codec::ALL.into_iter().filter(|c| !c.is_enabled()) {
             let mut budget = DecompressBudget::new(&limits);
             let err = decompress(codec, b"\x05\x00\x00\x00hello", &mut budget);
-            let want = DecodeError::CodecNotEnabled {
+            let want = CompressionError::CodecNotEnabled {
                 codec,
                 feature: codec.name(),
             };
             assert_eq!(err, Err(want.clone()));
-            let shards = [(Some(codec), &Bytes::from_static(b"ab")), (None, &Bytes::new())];
-            assert_eq!(decompress_shards(&shards, 0, &mut budget), Err(want));
+            let shards = [
+                (Some(codec), &Bytes::from_static(b"ab")),
+                (None, &Bytes::new()),
+            ];
+            assert_eq!(decompress_shards(&shards, 0, &mut budget), Err(want.into()));
             assert_eq!(codec.compress(&[0; 20_000]), None);
             assert_eq!(budget.remaining(), limits.max_decompressed_len);
         }
@@ -676,7 +682,7 @@ mod tests {
         let long = "x".repeat(100);
         assert_eq!(
             Codec::from_header_entry(&Value::str(&long)),
-            Err(DecodeError::UnknownCodec {
+            Err(CompressionError::UnknownCodec {
                 name: format!("{}…", &long[..64])
             })
         );

@@ -3,10 +3,12 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::ndarray::NdArray;
-use crate::error::{DecodeError, EncodeError};
+use super::error::DeserializeError;
+use crate::error::EncodeError;
 use crate::limits::Limits;
+use crate::message::HeaderRules;
 use crate::msgpack;
+use crate::ndarray::NdArray;
 use crate::value::Value;
 
 /// What a family makes of a value: its header entries (without
@@ -27,7 +29,7 @@ pub struct Encoded {
 /// ```
 /// use bytes::Bytes;
 /// use framewire::serialize::{serialize, Encoded, Family, Registry, SerializeOptions};
-/// use framewire::{DecodeError, EncodeError, Limits, Value};
+/// use framewire::{DeserializeError, EncodeError, Limits, Value};
 ///
 /// /// Sends text as raw UTF-8 frames under the name "utf8".
 /// struct Utf8;
@@ -37,7 +39,7 @@ pub struct Encoded {
 ///         let s = v.as_str()?;
 ///         Some(Ok(Encoded { header: vec![], frames: vec![Bytes::copy_from_slice(s.as_bytes())], shard_unit: 1 }))
 ///     }
-///     fn deserialize(&self, _: &Value, frames: &[Bytes], _: &Limits) -> Option<Result<Value, DecodeError>> {
+///     fn deserialize(&self, _: &Value, frames: &[Bytes], _: &Limits) -> Option<Result<Value, DeserializeError>> {
 ///         let text = String::from_utf8(frames.concat()).ok()?;
 ///         Some(Ok(Value::from(text)))
 ///     }
@@ -62,7 +64,7 @@ pub trait Family: Send + Sync {
         header: &Value,
         frames: &[Bytes],
         limits: &Limits,
-    ) -> Option<Result<Value, DecodeError>>;
+    ) -> Option<Result<Value, DeserializeError>>;
 }
 
 /// Dask's `type-serialized` for `bytes`: pickle protocol 5 of `builtins.bytes`.
@@ -146,9 +148,9 @@ impl Family for DaskFamily {
         header: &Value,
         frames: &[Bytes],
         _: &Limits,
-    ) -> Option<Result<Value, DecodeError>> {
+    ) -> Option<Result<Value, DeserializeError>> {
         let Some(Value::Bin(type_serialized)) = header.get("type-serialized") else {
-            return Some(Err(DecodeError::InvalidHeader {
+            return Some(Err(DeserializeError::InvalidHeader {
                 field: "type-serialized",
             }));
         };
@@ -162,7 +164,7 @@ impl Family for DaskFamily {
 }
 
 /// One frame as is, several joined (a copy).
-fn concat(frames: &[Bytes]) -> Bytes {
+pub(super) fn concat(frames: &[Bytes]) -> Bytes {
     match frames {
         [one] => one.clone(),
         _ => {
@@ -175,8 +177,8 @@ fn concat(frames: &[Bytes]) -> Bytes {
 
 /// A `numpy.ndarray` sub-header; `None` for layouts framewire keeps opaque
 /// (pickled object arrays, pickled dtypes, `np.matrix`).
-fn ndarray(sub: &Value, frames: &[Bytes]) -> Result<Option<Value>, DecodeError> {
-    let invalid = |reason| DecodeError::InvalidArray { reason };
+fn ndarray(sub: &Value, frames: &[Bytes]) -> Result<Option<Value>, DeserializeError> {
+    let invalid = |reason| DeserializeError::InvalidArray { reason };
     if sub.get("pickle").is_some() || sub.get("matrix").is_some() {
         return Ok(None);
     }
@@ -191,7 +193,7 @@ fn ndarray(sub: &Value, frames: &[Bytes]) -> Result<Option<Value>, DecodeError> 
         [Value::Int(k), Value::Array(_)] if k.as_u64() == Some(0) => return Ok(None),
         _ => return Err(invalid("dtype is not [0, str] or [1, bin]")),
     };
-    let uints = |key: &str| -> Result<Vec<u64>, DecodeError> {
+    let uints = |key: &str| -> Result<Vec<u64>, DeserializeError> {
         sub.get(key)
             .and_then(Value::as_array)
             .ok_or(invalid("shape, strides or broadcast_to missing"))?
@@ -221,7 +223,8 @@ fn ndarray(sub: &Value, frames: &[Bytes]) -> Result<Option<Value>, DecodeError> 
         writeable,
         broadcast_to,
         frame.clone(),
-    )?;
+    )
+    .map_err(invalid)?;
     Ok(Some(Value::NdArray(Box::new(array))))
 }
 
@@ -240,7 +243,7 @@ impl Family for MsgpackFamily {
     }
 
     fn serialize(&self, value: &Value) -> Option<Result<Encoded, EncodeError>> {
-        match msgpack::encode(value) {
+        match msgpack::encode(value, &mut HeaderRules) {
             Err(EncodeError::OutOfBandInHeader) => None,
             Err(e) => Some(Err(e)),
             Ok(frame) => Some(Ok(Encoded {
@@ -256,23 +259,40 @@ impl Family for MsgpackFamily {
         _: &Value,
         frames: &[Bytes],
         limits: &Limits,
-    ) -> Option<Result<Value, DecodeError>> {
+    ) -> Option<Result<Value, DeserializeError>> {
         Some(msgpack_value(frames, limits))
+    }
+}
+
+/// The byte of a `msgpack` family element that is one positive fixint in
+/// one frame (an element of an iterated integer tuple): what
+/// [`msgpack_value`] decodes it to, without the decoder.
+#[inline]
+pub(super) fn fixint_frame(frames: &[Bytes], limits: &Limits) -> Option<u8> {
+    match frames {
+        [one] => match one[..] {
+            // The limits `decode_packed`'s own fast path needs.
+            [b @ 0x00..=0x7f] if limits.max_msgpack_items > 0 && limits.max_header_len > 0 => {
+                Some(b)
+            }
+            _ => None,
+        },
+        _ => None,
     }
 }
 
 /// The `msgpack` family's value: its frames (one: in place; several:
 /// joined) as one msgpack value, long integer arrays packed.
-pub(super) fn msgpack_value(frames: &[Bytes], limits: &Limits) -> Result<Value, DecodeError> {
+pub(super) fn msgpack_value(frames: &[Bytes], limits: &Limits) -> Result<Value, DeserializeError> {
     let decode = |frame: &Bytes| msgpack::decode_packed(frame, 0, limits, super::PACK_MIN);
-    match frames {
-        [one] => decode(one),
-        _ => decode(&concat(frames)),
-    }
+    Ok(match frames {
+        [one] => decode(one)?,
+        _ => decode(&concat(frames))?,
+    })
 }
 
 /// Dask's `error` family: the sender could not serialize a value and sent
-/// its text instead. Deserializing gives [`DecodeError::RemoteSerializationError`].
+/// its text instead. Deserializing gives [`DeserializeError::RemoteSerializationError`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ErrorFamily;
 
@@ -294,12 +314,12 @@ impl Family for ErrorFamily {
         _: &Value,
         frames: &[Bytes],
         _: &Limits,
-    ) -> Option<Result<Value, DecodeError>> {
+    ) -> Option<Result<Value, DeserializeError>> {
         let parts: Vec<String> = frames
             .iter()
             .map(|f| String::from_utf8_lossy(&f[..f.len().min(MAX_ERROR_TEXT)]).into_owned())
             .collect();
-        Some(Err(DecodeError::RemoteSerializationError {
+        Some(Err(DeserializeError::RemoteSerializationError {
             text: parts.join("\n"),
         }))
     }

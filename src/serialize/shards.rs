@@ -7,8 +7,9 @@ use std::borrow::Cow;
 use bytes::{Bytes, BytesMut};
 
 use super::compression::{self, Codec, DecompressBudget};
-use super::{DeserializeOptions, Out};
-use crate::error::DecodeError;
+use super::error::DeserializeError;
+use super::options::DeserializeOptions;
+use super::write::Out;
 use crate::msgpack::RawMap;
 use crate::value::{Integer, Value};
 
@@ -32,40 +33,52 @@ pub(super) fn split(
     shard_size: usize,
 ) -> (SplitTable, Vec<Bytes>) {
     let n = out.frames.len();
-    let mut table = SplitTable {
-        counts: Vec::with_capacity(n),
-        offsets: Vec::with_capacity(n),
-        compression: Vec::with_capacity(n),
-    };
-    let mut frames = Vec::with_capacity(n);
-    let mut units = out.units.into_iter().peekable();
-    for (i, frame) in out.frames.into_iter().enumerate() {
-        let unit = units
-            .next_if(|&(at, _)| at == i)
-            .map_or(1, |(_, unit)| unit);
-        table.offsets.push(frames.len() as i64);
-        let codec = given
+    let codec = |i: usize| {
+        given
             .as_ref()
             .and_then(|c| c.get(i))
             .cloned()
-            .unwrap_or(Value::Nil);
-        if codec != Value::Nil || frame.len() <= shard_size {
-            table.counts.push(1);
+            .unwrap_or(Value::Nil)
+    };
+    // Each frame's shard step (`None`: not cut), then the shard counts, so
+    // that every table is allocated once at its size.
+    let mut units = out.units.into_iter().peekable();
+    let steps: Vec<Option<usize>> = (0..n)
+        .map(|i| {
+            let unit = units
+                .next_if(|&(at, _)| at == i)
+                .map_or(1, |(_, unit)| unit);
+            let cut = codec(i) == Value::Nil && out.frames[i].len() > shard_size;
+            cut.then(|| (shard_size / unit).max(1) * unit)
+        })
+        .collect();
+    let counts: Vec<i64> = out
+        .frames
+        .iter()
+        .zip(&steps)
+        .map(|(f, step)| step.map_or(1, |step| f.len().div_ceil(step)) as i64)
+        .collect();
+    let shards = counts.iter().sum::<i64>() as usize;
+    let mut table = SplitTable {
+        counts,
+        offsets: Vec::with_capacity(n),
+        compression: Vec::with_capacity(shards),
+    };
+    let mut frames = Vec::with_capacity(shards);
+    for (i, (frame, step)) in out.frames.into_iter().zip(steps).enumerate() {
+        table.offsets.push(frames.len() as i64);
+        let Some(step) = step else {
             frames.push(frame);
-            table.compression.push(codec);
+            table.compression.push(codec(i));
             continue;
-        }
-        let step = (shard_size / unit).max(1) * unit;
-        let mut count = 0;
+        };
         let mut at = 0;
         while at < frame.len() {
             let end = (at + step).min(frame.len());
             frames.push(frame.slice(at..end));
             table.compression.push(Value::Nil);
             at = end;
-            count += 1;
         }
-        table.counts.push(count);
     }
     (table, frames)
 }
@@ -92,7 +105,7 @@ impl Tables {
     }
 
     /// The entries of a header read in place (the integer tables packed).
-    pub(super) fn of_raw(header: &RawMap<'_>) -> Result<Tables, DecodeError> {
+    pub(super) fn of_raw(header: &RawMap<'_>) -> Result<Tables, DeserializeError> {
         Ok(Tables {
             compression: header.value("compression")?,
             counts: header.table("split-num-sub-frames")?,
@@ -109,21 +122,21 @@ impl Tables {
 /// the backing buffer when they lie back to back in it), else into one
 /// buffer of exactly the total size. The split table must tile the frames
 /// exactly; `compression` must have one entry per frame, each nil, `false`
-/// or a codec name ([`DecodeError::UnknownCodec`] otherwise, before anything
+/// or a codec name ([`DeserializeError::UnknownCodec`] otherwise, before anything
 /// is decompressed).
 pub(super) fn merge<'f>(
     header: &Tables,
     frames: &'f [Bytes],
     opts: &DeserializeOptions,
     budget: &mut DecompressBudget,
-) -> Result<Cow<'f, [Bytes]>, DecodeError> {
+) -> Result<Cow<'f, [Bytes]>, DeserializeError> {
     let mut codecs: Vec<Option<Codec>> = Vec::new();
     if let Some(c) = &header.compression {
-        let c = c.as_array().ok_or(DecodeError::InvalidHeader {
+        let c = c.as_array().ok_or(DeserializeError::InvalidHeader {
             field: "compression",
         })?;
         if c.len() != frames.len() {
-            return Err(DecodeError::LengthMismatch {
+            return Err(DeserializeError::LengthMismatch {
                 field: "compression",
                 expected: frames.len(),
                 got: c.len(),
@@ -148,7 +161,7 @@ pub(super) fn merge<'f>(
             })
             .collect();
     };
-    let invalid = |reason| DecodeError::SplitTableInvalid { reason };
+    let invalid = |reason| DeserializeError::SplitTableInvalid { reason };
     let counts = counts
         .int_items()
         .ok_or(invalid("split-num-sub-frames is not an array"))?;
@@ -197,7 +210,7 @@ pub(super) fn merge<'f>(
         }
         let total: u64 = frames[range.clone()].iter().map(|f| f.len() as u64).sum();
         if total > opts.limits.max_frame_len {
-            return Err(DecodeError::FrameTooLarge {
+            return Err(DeserializeError::FrameTooLarge {
                 index,
                 declared: total,
                 limit: opts.limits.max_frame_len,

@@ -1,5 +1,5 @@
 //! CRC32 checksums: a framewire extension two peers agree on in the
-//! handshake (SPEC.md §6.3). Python peers never offer it, and never see it.
+//! handshake (SPEC.md §6.2). Python peers never offer it, and never see it.
 //!
 //! ```text
 //! prelude: N | count = n + 1 | len 0 … len n-1 | 4 × (n + 1)
@@ -16,8 +16,6 @@
 //! each write, the receiver after each read.
 
 use bytes::Bytes;
-
-use crate::error::DecodeError;
 
 /// With checksums on, large frames are written and read in pieces of at
 /// most this many bytes, summed right after each system call while they
@@ -100,16 +98,77 @@ impl Running {
     }
 }
 
+/// A message whose checksum trailer does not match what arrived (SPEC.md
+/// §6.2): bytes changed on the way. Checked before anything is decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChecksumError {
+    /// A frame's CRC32 differs from the one in the checksum trailer.
+    Mismatch {
+        /// Index of the frame.
+        frame: usize,
+        /// The CRC32 the sender computed.
+        expected: u32,
+        /// The CRC32 of the bytes received.
+        actual: u32,
+    },
+    /// The CRC32 of the length table differs from the trailer's: a length
+    /// changed on the way (the frames may be cut in the wrong places).
+    PreludeMismatch {
+        /// The CRC32 the sender computed.
+        expected: u32,
+        /// The CRC32 of the lengths received.
+        actual: u32,
+    },
+    /// Checksums were agreed, but the last frame is not a trailer of
+    /// `4 × count` bytes, or there is no frame before it.
+    TrailerInvalid {
+        /// The last frame's length.
+        len: u64,
+        /// `4 × count`.
+        expected: u64,
+    },
+}
+
+impl std::fmt::Display for ChecksumError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChecksumError::Mismatch {
+                frame,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "frame {frame} fails its checksum: CRC32 {actual:#010x}, the sender's {expected:#010x}"
+            ),
+            ChecksumError::PreludeMismatch { expected, actual } => write!(
+                f,
+                "the length table fails its checksum: CRC32 {actual:#010x}, the sender's {expected:#010x}"
+            ),
+            ChecksumError::TrailerInvalid { len, expected } => write!(
+                f,
+                "checksums were agreed but the last frame is {len} bytes, not a {expected}-byte trailer"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ChecksumError {}
+
 /// Checks a received message against its trailer (the last frame) and
 /// removes the trailer. `sums` are the CRCs of every frame, trailer
 /// included, as received. The length table is checked first: after a
 /// changed length, the frames are cut in the wrong places.
-pub(crate) fn verify(frames: &mut Vec<Bytes>, sums: &[u32]) -> Result<(), DecodeError> {
+pub(crate) fn verify(frames: &mut Vec<Bytes>, sums: &[u32]) -> Result<(), ChecksumError> {
     let count = frames.len();
     let expected = trailer_len(count);
-    let trailer = frames.pop().ok_or(DecodeError::EmptyMessage)?;
+    let invalid = |len: usize| ChecksumError::TrailerInvalid {
+        len: len as u64,
+        expected: expected as u64,
+    };
+    let trailer = frames.pop().ok_or(invalid(0))?;
     if trailer.len() != expected {
-        return Err(DecodeError::ChecksumTrailerInvalid {
+        return Err(ChecksumError::TrailerInvalid {
             len: trailer.len() as u64,
             expected: expected as u64,
         });
@@ -122,7 +181,7 @@ pub(crate) fn verify(frames: &mut Vec<Bytes>, sums: &[u32]) -> Result<(), Decode
     let n = count - 1;
     let actual = lengths_crc(frames.iter().map(|f| f.len() as u64));
     if actual != stored(n) {
-        return Err(DecodeError::PreludeChecksumMismatch {
+        return Err(ChecksumError::PreludeMismatch {
             expected: stored(n),
             actual,
         });
@@ -130,7 +189,7 @@ pub(crate) fn verify(frames: &mut Vec<Bytes>, sums: &[u32]) -> Result<(), Decode
     debug_assert_eq!(sums.len(), count);
     for (frame, &actual) in sums[..n].iter().enumerate() {
         if actual != stored(frame) {
-            return Err(DecodeError::ChecksumMismatch {
+            return Err(ChecksumError::Mismatch {
                 frame,
                 expected: stored(frame),
                 actual,
@@ -138,7 +197,8 @@ pub(crate) fn verify(frames: &mut Vec<Bytes>, sums: &[u32]) -> Result<(), Decode
         }
     }
     if frames.is_empty() {
-        return Err(DecodeError::EmptyMessage);
+        // A trailer alone: no message around it.
+        return Err(invalid(trailer.len()));
     }
     Ok(())
 }
@@ -179,7 +239,7 @@ mod tests {
         let mut frames = vec![data[0].clone(), data[1].clone(), t.clone()];
         assert_eq!(
             verify(&mut frames, &bad),
-            Err(DecodeError::ChecksumMismatch {
+            Err(ChecksumError::Mismatch {
                 frame: 1,
                 expected: sums[1],
                 actual: sums[1] ^ 1
@@ -188,7 +248,7 @@ mod tests {
         let mut short = vec![data[0].clone(), t.slice(..4)];
         assert_eq!(
             verify(&mut short, &all_sums[..2]),
-            Err(DecodeError::ChecksumTrailerInvalid {
+            Err(ChecksumError::TrailerInvalid {
                 len: 4,
                 expected: 8
             })
@@ -197,7 +257,7 @@ mod tests {
         let mut moved = vec![data[0].clone(), Bytes::from_static(b"payload!"), t];
         assert!(matches!(
             verify(&mut moved, &all_sums),
-            Err(DecodeError::PreludeChecksumMismatch { .. })
+            Err(ChecksumError::PreludeMismatch { .. })
         ));
     }
 }

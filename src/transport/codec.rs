@@ -47,16 +47,17 @@
 use bytes::{BufMut, BytesMut};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
+use crate::envelope::EnvelopeError;
 use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
-use crate::error::DecodeError;
 use crate::limits::Limits;
 
 use super::error::TransportError;
+use super::stats::{reserve_counted, Stats};
 use super::{check_outgoing, grow};
 
 /// Where the decoder is in the stream.
 #[derive(Debug)]
-enum State {
+enum DecodeState {
     /// Waiting for a whole prelude.
     Head,
     /// The prelude is parsed and checked; waiting for the frames.
@@ -79,7 +80,7 @@ enum State {
 ///   decoder error (tokio#3976), so every later `decode` returns
 ///   [`TransportError::Poisoned`], never a message.
 /// * `decode_eof` in the middle of a message gives
-///   [`DecodeError::Truncated`] with the offset reached.
+///   [`EnvelopeError::Truncated`] with the offset reached.
 ///
 /// # Examples
 ///
@@ -102,11 +103,12 @@ enum State {
 #[derive(Debug)]
 pub struct FrameCodec {
     limits: Limits,
-    state: State,
+    state: DecodeState,
+    stats: Stats,
 }
 
 /// Options for a [`FrameCodec`], in the style of
-/// `tokio_util::codec::length_delimited::Builder`.
+/// `tokio_util::codec::length_delimited::FrameCodecBuilder`.
 ///
 /// ```
 /// use framewire::transport::FrameCodec;
@@ -115,16 +117,16 @@ pub struct FrameCodec {
 /// assert_eq!(codec.limits().max_depth, 1024);
 /// ```
 #[derive(Clone, Debug, Default)]
-pub struct Builder {
+pub struct FrameCodecBuilder {
     limits: Limits,
 }
 
-impl Builder {
+impl FrameCodecBuilder {
     /// The limits every incoming prelude is checked against (and outgoing
     /// messages too: the codec refuses to send what it would refuse to
     /// receive). Default: [`Limits::default()`] (Dask's profile);
     /// [`Limits::strict()`] for untrusted peers.
-    pub fn limits(&mut self, limits: Limits) -> &mut Builder {
+    pub fn limits(&mut self, limits: Limits) -> &mut FrameCodecBuilder {
         self.limits = limits;
         self
     }
@@ -133,7 +135,8 @@ impl Builder {
     pub fn new_codec(&self) -> FrameCodec {
         FrameCodec {
             limits: self.limits.clone(),
-            state: State::Head,
+            state: DecodeState::Head,
+            stats: Stats::default(),
         }
     }
 
@@ -159,12 +162,12 @@ impl Builder {
 impl FrameCodec {
     /// A codec with [`Limits::default()`].
     pub fn new() -> FrameCodec {
-        Builder::default().new_codec()
+        FrameCodecBuilder::default().new_codec()
     }
 
     /// Options for a codec.
-    pub fn builder() -> Builder {
-        Builder::default()
+    pub fn builder() -> FrameCodecBuilder {
+        FrameCodecBuilder::default()
     }
 
     /// The limits in force.
@@ -172,14 +175,40 @@ impl FrameCodec {
         &self.limits
     }
 
-    /// Whether an earlier error stopped the codec.
-    pub fn is_poisoned(&self) -> bool {
-        matches!(self.state, State::Poisoned)
+    /// What the codec has encoded and decoded so far. The send counters
+    /// count messages encoded into the write buffer (`Framed` writes them
+    /// out later), with every frame byte in
+    /// [`bytes_copied_on_send`](Stats::bytes_copied_on_send): the encoder
+    /// copies them all (and the bytes of earlier messages still in the
+    /// write buffer when growing it moves them). The receive counters count messages decoded, and
+    /// [`bytes_relocated_on_receive`](Stats::bytes_relocated_on_receive) the
+    /// bytes moved when the decoder grew the read buffer (decoded frames
+    /// are slices of it: nothing else is copied).
+    ///
+    /// ```
+    /// use bytes::{Bytes, BytesMut};
+    /// use framewire::transport::FrameCodec;
+    /// use framewire::Envelope;
+    /// use tokio_util::codec::Encoder;
+    ///
+    /// let mut codec = FrameCodec::new();
+    /// let env = Envelope::new(vec![Bytes::from_static(b"\x90"), Bytes::from(vec![1u8; 100_000])])?;
+    /// codec.encode(&env, &mut BytesMut::new())?;
+    /// assert_eq!(codec.stats().bytes_copied_on_send, 100_001);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.stats
     }
 
-    fn fail(&mut self, e: DecodeError) -> TransportError {
-        self.state = State::Poisoned;
-        TransportError::Decode(e)
+    /// Whether an earlier error stopped the codec.
+    pub fn is_poisoned(&self) -> bool {
+        matches!(self.state, DecodeState::Poisoned)
+    }
+
+    fn fail(&mut self, e: EnvelopeError) -> TransportError {
+        self.state = DecodeState::Poisoned;
+        e.into()
     }
 }
 
@@ -196,25 +225,30 @@ impl Decoder for FrameCodec {
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Envelope>, TransportError> {
         loop {
             match &self.state {
-                State::Poisoned => return Err(TransportError::Poisoned),
-                State::Head => match parse_prelude(src, &self.limits) {
+                DecodeState::Poisoned => return Err(TransportError::Poisoned),
+                DecodeState::Head => match parse_prelude(src, &self.limits) {
                     Err(e) => return Err(self.fail(e)),
                     Ok(PreludeStatus::Need(n)) => {
-                        grow(src, n, self.limits.prealloc_cap);
+                        self.stats.bytes_relocated_on_receive +=
+                            grow(src, n, self.limits.prealloc_cap);
                         return Ok(None);
                     }
-                    Ok(PreludeStatus::Complete(p)) => self.state = State::Body(p),
+                    Ok(PreludeStatus::Complete(p)) => self.state = DecodeState::Body(p),
                 },
-                State::Body(p) => {
+                DecodeState::Body(p) => {
                     // parse_prelude checked that the whole message fits in usize.
                     let wire_len = usize::try_from(p.wire_len()).unwrap_or(usize::MAX);
                     if src.len() < wire_len {
-                        grow(src, wire_len, self.limits.prealloc_cap);
+                        self.stats.bytes_relocated_on_receive +=
+                            grow(src, wire_len, self.limits.prealloc_cap);
                         return Ok(None);
                     }
                     let buf = src.split_to(wire_len).freeze();
                     let env = Envelope::from_prelude(p, &buf);
-                    self.state = State::Head;
+                    self.state = DecodeState::Head;
+                    self.stats.messages_received += 1;
+                    self.stats.frames_received += env.frames().len() as u64;
+                    self.stats.bytes_received += wire_len as u64;
                     return Ok(Some(env));
                 }
             }
@@ -226,16 +260,16 @@ impl Decoder for FrameCodec {
             return Ok(Some(env));
         }
         let needed = match &self.state {
-            State::Head if src.is_empty() => return Ok(None),
-            State::Head => match parse_prelude(src, &self.limits) {
+            DecodeState::Head if src.is_empty() => return Ok(None),
+            DecodeState::Head => match parse_prelude(src, &self.limits) {
                 Ok(PreludeStatus::Need(n)) => n as u64,
                 _ => src.len() as u64 + 1,
             },
-            State::Body(p) => p.wire_len(),
-            State::Poisoned => return Err(TransportError::Poisoned),
+            DecodeState::Body(p) => p.wire_len(),
+            DecodeState::Poisoned => return Err(TransportError::Poisoned),
         };
         let got = src.len() as u64;
-        Err(self.fail(DecodeError::Truncated {
+        Err(self.fail(EnvelopeError::Truncated {
             offset: got,
             needed,
             got,
@@ -243,7 +277,8 @@ impl Decoder for FrameCodec {
     }
 }
 
-/// Copies the message into `dst` (every payload byte); refuses,
+/// Copies the message into `dst` (every payload byte, counted in
+/// [`FrameCodec::stats`]); refuses,
 /// before writing anything, a message the codec's own limits would refuse.
 impl Encoder<&Envelope> for FrameCodec {
     type Error = TransportError;
@@ -252,11 +287,17 @@ impl Encoder<&Envelope> for FrameCodec {
         check_outgoing(env, &self.limits)?;
         let len = usize::try_from(env.wire_len())
             .map_err(|_| TransportError::Encode(crate::EncodeError::TooLong { len: usize::MAX }))?;
-        dst.reserve(len);
+        // Earlier messages still in the buffer move if growing it moves it.
+        self.stats.bytes_copied_on_send += reserve_counted(dst, len);
         dst.put_slice(&env.prelude());
         for f in env.frames() {
+            // The copy: counted here, as it is made.
             dst.put_slice(f);
+            self.stats.bytes_copied_on_send += f.len() as u64;
         }
+        self.stats.messages_sent += 1;
+        self.stats.frames_sent += env.frames().len() as u64;
+        self.stats.bytes_sent += env.wire_len();
         Ok(())
     }
 }
@@ -273,6 +314,7 @@ impl Encoder<Envelope> for FrameCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DecodeError;
     use bytes::Bytes;
 
     fn wire(frames: &[&'static [u8]]) -> Bytes {
@@ -301,7 +343,9 @@ mod tests {
         let mut c = FrameCodec::new();
         assert!(matches!(
             c.decode(&mut buf),
-            Err(TransportError::Decode(DecodeError::EmptyMessage))
+            Err(TransportError::Decode(DecodeError::Envelope(
+                EnvelopeError::EmptyMessage
+            )))
         ));
         buf.clear();
         buf.extend_from_slice(&wire(&[b"\xa1a"]));
@@ -315,7 +359,11 @@ mod tests {
         let mut buf = BytesMut::from(&w[..w.len() - 1]);
         let mut c = FrameCodec::new();
         match c.decode_eof(&mut buf) {
-            Err(TransportError::Decode(DecodeError::Truncated { offset, needed, .. })) => {
+            Err(TransportError::Decode(DecodeError::Envelope(EnvelopeError::Truncated {
+                offset,
+                needed,
+                ..
+            }))) => {
                 assert_eq!(offset, w.len() as u64 - 1);
                 assert_eq!(needed, w.len() as u64);
             }

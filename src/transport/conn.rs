@@ -3,8 +3,8 @@
 //!
 //! ```text
 //!              ┌──────────── Connection<T> ────────────┐
-//! send(env) ──▶│ Writer: one queued message, vectored  │──▶ T ──▶ peer
-//! recv()    ◀──│ Reader: prelude → Limits → frames     │◀── T ◀── peer
+//! send(env) ──▶│ WriteState: one queued message, vectored  │──▶ T ──▶ peer
+//! recv()    ◀──│ ReadState: prelude → Limits → frames     │◀── T ◀── peer
 //!              └── into_split() ──▶ ReadHalf<R> + WriteHalf<W>
 //! ```
 //!
@@ -59,15 +59,21 @@ use tokio::time::{Instant, Sleep};
 
 use crate::envelope::Envelope;
 use crate::limits::Limits;
+use crate::protocol;
+use crate::serialize::SerializeOptions;
+use crate::value::Value;
 
 use super::error::TransportError;
 use super::handshake::{exchange, HandshakeOptions, Negotiated};
-use super::read::{ReadConfig, Reader};
+use super::read::{ReadConfig, ReadState};
+use super::session::Session;
 use super::stats::Stats;
-use super::write::{self, Writer};
+use super::write::{self, WriteState};
 
-/// Large receive buffers bigger than this are not kept for reuse.
-const DEFAULT_RECYCLE_LIMIT: usize = 256 << 20;
+/// Large receive buffers bigger than this are not kept for reuse: above
+/// Dask's 512 MiB arrays (8 shards of 64 MiB, received as one run), so a
+/// stream of them is not paying for a fresh, page-faulted buffer each.
+const DEFAULT_RECYCLE_LIMIT: usize = 1 << 30;
 
 /// Options for a [`Connection`].
 ///
@@ -83,8 +89,10 @@ const DEFAULT_RECYCLE_LIMIT: usize = 256 << 20;
 /// assert!(!conn.is_poisoned());
 /// ```
 #[derive(Clone, Debug)]
-pub struct Builder {
+pub struct ConnectionBuilder {
     limits: Limits,
+    serialize: SerializeOptions,
+    deserialize: bool,
     read_timeout: Option<Duration>,
     write_timeout: Option<Duration>,
     recycle: bool,
@@ -92,12 +100,16 @@ pub struct Builder {
     checksums: bool,
     #[cfg(all(target_os = "linux", feature = "mmap"))]
     spill: Option<(std::path::PathBuf, usize)>,
+    #[cfg(feature = "tls")]
+    tls: Option<super::TlsConfig>,
 }
 
-impl Default for Builder {
-    fn default() -> Builder {
-        Builder {
+impl Default for ConnectionBuilder {
+    fn default() -> ConnectionBuilder {
+        ConnectionBuilder {
             limits: Limits::default(),
+            serialize: SerializeOptions::default(),
+            deserialize: true,
             read_timeout: None,
             write_timeout: None,
             recycle: true,
@@ -105,21 +117,23 @@ impl Default for Builder {
             checksums: false,
             #[cfg(all(target_os = "linux", feature = "mmap"))]
             spill: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
 
-impl Builder {
+impl ConnectionBuilder {
     /// Default options: [`Limits::default()`], no deadlines, recycling on.
-    pub fn new() -> Builder {
-        Builder::default()
+    pub fn new() -> ConnectionBuilder {
+        ConnectionBuilder::default()
     }
 
     /// Limits for incoming messages (and outgoing ones: the connection
     /// refuses to send what it would refuse to receive). Default:
     /// [`Limits::default()`], which accepts everything a Dask peer sends;
     /// [`Limits::strict()`] for peers not trusted with memory.
-    pub fn limits(&mut self, limits: Limits) -> &mut Builder {
+    pub fn limits(&mut self, limits: Limits) -> &mut ConnectionBuilder {
         self.limits = limits;
         self
     }
@@ -127,14 +141,14 @@ impl Builder {
     /// Time allowed to receive one message, from its first byte
     /// ([`TimeoutPhase::ReadPrelude`](super::TimeoutPhase) /
     /// [`ReadFrames`](super::TimeoutPhase)). Default: none.
-    pub fn read_timeout(&mut self, timeout: Option<Duration>) -> &mut Builder {
+    pub fn read_timeout(&mut self, timeout: Option<Duration>) -> &mut ConnectionBuilder {
         self.read_timeout = timeout;
         self
     }
 
     /// Time allowed to write one message once queued
     /// ([`TimeoutPhase::Write`](super::TimeoutPhase)). Default: none.
-    pub fn write_timeout(&mut self, timeout: Option<Duration>) -> &mut Builder {
+    pub fn write_timeout(&mut self, timeout: Option<Duration>) -> &mut ConnectionBuilder {
         self.write_timeout = timeout;
         self
     }
@@ -142,23 +156,30 @@ impl Builder {
     /// Whether the buffer of a large incoming frame is reused for the next
     /// one once the application has dropped every frame in it (default:
     /// on). Saves the first-touch page faults of a fresh buffer per message.
-    pub fn recycle_buffers(&mut self, on: bool) -> &mut Builder {
+    pub fn recycle_buffers(&mut self, on: bool) -> &mut ConnectionBuilder {
         self.recycle = on;
         self
     }
 
     /// Receive buffers larger than this are freed rather than kept for reuse
-    /// (default 256 MiB).
-    pub fn max_recycled_buffer(&mut self, bytes: usize) -> &mut Builder {
+    /// (default 1 GiB). A connection keeps at most one buffer, the last
+    /// large one, and only once the application has dropped every frame in
+    /// it: after a 512 MiB message that was dropped, an idle connection
+    /// still holds 512 MiB (until its next large message reuses it, or the
+    /// connection goes). Lower this to bound that memory; messages above
+    /// it then pay for a fresh buffer each, first-touch page faults
+    /// included (about half the throughput of a recycled one, measured by
+    /// `scripts/bench-compare --only transport`, BENCHMARKS.md).
+    pub fn max_recycled_buffer(&mut self, bytes: usize) -> &mut ConnectionBuilder {
         self.recycle_limit = bytes;
         self
     }
 
     /// Checksum trailers on every message, both ways, from the start
-    /// (SPEC.md §6.3), for connections without a handshake; both peers must
+    /// (SPEC.md §6.2), for connections without a handshake; both peers must
     /// agree. After a handshake, they are on when both sides offered them
     /// ([`HandshakeOptions::checksums`](super::HandshakeOptions)), whatever this says.
-    pub fn checksums(&mut self, on: bool) -> &mut Builder {
+    pub fn checksums(&mut self, on: bool) -> &mut ConnectionBuilder {
         self.checksums = on;
         self
     }
@@ -171,13 +192,17 @@ impl Builder {
     /// [`Limits::prealloc_cap`]); a full disk is an `Io` error, never a
     /// `SIGBUS` (SPEC.md §6, `mmap` module docs). Linux only.
     #[cfg(all(target_os = "linux", feature = "mmap"))]
-    pub fn spill(&mut self, dir: impl Into<std::path::PathBuf>, min_run: usize) -> &mut Builder {
+    pub fn spill(
+        &mut self,
+        dir: impl Into<std::path::PathBuf>,
+        min_run: usize,
+    ) -> &mut ConnectionBuilder {
         self.spill = Some((dir.into(), min_run.max(1)));
         self
     }
 
-    fn reader(&self) -> Reader {
-        Reader::new(ReadConfig {
+    fn reader(&self) -> ReadState {
+        ReadState::new(ReadConfig {
             limits: self.limits.clone(),
             recycle: self.recycle,
             recycle_limit: self.recycle_limit,
@@ -188,10 +213,56 @@ impl Builder {
         })
     }
 
-    fn writer(&self) -> Writer {
-        let mut w = Writer::new(self.limits.clone(), self.write_timeout);
+    fn writer(&self) -> WriteState {
+        let mut w = WriteState::new(self.limits.clone(), self.write_timeout);
         w.set_checksums(self.checksums);
         w
+    }
+
+    /// How [`Connection::send_value`] serializes messages (default:
+    /// [`SerializeOptions::default()`]); a handshake replaces their
+    /// `compression` with the codec it agreed. The families are also those
+    /// [`Connection::recv_value`] deserializes with.
+    pub fn serialize_options(&mut self, opts: SerializeOptions) -> &mut ConnectionBuilder {
+        self.serialize = opts;
+        self
+    }
+
+    /// Whether [`Connection::recv_value`] deserializes the blocks of the
+    /// messages it receives (`true`, the default: Dask's
+    /// `loads(deserialize=True)`), or keeps every block as it came
+    /// (`false`: Dask's `deserialize=False`, what a relay or a data store
+    /// that serves blocks back unchanged wants).
+    pub fn deserialize_blocks(&mut self, on: bool) -> &mut ConnectionBuilder {
+        self.deserialize = on;
+        self
+    }
+
+    /// The certificates for `tls://` (feature `tls`): what
+    /// [`connect_address`](ConnectionBuilder::connect_address) presents and
+    /// verifies with for a `tls://` address, and what
+    /// [`accept_socket`](ConnectionBuilder::accept_socket) serves TLS with
+    /// (without them it accepts plain TCP).
+    #[cfg(feature = "tls")]
+    pub fn tls(&mut self, config: super::TlsConfig) -> &mut ConnectionBuilder {
+        self.tls = Some(config);
+        self
+    }
+
+    /// The `tls` configuration, if any.
+    pub(crate) fn tls_config(&self) -> super::socket::TlsOption<'_> {
+        #[cfg(feature = "tls")]
+        return self.tls.as_ref();
+        #[cfg(not(feature = "tls"))]
+        None
+    }
+
+    fn session(&self) -> Session {
+        Session::new(
+            self.limits.clone(),
+            self.serialize.clone(),
+            self.deserialize,
+        )
     }
 
     /// A connection over `io`, without a handshake.
@@ -200,6 +271,7 @@ impl Builder {
             io,
             reader: self.reader(),
             writer: self.writer(),
+            session: self.session(),
         }
     }
 
@@ -252,7 +324,7 @@ impl Builder {
 ///   small frames into one shared buffer and frames of at least
 ///   [`OWN_BUFFER_THRESHOLD`](super::OWN_BUFFER_THRESHOLD) into a buffer of
 ///   their own, which is reused for the next large message once the
-///   application has dropped every frame in it ([`Builder::recycle_buffers`]).
+///   application has dropped every frame in it ([`ConnectionBuilder::recycle_buffers`]).
 /// * `recv` is cancel-safe; `send` dropped before writing anything discards
 ///   its message, dropped after writing part of it poisons the writer, so a
 ///   later message is never appended after half a message. Through the
@@ -260,14 +332,15 @@ impl Builder {
 /// * Any error but [`TransportError::Encode`] poisons the connection:
 ///   `recv` returns `None` afterwards and `send` returns
 ///   [`TransportError::Poisoned`].
-/// * Optional per-message deadlines ([`Builder::read_timeout`],
-///   [`Builder::write_timeout`]). The read deadline starts at a message's
+/// * Optional per-message deadlines ([`ConnectionBuilder::read_timeout`],
+///   [`ConnectionBuilder::write_timeout`]). The read deadline starts at a message's
 ///   first byte; an idle connection never times out.
 ///
 /// # Examples
 ///
 /// ```no_run
 /// use framewire::transport::{Connection, HandshakeOptions};
+/// use framewire::serialize::DeserializeOptions;
 /// use framewire::{dumps, loads, Envelope, Limits, Value};
 ///
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -280,21 +353,22 @@ impl Builder {
 /// let msg = Value::map_of([("op", Value::str("identity")), ("reply", Value::Bool(true))]);
 /// conn.send(Envelope::new(dumps(&msg)?)?).await?;
 /// let reply = conn.recv().await.ok_or("closed")??;
-/// println!("{:?}", loads(reply.frames(), &Limits::dask_compat())?);
+/// println!("{:?}", loads(reply.frames(), &DeserializeOptions::default().backed_by(&reply))?);
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Debug)]
 pub struct Connection<T> {
     io: T,
-    reader: Reader,
-    writer: Writer,
+    reader: ReadState,
+    writer: WriteState,
+    session: Session,
 }
 
 impl Connection<()> {
     /// Options for a connection (`Connection::builder()...build(io)`).
-    pub fn builder() -> Builder {
-        Builder::default()
+    pub fn builder() -> ConnectionBuilder {
+        ConnectionBuilder::default()
     }
 }
 
@@ -302,7 +376,7 @@ impl<T> Connection<T> {
     /// A connection over `io` with default options ([`Limits::default()`], no
     /// deadlines), without a handshake.
     pub fn new(io: T) -> Connection<T> {
-        Builder::default().build(io)
+        ConnectionBuilder::default().build(io)
     }
 
     /// The underlying IO.
@@ -334,12 +408,22 @@ impl<T> Connection<T> {
         Stats::merge(self.writer.stats(), self.reader.stats())
     }
 
-    fn poison(&mut self) {
+    /// This connection's settings: its limits and, after a handshake, what
+    /// was agreed (the codec...), with the options they make.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    pub(crate) fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    pub(crate) fn poison(&mut self) {
         self.reader.poison();
         self.writer.poison();
     }
 
-    pub(crate) fn parts(&mut self) -> (&mut T, &mut Reader, &mut Writer) {
+    pub(crate) fn parts(&mut self) -> (&mut T, &mut ReadState, &mut WriteState) {
         (&mut self.io, &mut self.reader, &mut self.writer)
     }
 }
@@ -362,6 +446,73 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     /// returned. Cancel-safe.
     pub async fn recv(&mut self) -> Option<Result<Envelope, TransportError>> {
         poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Sends a whole message: `value` serialized with the session's options
+    /// (the agreed codec) as [`crate::dumps_with`] does, then sent as
+    /// [`Connection::send`] does (payload frames never copied).
+    pub async fn send_value(&mut self, value: &Value) -> Result<(), TransportError> {
+        let env = encode_value(value, &self.session)?;
+        self.send(env).await
+    }
+
+    /// Sends a typed message: written with the session's options by
+    /// [`to_frames`](crate::typed::to_frames) (the bytes
+    /// [`Connection::send_value`] of its [`to_value`](crate::to_value)
+    /// would send, without building the value), then sent as
+    /// [`Connection::send`] does.
+    #[cfg(feature = "serde")]
+    pub async fn send_msg<M: serde::Serialize + ?Sized>(
+        &mut self,
+        msg: &M,
+    ) -> Result<(), TransportError> {
+        let env = encode_msg(msg, &self.session)?;
+        self.send(env).await
+    }
+
+    /// The next typed message: received as [`Connection::recv`] does, then
+    /// read by [`from_frames`](crate::typed::from_frames) as
+    /// [`Connection::recv_value`] and [`from_value`](crate::from_value)
+    /// would read it. A message that does not decode is an error, one that
+    /// does not fit `M` is [`DecodeError::Field`](crate::DecodeError::Field);
+    /// either poisons the connection. Cancel-safe.
+    #[cfg(feature = "serde")]
+    pub async fn recv_msg<M: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Option<Result<M, TransportError>> {
+        let env = match self.recv().await? {
+            Ok(env) => env,
+            Err(e) => return Some(Err(e)),
+        };
+        let msg = decode_msg(&env, &self.session);
+        if msg.is_err() {
+            self.poison();
+        }
+        Some(msg)
+    }
+
+    /// The next whole message: received as [`Connection::recv`] does, then
+    /// decoded and its blocks deserialized as [`crate::loads`] does, backed by
+    /// the receive buffers (shards merge without a copy). A message that
+    /// does not decode is an error, and poisons the connection like any
+    /// other. Cancel-safe.
+    pub async fn recv_value(&mut self) -> Option<Result<Value, TransportError>> {
+        let env = match self.recv().await? {
+            Ok(env) => env,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.decode_value(&env))
+    }
+
+    /// A message [`Connection::recv`] gave, decoded as
+    /// [`Connection::recv_value`] decodes it (an error poisons the
+    /// connection).
+    pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
+        let decoded = decode_value(env, &self.session);
+        if decoded.is_err() {
+            self.poison();
+        }
+        decoded
     }
 
     /// Polls for the next message (what `Stream::poll_next` does).
@@ -395,10 +546,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
             ReadHalf {
                 io: r,
                 reader: self.reader,
+                session: self.session.clone(),
             },
             WriteHalf {
                 io: w,
                 writer: self.writer,
+                session: self.session,
             },
         )
     }
@@ -418,21 +571,21 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
 
 impl Connection<TcpStream> {
     /// Connects over TCP and exchanges the handshake, with default options
-    /// (use [`Builder::connect`] for others).
+    /// (use [`ConnectionBuilder::connect`] for others).
     pub async fn connect<A: ToSocketAddrs>(
         addr: A,
         opts: &HandshakeOptions,
     ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        Builder::default().connect(addr, opts).await
+        ConnectionBuilder::default().connect(addr, opts).await
     }
 
     /// Exchanges the handshake on an accepted TCP stream, with default
-    /// options (use [`Builder::accept`] for others).
+    /// options (use [`ConnectionBuilder::accept`] for others).
     pub async fn accept(
         stream: TcpStream,
         opts: &HandshakeOptions,
     ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        Builder::default().accept(stream, opts).await
+        ConnectionBuilder::default().accept(stream, opts).await
     }
 
     /// Splits a TCP connection into owned halves (no lock between them, unlike
@@ -448,10 +601,12 @@ impl Connection<TcpStream> {
             ReadHalf {
                 io: r,
                 reader: self.reader,
+                session: self.session.clone(),
             },
             WriteHalf {
                 io: w,
                 writer: self.writer,
+                session: self.session,
             },
         )
     }
@@ -495,16 +650,18 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Sink<Envelope> for Connection<T> {
 #[derive(Debug)]
 pub struct ReadHalf<R> {
     io: R,
-    reader: Reader,
+    reader: ReadState,
+    session: Session,
 }
 
 impl<R: AsyncRead + Unpin> ReadHalf<R> {
     /// A receiving half over `r` with the builder's options (for example an
     /// owned half of a stream split some other way).
-    pub fn new(r: R, builder: &Builder) -> ReadHalf<R> {
+    pub fn new(r: R, builder: &ConnectionBuilder) -> ReadHalf<R> {
         ReadHalf {
             io: r,
             reader: builder.reader(),
+            session: builder.session(),
         }
     }
 
@@ -512,6 +669,46 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
     /// returned. Cancel-safe.
     pub async fn recv(&mut self) -> Option<Result<Envelope, TransportError>> {
         poll_fn(|cx| self.reader.poll_next(&mut self.io, cx)).await
+    }
+
+    /// The next whole message, decoded; see [`Connection::recv_value`].
+    pub async fn recv_value(&mut self) -> Option<Result<Value, TransportError>> {
+        let env = match self.recv().await? {
+            Ok(env) => env,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.decode_value(&env))
+    }
+
+    /// A message [`ReadHalf::recv`] gave, decoded as
+    /// [`ReadHalf::recv_value`] decodes it (an error poisons this half).
+    pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
+        let decoded = decode_value(env, &self.session);
+        if decoded.is_err() {
+            self.reader.poison();
+        }
+        decoded
+    }
+
+    /// The next typed message; see [`Connection::recv_msg`].
+    #[cfg(feature = "serde")]
+    pub async fn recv_msg<M: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Option<Result<M, TransportError>> {
+        let env = match self.recv().await? {
+            Ok(env) => env,
+            Err(e) => return Some(Err(e)),
+        };
+        let msg = decode_msg(&env, &self.session);
+        if msg.is_err() {
+            self.reader.poison();
+        }
+        Some(msg)
+    }
+
+    /// The connection's settings, as they were when it was split.
+    pub fn session(&self) -> &Session {
+        &self.session
     }
 
     /// Whether an error stopped this half.
@@ -549,21 +746,44 @@ impl<R: AsyncRead + Unpin> Stream for ReadHalf<R> {
 #[derive(Debug)]
 pub struct WriteHalf<W> {
     io: W,
-    writer: Writer,
+    writer: WriteState,
+    session: Session,
 }
 
 impl<W: AsyncWrite + Unpin> WriteHalf<W> {
     /// A sending half over `w` with the builder's options.
-    pub fn new(w: W, builder: &Builder) -> WriteHalf<W> {
+    pub fn new(w: W, builder: &ConnectionBuilder) -> WriteHalf<W> {
         WriteHalf {
             io: w,
             writer: builder.writer(),
+            session: builder.session(),
         }
     }
 
     /// Sends one message and flushes; see [`Connection::send`].
     pub async fn send(&mut self, env: Envelope) -> Result<(), TransportError> {
         write::send(&mut self.io, &mut self.writer, &env).await
+    }
+
+    /// Sends a whole message; see [`Connection::send_value`].
+    pub async fn send_value(&mut self, value: &Value) -> Result<(), TransportError> {
+        let env = encode_value(value, &self.session)?;
+        self.send(env).await
+    }
+
+    /// Sends a typed message; see [`Connection::send_msg`].
+    #[cfg(feature = "serde")]
+    pub async fn send_msg<M: serde::Serialize + ?Sized>(
+        &mut self,
+        msg: &M,
+    ) -> Result<(), TransportError> {
+        let env = encode_msg(msg, &self.session)?;
+        self.send(env).await
+    }
+
+    /// The connection's settings, as they were when it was split.
+    pub fn session(&self) -> &Session {
+        &self.session
     }
 
     /// Flushes and shuts down the write direction.
@@ -666,4 +886,52 @@ impl Deadline {
             _ => false,
         }
     }
+}
+
+/// `value` as a message, serialized with the session's options.
+fn encode_value(value: &Value, session: &Session) -> Result<Envelope, TransportError> {
+    let frames = protocol::dumps_with(value, &session.serialize_options())?;
+    Ok(Envelope::new(frames)?)
+}
+
+/// A typed message as the session sends it (its options, the agreed codec).
+#[cfg(feature = "serde")]
+fn encode_msg<M: serde::Serialize + ?Sized>(
+    msg: &M,
+    session: &Session,
+) -> Result<Envelope, TransportError> {
+    let frames = crate::typed::to_frames(msg, &session.serialize_options())?;
+    Ok(Envelope::new(frames)?)
+}
+
+/// A received message read as `M`, under the session's limits, backed by
+/// its receive buffers (through [`decode_value`] when the session is
+/// pass-through).
+#[cfg(feature = "serde")]
+fn decode_msg<M: serde::de::DeserializeOwned>(
+    env: &Envelope,
+    session: &Session,
+) -> Result<M, TransportError> {
+    if !session.deserializes_blocks() {
+        // Blocks stay as they came: read through the dynamic path.
+        return Ok(crate::typed::from_value(decode_value(env, session)?)?);
+    }
+    Ok(crate::typed::from_frames(
+        env.frames(),
+        &session.deserialize_options(env),
+    )?)
+}
+
+/// A received message, decoded under the session's limits: its blocks
+/// deserialized (backed by its receive buffers), or kept as they came when
+/// the session is pass-through ([`Session::deserializes_blocks`]).
+fn decode_value(env: &Envelope, session: &Session) -> Result<Value, TransportError> {
+    if !session.deserializes_blocks() {
+        return Ok(crate::message::loads(env.frames(), session.limits())
+            .map_err(crate::DecodeError::from)?);
+    }
+    Ok(protocol::loads(
+        env.frames(),
+        &session.deserialize_options(env),
+    )?)
 }

@@ -4,6 +4,7 @@
 //! ```text
 //! TransportError ─┬─ Io(io::Error)          the socket failed (reset, EPIPE, ...)
 //!                 ├─ Decode(DecodeError)    the peer's bytes are not a valid message
+//!                 ├─ Checksum(..)           a frame fails its CRC32 (agreed trailers)
 //!                 ├─ Encode(EncodeError)    a message we were asked to send is refused
 //!                 ├─ Timeout { phase }      a per-message deadline passed
 //!                 ├─ Handshake(..)          the peer's handshake is unusable
@@ -18,7 +19,10 @@
 use std::fmt;
 use std::io;
 
-use crate::error::{DecodeError, EncodeError};
+use super::checksum::ChecksumError;
+use crate::envelope::EnvelopeError;
+use crate::error::EncodeError;
+use crate::protocol::DecodeError;
 
 /// Which step a deadline interrupted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +49,7 @@ impl fmt::Display for TimeoutPhase {
     }
 }
 
-/// What is wrong with the handshake a peer sent (dask-protocol.md §3).
+/// What is wrong with the handshake a peer sent (SPEC.md §6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HandshakeError {
@@ -100,9 +104,14 @@ impl std::error::Error for HandshakeError {}
 pub enum TransportError {
     /// The underlying IO failed. The stream is poisoned.
     Io(io::Error),
-    /// The peer sent bytes that are not a valid message (or ended in the
-    /// middle of one: [`DecodeError::Truncated`]). The stream is poisoned.
+    /// The peer sent bytes that are not a valid message: its framing
+    /// ([`DecodeError::Envelope`], e.g. [`EnvelopeError::Truncated`] when it
+    /// ended in the middle of one), or, for the calls that decode what they
+    /// receive, its content. The stream is poisoned.
     Decode(DecodeError),
+    /// A message fails its checksum trailer (when checksums were agreed).
+    /// The stream is poisoned.
+    Checksum(ChecksumError),
     /// A message to send was refused before any byte of it was written; the
     /// connection is still usable.
     Encode(EncodeError),
@@ -113,6 +122,10 @@ pub enum TransportError {
     },
     /// The peer's handshake is unusable.
     Handshake(HandshakeError),
+    /// TLS could not be set up, or the TLS handshake failed (a certificate
+    /// refused, a peer that does not speak TLS...).
+    #[cfg(feature = "tls")]
+    Tls(super::tls::TlsError),
     /// An earlier error (or a send cancelled after part of its message was
     /// written) left this direction of the stream out of sync.
     Poisoned,
@@ -134,9 +147,12 @@ impl fmt::Display for TransportError {
         match self {
             TransportError::Io(e) => write!(f, "io error: {e}"),
             TransportError::Decode(e) => write!(f, "invalid message from the peer: {e}"),
+            TransportError::Checksum(e) => write!(f, "invalid message from the peer: {e}"),
             TransportError::Encode(e) => write!(f, "cannot send the message: {e}"),
             TransportError::Timeout { phase } => write!(f, "timed out {phase}"),
             TransportError::Handshake(e) => write!(f, "handshake failed: {e}"),
+            #[cfg(feature = "tls")]
+            TransportError::Tls(e) => e.fmt(f),
             TransportError::Poisoned => f.write_str(
                 "the connection is poisoned: an earlier error left the stream out of sync",
             ),
@@ -150,8 +166,11 @@ impl std::error::Error for TransportError {
         match self {
             TransportError::Io(e) => Some(e),
             TransportError::Decode(e) => Some(e),
+            TransportError::Checksum(e) => Some(e),
             TransportError::Encode(e) => Some(e),
             TransportError::Handshake(e) => Some(e),
+            #[cfg(feature = "tls")]
+            TransportError::Tls(e) => Some(e),
             _ => None,
         }
     }
@@ -159,6 +178,13 @@ impl std::error::Error for TransportError {
 
 impl From<io::Error> for TransportError {
     fn from(e: io::Error) -> TransportError {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<tokio_rustls::rustls::Error>())
+        {
+            return TransportError::Tls(super::tls::TlsError::session(tls));
+        }
         TransportError::Io(e)
     }
 }
@@ -166,6 +192,24 @@ impl From<io::Error> for TransportError {
 impl From<DecodeError> for TransportError {
     fn from(e: DecodeError) -> TransportError {
         TransportError::Decode(e)
+    }
+}
+
+impl From<EnvelopeError> for TransportError {
+    fn from(e: EnvelopeError) -> TransportError {
+        TransportError::Decode(DecodeError::Envelope(e))
+    }
+}
+
+impl From<crate::message::MessageError> for TransportError {
+    fn from(e: crate::message::MessageError) -> TransportError {
+        TransportError::Decode(DecodeError::Message(e))
+    }
+}
+
+impl From<ChecksumError> for TransportError {
+    fn from(e: ChecksumError) -> TransportError {
+        TransportError::Checksum(e)
     }
 }
 

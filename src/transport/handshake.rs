@@ -1,4 +1,4 @@
-//! The Dask connection handshake (dask-protocol.md §3), with framewire
+//! The Dask connection handshake (SPEC.md §6), with framewire
 //! extensions.
 //!
 //! ```text
@@ -30,7 +30,7 @@
 //! let (x, y) = tokio::join!(handshake(a, &ours), handshake(b, &theirs));
 //! let ((_conn, agreed), _) = (x?, y?);
 //! assert_eq!(agreed.pickle_protocol(), 4);
-//! assert_eq!(agreed.compression(), None);
+//! assert_eq!(agreed.codec(), None);
 //! assert!(agreed.agreed("crc32c"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # })?;
@@ -46,10 +46,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::envelope::Envelope;
 use crate::limits::Limits;
 use crate::message;
+use crate::serialize::Codec;
 use crate::value::Value;
 
 use super::checksum;
-use super::conn::{Builder, Connection};
+use super::conn::{Connection, ConnectionBuilder};
 use super::error::{HandshakeError, TimeoutPhase, TransportError};
 
 /// Extension keys are this prefix followed by the extension's name.
@@ -68,7 +69,7 @@ const HANDSHAKE_LIMITS: Limits = Limits {
     max_decompressed_len: 0,
 };
 
-/// Whether a connection uses checksum trailers (SPEC.md §6.3).
+/// Whether a connection uses checksum trailers (SPEC.md §6.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Checksums {
     /// Not offered (what Python peers do).
@@ -84,9 +85,11 @@ pub enum Checksums {
 /// What we announce in the handshake.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HandshakeOptions {
-    /// The compression we offer (`"lz4"`, `"zstd"`, ...), or `None`. It is
-    /// only used when the peer offers the same.
-    pub compression: Option<String>,
+    /// The codec we offer, or `None` (Dask's default, `compression: false`).
+    /// It is only used when the peer offers the same, and only if this
+    /// build has its feature ([`Codec::is_enabled`]): the handshake refuses
+    /// to offer one it could not use ([`HandshakeError::InvalidValue`]).
+    pub compression: Option<Codec>,
     /// The `python` key: `[major, minor, micro]`. Informational; Dask never
     /// checks it. Default `[3, 11, 7]`.
     pub python: [u16; 3],
@@ -95,7 +98,7 @@ pub struct HandshakeOptions {
     pub pickle_protocol: u8,
     /// framewire extensions: `(name, value)`, sent as `"framewire-<name>"`.
     pub extensions: Vec<(String, Value)>,
-    /// Checksum trailers (SPEC.md §6.3): offered as the extension
+    /// Checksum trailers (SPEC.md §6.2): offered as the extension
     /// `"framewire-checksum": "crc32"`. Default: off, as Python peers.
     pub checksums: Checksums,
     /// Time allowed for the whole exchange (default 30 s, Dask's
@@ -136,10 +139,14 @@ impl HandshakeOptions {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn to_value(&self) -> Result<Value, HandshakeError> {
+        if self.compression.is_some_and(|c| !c.is_enabled()) {
+            return Err(HandshakeError::InvalidValue("compression"));
+        }
         let mut map = vec![
             (
                 Value::str("compression"),
-                self.compression.as_deref().map_or(Value::Nil, Value::str),
+                self.compression
+                    .map_or(Value::Nil, |c| Value::from_static(c.name())),
             ),
             (
                 Value::str("python"),
@@ -182,7 +189,7 @@ impl HandshakeOptions {
 /// sent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Negotiated {
-    compression: Option<String>,
+    compression: Option<Codec>,
     pickle_protocol: u8,
     ours: Vec<String>,
     peer: Value,
@@ -194,12 +201,13 @@ impl Negotiated {
     /// as Dask's `handshake_configuration` does.
     ///
     /// ```
+    /// use framewire::serialize::Codec;
     /// use framewire::transport::{HandshakeError, HandshakeOptions, Negotiated};
     /// use framewire::Value;
     /// let theirs = Value::map_of([("compression", Value::str("lz4")), ("pickle-protocol", 4.into())]);
-    /// let ours = HandshakeOptions { compression: Some("lz4".into()), ..Default::default() };
+    /// let ours = HandshakeOptions { compression: Some(Codec::Lz4), ..Default::default() };
     /// let n = Negotiated::new(&ours, theirs)?;
-    /// assert_eq!((n.compression(), n.pickle_protocol()), (Some("lz4"), 4));
+    /// assert_eq!((n.codec(), n.pickle_protocol()), (Some(Codec::Lz4), 4));
     ///
     /// let missing = Value::map_of([("compression", Value::Nil)]);
     /// assert_eq!(
@@ -225,11 +233,9 @@ impl Negotiated {
             Some(Value::Str(s)) => Some(&s[..]),
             Some(_) => return Err(HandshakeError::InvalidValue("compression")),
         };
-        let compression = if ours.compression.as_deref() == theirs_compression {
-            ours.compression.clone()
-        } else {
-            None
-        };
+        let compression = ours
+            .compression
+            .filter(|c| Some(c.name()) == theirs_compression);
         // min(ours, theirs) ≤ ours, which is a u8.
         let pickle_protocol = u8::try_from(theirs_pickle)
             .map_or(ours.pickle_protocol, |p| p.min(ours.pickle_protocol));
@@ -248,9 +254,11 @@ impl Negotiated {
         })
     }
 
-    /// The compression both sides use: ours if the peer offered the same, else none.
-    pub fn compression(&self) -> Option<&str> {
-        self.compression.as_deref()
+    /// The codec both sides compress with: ours if the peer offered the
+    /// same, else none. [`Session::serialize_options`](super::Session::serialize_options)
+    /// carries it.
+    pub fn codec(&self) -> Option<Codec> {
+        self.compression
     }
 
     /// Whether both sides offered checksum trailers: every message after the
@@ -310,7 +318,7 @@ impl Negotiated {
 /// options and exchanges the Dask handshake. Writing and reading run
 /// concurrently, as in Dask, so two peers that both write first never
 /// deadlock, even on a pipe smaller than a handshake. Use
-/// [`Builder::handshake`] for other connection options.
+/// [`ConnectionBuilder::handshake`] for other connection options.
 pub async fn handshake<T>(
     io: T,
     opts: &HandshakeOptions,
@@ -318,7 +326,7 @@ pub async fn handshake<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    Builder::default().handshake(io, opts).await
+    ConnectionBuilder::default().handshake(io, opts).await
 }
 
 /// Runs the exchange on a fresh connection.
@@ -385,5 +393,6 @@ where
     let agreed = Negotiated::new(opts, peer)?;
     reader.set_checksums(agreed.checksums);
     writer.set_checksums(agreed.checksums);
+    conn.session_mut().agreed(agreed.clone());
     Ok(agreed)
 }

@@ -1,5 +1,5 @@
-//! The async transport: Dask's TCP framing on tokio (SPEC.md §2–3,
-//! dask-protocol.md §2–3).
+//! The async transport: Dask's TCP framing on tokio and the handshake
+//! (SPEC.md §2, §6).
 //!
 //! ```text
 //!                   ┌──────────────────────── Connection<T> ────────────────────────┐
@@ -10,6 +10,7 @@
 //!                                      "framewire-<ext>"...} both ways, then negotiate
 //!
 //!  FrameCodec: the same framing as a tokio-util Decoder/Encoder (the encoder copies).
+//!  Stats: what each moved, and the bytes copied, counted where the copies happen.
 //! ```
 //!
 //! * [`Connection`] (and its halves [`ReadHalf`] / [`WriteHalf`]): the
@@ -25,7 +26,8 @@
 //! ```
 //! use bytes::Bytes;
 //! use framewire::transport::{handshake, HandshakeOptions};
-//! use framewire::{dumps, loads, Envelope, Limits, Value};
+//! use framewire::serialize::DeserializeOptions;
+//! use framewire::{dumps, loads, Envelope, Value};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 //! let (a, b) = tokio::io::duplex(1 << 16);
@@ -37,7 +39,7 @@
 //! let msg = Value::map_of([("op", Value::str("ping"))]);
 //! left.send(Envelope::new(dumps(&msg)?)?).await?;
 //! let env = right.recv().await.expect("a message")?;
-//! assert_eq!(loads(env.frames(), &Limits::strict())?, msg);
+//! assert_eq!(loads(env.frames(), &DeserializeOptions::default())?, msg);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # })?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -48,18 +50,31 @@ mod codec;
 mod conn;
 mod error;
 mod handshake;
+#[cfg(feature = "serde")]
+mod message_codec;
 mod read;
+mod session;
+mod socket;
 mod stats;
+#[cfg(feature = "tls")]
+mod tls;
 mod write;
 
 use bytes::BytesMut;
 
-pub use codec::{Builder as CodecBuilder, FrameCodec};
-pub use conn::{Builder, Connection, ReadHalf, WriteHalf};
+pub use checksum::ChecksumError;
+pub use codec::{FrameCodec, FrameCodecBuilder};
+pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
 pub use error::{HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
+#[cfg(feature = "serde")]
+pub use message_codec::MessageCodec;
 pub use read::OWN_BUFFER_THRESHOLD;
+pub use session::Session;
+pub use socket::{Address, Socket, TlsOption};
 pub use stats::Stats;
+#[cfg(feature = "tls")]
+pub use tls::{TlsConfig, TlsError};
 pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};
 
 use crate::envelope::Envelope;
@@ -105,11 +120,12 @@ const MIN_SPARE: usize = 4 << 10;
 /// reserving at most `cap` bytes ahead of what it holds: a declared size is
 /// never reserved until its bytes arrive. Room is only added when little is
 /// left, so growth stays amortized (capacity ≤ 2 × bytes held + `cap`).
-pub(crate) fn grow(buf: &mut BytesMut, target: usize, cap: usize) {
+/// Returns the bytes the reservation moved ([`stats::reserve_counted`]).
+pub(crate) fn grow(buf: &mut BytesMut, target: usize, cap: usize) -> u64 {
     let remaining = target.saturating_sub(buf.len());
     let spare = buf.capacity() - buf.len();
     if spare >= remaining.min(MIN_SPARE) {
-        return;
+        return 0;
     }
-    buf.reserve(remaining.min(cap.max(MIN_SPARE)));
+    stats::reserve_counted(buf, remaining.min(cap.max(MIN_SPARE)))
 }

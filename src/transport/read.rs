@@ -29,9 +29,11 @@
 //! for the next large message. If the application still holds it, a fresh
 //! buffer is grown as bytes arrive. (A frame the application keeps pins its
 //! whole buffer, as with any `Bytes` slice; buffers over
-//! `max_recycled_buffer` are never kept.) Measured with 64 MiB messages over
-//! loopback TCP: recycling runs at the speed of plain reads into one reused
-//! buffer; a fresh buffer per message is about 1.5× slower (page faults).
+//! `max_recycled_buffer`, 1 GiB by default, are never kept.) Measured with
+//! 64 MiB messages over loopback TCP, two processes (`scripts/bench-compare
+//! --only transport`): recycling runs at the speed of plain reads into one
+//! reused buffer; a fresh buffer per message is markedly slower (page
+//! faults: BENCHMARKS.md has the figures).
 //!
 //! All state lives in the struct: dropping a `recv` future loses nothing.
 
@@ -44,14 +46,14 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::envelope::EnvelopeError;
 use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
-use crate::error::DecodeError;
 use crate::limits::Limits;
 
 use super::checksum::{self, Running};
 use super::conn::Deadline;
 use super::error::{TimeoutPhase, TransportError};
-use super::stats::Stats;
+use super::stats::{reserve_counted, Stats};
 
 /// Frames of at least this many bytes are read into a buffer of their own
 /// (consecutive ones share it), straight from the socket, instead of the
@@ -136,7 +138,7 @@ pub(crate) struct ReadConfig {
 
 /// The read half's state (see this module's docs).
 #[derive(Debug)]
-pub(crate) struct Reader {
+pub(crate) struct ReadState {
     cfg: ReadConfig,
     rbuf: BytesMut,
     phase: Phase,
@@ -146,10 +148,10 @@ pub(crate) struct Reader {
     stats: Stats,
 }
 
-impl Reader {
-    pub(crate) fn new(cfg: ReadConfig) -> Reader {
+impl ReadState {
+    pub(crate) fn new(cfg: ReadConfig) -> ReadState {
         let deadline = Deadline::new(cfg.timeout);
-        Reader {
+        ReadState {
             cfg,
             rbuf: BytesMut::new(),
             phase: Phase::Prelude,
@@ -232,7 +234,15 @@ impl Reader {
                 Phase::Prelude => match parse_prelude(&self.rbuf, &self.cfg.limits)? {
                     PreludeStatus::Need(n) => {
                         let got = self.rbuf.len();
-                        let read = fill(io, cx, &mut self.rbuf, n - got, cap, &mut self.deadline);
+                        let read = fill(
+                            io,
+                            cx,
+                            &mut self.rbuf,
+                            n - got,
+                            cap,
+                            &mut self.deadline,
+                            &mut self.stats.bytes_relocated_on_receive,
+                        );
                         match ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadPrelude))? {
                             0 if got == 0 => return Poll::Ready(Ok(None)),
                             0 => return Poll::Ready(Err(truncated(got as u64, n as u64))),
@@ -241,7 +251,7 @@ impl Reader {
                     }
                     PreludeStatus::Complete(prelude) => {
                         let header = usize::try_from(prelude.header_len())
-                            .map_err(|_| DecodeError::LengthOverflow)?;
+                            .map_err(|_| EnvelopeError::LengthOverflow)?;
                         self.rbuf.advance(header);
                         self.phase = Phase::Body(Box::new(Body::new(prelude, self.cfg.checksums)?));
                     }
@@ -276,6 +286,7 @@ impl Reader {
                             run.len - got,
                             cap,
                             &mut self.deadline,
+                            &mut self.stats.bytes_relocated_on_receive,
                         );
                         if ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadFrames))? == 0 {
                             return Poll::Ready(Err(body.truncated(got)));
@@ -293,7 +304,8 @@ impl Reader {
                                 dir,
                                 run,
                                 cap,
-                                &mut self.deadline
+                                &mut self.deadline,
+                                &mut self.stats.bytes_copied_on_receive,
                             ))?;
                             body.push_run(run, data);
                             continue;
@@ -305,7 +317,9 @@ impl Reader {
                     if !self.rbuf.is_empty() && buf.len() < run.len {
                         // At most READ_AHEAD bytes: the only copy of a large frame.
                         let n = self.rbuf.len().min(run.len - buf.len());
+                        self.stats.bytes_relocated_on_receive += reserve_counted(buf, n);
                         buf.extend_from_slice(&self.rbuf[..n]);
+                        self.stats.bytes_copied_on_receive += n as u64;
                         self.rbuf.advance(n);
                     }
                     if let Some(sums) = &mut body.sums {
@@ -330,7 +344,15 @@ impl Reader {
                         // Read in pieces that stay in cache until summed.
                         want = want.min(checksum::PIECE);
                     }
-                    let read = fill_exact(io, cx, buf, want, cap, &mut self.deadline);
+                    let read = fill_exact(
+                        io,
+                        cx,
+                        buf,
+                        want,
+                        cap,
+                        &mut self.deadline,
+                        &mut self.stats.bytes_relocated_on_receive,
+                    );
                     if ready!(read).map_err(|e| e.phase(TimeoutPhase::ReadFrames))? == 0 {
                         return Poll::Ready(Err(body.truncated(got)));
                     }
@@ -352,14 +374,14 @@ fn take_large_buffer(spare: &mut BytesMut, len: usize, recycle: bool) -> BytesMu
 }
 
 impl Body {
-    fn new(prelude: Prelude, checksums: bool) -> Result<Body, DecodeError> {
+    fn new(prelude: Prelude, checksums: bool) -> Result<Body, EnvelopeError> {
         let (wire_len, header_len) = (prelude.wire_len(), prelude.header_len());
         let first_read_frames = prelude.frames_in_first_read();
         // Collected in place: a message of 2 × 10⁶ frames keeps one table.
         let lengths = prelude
             .into_lengths()
             .into_iter()
-            .map(|len| usize::try_from(len).map_err(|_| DecodeError::LengthOverflow))
+            .map(|len| usize::try_from(len).map_err(|_| EnvelopeError::LengthOverflow))
             .collect::<Result<Vec<usize>, _>>()?;
         let mut runs: Vec<Run> = Vec::new();
         for &len in &lengths {
@@ -429,7 +451,7 @@ impl Body {
 }
 
 fn truncated(offset: u64, needed: u64) -> TransportError {
-    TransportError::Decode(DecodeError::Truncated {
+    TransportError::from(EnvelopeError::Truncated {
         offset,
         needed,
         got: offset,
@@ -445,14 +467,16 @@ pub(crate) enum ReadError {
 impl ReadError {
     fn phase(self, phase: TimeoutPhase) -> TransportError {
         match self {
-            ReadError::Io(e) => TransportError::Io(e),
+            ReadError::Io(e) => TransportError::from(e),
             ReadError::Timeout => TransportError::Timeout { phase },
         }
     }
 }
 
 /// One read into the shared buffer: at least `need` bytes are wanted, and up
-/// to [`READ_AHEAD`] more are welcome. Returns the bytes read (0 at EOF).
+/// to [`READ_AHEAD`] more are welcome. Returns the bytes read (0 at EOF);
+/// adds to `relocated` what growing the buffer moved.
+#[allow(clippy::too_many_arguments)]
 fn fill<R: AsyncRead + Unpin>(
     io: &mut R,
     cx: &mut Context<'_>,
@@ -460,15 +484,18 @@ fn fill<R: AsyncRead + Unpin>(
     need: usize,
     cap: usize,
     deadline: &mut Deadline,
+    relocated: &mut u64,
 ) -> Poll<Result<usize, ReadError>> {
     if buf.capacity() == buf.len() {
-        buf.reserve(need.min(cap).max(MIN_READ));
+        *relocated += reserve_counted(buf, need.min(cap).max(MIN_READ));
     }
     read(io, cx, buf, need.saturating_add(READ_AHEAD), deadline)
 }
 
 /// One read into a large buffer, never past the `need` bytes that remain of
-/// its run (the next bytes belong to another buffer).
+/// its run (the next bytes belong to another buffer); adds to `relocated`
+/// what growing the buffer moved.
+#[allow(clippy::too_many_arguments)]
 fn fill_exact<R: AsyncRead + Unpin>(
     io: &mut R,
     cx: &mut Context<'_>,
@@ -476,9 +503,10 @@ fn fill_exact<R: AsyncRead + Unpin>(
     need: usize,
     cap: usize,
     deadline: &mut Deadline,
+    relocated: &mut u64,
 ) -> Poll<Result<usize, ReadError>> {
     if buf.capacity() == buf.len() {
-        buf.reserve(need.min(cap.max(MIN_READ)));
+        *relocated += reserve_counted(buf, need.min(cap.max(MIN_READ)));
     }
     read(io, cx, buf, need, deadline)
 }
@@ -528,7 +556,7 @@ fn with_deadline(
 #[cfg(all(target_os = "linux", feature = "mmap"))]
 const MIN_SPILL: usize = 1 << 20;
 
-/// Reads a run of large frames into a spill file (`Builder::spill`) that
+/// Reads a run of large frames into a spill file (`ConnectionBuilder::spill`) that
 /// grows as bytes arrive (at most twice what it holds plus `cap`, never past
 /// the run), then hands it over as one `Bytes` over the mapping.
 #[cfg(all(target_os = "linux", feature = "mmap"))]
@@ -542,6 +570,7 @@ fn poll_spill<R: AsyncRead + Unpin>(
     run: Run,
     cap: usize,
     deadline: &mut Deadline,
+    copied: &mut u64,
 ) -> Poll<Result<Bytes, TransportError>> {
     use crate::mmap::SpillBuffer;
     let spill_err = |e: crate::mmap::MmapError| TransportError::Io(io::Error::other(e));
@@ -559,6 +588,7 @@ fn poll_spill<R: AsyncRead + Unpin>(
             let n = rbuf.len().min(run.len - *filled);
             buf.grow_to(*filled + n).map_err(spill_err)?;
             buf.as_mut()[*filled..*filled + n].copy_from_slice(&rbuf[..n]);
+            *copied += n as u64;
             rbuf.advance(n);
             *filled += n;
         }

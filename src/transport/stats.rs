@@ -1,12 +1,29 @@
 //! Counters a connection keeps of what it sent and received.
 
-/// What a connection (or one of its halves) has moved so far. Counted by
-/// the transport as it writes and reads, so `bytes_copied_on_send` is a
-/// measurement, not an estimate: the frame bytes copied into the
-/// coalescing buffer next to the prelude (frames under
-/// [`COALESCE_THRESHOLD`](super::COALESCE_THRESHOLD)). Larger frames go to
-/// the kernel from their own memory and are never counted there. Received
-/// frames are always slices of the buffers the socket was read into.
+use bytes::BytesMut;
+
+/// What a connection (or one of its halves, or a
+/// [`FrameCodec`](super::FrameCodec)) has moved so far.
+///
+/// The copy counters are incremented where the copy happens, by the number
+/// of bytes that copy moved; they count copies framewire makes between
+/// buffers in this process's memory. The kernel's own copies (a `writev`
+/// taking bytes from a frame's memory, a `read` filling a buffer) are not
+/// copies in this sense, nor is what a TLS stream does with the bytes it
+/// encrypts or decrypts (every byte, into records of its own).
+///
+/// * [`Connection`](super::Connection) sends: the prelude and the frames
+///   under [`COALESCE_THRESHOLD`](super::COALESCE_THRESHOLD) are copied into
+///   one buffer per message (counted: the frame bytes); larger frames go to
+///   the kernel from their own memory.
+/// * [`Connection`](super::Connection) receives: frames are slices of the
+///   buffers the socket was read into. Bytes are copied when a read that
+///   ran ahead into the shared buffer took the start of a large frame, which
+///   then moves into that frame's own buffer (at most 64 KiB per run of
+///   large frames); and a buffer that has to grow while holding bytes may be
+///   moved by the allocator (counted apart, as relocated).
+/// * [`FrameCodec`](super::FrameCodec)'s encoder copies every frame into the
+///   write buffer.
 ///
 /// ```
 /// use framewire::transport::{Connection, Stats};
@@ -38,8 +55,13 @@ pub struct Stats {
     pub frames_sent: u64,
     /// Their bytes on the wire, preludes included.
     pub bytes_sent: u64,
-    /// Frame bytes copied on the way out (small frames coalesced next to the
-    /// prelude); large frames are written from their own `Bytes`.
+    /// Frame bytes copied into a buffer of framewire's on the way out,
+    /// counted at the copy: into the coalescing buffer of a
+    /// [`Connection`](super::Connection) (for the messages written
+    /// completely), into the write buffer of a
+    /// [`FrameCodec`](super::FrameCodec) (every frame, plus the bytes of
+    /// earlier messages still in that buffer when growing it moved them).
+    /// Preludes and checksum trailers are not frame bytes.
     pub bytes_copied_on_send: u64,
     /// Messages received completely.
     pub messages_received: u64,
@@ -47,6 +69,17 @@ pub struct Stats {
     pub frames_received: u64,
     /// Their bytes on the wire, preludes included.
     pub bytes_received: u64,
+    /// Bytes that arrived in one receive buffer and were copied into
+    /// another (the start of a large frame read ahead into the shared
+    /// buffer, moved into the frame's own buffer or spill file), counted at
+    /// the copy.
+    pub bytes_copied_on_receive: u64,
+    /// Bytes a receive buffer held when growing it moved it to another
+    /// address: the allocator copied them (or, for a large block, may have
+    /// remapped their pages instead). Counted when the move is seen: the
+    /// buffer's address changed across the reservation. Only the buffers
+    /// framewire grows itself (`Framed`'s own reservations are tokio-util's).
+    pub bytes_relocated_on_receive: u64,
 }
 
 impl Stats {
@@ -56,7 +89,22 @@ impl Stats {
             messages_received: received.messages_received,
             frames_received: received.frames_received,
             bytes_received: received.bytes_received,
+            bytes_copied_on_receive: received.bytes_copied_on_receive,
+            bytes_relocated_on_receive: received.bytes_relocated_on_receive,
             ..sent
         }
+    }
+}
+
+/// Reserves room for `additional` more bytes in `buf`; returns the bytes the
+/// reservation moved: what `buf` held, if its address changed (the
+/// allocator, or `BytesMut` reclaiming its own front, moved them), else 0.
+pub(crate) fn reserve_counted(buf: &mut BytesMut, additional: usize) -> u64 {
+    let (before, held) = (buf.as_ptr(), buf.len());
+    buf.reserve(additional);
+    if held > 0 && buf.as_ptr() != before {
+        held as u64
+    } else {
+        0
     }
 }

@@ -59,8 +59,9 @@ struct Outgoing {
     off: usize,
     /// Bytes of the message written so far.
     written: u64,
-    /// Frames, wire bytes (prelude included) and frame bytes copied into
-    /// the coalescing buffer: what [`Stats`] adds up once the message is out.
+    /// Frames, wire bytes (prelude included) and the frame bytes copied
+    /// into the coalescing buffer (counted as they were copied): what
+    /// [`Stats`] adds up once the message is out.
     frames: u64,
     wire_len: u64,
     copied: u64,
@@ -111,9 +112,12 @@ impl Outgoing {
         }
         let mut chunks = Vec::new();
         let mut chunk_frame = Vec::new();
+        let mut copied = 0u64;
         for (i, f) in frames.iter().enumerate() {
             if f.len() < COALESCE_THRESHOLD {
+                // The copy of this message: counted here, as it is made.
                 buf.put_slice(f);
+                copied += f.len() as u64;
             } else {
                 if !buf.is_empty() {
                     chunks.push(buf.split().freeze());
@@ -160,7 +164,7 @@ impl Outgoing {
             written: 0,
             frames: frames.len() as u64,
             wire_len: env.wire_len() + if checksums { 8 + trailer_len as u64 } else { 0 },
-            copied: small as u64,
+            copied,
             sums,
         }
     }
@@ -231,7 +235,7 @@ impl Outgoing {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum State {
+enum WriteStatus {
     Open,
     Poisoned,
     Closed,
@@ -239,22 +243,22 @@ enum State {
 
 /// The write half's state (see this module's docs).
 #[derive(Debug)]
-pub(crate) struct Writer {
+pub(crate) struct WriteState {
     limits: Limits,
     out: Option<Outgoing>,
-    state: State,
+    state: WriteStatus,
     deadline: Deadline,
     stats: Stats,
     /// Whether messages carry a checksum trailer.
     checksums: bool,
 }
 
-impl Writer {
-    pub(crate) fn new(limits: Limits, timeout: Option<std::time::Duration>) -> Writer {
-        Writer {
+impl WriteState {
+    pub(crate) fn new(limits: Limits, timeout: Option<std::time::Duration>) -> WriteState {
+        WriteState {
             limits,
             out: None,
-            state: State::Open,
+            state: WriteStatus::Open,
             deadline: Deadline::new(timeout),
             stats: Stats::default(),
             checksums: false,
@@ -272,20 +276,20 @@ impl Writer {
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {
-        self.state == State::Poisoned
+        self.state == WriteStatus::Poisoned
     }
 
     pub(crate) fn poison(&mut self) {
-        self.state = State::Poisoned;
+        self.state = WriteStatus::Poisoned;
         self.out = None;
         self.deadline.disarm();
     }
 
     fn check_open(&self) -> Result<(), TransportError> {
         match self.state {
-            State::Open => Ok(()),
-            State::Poisoned => Err(TransportError::Poisoned),
-            State::Closed => Err(TransportError::Closed),
+            WriteStatus::Open => Ok(()),
+            WriteStatus::Poisoned => Err(TransportError::Poisoned),
+            WriteStatus::Closed => Err(TransportError::Closed),
         }
     }
 
@@ -337,12 +341,12 @@ impl Writer {
         io: &mut W,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), TransportError>> {
-        if self.state == State::Closed {
+        if self.state == WriteStatus::Closed {
             return Poll::Ready(Ok(()));
         }
         ready!(self.poll_flush(io, cx))?;
         let r = ready!(Pin::new(io).poll_shutdown(cx));
-        self.state = State::Closed;
+        self.state = WriteStatus::Closed;
         Poll::Ready(r.map_err(TransportError::Io))
     }
 
@@ -409,10 +413,10 @@ impl Writer {
 }
 
 /// Writes one message and flushes; if the future is dropped before the
-/// message is out, [`Writer::cancel_pending`] runs.
+/// message is out, [`WriteState::cancel_pending`] runs.
 pub(crate) async fn send<W: AsyncWrite + Unpin>(
     io: &mut W,
-    writer: &mut Writer,
+    writer: &mut WriteState,
     env: &Envelope,
 ) -> Result<(), TransportError> {
     std::future::poll_fn(|cx| writer.poll_ready(io, cx)).await?;
@@ -427,7 +431,7 @@ pub(crate) async fn send<W: AsyncWrite + Unpin>(
 }
 
 struct CancelGuard<'a> {
-    writer: &'a mut Writer,
+    writer: &'a mut WriteState,
     armed: bool,
 }
 

@@ -23,6 +23,11 @@
         messages of `outgoing()` (numpy arrays and bytes via `to_serialize`, plain
         collections, the handshake it negotiated), reads ONE reply, checks it and
         prints {"ok": true, ...} (or {"ok": false, "error": ...}), then closes.
+
+    Either command then `--tls CA CERT KEY`: the same over tls:// with a
+    `distributed.security.Security` made of those files (require_encryption,
+    as a TLS cluster is configured); "info" then also answers the TLS
+    version and cipher Python's ssl module negotiated.
 """
 
 import asyncio
@@ -35,6 +40,25 @@ from distributed.comm import connect, listen
 from distributed.comm.core import CommClosedError
 from distributed.core import error_message
 from distributed.protocol import to_serialize
+from distributed.security import Security
+
+# Set from `--tls CA CERT KEY`: (scheme, listen args, connection args).
+SCHEME, LISTEN_ARGS, CONNECTION_ARGS = "tcp", {}, {}
+
+
+def use_tls(ca: str, cert: str, key: str) -> None:
+    global SCHEME, LISTEN_ARGS, CONNECTION_ARGS
+    sec = Security(
+        tls_ca_file=ca,
+        tls_client_cert=cert,
+        tls_client_key=key,
+        tls_scheduler_cert=cert,
+        tls_scheduler_key=key,
+        require_encryption=True,
+    )
+    SCHEME = "tls"
+    LISTEN_ARGS = sec.get_listen_args("scheduler")
+    CONNECTION_ARGS = sec.get_connection_args("client")
 
 
 def emit(obj) -> None:
@@ -81,7 +105,11 @@ async def answer(comm, msg):
             return error_message(e)
     if op == "info":
         info = {k: v for k, v in comm.remote_info.items() if k != "address"}
-        return {"status": "OK", "remote_info": info, "options": comm.handshake_options}
+        reply = {"status": "OK", "remote_info": info, "options": comm.handshake_options}
+        cipher = comm.extra_info.get("cipher")
+        if cipher:
+            reply["tls"] = {"cipher": cipher[0], "version": cipher[1]}
+        return reply
     if op == "close":
         return "OK"
     return {"status": "error", "exception_text": f"unknown op {op!r}"}
@@ -105,7 +133,7 @@ async def serve() -> None:
         finally:
             done.set()
 
-    listener = await listen("tcp://127.0.0.1:0", handler, deserialize=True)
+    listener = await listen(f"{SCHEME}://127.0.0.1:0", handler, deserialize=True, **LISTEN_ARGS)
     await listener.start()
     emit({"port": int(listener.listen_address.rsplit(":", 1)[1])})
     await asyncio.wait_for(done.wait(), timeout=120)
@@ -128,7 +156,7 @@ def outgoing(comm):
 
 
 async def client(port: int) -> None:
-    comm = await connect(f"tcp://127.0.0.1:{port}")
+    comm = await connect(f"{SCHEME}://127.0.0.1:{port}", **CONNECTION_ARGS)
     for msg in outgoing(comm):
         await comm.write(msg)
     reply = await comm.read()
@@ -148,12 +176,16 @@ async def client(port: int) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["listen"]:
+    args = sys.argv[1:]
+    if len(args) >= 4 and args[-4] == "--tls":
+        use_tls(*args[-3:])
+        args = args[:-4]
+    if args == ["listen"]:
         asyncio.run(serve())
-    elif sys.argv[1:2] == ["connect"] and len(sys.argv) == 3:
-        asyncio.run(asyncio.wait_for(client(int(sys.argv[2])), timeout=120))
+    elif args[:1] == ["connect"] and len(args) == 2:
+        asyncio.run(asyncio.wait_for(client(int(args[1])), timeout=120))
     else:
-        sys.exit("usage: comm_peer.py listen | connect PORT")
+        sys.exit("usage: comm_peer.py (listen | connect PORT) [--tls CA CERT KEY]")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ pub fn repo_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     match here.join("tests/dask").is_dir() {
         true => here.to_path_buf(),
-        false => here.parent().expect("the CLI package sits in the repository").to_path_buf(),
+        false => here
+            .parent()
+            .expect("the CLI package sits in the repository")
+            .to_path_buf(),
     }
 }

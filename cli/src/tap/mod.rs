@@ -86,7 +86,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use framewire::message;
-use framewire::transport::{Connection, TransportError, EXTENSION_PREFIX};
+use framewire::transport::{Address, Connection, TransportError, EXTENSION_PREFIX};
 use framewire::{Limits, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -117,8 +117,8 @@ pub struct Options {
 
 /// Relays connections accepted on `listen` to `upstream` until killed.
 pub fn run(listen: &str, upstream: &str, log: Option<&str>, opts: Options) -> Result<(), String> {
-    let listen = crate::call::host_port(listen)?.to_owned();
-    let upstream = crate::call::host_port(upstream)?.to_owned();
+    let listen = Address::parse(listen)?.host_port().to_owned();
+    let upstream = Address::parse(upstream)?.host_port().to_owned();
     let sink: Box<dyn Write + Send> = match log {
         Some(path) => {
             Box::new(std::fs::File::create(path).map_err(|e| format!("--log {path}: {e}"))?)

@@ -7,9 +7,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use framewire::message::loads;
 use framewire::serialize::{self, Codec, DeserializeOptions, SerializeOptions};
 use framewire::transport::{Checksums, Connection, HandshakeOptions};
-use framewire::{loads, Envelope, Limits, Value};
+use framewire::{Envelope, Limits, Value};
 use tokio::net::TcpListener;
 
 /// What the server saw of one connection.
@@ -34,7 +35,7 @@ pub struct Seen {
 pub fn handshake() -> HandshakeOptions {
     HandshakeOptions {
         checksums: Checksums::Offer,
-        compression: Some("lz4".into()),
+        compression: Some(Codec::Lz4),
         ..HandshakeOptions::default()
     }
 }
@@ -113,9 +114,9 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
     };
     record.update(|s| {
         s.checksums = agreed.checksums();
-        s.compression = agreed.compression().map(str::to_owned);
+        s.compression = agreed.codec().map(|c| c.name().to_owned());
     });
-    let codec = agreed.compression().and_then(Codec::from_name);
+    let codec = agreed.codec();
     loop {
         let env = match conn.recv().await {
             None => return "eof".into(),
@@ -152,7 +153,7 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
             compression: codec,
             ..SerializeOptions::default()
         };
-        let frames = serialize::dumps_with(&reply, &sopts).unwrap();
+        let frames = framewire::dumps_with(&reply, &sopts).unwrap();
         let mut sent = Vec::new();
         codecs(&loads(&frames, &limits).unwrap(), &mut sent);
         record.update(|s| s.reply_codecs.push(sent));

@@ -2,8 +2,8 @@
 //! (`lz4.block.compress`). Decoded by `lz4_flex` (safe Rust), encoded by
 //! [`lz4_block`](super::lz4_block), which writes Python's bytes exactly.
 
+use super::CompressionError;
 use super::{lz4_block, size_mismatch, Codec};
-use crate::error::DecodeError;
 
 /// The largest input liblz4 (and so Python's `lz4.block`) accepts.
 const MAX_INPUT: usize = 0x7E00_0000;
@@ -20,20 +20,20 @@ pub(super) fn compress(data: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The size prefix.
-pub(super) fn declared_size(frame: &[u8]) -> Result<u64, DecodeError> {
+pub(super) fn declared_size(frame: &[u8]) -> Result<u64, CompressionError> {
     let prefix: [u8; 4] = frame
         .get(..4)
         .and_then(|p| p.try_into().ok())
-        .ok_or(DecodeError::Corrupt { codec: Codec::Lz4 })?;
+        .ok_or(CompressionError::Corrupt { codec: Codec::Lz4 })?;
     Ok(u32::from_le_bytes(prefix).into())
 }
 
 /// Decodes the block after the prefix into `dst` (the declared size).
-pub(super) fn decode_exact(frame: &[u8], dst: &mut [u8]) -> Result<usize, DecodeError> {
+pub(super) fn decode_exact(frame: &[u8], dst: &mut [u8]) -> Result<usize, CompressionError> {
     use lz4_flex::block::DecompressError as E;
     match lz4_flex::block::decompress_into(&frame[4..], dst) {
         Ok(n) => Ok(n),
         Err(E::OutputTooSmall { .. }) => Err(size_mismatch(Codec::Lz4, dst.len() as u64, None)),
-        Err(_) => Err(DecodeError::Corrupt { codec: Codec::Lz4 }),
+        Err(_) => Err(CompressionError::Corrupt { codec: Codec::Lz4 }),
     }
 }

@@ -2,8 +2,8 @@
 //! as Python's `zlib.compress` writes it. It declares no size: decoding
 //! streams into a buffer that is refused past its cap.
 
+use super::CompressionError;
 use super::{grow, Codec};
-use crate::error::DecodeError;
 
 /// zlib's `zlib.compress` default level.
 const LEVEL: u32 = 6;
@@ -27,9 +27,9 @@ pub(super) fn compress(data: &[u8]) -> Option<Vec<u8>> {
 pub(super) fn inflate(
     frame: &[u8],
     cap: usize,
-    too_large: DecodeError,
-) -> Result<Vec<u8>, DecodeError> {
-    let corrupt = DecodeError::Corrupt { codec: Codec::Zlib };
+    too_large: CompressionError,
+) -> Result<Vec<u8>, CompressionError> {
+    let corrupt = CompressionError::Corrupt { codec: Codec::Zlib };
     let mut z = flate2::Decompress::new(true);
     let mut out = Vec::new();
     let out = &mut out;

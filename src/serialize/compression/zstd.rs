@@ -4,8 +4,8 @@
 
 use zstd::zstd_safe::{self, zstd_sys::ZSTD_ErrorCode, DCtx, DParameter, InBuffer, OutBuffer};
 
+use super::CompressionError;
 use super::{grow, size_mismatch, Codec};
-use crate::error::DecodeError;
 
 /// Dask's zstd level (`distributed.comm.zstd.level`).
 const LEVEL: i32 = 3;
@@ -14,7 +14,7 @@ const WINDOW_LOG_MAX: u32 = 27;
 /// The smallest window zstd knows.
 const WINDOW_LOG_MIN: u32 = 10;
 
-const CORRUPT: DecodeError = DecodeError::Corrupt { codec: Codec::Zstd };
+const CORRUPT: CompressionError = CompressionError::Corrupt { codec: Codec::Zstd };
 
 pub(super) fn compress(data: &[u8]) -> Option<Vec<u8>> {
     zstd::bulk::compress(data, LEVEL).ok()
@@ -22,7 +22,7 @@ pub(super) fn compress(data: &[u8]) -> Option<Vec<u8>> {
 
 /// The frame's content size, if it has one. The frame must be exactly one
 /// zstd frame: no second frame, no trailing bytes.
-pub(super) fn declared_size(frame: &[u8]) -> Result<Option<u64>, DecodeError> {
+pub(super) fn declared_size(frame: &[u8]) -> Result<Option<u64>, CompressionError> {
     if zstd_safe::find_frame_compressed_size(frame) != Ok(frame.len()) {
         return Err(CORRUPT);
     }
@@ -31,7 +31,7 @@ pub(super) fn declared_size(frame: &[u8]) -> Result<Option<u64>, DecodeError> {
 
 /// Decodes the frame in one shot into `dst` (its content size): zstd
 /// allocates no window for it.
-pub(super) fn decode_exact(frame: &[u8], dst: &mut [u8]) -> Result<usize, DecodeError> {
+pub(super) fn decode_exact(frame: &[u8], dst: &mut [u8]) -> Result<usize, CompressionError> {
     let mut dctx = DCtx::try_create().ok_or(CORRUPT)?;
     match dctx.decompress(dst, frame) {
         Ok(n) => Ok(n),
@@ -50,8 +50,8 @@ pub(super) fn decode_exact(frame: &[u8], dst: &mut [u8]) -> Result<usize, Decode
 pub(super) fn decode_stream(
     frame: &[u8],
     cap: usize,
-    too_large: DecodeError,
-) -> Result<Vec<u8>, DecodeError> {
+    too_large: CompressionError,
+) -> Result<Vec<u8>, CompressionError> {
     let mut out = Vec::new();
     let out = &mut out;
     // `declared_size` checked that `frame` is exactly one frame.
@@ -76,7 +76,7 @@ pub(super) fn decode_stream(
                     ZSTD_ErrorCode::ZSTD_error_frameParameter_windowTooLarge,
                 ) =>
             {
-                return Err(DecodeError::WindowTooLarge {
+                return Err(CompressionError::WindowTooLarge {
                     codec: Codec::Zstd,
                     limit: 1 << window_log,
                 })

@@ -5,7 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::error::{DecodeError, EncodeError};
+use crate::error::EncodeError;
 
 /// An n-dimensional array: numpy's `dtype.str`, shape, strides in bytes, and
 /// the data frame, exactly as Dask's `numpy.ndarray` header describes it.
@@ -82,7 +82,8 @@ impl NdArray {
     }
 
     /// An array from the parts of a Dask header, checked: the dtype must be
-    /// simple, strides non-negative, and every element inside `data`.
+    /// simple, strides non-negative, and every element inside `data`. The
+    /// error says what is wrong.
     pub(crate) fn from_parts(
         dtype: &str,
         shape: Vec<u64>,
@@ -90,8 +91,8 @@ impl NdArray {
         writeable: bool,
         broadcast_to: Option<Vec<u64>>,
         data: Bytes,
-    ) -> Result<NdArray, DecodeError> {
-        let invalid = |reason| DecodeError::InvalidArray { reason };
+    ) -> Result<NdArray, &'static str> {
+        let invalid = |reason| reason;
         let item_size = dtype_item_size(dtype).ok_or(invalid("unsupported dtype"))?;
         if shape.len() != strides.len() {
             return Err(invalid("shape and strides differ in length"));

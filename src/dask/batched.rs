@@ -1,0 +1,463 @@
+//! Batched streams, as Dask's `BatchedSend` writes them and
+//! `Server.handle_stream` reads them: every message is a list of op maps
+//! (a single map is accepted too), written at most once per interval.
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use serde::de::{self, DeserializeOwned, IgnoredAny, VariantAccess};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::op_of;
+use crate::envelope::Envelope;
+use crate::limits::Limits;
+use crate::message;
+use crate::msgpack;
+use crate::protocol::{self, DecodeError};
+use crate::serialize::SerializeOptions;
+use crate::transport::{ReadHalf, TransportError, WriteHalf};
+use crate::typed::{self, Dispatch, OpSeed, BY_OP};
+use crate::value::Value;
+
+/// The interval a worker's `BatchedSend` writes at (`"2ms"`, `worker.py:641`;
+/// the scheduler's to a worker is `"5ms"`).
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_millis(2);
+
+/// Reads a batched stream one op at a time, as `Server.handle_stream`
+/// does: a message that is a list is a batch, any other is one op; the
+/// string `"OK"` ends its batch early; `close-stream` ends the stream.
+///
+/// ```
+/// use framewire::dask::{BatchedReader, WorkerToScheduler};
+/// use framewire::transport::Connection;
+/// use framewire::Value;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+/// let (a, b) = tokio::io::duplex(1 << 16);
+/// let mut tx = Connection::new(a);
+/// let (r, _w) = Connection::new(b).into_split();
+/// let mut stream = BatchedReader::new(r);
+/// let op = |name: &str| Value::map_of([("op", Value::str(name))]);
+/// tx.send_value(&Value::Array(vec![op("keep-alive"), op("close-stream"), op("keep-alive")])).await?;
+/// let first: WorkerToScheduler = stream.recv().await.expect("an op")?;
+/// assert_eq!(first.op(), Some("keep-alive"));
+/// assert!(stream.recv::<WorkerToScheduler>().await.is_none()); // close-stream
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct BatchedReader<R> {
+    half: ReadHalf<R>,
+    pending: VecDeque<Value>,
+    /// The ops of the last message, read by [`BatchedReader::recv`] as the
+    /// type it asked for.
+    typed: Option<TypedBatch>,
+    closed: bool,
+}
+
+/// The ops of one message read straight into `M` ([`typed::from_frames`]):
+/// a `VecDeque<M>`, with the message, so that what is left can be read
+/// again as values if the next call asks for another type.
+struct TypedBatch {
+    ops: Box<dyn Any + Send>,
+    /// Whether `close-stream` ended the batch.
+    closes: bool,
+    env: Envelope,
+    /// Ops already returned.
+    taken: usize,
+}
+
+impl fmt::Debug for TypedBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedBatch")
+            .field("closes", &self.closes)
+            .field("taken", &self.taken)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: AsyncRead + Unpin> BatchedReader<R> {
+    /// Reads the stream on `half`.
+    pub fn new(half: ReadHalf<R>) -> BatchedReader<R> {
+        BatchedReader {
+            half,
+            pending: VecDeque::new(),
+            typed: None,
+            closed: false,
+        }
+    }
+
+    /// The next op, as a map; `None` at `close-stream` or when the peer
+    /// closed. Cancel-safe.
+    pub async fn recv_value(&mut self) -> Option<Result<Value, TransportError>> {
+        loop {
+            if self.closed {
+                return None;
+            }
+            if let Err(e) = self.untype() {
+                return Some(Err(e));
+            }
+            if let Some(v) = self.pending.pop_front() {
+                if op_of(&v) == Some("close-stream") {
+                    self.closed = true;
+                    self.pending.clear();
+                    return None;
+                }
+                return Some(Ok(v));
+            }
+            let msg = match self.half.recv_value().await? {
+                Ok(msg) => msg,
+                Err(e) => return Some(Err(e)),
+            };
+            self.queue(msg);
+        }
+    }
+
+    /// A message's ops, queued as values.
+    fn queue(&mut self, msg: Value) {
+        match msg {
+            Value::Array(items) => {
+                // `"OK"` ends the batch: the ops after it are dropped.
+                let end = items
+                    .iter()
+                    .position(|v| v.as_str() == Some("OK"))
+                    .unwrap_or(items.len());
+                self.pending.extend(items.into_iter().take(end));
+            }
+            Value::Str(s) if &*s == "OK" => {}
+            other => self.pending.push_back(other),
+        }
+    }
+
+    /// The ops of a typed batch not returned yet, queued as values.
+    fn untype(&mut self) -> Result<(), TransportError> {
+        let Some(batch) = self.typed.take() else {
+            return Ok(());
+        };
+        let msg = self.half.decode_value(&batch.env)?;
+        self.queue(msg);
+        self.pending.drain(..batch.taken);
+        Ok(())
+    }
+
+    /// The next op, as `M` (a channel enum such as
+    /// [`WorkerToScheduler`](super::WorkerToScheduler)); `None` at
+    /// `close-stream` or when the peer closed. Each message is read
+    /// straight into `M`s ([`typed::from_frames`], no `Value` built); one
+    /// that does not fit goes the way of [`BatchedReader::recv_value`] and
+    /// [`from_value`](crate::from_value), so that the ops before a bad one
+    /// are still returned and the bad one is an error of its own.
+    /// Cancel-safe.
+    pub async fn recv<M: DeserializeOwned + Send + 'static>(
+        &mut self,
+    ) -> Option<Result<M, TransportError>> {
+        loop {
+            if self.closed {
+                return None;
+            }
+            if let Some(batch) = &mut self.typed {
+                let Some(ops) = batch.ops.downcast_mut::<VecDeque<M>>() else {
+                    // Read as another type: the rest as values.
+                    if let Err(e) = self.untype() {
+                        return Some(Err(e));
+                    }
+                    continue;
+                };
+                if let Some(op) = ops.pop_front() {
+                    batch.taken += 1;
+                    return Some(Ok(op));
+                }
+                self.closed = batch.closes;
+                self.typed = None;
+                continue;
+            }
+            if !self.pending.is_empty() {
+                return match self.recv_value().await? {
+                    Ok(v) => Some(typed::from_value(v).map_err(TransportError::Decode)),
+                    Err(e) => Some(Err(e)),
+                };
+            }
+            let env = match self.half.recv().await? {
+                Ok(env) => env,
+                Err(e) => return Some(Err(e)),
+            };
+            let opts = self.half.session().deserialize_options(&env);
+            match typed::from_frames::<Batch<M>>(env.frames(), &opts) {
+                Ok(batch) => {
+                    self.typed = Some(TypedBatch {
+                        ops: Box::new(batch.ops),
+                        closes: batch.closes,
+                        env,
+                        taken: 0,
+                    })
+                }
+                Err(_) => match self.half.decode_value(&env) {
+                    Ok(msg) => self.queue(msg),
+                    Err(e) => return Some(Err(e)),
+                },
+            }
+        }
+    }
+
+    /// The read half.
+    pub fn into_inner(self) -> ReadHalf<R> {
+        self.half
+    }
+}
+
+/// A list message read as `M`s, up to `"OK"` or `close-stream` (the rest
+/// is still checked by the deserializer, never read as ops). Anything else
+/// (a single op, an op that does not fit) is an error: the caller reads the
+/// message as values instead.
+struct Batch<M> {
+    ops: VecDeque<M>,
+    closes: bool,
+}
+
+impl<'de, M: Deserialize<'de>> Deserialize<'de> for Batch<M> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Batch<M>, D::Error> {
+        struct Ops<M>(PhantomData<M>);
+        impl<'de, M: Deserialize<'de>> de::Visitor<'de> for Ops<M> {
+            type Value = Batch<M>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of ops")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Batch<M>, A::Error> {
+                let mut batch = Batch {
+                    ops: VecDeque::with_capacity(seq.size_hint().unwrap_or(0).min(64)),
+                    closes: false,
+                };
+                while let Some(item) = seq.next_element::<Item<M>>()? {
+                    match item {
+                        Item::Op(op) => batch.ops.push_back(op),
+                        Item::Ok => break,
+                        Item::CloseStream => {
+                            batch.closes = true;
+                            break;
+                        }
+                    }
+                }
+                Ok(batch)
+            }
+        }
+        d.deserialize_seq(Ops(PhantomData))
+    }
+}
+
+/// An element of a batch: `"OK"`, `close-stream`, or an op.
+enum Item<M> {
+    Ok,
+    CloseStream,
+    Op(M),
+}
+
+impl<'de, M: Deserialize<'de>> Deserialize<'de> for Item<M> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Item<M>, D::Error> {
+        struct ByOp<M>(PhantomData<M>);
+        impl<'de, M: Deserialize<'de>> de::Visitor<'de> for ByOp<M> {
+            type Value = Item<M>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an op")
+            }
+            fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Item<M>, A::Error> {
+                let (op, message) = data.variant_seed(OpSeed(&["close-stream"]))?;
+                match op {
+                    Dispatch::Known(_) => {
+                        message.newtype_variant::<IgnoredAny>()?;
+                        Ok(Item::CloseStream)
+                    }
+                    Dispatch::Unknown => message.newtype_variant().map(Item::Op),
+                    Dispatch::NotAMap => match message.newtype_variant::<Value>()? {
+                        v if v.as_str() == Some("OK") => Ok(Item::Ok),
+                        _ => Err(de::Error::custom("an op that is not a map")),
+                    },
+                }
+            }
+        }
+        d.deserialize_newtype_struct(BY_OP, ByOp(PhantomData))
+    }
+}
+
+enum Command {
+    Send(Queued),
+    Close,
+}
+
+/// An op waiting for its batch: written already (frame 0 and its blocks,
+/// [`typed::to_frames`]), or a value.
+enum Queued {
+    Frames(Vec<Bytes>),
+    Value(Value),
+}
+
+/// The message of a batch: the list of its ops. Ops written without blocks
+/// are joined as they are (the list's frame 0 is their bytes one after the
+/// other); otherwise the list is written as a value, the written ops read
+/// back pass-through (their blocks re-emitted byte for byte).
+fn batch_frames(ops: Vec<Queued>, opts: &SerializeOptions) -> Result<Vec<Bytes>, TransportError> {
+    let written = |op: &Queued| matches!(op, Queued::Frames(f) if f.len() == 1);
+    if ops.iter().all(written) {
+        let mut frame0 = BytesMut::with_capacity(
+            5 + ops
+                .iter()
+                .map(|op| match op {
+                    Queued::Frames(f) => f[0].len(),
+                    Queued::Value(_) => 0,
+                })
+                .sum::<usize>(),
+        );
+        msgpack::put_array_len(&mut frame0, ops.len())?;
+        for op in &ops {
+            if let Queued::Frames(f) = op {
+                frame0.extend_from_slice(&f[0]);
+            }
+        }
+        return Ok(vec![frame0.freeze()]);
+    }
+    let items = ops
+        .into_iter()
+        .map(|op| match op {
+            Queued::Value(v) => Ok(v),
+            // Written by `to_frames` under no limit tighter than these.
+            Queued::Frames(f) => message::loads(&f, &Limits::dask_compat())
+                .map_err(|e| TransportError::Decode(DecodeError::Message(e))),
+        })
+        .collect::<Result<Vec<Value>, TransportError>>()?;
+    Ok(protocol::dumps_with(&Value::Array(items), opts)?)
+}
+
+/// Writes a batched stream as Dask's `BatchedSend`: ops are queued without
+/// waiting, and a task writes what has queued as one list message at most
+/// once per interval.
+///
+/// ```
+/// use std::time::Duration;
+/// use framewire::dask::{BatchedReader, BatchedWriter, KeepAlive, Op, WorkerToScheduler};
+/// use framewire::transport::Connection;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+/// let (a, b) = tokio::io::duplex(1 << 16);
+/// let (_r, w) = Connection::new(a).into_split();
+/// let writer = BatchedWriter::new(w, Duration::from_millis(2));
+/// for _ in 0..3 {
+///     writer.send(&KeepAlive { op: Op::new() })?;
+/// }
+/// writer.close().await?;
+/// let (r, _w) = Connection::new(b).into_split();
+/// let mut reader = BatchedReader::new(r);
+/// let mut n = 0;
+/// while let Some(op) = reader.recv::<WorkerToScheduler>().await {
+///     assert_eq!(op?.op(), Some("keep-alive"));
+///     n += 1;
+/// }
+/// assert_eq!(n, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct BatchedWriter {
+    tx: mpsc::UnboundedSender<Command>,
+    task: JoinHandle<Result<(), TransportError>>,
+    /// The session's, for writing ops as they are queued.
+    serialize: SerializeOptions,
+}
+
+impl BatchedWriter {
+    /// A writer on `half`, flushing at most once per `interval`
+    /// ([`DEFAULT_BATCH_INTERVAL`] as a worker does). Spawns its task on
+    /// the current tokio runtime.
+    pub fn new<W>(half: WriteHalf<W>, interval: Duration) -> BatchedWriter
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let serialize = half.session().serialize_options();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(write_batches(half, rx, interval));
+        BatchedWriter {
+            tx,
+            task,
+            serialize,
+        }
+    }
+
+    /// Queues an op. It is written now, with the session's options, by
+    /// [`to_frames`](crate::typed::to_frames) (the bytes its
+    /// [`to_value`](crate::to_value) would give in the batch): an op that
+    /// cannot be written is an error at once and never queued; an error
+    /// writing the stream is returned by [`BatchedWriter::close`], and
+    /// [`TransportError::Closed`] by later calls.
+    pub fn send<M: Serialize + ?Sized>(&self, msg: &M) -> Result<(), TransportError> {
+        // Inside the batch's list: nested one level deeper.
+        let frames =
+            typed::to_frames_at(msg, &self.serialize, 1).map_err(TransportError::Encode)?;
+        self.queue(Queued::Frames(frames))
+    }
+
+    /// Queues an op given as a map.
+    pub fn send_value(&self, msg: Value) -> Result<(), TransportError> {
+        self.queue(Queued::Value(msg))
+    }
+
+    fn queue(&self, op: Queued) -> Result<(), TransportError> {
+        self.tx
+            .send(Command::Send(op))
+            .map_err(|_| TransportError::Closed)
+    }
+
+    /// Writes what is queued, then shuts the write direction down.
+    pub async fn close(self) -> Result<(), TransportError> {
+        let _ = self.tx.send(Command::Close);
+        self.task
+            .await
+            .map_err(|e| TransportError::Io(std::io::Error::other(e)))?
+    }
+}
+
+async fn write_batches<W: AsyncWrite + Unpin>(
+    mut half: WriteHalf<W>,
+    mut rx: mpsc::UnboundedReceiver<Command>,
+    interval: Duration,
+) -> Result<(), TransportError> {
+    use tokio::time::{timeout_at, Instant};
+    let opts = half.session().serialize_options();
+    let mut batch = Vec::new();
+    // As `BatchedSend`: a batch goes at once when the last one went at
+    // least `interval` ago, else when that interval is over.
+    let mut next_deadline = Instant::now();
+    let mut closing = false;
+    while !closing {
+        match rx.recv().await {
+            None | Some(Command::Close) => closing = true,
+            Some(Command::Send(v)) => batch.push(v),
+        }
+        while !closing && Instant::now() < next_deadline {
+            match timeout_at(next_deadline, rx.recv()).await {
+                Err(_) => break,
+                Ok(None) | Ok(Some(Command::Close)) => closing = true,
+                Ok(Some(Command::Send(v))) => batch.push(v),
+            }
+        }
+        // What is already queued goes too (and everything, when closing).
+        while let Ok(cmd) = rx.try_recv() {
+            match cmd {
+                Command::Send(v) => batch.push(v),
+                Command::Close => closing = true,
+            }
+        }
+        if !batch.is_empty() {
+            let frames = batch_frames(std::mem::take(&mut batch), &opts)?;
+            half.send(Envelope::new(frames)?).await?;
+            next_deadline = Instant::now() + interval;
+        }
+    }
+    half.close().await
+}

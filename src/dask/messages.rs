@@ -1,0 +1,715 @@
+//! The Dask 2026.8.0 messages, field by field in the order Dask writes
+//! them (`tests/dask/ops-2026.8.0.md` has the source line of each).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Key, Keys, Map, Op, OpName, StartStop};
+use crate::typed::Bin;
+use crate::value::{Block, Value};
+
+macro_rules! op_names {
+    ($($ty:ty => $name:literal),* $(,)?) => {$(
+        impl OpName for $ty {
+            const NAME: &'static str = $name;
+        }
+    )*};
+}
+
+op_names! {
+    ComputeTask => "compute-task",
+    FreeKeys => "free-keys",
+    AcquireReplicas => "acquire-replicas",
+    RemoveReplicas => "remove-replicas",
+    StealRequest => "steal-request",
+    WorkerStatusChange => "worker-status-change",
+    Close => "close",
+    CloseStream => "close-stream",
+    TaskFinished => "task-finished",
+    TaskErred => "task-erred",
+    ReleaseWorkerData => "release-worker-data",
+    AddKeys => "add-keys",
+    Reschedule => "reschedule",
+    StealResponse => "steal-response",
+    KeepAlive => "keep-alive",
+    GetData => "get_data",
+    UpdateData => "update_data",
+    Gather => "gather",
+    FreeKeysRpc => "free_keys",
+    Identity => "identity",
+    RegisterWorker => "register-worker",
+    HeartbeatWorker => "heartbeat_worker",
+    GatherKeys => "gather",
+    Scatter => "scatter",
+    UpdateWhoHas => "update_data",
+    StreamStart => "stream-start",
+    ClientTaskErred => "task-erred",
+}
+
+/// A number as Dask wrote it, an int or a float. Where the 2026.8.0 source
+/// says `float`, Python still lets an int through, and Dask sends one:
+/// `heartbeat_interval(n)` is the int `1` for 11 to 49 workers
+/// (`scheduler.py:9203-9213`), resources are whatever the user wrote
+/// (`submit(..., resources={"GPU": 1})`). Kept as it came, so a message
+/// encodes back to the same bytes; [`Number::as_f64`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    /// A msgpack int.
+    Int(i64),
+    /// A msgpack float.
+    Float(f64),
+}
+
+impl Number {
+    /// The value as a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(i) => i as f64,
+            Number::Float(f) => f,
+        }
+    }
+}
+
+impl From<f64> for Number {
+    fn from(f: f64) -> Number {
+        Number::Float(f)
+    }
+}
+
+impl From<i64> for Number {
+    fn from(i: i64) -> Number {
+        Number::Int(i)
+    }
+}
+
+impl Serialize for Number {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Number::Int(i) => s.serialize_i64(i),
+            Number::Float(f) => s.serialize_f64(f),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Number, D::Error> {
+        struct NumberVisitor;
+        impl serde::de::Visitor<'_> for NumberVisitor {
+            type Value = Number;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number (int or float)")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Number, E> {
+                Ok(Number::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Number, E> {
+                i64::try_from(v)
+                    .map(Number::Int)
+                    .map_err(|_| E::custom(format!("{v} is above i64")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Number, E> {
+                Ok(Number::Float(v))
+            }
+        }
+        d.deserialize_any(NumberVisitor)
+    }
+}
+
+// ---- scheduler → worker (the worker's batched stream) ----------------------
+
+/// `compute-task`: run a task (`SchedulerState._task_to_msg`,
+/// `scheduler.py:3576`). The worker reads it into `ComputeTaskEvent`, which
+/// takes exactly these fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComputeTask {
+    /// `"compute-task"`.
+    pub op: Op<ComputeTask>,
+    /// The task.
+    pub key: Key,
+    /// A fresh id for this run of the task; `task-finished` repeats it.
+    pub run_id: i64,
+    /// `(-user priority, generation, graph order)`: integers (or floats).
+    pub priority: Vec<Value>,
+    /// Why the scheduler sent it.
+    pub stimulus_id: String,
+    /// For each dependency, the workers that hold it.
+    pub who_has: Map<Key, Vec<String>>,
+    /// For each dependency, its size.
+    pub nbytes: Map<Key, u64>,
+    /// The task spec, pickled (`ToPickle`): a `{"__Pickled__": i}` block,
+    /// kept verbatim (framewire never unpickles).
+    pub run_spec: Block,
+    /// Resource restrictions (as the user wrote them: ints or floats), or nil.
+    pub resource_restrictions: Option<Map<String, Number>>,
+    /// Whether the task is an actor.
+    pub actor: bool,
+    /// The task's annotations (`{}` when none).
+    pub annotations: Value,
+    /// The task group's span, a uuid4 string.
+    pub span_id: Option<String>,
+}
+
+/// `free-keys` (stream) and, with [`FreeKeysRpc`], `free_keys` (RPC): drop
+/// these keys (`FreeKeysEvent`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FreeKeys {
+    /// `"free-keys"`.
+    pub op: Op<FreeKeys>,
+    /// The keys.
+    pub keys: Vec<Key>,
+    /// Why.
+    pub stimulus_id: String,
+}
+
+/// `acquire-replicas`: fetch these keys from the workers that hold them
+/// (the Active Memory Manager, `scheduler.py:8900`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcquireReplicas {
+    /// `"acquire-replicas"`.
+    pub op: Op<AcquireReplicas>,
+    /// For each key, the workers that hold it.
+    pub who_has: Map<Key, Vec<String>>,
+    /// For each key, its size.
+    pub nbytes: Map<Key, u64>,
+    /// Why.
+    pub stimulus_id: String,
+}
+
+/// `remove-replicas`: drop these replicas (the worker skips keys it does
+/// not hold in memory).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoveReplicas {
+    /// `"remove-replicas"`.
+    pub op: Op<RemoveReplicas>,
+    /// The keys.
+    pub keys: Vec<Key>,
+    /// Why.
+    pub stimulus_id: String,
+}
+
+/// `steal-request`: give this task up if it has not started
+/// (`stealing.py:333`); answered with [`StealResponse`] and the same
+/// `stimulus_id`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StealRequest {
+    /// `"steal-request"`.
+    pub op: Op<StealRequest>,
+    /// The task.
+    pub key: Key,
+    /// Matches the response to the request (`"steal-<n>"`).
+    pub stimulus_id: String,
+}
+
+/// `worker-status-change`, both ways on the worker's stream: a worker's
+/// status, by `Status` name (`"running"`, `"paused"`, `"closing_gracefully"`...).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStatusChange {
+    /// `"worker-status-change"`.
+    pub op: Op<WorkerStatusChange>,
+    /// The status name.
+    pub status: String,
+    /// Why.
+    pub stimulus_id: String,
+}
+
+/// `close`: on the worker's stream, the scheduler closing the worker
+/// (`{"op": "close", "reason": ...}`); on an RPC connection, the goodbye
+/// Dask's `rpc` writes before closing it (`{"op": "close", "reply": false}`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Close {
+    /// `"close"`.
+    pub op: Op<Close>,
+    /// Why (stream form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether the server answers `"OK"` (RPC form).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+/// `close-stream`: the end of a batched stream, either way.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CloseStream {
+    /// `"close-stream"`.
+    pub op: Op<CloseStream>,
+}
+
+// ---- worker → scheduler (the worker's batched stream) ----------------------
+
+/// `task-finished`: a task's result is in memory (`TaskFinishedMsg`,
+/// `worker_state_machine.py:434`). The fields come first, then `op`,
+/// `stimulus_id` and `status`, as the worker writes them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskFinished {
+    /// The task.
+    pub key: Key,
+    /// The `run_id` of its `compute-task`.
+    pub run_id: i64,
+    /// The result's size.
+    pub nbytes: u64,
+    /// `pickle.dumps(type(result))`, inline in frame 0.
+    #[serde(rename = "type")]
+    pub type_: Bin,
+    /// The result's type name, e.g. `"int"`.
+    pub typename: String,
+    /// Task metadata (`{}` usually).
+    pub metadata: Value,
+    /// The thread that ran it.
+    pub thread: Option<u64>,
+    /// What the task spent its time on.
+    pub startstops: Vec<StartStop>,
+    /// `"task-finished"`.
+    pub op: Op<TaskFinished>,
+    /// Why.
+    pub stimulus_id: String,
+    /// `"OK"`.
+    pub status: String,
+}
+
+/// `task-erred` from a worker: the task raised (`TaskErredMsg`).
+/// `exception` and `traceback` are Dask's `to_serialize(pickle.dumps(...))`
+/// blocks (after [`loads`](crate::loads), the pickled bytes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskErred {
+    /// The task.
+    pub key: Key,
+    /// The `run_id` of its `compute-task`.
+    pub run_id: i64,
+    /// The pickled exception (a block, or its bytes once deserialized).
+    pub exception: Value,
+    /// The pickled traceback, or nil.
+    pub traceback: Value,
+    /// `repr` of the exception.
+    pub exception_text: String,
+    /// The formatted traceback.
+    pub traceback_text: String,
+    /// The thread that ran it.
+    pub thread: Option<u64>,
+    /// What the task spent its time on.
+    pub startstops: Vec<StartStop>,
+    /// `"task-erred"`.
+    pub op: Op<TaskErred>,
+    /// Why.
+    pub stimulus_id: String,
+    /// `"error"`.
+    pub status: String,
+}
+
+/// `release-worker-data`: a key the worker held is gone from it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseWorkerData {
+    /// The key.
+    pub key: Key,
+    /// `"release-worker-data"`.
+    pub op: Op<ReleaseWorkerData>,
+    /// Why.
+    pub stimulus_id: String,
+}
+
+/// `add-keys`: the worker now holds these keys (fetched from a peer).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AddKeys {
+    /// The keys.
+    pub keys: Vec<Key>,
+    /// `"add-keys"`.
+    pub op: Op<AddKeys>,
+    /// Why.
+    pub stimulus_id: String,
+}
+
+/// `reschedule`: the task asked to run elsewhere (`distributed.Reschedule`);
+/// the scheduler decides again and frees it on this worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reschedule {
+    /// The task.
+    pub key: Key,
+    /// `"reschedule"`.
+    pub op: Op<Reschedule>,
+    /// Why.
+    pub stimulus_id: String,
+}
+
+/// `steal-response`: the answer to a [`StealRequest`], with its
+/// `stimulus_id`; `state` is the worker's task state (`"ready"`,
+/// `"waiting"`, `"constrained"`: given up; nil or `"released"`: the
+/// scheduler reschedules; others: kept).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StealResponse {
+    /// The task.
+    pub key: Key,
+    /// The task's state on the worker.
+    pub state: Option<String>,
+    /// `"steal-response"`.
+    pub op: Op<StealResponse>,
+    /// The request's.
+    pub stimulus_id: String,
+}
+
+/// `keep-alive`: every 60 s on a worker's stream.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KeepAlive {
+    /// `"keep-alive"`.
+    pub op: Op<KeepAlive>,
+}
+
+// ---- requests to a worker (RPC) ----------------------------------------------
+
+/// `get_data`: send me these keys. The reply is a [`GetDataReply`]; when its
+/// status is `"OK"`, the caller writes the string `"OK"` back before the
+/// worker goes on (`worker.py:2733`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GetData {
+    /// `"get_data"`.
+    pub op: Op<GetData>,
+    /// The keys (a list, or a set when a worker fetches dependencies).
+    pub keys: Keys,
+    /// The asking worker's address, or nil (the scheduler, a client).
+    pub who: Option<String>,
+    /// Always true (the worker replies); set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+/// The reply to [`GetData`]: `{"status": "OK", "data": {key: value}}` (keys
+/// the worker does not hold are absent), or `{"status": "busy"}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GetDataReply {
+    /// `"OK"` or `"busy"`.
+    pub status: String,
+    /// The values: blocks as they travel (pass-through), or deserialized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Map<Key, Value>>,
+}
+
+/// `update_data` to a worker: hold these values (`scatter`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UpdateData {
+    /// `"update_data"`.
+    pub op: Op<UpdateData>,
+    /// The values, as blocks.
+    pub data: Map<Key, Value>,
+    /// Why (absent from Dask's own senders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stimulus_id: Option<String>,
+    /// Always true; set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+/// The reply to [`UpdateData`]: the size of each value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UpdateDataReply {
+    /// The size of each value.
+    pub nbytes: Map<Key, u64>,
+    /// `"OK"`.
+    pub status: String,
+}
+
+/// `gather` to a worker: fetch these keys from the workers that hold them
+/// (`replicate`, `rebalance`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gather {
+    /// `"gather"`.
+    pub op: Op<Gather>,
+    /// For each key, the workers that hold it.
+    pub who_has: Map<Key, Vec<String>>,
+    /// Always true; set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+/// The reply to [`Gather`]: `{"status": "OK"}` or
+/// `{"status": "partial-fail", "keys": [...]}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GatherReply {
+    /// `"OK"` or `"partial-fail"`.
+    pub status: String,
+    /// The keys that could not be fetched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<Key>>,
+}
+
+/// `free_keys`, the RPC form of [`FreeKeys`] (`replicate` dropping
+/// surplus replicas); the reply is nil.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FreeKeysRpc {
+    /// `"free_keys"`.
+    pub op: Op<FreeKeysRpc>,
+    /// The keys.
+    pub keys: Vec<Key>,
+    /// Why.
+    pub stimulus_id: String,
+    /// Always true; set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+/// `identity`, to any Dask server; the reply is a map (`{"type":
+/// "Scheduler", "id", "address", "workers", ...}` or `{"type": "Worker",
+/// "id", "scheduler", "nthreads", "memory_limit"}`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Identity {
+    /// `"identity"`.
+    pub op: Op<Identity>,
+    /// Scheduler only: how many workers to describe (`-1`: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_workers: Option<i64>,
+    /// Always true; set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+// ---- requests to the scheduler (RPC) -----------------------------------------
+
+/// `register-worker`: the first message of a worker's stream
+/// (`Worker._register_with_scheduler`); `Scheduler.add_worker` takes exactly
+/// these fields and writes the [`RegisterWorkerReply`] itself, even though
+/// `reply` is false. `metrics` must hold `bandwidth.total`,
+/// `bandwidth.workers`, `bandwidth.types`, `digests_total_since_heartbeat`,
+/// `memory` and `spilled_bytes.memory`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegisterWorker {
+    /// `"register-worker"`.
+    pub op: Op<RegisterWorker>,
+    /// False: the handler answers by itself.
+    pub reply: bool,
+    /// The address the worker is reached at.
+    pub address: String,
+    /// Its `Status` name (`"init"`, then `worker-status-change` `"running"`).
+    pub status: String,
+    /// Threads.
+    pub nthreads: u32,
+    /// Its name (a str, or an int).
+    pub name: Value,
+    /// The worker's clock.
+    pub now: f64,
+    /// Resources it offers (ints or floats).
+    pub resources: Map<String, Number>,
+    /// Bytes, or nil.
+    pub memory_limit: Option<u64>,
+    /// Its scratch directory.
+    pub local_directory: String,
+    /// Services (`{"dashboard": port}`).
+    pub services: Map<String, u64>,
+    /// Its nanny's address, or nil.
+    pub nanny: Option<String>,
+    /// Its process id.
+    pub pid: u32,
+    /// `{"host": {...}, "packages": {...}}`; `{}` is accepted.
+    pub versions: Value,
+    /// Its metrics (see above for the keys the scheduler reads).
+    pub metrics: Value,
+    /// Startup information (`{}`).
+    pub extra: Value,
+    /// Why.
+    pub stimulus_id: String,
+    /// `"Worker-<uuid>"`.
+    pub server_id: String,
+}
+
+/// The scheduler's answer to [`RegisterWorker`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegisterWorkerReply {
+    /// `"OK"`, or `"error"` (then `message` says why, e.g. `"name taken, w1"`).
+    pub status: String,
+    /// The scheduler's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<f64>,
+    /// Seconds between heartbeats the scheduler wants now (`0.5`, the int
+    /// `1` or `2`, or `n / 200 + 1`).
+    #[serde(
+        rename = "heartbeat-interval",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub heartbeat_interval: Option<Number>,
+    /// Worker plugins: name → pickled plugin.
+    #[serde(
+        rename = "worker-plugins",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub worker_plugins: Option<Map<String, Bin>>,
+    /// A version mismatch warning (`""` when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    /// An error (`""` when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Why registration failed, with `status: "error"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `heartbeat_worker` (an underscore: `scheduler.py:4181`), on the pooled
+/// RPC connection; answered with [`HeartbeatReply`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatWorker {
+    /// `"heartbeat_worker"`.
+    pub op: Op<HeartbeatWorker>,
+    /// The worker's address.
+    pub address: String,
+    /// The worker's clock.
+    pub now: f64,
+    /// Its metrics (as in [`RegisterWorker`]).
+    pub metrics: Value,
+    /// For each running task, seconds it has run.
+    pub executing: Map<Key, f64>,
+    /// Per scheduler extension, data for its `heartbeat` (`{}` for none).
+    pub extensions: Value,
+    /// Always true; set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+/// The reply to [`HeartbeatWorker`]: `{"status": "OK", "time",
+/// "heartbeat-interval"}` (seconds), or `{"status": "missing"}` when the
+/// scheduler does not know the worker (it should then close).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// `"OK"` or `"missing"`.
+    pub status: String,
+    /// The scheduler's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<f64>,
+    /// Seconds until the next heartbeat (as in [`RegisterWorkerReply`]).
+    #[serde(
+        rename = "heartbeat-interval",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub heartbeat_interval: Option<Number>,
+}
+
+/// `gather` to the scheduler: the values of these keys (`Client.gather`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GatherKeys {
+    /// `"gather"`.
+    pub op: Op<GatherKeys>,
+    /// The keys.
+    pub keys: Vec<Key>,
+    /// Always true; set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+/// The reply to [`GatherKeys`]: `{"status": "OK", "data": {key: value}}`, or
+/// `{"status": "error", "keys": [...]}` (not Dask's error-reply shape).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GatherKeysReply {
+    /// `"OK"` or `"error"`.
+    pub status: String,
+    /// The values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Map<Key, Value>>,
+    /// The keys that could not be gathered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<Key>>,
+}
+
+/// `scatter` to the scheduler: place these values on workers; the reply is
+/// the list of keys.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scatter {
+    /// `"scatter"`.
+    pub op: Op<Scatter>,
+    /// The values, as blocks.
+    pub data: Map<Key, Value>,
+    /// Where (nil: anywhere).
+    pub workers: Option<Vec<String>>,
+    /// The client's id.
+    pub client: String,
+    /// To every worker.
+    pub broadcast: bool,
+    /// Seconds (an int or a float).
+    pub timeout: Value,
+    /// Always true; set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+/// `update_data` to the scheduler: these keys now live on these workers
+/// (after a direct scatter); the reply is nil.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UpdateWhoHas {
+    /// `"update_data"`.
+    pub op: Op<UpdateWhoHas>,
+    /// For each key, the workers that hold it.
+    pub who_has: Map<Key, Vec<String>>,
+    /// For each key, its size.
+    pub nbytes: Map<Key, u64>,
+    /// The client's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// Always true; set by [`Rpc`](super::Rpc).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::reply_flag"
+    )]
+    pub reply: Option<bool>,
+}
+
+// ---- scheduler → client (the client's batched stream) ------------------------
+
+/// `stream-start`: the first message on a client's stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StreamStart {
+    /// `"stream-start"`.
+    pub op: Op<StreamStart>,
+    /// A version mismatch warning (`""` when none).
+    #[serde(default)]
+    pub warning: String,
+    /// An error (`""` when none).
+    #[serde(default)]
+    pub error: String,
+}
+
+/// `task-erred` to a client (a shape of its own): the worker's exception
+/// and traceback blocks, passed through.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientTaskErred {
+    /// `"task-erred"`.
+    pub op: Op<ClientTaskErred>,
+    /// The task.
+    pub key: Key,
+    /// The pickled exception.
+    pub exception: Value,
+    /// The pickled traceback, or nil.
+    pub traceback: Value,
+}

@@ -1,0 +1,281 @@
+//! Holding and moving a worker's data: [`DataStore`] (what `update_data`
+//! stores and `get_data` serves) and [`gather_from_workers`] (fetching
+//! keys from the workers that hold them, as `distributed.utils_comm`'s
+//! function of that name).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::rpc::remote_error;
+use super::{
+    GetData, GetDataReply, Key, Keys, Map, Op, Rpc, RpcError, UpdateData, UpdateDataReply,
+};
+use crate::transport::{ConnectionBuilder, HandshakeOptions};
+use crate::value::Value;
+
+/// The size Dask is told a value has: the bytes of a block's frames (what a
+/// worker that holds blocks as they came actually holds), or the length of
+/// a bin, str or other inline value's payload.
+pub fn nbytes(value: &Value) -> u64 {
+    match value {
+        Value::Serialized(b) | Value::Pickled(b) => b.frames().iter().map(|f| f.len() as u64).sum(),
+        Value::Bin(b) => b.len() as u64,
+        Value::Str(s) => s.len() as u64,
+        Value::Array(items) => items.iter().map(nbytes).sum(),
+        Value::Map(entries) => entries.iter().map(|(k, v)| nbytes(k) + nbytes(v)).sum(),
+        Value::IntArray(items) => 8 * items.len() as u64,
+        Value::Serialize(v) => nbytes(v),
+        Value::NdArray(a) => a.data().len() as u64,
+        _ => 8,
+    }
+}
+
+/// A worker's data: values by key, each kept as given (a block received
+/// with [`ConnectionBuilder::deserialize_blocks(false)`](ConnectionBuilder::deserialize_blocks)
+/// is a view of the receive buffers, and [`DataStore::get_data`] hands the
+/// same frames back, so serving it copies nothing).
+///
+/// ```
+/// use framewire::dask::{DataStore, Key, Keys, GetData, Op};
+/// use framewire::Value;
+///
+/// let mut store = DataStore::new();
+/// store.insert(Key::from("x"), Value::bin(vec![1u8, 2, 3]));
+/// let reply = store.get_data(&[Key::from("x"), Key::from("missing")]);
+/// assert_eq!(reply.status, "OK");
+/// assert_eq!(reply.data.as_ref().map(|d| d.len()), Some(1));
+/// assert_eq!(store.nbytes(), 3);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct DataStore {
+    data: HashMap<Key, (Value, u64)>,
+    bytes: u64,
+}
+
+impl DataStore {
+    /// An empty store.
+    pub fn new() -> DataStore {
+        DataStore::default()
+    }
+
+    /// Holds `value` under `key` (replacing what was there); returns its
+    /// size ([`nbytes`]).
+    pub fn insert(&mut self, key: Key, value: Value) -> u64 {
+        let n = nbytes(&value);
+        if let Some((_, old)) = self.data.insert(key, (value, n)) {
+            self.bytes -= old;
+        }
+        self.bytes += n;
+        n
+    }
+
+    /// Drops `key`; whether it was held.
+    pub fn remove(&mut self, key: &Key) -> bool {
+        match self.data.remove(key) {
+            Some((_, n)) => {
+                self.bytes -= n;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &Key) -> Option<&Value> {
+        self.data.get(key).map(|(v, _)| v)
+    }
+
+    /// Whether `key` is held.
+    pub fn contains(&self, key: &Key) -> bool {
+        self.data.contains_key(key)
+    }
+
+    /// How many keys are held.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The bytes held (the sum of [`nbytes`]).
+    pub fn nbytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The keys held.
+    pub fn keys(&self) -> impl Iterator<Item = &Key> {
+        self.data.keys()
+    }
+
+    /// Stores `update_data`'s values and makes its reply (`{"nbytes": {key:
+    /// size}, "status": "OK"}`), as `Worker.update_data`.
+    pub fn update_data(&mut self, msg: UpdateData) -> UpdateDataReply {
+        let nbytes = msg
+            .data
+            .into_iter()
+            .map(|(k, v)| {
+                let n = self.insert(k.clone(), v);
+                (k, n)
+            })
+            .collect();
+        UpdateDataReply {
+            nbytes,
+            status: "OK".to_owned(),
+        }
+    }
+
+    /// The reply to a `get_data` for `keys`: `{"status": "OK", "data":
+    /// {key: value}}` with the keys held (others are absent, as from
+    /// `Worker.get_data`). Values are cloned by reference count: their
+    /// frames are the held ones.
+    pub fn get_data(&self, keys: &[Key]) -> GetDataReply {
+        let data = keys
+            .iter()
+            .filter_map(|k| self.get(k).map(|v| (k.clone(), v.clone())))
+            .collect();
+        GetDataReply {
+            status: "OK".to_owned(),
+            data: Some(data),
+        }
+    }
+}
+
+/// What [`gather_from_workers`] got.
+#[derive(Debug, Default)]
+pub struct Gathered {
+    /// The values fetched, by key (blocks as they arrived when the
+    /// connections are pass-through).
+    pub data: Map<Key, Value>,
+    /// Keys no holder gave.
+    pub missing: Vec<Key>,
+    /// Workers that could not be reached, or failed, with why.
+    pub failed_workers: Vec<(String, String)>,
+}
+
+/// How often a worker answering `{"status": "busy"}` is asked again
+/// (after 0.1 s, then twice as long each time), as `gather_dep` retries.
+const BUSY_RETRIES: u32 = 6;
+
+/// Fetches the keys of `who_has` (key → the addresses holding it) with
+/// `get_data` from the workers that hold them, as Dask's
+/// `utils_comm.gather_from_workers`: the keys are grouped by holder, the
+/// holders are asked concurrently (one connection each, the `"OK"` after
+/// each reply included, closed with Dask's goodbye), a key a holder does
+/// not give or a holder that fails is tried at the next one, and a holder
+/// answering `busy` is asked again later. `who` is the asking worker's
+/// address (`None` for a client). Connections are made with `builder` —
+/// with [`deserialize_blocks(false)`](ConnectionBuilder::deserialize_blocks)
+/// the values are the blocks as they arrived, views of the receive
+/// buffers.
+///
+/// Must be called within a tokio runtime (holders are asked in tasks of
+/// their own).
+pub async fn gather_from_workers(
+    who_has: &Map<Key, Vec<String>>,
+    who: Option<&str>,
+    builder: &ConnectionBuilder,
+    opts: &HandshakeOptions,
+) -> Gathered {
+    let mut out = Gathered::default();
+    let mut failed: HashSet<String> = HashSet::new();
+    let mut tried: HashMap<Key, HashSet<String>> = HashMap::new();
+    let mut busy: HashMap<String, u32> = HashMap::new();
+    let mut todo: Vec<Key> = who_has.keys().cloned().collect();
+    while !todo.is_empty() {
+        // Each key goes to a holder not yet tried for it.
+        let mut groups: Map<String, Vec<Key>> = Map::new();
+        for key in todo.drain(..) {
+            let seen = tried.entry(key.clone()).or_default();
+            let holder = who_has[&key]
+                .iter()
+                .find(|w| !failed.contains(*w) && !seen.contains(*w));
+            match holder {
+                Some(w) => groups.entry(w.clone()).or_default().push(key),
+                None => out.missing.push(key),
+            }
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (worker, keys) in groups {
+            let (builder, opts) = (builder.clone(), opts.clone());
+            let who = who.map(str::to_owned);
+            let delay = busy.get(&worker).map(|n| Duration::from_millis(100 << n));
+            tasks.spawn(async move {
+                if let Some(d) = delay {
+                    tokio::time::sleep(d).await;
+                }
+                let reply = get_data_from(&worker, &keys, who, &builder, &opts).await;
+                (worker, keys, reply)
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            let (worker, keys, reply) = done.expect("a get_data task does not panic");
+            match reply {
+                Ok(reply) if reply.status == "busy" => {
+                    let n = busy.entry(worker.clone()).or_insert(0);
+                    *n += 1;
+                    if *n > BUSY_RETRIES {
+                        failed.insert(worker.clone());
+                        out.failed_workers.push((worker, "busy".to_owned()));
+                    }
+                    todo.extend(keys);
+                }
+                Ok(reply) => {
+                    let mut data = reply.data.unwrap_or_default();
+                    for key in keys {
+                        match data.swap_remove(&key) {
+                            Some(v) => {
+                                out.data.insert(key, v);
+                            }
+                            None => {
+                                tried.entry(key.clone()).or_default().insert(worker.clone());
+                                todo.push(key);
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    failed.insert(worker.clone());
+                    out.failed_workers.push((worker, e.to_string()));
+                    todo.extend(keys);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One `get_data` to `worker`, on a connection of its own.
+async fn get_data_from(
+    worker: &str,
+    keys: &[Key],
+    who: Option<String>,
+    builder: &ConnectionBuilder,
+    opts: &HandshakeOptions,
+) -> Result<GetDataReply, RpcError> {
+    let call = async {
+        let (mut conn, _) = builder.connect_address(worker, opts).await?;
+        let request = GetData {
+            op: Op::new(),
+            keys: Keys::List(keys.to_vec()),
+            who,
+            reply: Some(true),
+        };
+        conn.send_msg(&request).await?;
+        let reply = conn.recv_value().await.ok_or(RpcError::Closed)??;
+        if let Some(e) = remote_error(&reply) {
+            return Err(RpcError::Remote(e));
+        }
+        let reply: GetDataReply = crate::typed::from_value(reply)?;
+        if reply.status == "OK" {
+            conn.send_value(&Value::from_static("OK")).await?;
+        }
+        Rpc::new(conn).close().await?;
+        Ok(reply)
+    };
+    // The handshake's timeout bounds the connection; a transfer of any
+    // size gets no deadline (Dask's has none either).
+    call.await
+}

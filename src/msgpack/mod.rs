@@ -1,0 +1,46 @@
+//! msgpack ⇄ [`Value`](crate::Value), on top of `rmp`'s marker table and
+//! writers (SPEC.md §3).
+//!
+//! ```text
+//! reader.rs   the byte reader every path shares: items, lengths, depth, item budget
+//! decode.rs   a frame → Value: iterative, zero-copy, bounded by Limits
+//! raw.rs      in place: RawMap (entries found, not decoded), set_entries, skim
+//! encode.rs   Value → the forms msgpack-python writes; out-of-band values via Leaves
+//! stream.rs   a frame item by item, for callers that build their own values
+//! header.rs   Header::map, decoded from the header's bytes on first use
+//! error.rs    MsgpackError, Position
+//! ```
+//!
+//! Decoding is iterative (an explicit stack, never recursion that input can
+//! drive), zero-copy (str and bin are slices of the frame), and bounded by
+//! [`Limits`](crate::Limits): nesting depth, an item budget, and every
+//! declared length checked against the bytes that remain before anything
+//! is reserved.
+//!
+//! Encoding writes exactly the forms msgpack-python (`use_bin_type=True`)
+//! chooses: non-negative integers in unsigned forms, negative ones in the
+//! smallest signed form, float64 only, str8 for 32..=255-byte text, bin8 even
+//! for empty bytes, maps in insertion order. This module knows msgpack only:
+//! placeholders, reserved keys and what goes out of band are the message and
+//! serialize layers' rules, given to the encoder as [`Leaves`].
+
+mod decode;
+mod encode;
+mod error;
+mod header;
+mod raw;
+mod reader;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use decode::{decode, decode_packed};
+pub(crate) use encode::{
+    check_depth, encode, encode_at, encode_into, put_array_len, put_bin, put_f64, put_int,
+    put_map_len, put_str, put_uint, Leaves,
+};
+pub use error::{MsgpackError, Position};
+pub(crate) use raw::{
+    decode_range, is_map_at, lookup_str, set_entries, skim, value_at, value_end, RawMap,
+};
+pub(crate) use stream::{one_entry_map_keyed, str_at, Stream, Token};

@@ -1,0 +1,424 @@
+//! Reading msgpack in place: maps whose entries are found without being
+//! decoded ([`RawMap`]), values set in a map's bytes ([`set_entries`]), and
+//! frames checked without building anything ([`skim`]).
+
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+use rmp::Marker;
+use smallvec::SmallVec;
+
+use super::decode::decode_packed;
+use super::encode::{encode_into, put_map_len, put_str, Leaves};
+use super::reader::{read_item, skip_value, Cursor, Item, CHECKED};
+use super::MsgpackError;
+use crate::error::EncodeError;
+use crate::limits::Limits;
+use crate::value::{Integer, Value};
+
+/// A msgpack map read in place: where each entry's key text (for str keys)
+/// and value lie in the buffer. Nothing is decoded until asked for, so the
+/// serialize layer reads headers (and finds each sub-header of a million-
+/// element collection) without building a `Value` per entry.
+pub(crate) struct RawMap<'a> {
+    buf: &'a Bytes,
+    entries: SmallVec<[RawEntry; 6]>,
+    /// See [`RawMap::read_noting_items`].
+    items: Option<ArrayItems>,
+}
+
+/// Where the items of an array lie, found while stepping over it (see
+/// [`RawMap::read_noting_items`]): nothing is kept per item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArrayItems {
+    /// How many items.
+    pub(crate) count: usize,
+    /// Where the first item starts (the array's end when it has none).
+    pub(crate) start: usize,
+    /// Where the last item ends.
+    pub(crate) end: usize,
+    /// Whether every item is a map.
+    pub(crate) all_maps: bool,
+}
+
+/// Where one map entry lies: it starts at `start` (its key), `key` is the
+/// key's text when the key is a str, `value` the value's bytes.
+struct RawEntry {
+    start: usize,
+    key: Option<Range<usize>>,
+    value: Range<usize>,
+}
+
+impl<'a> RawMap<'a> {
+    /// The map at `pos` and where it ends; `None` when the value there is
+    /// not a map. The bytes must already be checked msgpack (a header the
+    /// message layer claimed, or one framewire wrote).
+    pub(crate) fn read(
+        buf: &'a Bytes,
+        pos: usize,
+    ) -> Result<Option<(RawMap<'a>, usize)>, MsgpackError> {
+        Self::read_noting_items(buf, pos, None, |_| None)
+    }
+
+    /// [`RawMap::read`], noting on the way where the items of the array under
+    /// `items_of` lie (see [`RawMap::items`]): a collection header's
+    /// sub-headers are found in the same pass that steps over them. When
+    /// `known` says that an item's bytes begin with one of the encodings it
+    /// knows (each one whole map), giving that encoding's length, the item
+    /// is exactly it and is stepped over without parsing.
+    pub(crate) fn read_noting_items(
+        buf: &'a Bytes,
+        pos: usize,
+        mut items_of: Option<&str>,
+        known: impl Fn(&[u8]) -> Option<usize>,
+    ) -> Result<Option<(RawMap<'a>, usize)>, MsgpackError> {
+        let mut rd = Cursor::new(buf, 0, &CHECKED)?;
+        rd.pos = pos;
+        let len = match Marker::from_u8(rd.u8()?) {
+            Marker::FixMap(n) => u64::from(n),
+            Marker::Map16 => u64::from(rd.u16()?),
+            Marker::Map32 => u64::from(rd.u32()?),
+            _ => return Ok(None),
+        };
+        rd.check_len(pos, len, 2)?;
+        let mut entries: SmallVec<[RawEntry; 6]> = SmallVec::new();
+        let mut items = None;
+        for _ in 0..len {
+            let key_start = rd.pos;
+            let key = match read_item(&mut rd)? {
+                Item::Str { start, end, .. } => Some(start..end),
+                _ => {
+                    rd.pos = key_start;
+                    skip_value(&mut rd)?;
+                    None
+                }
+            };
+            let value_start = rd.pos;
+            // Only the first entry with the key counts, as in `get`.
+            let wanted = items_of
+                .take_if(|k| {
+                    key.as_ref()
+                        .is_some_and(|r| &buf[r.clone()] == k.as_bytes())
+                })
+                .is_some();
+            if wanted {
+                items = array_items(&mut rd, &known)?;
+            }
+            if items.is_none() || !wanted {
+                skip_value(&mut rd)?;
+            }
+            entries.push(RawEntry {
+                start: key_start,
+                key,
+                value: value_start..rd.pos,
+            });
+        }
+        Ok(Some((
+            RawMap {
+                buf,
+                entries,
+                items,
+            },
+            rd.pos,
+        )))
+    }
+
+    /// The value range of the first entry whose key is the str `key` (as
+    /// [`Value::get`]).
+    pub(crate) fn get(&self, key: &str) -> Option<Range<usize>> {
+        self.entries
+            .iter()
+            .find(|e| {
+                e.key
+                    .as_ref()
+                    .is_some_and(|k| &self.buf[k.clone()] == key.as_bytes())
+            })
+            .map(|e| e.value.clone())
+    }
+
+    /// Whether the map has an entry with this key.
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Where the items of the array under the `items_of` key lie (see
+    /// [`RawMap::read_noting_items`]); `None` if there was no such key or its
+    /// value is not an array.
+    pub(crate) fn items(&self) -> Option<ArrayItems> {
+        self.items
+    }
+
+    /// The value under `key`, decoded.
+    pub(crate) fn value(&self, key: &str) -> Result<Option<Value>, MsgpackError> {
+        self.get(key)
+            .map(|r| decode_range(self.buf, r, usize::MAX))
+            .transpose()
+    }
+
+    /// The value under `key`, decoded, with every integer array packed (for
+    /// the integer tables: `frame-lengths`, `split-*`).
+    pub(crate) fn table(&self, key: &str) -> Result<Option<Value>, MsgpackError> {
+        self.get(key)
+            .map(|r| decode_range(self.buf, r, 1))
+            .transpose()
+    }
+
+    /// The text under `key`, if it is a str.
+    pub(crate) fn str(&self, key: &str) -> Option<&'a str> {
+        let range = self.get(key)?;
+        let mut rd = Cursor::new(self.buf, 0, &CHECKED).ok()?;
+        rd.pos = range.start;
+        match read_item(&mut rd).ok()? {
+            Item::Str { start, end, .. } => std::str::from_utf8(&self.buf[start..end]).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// Decodes the one value at `buf[range]` (checked bytes), packing integer
+/// arrays of at least `pack_min` items.
+pub(crate) fn decode_range(
+    buf: &Bytes,
+    range: Range<usize>,
+    pack_min: usize,
+) -> Result<Value, MsgpackError> {
+    decode_packed(&buf.slice(range), 0, &CHECKED, pack_min)
+}
+
+/// Where the items of the array at the reader lie, stepping over it (an
+/// item `known` knows, a map, by its length); `None` (nothing read) when
+/// the value there is not an array.
+fn array_items(
+    rd: &mut Cursor<'_>,
+    known: &impl Fn(&[u8]) -> Option<usize>,
+) -> Result<Option<ArrayItems>, MsgpackError> {
+    let pos = rd.pos;
+    let len = match Marker::from_u8(rd.u8()?) {
+        Marker::FixArray(n) => u64::from(n),
+        Marker::Array16 => u64::from(rd.u16()?),
+        Marker::Array32 => u64::from(rd.u32()?),
+        _ => {
+            rd.pos = pos;
+            return Ok(None);
+        }
+    };
+    rd.check_len(pos, len, 1)?;
+    let start = rd.pos;
+    let mut all_maps = true;
+    for _ in 0..len {
+        if let Some(len) = known(&rd.buf[rd.pos..]) {
+            rd.pos += len; // one whole map, so the item is exactly it
+            continue;
+        }
+        all_maps &= is_map_at(rd.buf, rd.pos);
+        skip_value(rd)?;
+    }
+    Ok(Some(ArrayItems {
+        count: len as usize, // checked against the bytes
+        start,
+        end: rd.pos,
+        all_maps,
+    }))
+}
+
+/// Where the one value at `buf[pos]` (checked bytes) ends.
+pub(crate) fn value_end(buf: &Bytes, pos: usize) -> Result<usize, MsgpackError> {
+    let mut rd = Cursor::new(buf, 0, &CHECKED)?;
+    rd.pos = pos;
+    skip_value(&mut rd)?;
+    Ok(rd.pos)
+}
+
+/// Whether the value at `buf[pos]` is a map.
+pub(crate) fn is_map_at(buf: &[u8], pos: usize) -> bool {
+    buf.get(pos).is_some_and(|&b| {
+        matches!(
+            Marker::from_u8(b),
+            Marker::FixMap(_) | Marker::Map16 | Marker::Map32
+        )
+    })
+}
+
+/// `raw` (a msgpack map) with `entries` set as Python dict assignment does:
+/// a key already there keeps its place and takes the new value, the others
+/// are appended in order. The other entries are copied byte for byte; the
+/// new values are encoded with `leaves`.
+pub(crate) fn set_entries(
+    raw: &Bytes,
+    entries: &[(&str, &Value)],
+    leaves: &mut impl Leaves,
+) -> Result<Bytes, EncodeError> {
+    let bad = || EncodeError::HeaderNotMap;
+    let (map, end) = RawMap::read(raw, 0).ok().flatten().ok_or_else(bad)?;
+    let mut out = BytesMut::with_capacity(raw.len() + 64);
+    let appended = entries.iter().filter(|(k, _)| !map.has(k)).count();
+    put_map_len(
+        &mut out,
+        u32::try_from(map.entries.len() + appended).map_err(|_| bad())?,
+    );
+    let mut new_value = |out: &mut BytesMut, v: &Value| encode_into(v, out, leaves);
+    if end != raw.len() {
+        return Err(bad());
+    }
+    let mut done = vec![false; entries.len()];
+    for e in &map.entries {
+        let key_text = e.key.as_ref().map(|k| &raw[k.clone()]);
+        match entries
+            .iter()
+            .position(|(k, _)| key_text == Some(k.as_bytes()))
+        {
+            // The first entry with the key takes the value (as `Value::get`
+            // finds it); later duplicates stay as they were.
+            Some(i) if !done[i] => {
+                done[i] = true;
+                out.extend_from_slice(&raw[e.start..e.value.start]);
+                new_value(&mut out, entries[i].1)?;
+            }
+            _ => out.extend_from_slice(&raw[e.start..e.value.end]),
+        }
+    }
+    for ((key, value), done) in entries.iter().zip(done) {
+        if !done {
+            put_str(&mut out, key)?;
+            new_value(&mut out, value)?;
+        }
+    }
+    Ok(out.freeze())
+}
+
+/// What [`skim`] learns about a frame without building it.
+pub(crate) struct Skimmed {
+    /// Whether the value is a map.
+    pub(crate) is_map: bool,
+    /// The value of the top-level map entry whose key is the str asked for,
+    /// if there is one and it is an integer.
+    pub(crate) int_at_key: Option<Integer>,
+}
+
+/// Checks `buf` exactly as [`decode`] does (same limits, same errors, UTF-8
+/// included) but builds nothing: no allocation per item. Returns whether it
+/// is a map and the integer under `key` in that map. A pass-through relay
+/// checks sub-headers this way and decodes them only when asked
+/// ([`Header::map`](crate::Header::map)).
+pub(crate) fn skim(
+    buf: &Bytes,
+    frame: usize,
+    limits: &Limits,
+    key: &str,
+) -> Result<Skimmed, MsgpackError> {
+    let mut rd = Cursor::new(buf, frame, limits)?;
+    // Per open container: items still to read.
+    let mut stack: Vec<u64> = Vec::new();
+    let mut out = Skimmed {
+        is_map: buf.first().is_some_and(|&b| {
+            matches!(
+                Marker::from_u8(b),
+                Marker::FixMap(_) | Marker::Map16 | Marker::Map32
+            )
+        }),
+        int_at_key: None,
+    };
+    let mut items_seen: usize = 0;
+    let mut want_value = false;
+    let mut seen_key = false;
+    loop {
+        let start = rd.pos;
+        rd.count_item(&mut items_seen, start, limits)?;
+        // Inside the top-level map, an even number of items left means a key.
+        let top_level_key = out.is_map && stack.len() == 1 && stack[0].is_multiple_of(2);
+        let top_level_value = out.is_map && stack.len() == 1 && stack[0] % 2 == 1;
+        match read_item(&mut rd)? {
+            Item::Container { len, is_map } => {
+                let n = rd.open_container(start, len, is_map, stack.len(), limits)?;
+                if n > 0 {
+                    stack.push(n);
+                    want_value = false;
+                    continue;
+                }
+            }
+            Item::Str {
+                start: from,
+                end,
+                at,
+            } => {
+                let text = std::str::from_utf8(&buf[from..end])
+                    .map_err(|_| MsgpackError::InvalidUtf8(rd.at(at)))?;
+                if top_level_key {
+                    // The first entry with this key counts, as in `Value::get`.
+                    want_value = text == key && !seen_key;
+                    seen_key |= want_value;
+                    if let Some(top) = stack.last_mut() {
+                        *top -= 1;
+                    }
+                    continue;
+                }
+            }
+            Item::Scalar(Value::Int(i)) if top_level_value && want_value => {
+                out.int_at_key = Some(i);
+            }
+            Item::Scalar(_) | Item::Bin { .. } => {}
+        }
+        want_value = false;
+        // Close every container this item completes.
+        loop {
+            let Some(top) = stack.last_mut() else {
+                if rd.pos != buf.len() {
+                    return Err(MsgpackError::TrailingBytes(rd.at(rd.pos)));
+                }
+                return Ok(out);
+            };
+            *top -= 1;
+            if *top > 0 {
+                break;
+            }
+            stack.pop();
+        }
+    }
+}
+
+/// The str under `key` in the map at `buf[pos]`, looked up without decoding:
+/// `Some(Some(text))` when the map's first entry with the str key `key` has
+/// a str value, `Some(None)` when the map has no such entry or its value is
+/// anything else but a map. `None` when it cannot tell: the value is a map,
+/// a key before it is one (either could be a placeholder, whose block may
+/// deserialize to a str), the value at `pos` is not a map, or the bytes are
+/// malformed (the caller's full read reports them).
+pub(crate) fn lookup_str<'a>(buf: &'a Bytes, pos: usize, key: &str) -> Option<Option<&'a str>> {
+    let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
+    rd.pos = pos;
+    let len = match read_item(&mut rd).ok()? {
+        Item::Container { len, is_map: true } => len,
+        _ => return None,
+    };
+    rd.check_len(pos, len, 2).ok()?;
+    for _ in 0..len {
+        let key_start = rd.pos;
+        match read_item(&mut rd).ok()? {
+            Item::Str { start, end, .. } if &buf[start..end] == key.as_bytes() => {
+                return match read_item(&mut rd).ok()? {
+                    Item::Str { start, end, .. } => {
+                        std::str::from_utf8(&buf[start..end]).ok().map(Some)
+                    }
+                    Item::Container { is_map: true, .. } => None,
+                    _ => Some(None),
+                };
+            }
+            Item::Container { is_map: true, .. } => return None,
+            _ => {
+                rd.pos = key_start;
+                skip_value(&mut rd).ok()?;
+                skip_value(&mut rd).ok()?;
+            }
+        }
+    }
+    Some(None)
+}
+
+/// The one value at `buf[pos]`, decoded with every map plain (for messages
+/// about a value already read under real limits); `None` if it is not whole.
+pub(crate) fn value_at(buf: &Bytes, pos: usize) -> Option<Value> {
+    let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
+    rd.pos = pos;
+    skip_value(&mut rd).ok()?;
+    decode_range(buf, pos..rd.pos, usize::MAX).ok()
+}

@@ -1,0 +1,282 @@
+//! Agreement tests across the msgpack paths: `skim`, `decode_packed` and
+//! `RawMap` accept and refuse exactly what `decode` does.
+
+use bytes::{Bytes, BytesMut};
+
+use super::decode::plain_map;
+use super::encode::Plain;
+use super::reader::CHECKED;
+use super::*;
+use crate::error::EncodeError;
+use crate::limits::Limits;
+use crate::value::{Integer, Value};
+
+/// `skim` must accept and refuse exactly what `decode` does, with the
+/// same error, and find the same `num-sub-frames`.
+fn agree(buf: &[u8], limits: &Limits) {
+    let buf = Bytes::copy_from_slice(buf);
+    let decoded = decode(&buf, 3, limits, &mut plain_map);
+    let skimmed = skim(&buf, 3, limits, "num-sub-frames");
+    match (&decoded, &skimmed) {
+        (Ok(v), Ok(s)) => {
+            assert_eq!(s.is_map, v.as_map().is_some(), "{buf:02x?}");
+            assert_eq!(
+                s.int_at_key,
+                v.get("num-sub-frames").and_then(Value::as_int),
+                "{buf:02x?}"
+            );
+        }
+        (Err(d), Err(s)) => assert_eq!(d, s, "{buf:02x?}"),
+        _ => panic!(
+            "decode {decoded:?} but skim {:?} for {buf:02x?}",
+            skimmed.is_ok()
+        ),
+    }
+}
+
+#[test]
+fn skim_agrees_with_decode_on_mutated_sub_headers() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/captures");
+    let mut seeds: Vec<Vec<u8>> = vec![
+        b"\x82\xaenum-sub-frames\x01\xaenum-sub-frames\x02".to_vec(),
+        b"\x81\xaenum-sub-frames\xc3".to_vec(),
+        b"\x81\x01\xaenum-sub-frames".to_vec(),
+        b"\x91\x81\xaenum-sub-frames\x01".to_vec(),
+    ];
+    for case in [
+        "task_with_numpy",
+        "sharded_4096",
+        "msgpack_family",
+        "topickle",
+    ] {
+        seeds.push(std::fs::read(format!("{dir}/{case}/frame_001.bin")).unwrap());
+    }
+    let mut tight = Limits::strict();
+    tight.max_depth = 2;
+    tight.max_msgpack_items = 12;
+    if cfg!(miri) {
+        // Every seed, but only the small ones: the captures' headers
+        // times every mutation take hours under Miri.
+        seeds.retain(|s| s.len() <= 64);
+    }
+    for seed in &seeds {
+        for limits in [Limits::strict(), tight.clone()] {
+            agree(seed, &limits);
+            for cut in 0..seed.len() {
+                agree(&seed[..cut], &limits);
+            }
+            for i in 0..seed.len() {
+                for byte in [0x00, 0x7f, 0x80, 0xc1, 0xd9, 0xdc, 0xde, 0xff] {
+                    let mut m = seed.clone();
+                    m[i] = byte;
+                    agree(&m, &limits);
+                }
+            }
+        }
+    }
+}
+
+/// `decode_packed` must accept and refuse exactly what `decode` does
+/// (same error), give an equal value, and pack exactly the arrays of at
+/// least `pack_min` items that are all integers in `i64`'s range.
+fn packed_agrees(buf: &[u8], limits: &Limits, pack_min: usize) {
+    let buf = Bytes::copy_from_slice(buf);
+    let plain = decode(&buf, 0, limits, &mut plain_map);
+    let packed = decode_packed(&buf, 0, limits, pack_min);
+    match (&plain, &packed) {
+        (Ok(p), Ok(q)) => {
+            assert_eq!(p, q, "{buf:02x?}");
+            assert_packed_exactly(p, q, pack_min);
+        }
+        (Err(p), Err(q)) => assert_eq!(p, q, "{buf:02x?}"),
+        _ => panic!("decode {plain:?} but decode_packed {packed:?} for {buf:02x?}"),
+    }
+}
+
+fn assert_packed_exactly(plain: &Value, packed: &Value, pack_min: usize) {
+    match (plain, packed) {
+        (Value::Array(a), Value::IntArray(p)) => {
+            assert!(a.len() >= pack_min && a.len() == p.len());
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            let all_i64 = a
+                .iter()
+                .all(|v| v.as_int().and_then(Integer::as_i64).is_some());
+            assert!(a.len() < pack_min || !all_i64, "not packed: {a:?}");
+            for (x, y) in a.iter().zip(b) {
+                assert_packed_exactly(x, y, pack_min);
+            }
+        }
+        (Value::Map(a), Value::Map(b)) => {
+            for ((k, x), (l, y)) in a.iter().zip(b) {
+                assert_packed_exactly(k, l, pack_min);
+                assert_packed_exactly(x, y, pack_min);
+            }
+        }
+        (p, q) => assert_eq!(p, q),
+    }
+}
+
+#[test]
+fn packed_decoding_covers_every_int_form_and_agrees_with_decode() {
+    // Every integer form at its edges, in i64's range.
+    let ints: Vec<i64> = vec![
+        0,
+        1,
+        127,
+        128,
+        255,
+        256,
+        65535,
+        65536,
+        1 << 32,
+        i64::MAX,
+        -1,
+        -32,
+        -33,
+        -128,
+        -129,
+        -32768,
+        -32769,
+        -(1 << 31) - 1,
+        i64::MIN,
+    ];
+    let mut buf = BytesMut::new();
+    encode_into(&Value::from(ints.clone()), &mut buf, &mut Plain).unwrap();
+    let buf = buf.freeze();
+    let v = decode_packed(&buf, 0, &Limits::strict(), 4).unwrap();
+    assert_eq!(v.as_int_array(), Some(&ints[..]));
+    assert_eq!(
+        encode(&v, &mut Plain).unwrap(),
+        buf,
+        "IntArray encodes as the Array does"
+    );
+    let boxed = Value::Array(ints.iter().map(|&x| Value::from(x)).collect());
+    assert_eq!(encode(&boxed, &mut Plain).unwrap(), buf);
+    // Below pack_min: a plain array.
+    assert!(decode_packed(&buf, 0, &Limits::strict(), 20)
+        .unwrap()
+        .as_array()
+        .is_some());
+
+    let seeds: Vec<Vec<u8>> = vec![
+        buf.to_vec(),
+        // u64 above i64::MAX in the middle, then more ints: unpacked.
+        b"\x95\x01\x02\xcf\xff\xff\xff\xff\xff\xff\xff\xff\x03\x04".to_vec(),
+        // A string last, a nested packed array, a map of arrays.
+        b"\x94\x01\x02\x03\xa1x".to_vec(),
+        b"\x92\x94\x01\x02\x03\x04\x94\xd0\x80\xd1\x80\x00\x00\xc0".to_vec(),
+        b"\x81\xa1k\x94\x01\xcc\x80\xcd\x01\x00\xce\x00\x01\x00\x00".to_vec(),
+    ];
+    let mut tight = Limits::strict();
+    tight.max_msgpack_items = 6;
+    let seeds = if cfg!(miri) { &seeds[1..2] } else { &seeds[..] }; // hours under Miri
+    for seed in seeds {
+        for limits in [Limits::strict(), tight.clone()] {
+            for pack_min in [1, 4, 5] {
+                packed_agrees(seed, &limits, pack_min);
+                for cut in 0..seed.len() {
+                    packed_agrees(&seed[..cut], &limits, pack_min);
+                }
+                for i in 0..seed.len() {
+                    for byte in [
+                        0x00, 0x7f, 0x80, 0xa1, 0xc0, 0xcc, 0xcf, 0xd0, 0xd3, 0xe0, 0xff,
+                    ] {
+                        let mut m = seed.clone();
+                        m[i] = byte;
+                        packed_agrees(&m, &limits, pack_min);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn raw_maps_are_read_and_set_in_place() {
+    let map = Value::Map(vec![
+        (Value::str("a"), 1u8.into()),
+        (2u8.into(), Value::str("x")),
+        (Value::str("a"), 3u8.into()),
+        (
+            Value::str("b"),
+            Value::Array(vec![Value::Nil, Value::str("y")]),
+        ),
+    ]);
+    let raw = encode(&map, &mut Plain).unwrap();
+    let (read, end) = RawMap::read_noting_items(&raw, 0, Some("b"), |_| None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, raw.len());
+    // The first entry with a key counts; non-str keys are never found.
+    assert_eq!(
+        decode_range(&raw, read.get("a").unwrap(), 1).unwrap(),
+        1u8.into()
+    );
+    assert!(read.has("b") && !read.has("x") && !read.has("2"));
+    assert_eq!(read.str("a"), None);
+    let items = read.items().unwrap();
+    assert_eq!((items.count, items.all_maps), (2, false));
+    let second = value_end(&raw, items.start).unwrap();
+    assert_eq!(value_end(&raw, second).unwrap(), items.end);
+    assert_eq!(
+        decode_range(&raw, second..items.end, 1).unwrap(),
+        Value::str("y")
+    );
+    // A known map is stepped over by its length.
+    let fixmap = encode(&Value::map_of([("k", Value::Nil)]), &mut Plain).unwrap();
+    let maps = encode(
+        &Value::map_of([("b", Value::Array(vec![Value::Nil; 0]))]),
+        &mut Plain,
+    )
+    .unwrap();
+    let mut two = BytesMut::from(&maps[..maps.len() - 1]);
+    two.extend_from_slice(&[0x92]);
+    two.extend_from_slice(&fixmap);
+    two.extend_from_slice(&fixmap);
+    let two = two.freeze();
+    let (plain, _) = RawMap::read_noting_items(&two, 0, Some("b"), |_| None)
+        .unwrap()
+        .unwrap();
+    let known = |rest: &[u8]| rest.starts_with(&fixmap).then_some(fixmap.len());
+    let (fast, _) = RawMap::read_noting_items(&two, 0, Some("b"), known)
+        .unwrap()
+        .unwrap();
+    assert_eq!(fast.items(), plain.items());
+    assert_eq!(
+        (
+            plain.items().unwrap().count,
+            plain.items().unwrap().all_maps
+        ),
+        (2, true)
+    );
+    assert!(RawMap::read(&encode(&Value::Nil, &mut Plain).unwrap(), 0)
+        .unwrap()
+        .is_none());
+
+    // Dict assignment: the first "a" takes the value in place, the rest
+    // are copied, a new key is appended.
+    let set = set_entries(&raw, &[("a", &9u8.into()), ("c", &Value::Nil)], &mut Plain).unwrap();
+    let back = decode(&set, 0, &CHECKED, &mut plain_map).unwrap();
+    assert_eq!(
+        back,
+        Value::Map(vec![
+            (Value::str("a"), 9u8.into()),
+            (2u8.into(), Value::str("x")),
+            (Value::str("a"), 3u8.into()),
+            (
+                Value::str("b"),
+                Value::Array(vec![Value::Nil, Value::str("y")])
+            ),
+            (Value::str("c"), Value::Nil),
+        ])
+    );
+    assert_eq!(
+        set_entries(
+            &encode(&Value::Nil, &mut Plain).unwrap(),
+            &[("a", &Value::Nil)],
+            &mut Plain
+        ),
+        Err(EncodeError::HeaderNotMap)
+    );
+}

@@ -1,0 +1,420 @@
+//! Deserializing: a block is rebuilt into its value, as Dask's `loads`
+//! does (SPEC.md §5.8–5.9): compressed frames decompressed, shards merged,
+//! collections rebuilt without recursion, families by name, and anything
+//! framewire cannot rebuild kept as an opaque block.
+
+use bytes::Bytes;
+
+use super::collection::{self, CollectionKind, CollectionView};
+use super::compression::DecompressBudget;
+use super::error::DeserializeError;
+use super::families::{concat, fixint_frame, msgpack_value, MsgpackFamily};
+use super::options::{DeserializeOptions, PACK_MIN};
+use super::shards::{self, Tables};
+use super::write::{DASK_BYTES_LEAF_HEADER, MSGPACK_LEAF_HEADER, SERIALIZER};
+use crate::msgpack::{self, RawMap};
+use crate::value::{Block, Header, Integer, Value};
+
+/// Deserializes a block as Dask's `loads` does: decompress each frame its
+/// header's `compression` list names a codec for, merge shards, then
+/// rebuild the value. What framewire cannot decode (`pickle`, `cuda`,
+/// unknown families and types) comes back unchanged as a
+/// [`Value::Serialized`] block (its frames as they came, still compressed),
+/// never dropped. The `error` family gives
+/// [`DeserializeError::RemoteSerializationError`].
+///
+/// The block gets a [`DecompressBudget`] of its own; to bound the blocks of
+/// one message together, use [`deserialize_blocks`] or
+/// [`deserialize_with_budget`].
+pub fn deserialize(block: &Block, opts: &DeserializeOptions) -> Result<Value, DeserializeError> {
+    deserialize_with_budget(block, opts, &mut DecompressBudget::new(&opts.limits))
+}
+
+/// [`deserialize`], charging what it decompresses to `budget`, which the
+/// caller shares between the blocks of one message.
+pub fn deserialize_with_budget(
+    block: &Block,
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<Value, DeserializeError> {
+    // A collection whose header has bytes (it came off the wire, or
+    // `serialize` wrote it) is read in place: no `Value` per sub-header.
+    if let Some(raw) = block.header().raw_bytes() {
+        let known = |rest: &[u8]| known_leaf(rest).map(Leaf::len);
+        if let Some((top, _)) = RawMap::read_noting_items(raw, 0, Some("sub-headers"), known)? {
+            if top.has("is-collection") {
+                let frames = shards::merge(&Tables::of_raw(&top)?, block.frames(), opts, budget)?;
+                return raw_collection(raw, &top, &frames, opts);
+            }
+        }
+    }
+    let header = block.header().map();
+    if header.as_map().is_none() {
+        return Err(DeserializeError::InvalidHeader { field: "header" });
+    }
+    let frames = shards::merge(&Tables::of(header), block.frames(), opts, budget)?;
+    match rebuild(header, &frames, opts, 0)? {
+        Some(v) => Ok(v),
+        None => Ok(Value::Serialized(Box::new(block.clone()))),
+    }
+}
+
+/// A leaf header the built-in families write, known by its bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leaf {
+    /// [`MSGPACK_LEAF_HEADER`].
+    Msgpack,
+    /// [`DASK_BYTES_LEAF_HEADER`].
+    DaskBytes,
+}
+
+impl Leaf {
+    fn len(self) -> usize {
+        match self {
+            Leaf::Msgpack => MSGPACK_LEAF_HEADER.len(),
+            Leaf::DaskBytes => DASK_BYTES_LEAF_HEADER.len(),
+        }
+    }
+}
+
+/// The leaf header `rest` begins with, if it is one of the built-in
+/// families': the sub-header there is then exactly it (each is one whole
+/// msgpack map). Compared as constants of known length, so inline.
+#[inline]
+fn known_leaf(rest: &[u8]) -> Option<Leaf> {
+    if rest.get(..MSGPACK_LEAF_HEADER.len()) == Some(MSGPACK_LEAF_HEADER) {
+        Some(Leaf::Msgpack)
+    } else if rest.get(..DASK_BYTES_LEAF_HEADER.len()) == Some(DASK_BYTES_LEAF_HEADER) {
+        Some(Leaf::DaskBytes)
+    } else {
+        None
+    }
+}
+
+/// Rebuilds a collection from its header's bytes, as [`rebuild`] does from its
+/// map, with the same checks in the same order (those of
+/// [`CollectionView::new`]). The sub-headers are walked in place, nothing
+/// kept per element: a leaf header of a built-in family is recognized by its
+/// bytes and rebuilt without decoding it; any other element goes through
+/// [`rebuild`] from its decoded sub-header.
+fn raw_collection(
+    raw: &Bytes,
+    top: &RawMap<'_>,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<Value, DeserializeError> {
+    let field = |field| DeserializeError::InvalidHeader { field };
+    if opts.limits.max_depth == 0 {
+        return Err(DeserializeError::CollectionTooDeep { limit: 0 });
+    }
+    let subs = top.items().ok_or(field("sub-headers"))?;
+    let table = top.table("frame-lengths")?;
+    let lengths = || {
+        table
+            .as_ref()
+            .and_then(Value::int_items)
+            .ok_or(field("frame-lengths"))
+    };
+    let kind = top
+        .str("type-serialized")
+        .and_then(CollectionKind::from_name)
+        .ok_or(field("type-serialized"))?;
+    if lengths()?.len() != subs.count {
+        return Err(DeserializeError::LengthMismatch {
+            field: "frame-lengths",
+            expected: subs.count,
+            got: lengths()?.len(),
+        });
+    }
+    collection::check_frame_lengths(lengths()?, frames.len(), |_| {})?;
+    if !subs.all_maps {
+        return Err(field("sub-headers"));
+    }
+    let sub_header = |at: usize| -> Result<RawMap<'_>, DeserializeError> {
+        Ok(RawMap::read(raw, at)?.ok_or(field("sub-headers"))?.0)
+    };
+    let builtin_msgpack = opts.registry.builtin_msgpack.is_some()
+        && opts.registry.index_of(MsgpackFamily::NAME) == opts.registry.builtin_msgpack;
+    let dask_bytes = opts.registry.is_builtin();
+    let cap = subs.count.min(opts.limits.prealloc_cap);
+    let mut items = Elements::new(kind, cap);
+    // A dict's keys are read once every element is rebuilt.
+    let mut dict_subs = Vec::with_capacity(if kind == CollectionKind::Dict { cap } else { 0 });
+    let mut lengths = lengths()?;
+    let (mut pos, mut at) = (subs.start, 0);
+    for _ in 0..subs.count {
+        // Checked above: a non-negative integer, and the frames are there.
+        let n = lengths
+            .next()
+            .flatten()
+            .and_then(|n| n.as_u64())
+            .ok_or(field("frame-lengths"))? as usize;
+        let f = &frames[at..at + n];
+        at += n;
+        let known = known_leaf(&raw[pos..]);
+        let end = match known {
+            Some(leaf) => pos + leaf.len(),
+            None => msgpack::value_end(raw, pos)?,
+        };
+        if kind == CollectionKind::Dict {
+            dict_subs.push(pos);
+        }
+        // Leaves of the built-in families need no header: known by their
+        // exact bytes (the common case, one comparison each), or, for the
+        // msgpack family, by their entries.
+        let item = if builtin_msgpack && known == Some(Leaf::Msgpack) {
+            if let Some(b) = fixint_frame(f, &opts.limits) {
+                items.push_int(b.into());
+                pos = end;
+                continue;
+            }
+            msgpack_value(f, &opts.limits)?
+        } else if dask_bytes && known == Some(Leaf::DaskBytes) {
+            // What the built-in `dask` family rebuilds from this header.
+            Value::Bin(concat(f))
+        } else if builtin_msgpack && {
+            let map = sub_header(pos)?;
+            !map.has("is-collection") && map.str(SERIALIZER) == Some(MsgpackFamily::NAME)
+        } {
+            msgpack_value(f, &opts.limits)?
+        } else {
+            let h = msgpack::decode_range(raw, pos..end, usize::MAX)?;
+            match rebuild(&h, f, opts, 1)? {
+                Some(v) => v,
+                None => opaque_element(&h, f),
+            }
+        };
+        items.push(item);
+        pos = end;
+    }
+    let items = match items {
+        Elements::Values(items) if kind == CollectionKind::Dict => items,
+        array => return Ok(array.finish()),
+    };
+    let entries = dict_subs
+        .into_iter()
+        .zip(items)
+        .map(|(at, v)| {
+            let key = sub_header(at)?
+                .get("key")
+                .ok_or(field("key"))
+                .and_then(|at| Ok(msgpack::decode_range(raw, at, usize::MAX)?))?;
+            Ok((key, v))
+        })
+        .collect::<Result<_, DeserializeError>>()?;
+    Ok(Value::Map(entries))
+}
+
+/// An element no family rebuilds: an opaque block (without the `key` its
+/// dict put in its header).
+fn opaque_element(h: &Value, f: &[Bytes]) -> Value {
+    Value::Serialized(Box::new(Block::new(
+        Header::new(without_key(h)),
+        f.to_vec(),
+    )))
+}
+
+/// Every `Serialized` block in a decoded message, deserialized (Dask's
+/// `loads(frames, deserialize=True)`), with one [`DecompressBudget`] for the
+/// whole message. `Pickled` blocks stay as they are, frames still
+/// compressed: framewire never unpickles.
+pub fn deserialize_blocks(
+    value: Value,
+    opts: &DeserializeOptions,
+) -> Result<Value, DeserializeError> {
+    deserialize_all(value, opts, &mut DecompressBudget::new(&opts.limits))
+}
+
+fn deserialize_all(
+    value: Value,
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<Value, DeserializeError> {
+    let mut value = value;
+    Ok(match &mut value {
+        Value::Serialized(block) => deserialize_with_budget(block, opts, budget)?,
+        Value::Array(items) => Value::Array(
+            std::mem::take(items)
+                .into_iter()
+                .map(|v| deserialize_all(v, opts, budget))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Map(entries) => Value::Map(
+            std::mem::take(entries)
+                .into_iter()
+                .map(|(k, v)| {
+                    Ok((
+                        deserialize_all(k, opts, budget)?,
+                        deserialize_all(v, opts, budget)?,
+                    ))
+                })
+                .collect::<Result<_, DeserializeError>>()?,
+        ),
+        _ => value,
+    })
+}
+
+/// An element header without the `key` its dict put there (Dask pops it),
+/// and with a `compression` list of nils: its frames come decompressed.
+fn without_key(h: &Value) -> Value {
+    match h {
+        Value::Map(m) => Value::Map(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != Some("key"))
+                .map(|(k, v)| match (k.as_str(), v) {
+                    (Some("compression"), Value::Array(c)) => {
+                        (k.clone(), Value::Array(vec![Value::Nil; c.len()]))
+                    }
+                    _ => (k.clone(), v.clone()),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Rebuilds a value from a header and its (merged) frames; `None` when no
+/// family can (the caller keeps the block opaque). Nested collections are
+/// walked with an explicit stack: depth costs heap, never call stack.
+fn rebuild(
+    header: &Value,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+    depth: usize,
+) -> Result<Option<Value>, DeserializeError> {
+    /// A collection being rebuilt.
+    struct Level<'a> {
+        view: CollectionView<'a>,
+        next: usize,
+        items: Elements,
+    }
+    let mut stack: Vec<Level<'_>> = Vec::new();
+    let (mut h, mut f) = (header, frames);
+    loop {
+        // Descend into `h`: open a collection, or rebuild a leaf.
+        let mut done = if h.get("is-collection").is_some() {
+            if depth + stack.len() >= opts.limits.max_depth {
+                return Err(DeserializeError::CollectionTooDeep {
+                    limit: opts.limits.max_depth,
+                });
+            }
+            let view = CollectionView::new(h, f)?;
+            let cap = view.len().min(opts.limits.prealloc_cap);
+            stack.push(Level {
+                items: Elements::new(view.kind(), cap),
+                view,
+                next: 0,
+            });
+            None
+        } else {
+            let leaf = family_value(h, f, opts)?;
+            if stack.is_empty() {
+                return Ok(leaf);
+            }
+            // An element no family rebuilds stays an opaque block.
+            Some(leaf.unwrap_or_else(|| opaque_element(h, f)))
+        };
+        // Ascend: hand finished values to their collections.
+        loop {
+            let Some(top) = stack.last_mut() else {
+                return Ok(done);
+            };
+            if let Some(v) = done.take() {
+                top.items.push(v);
+            }
+            if top.next < top.view.len() {
+                (h, f) = top.view.element(top.next);
+                top.next += 1;
+                break;
+            }
+            let level = stack.pop().expect("a top level exists");
+            done = Some(finish_collection(level.view, level.items)?);
+        }
+    }
+}
+
+/// The rebuilt elements of a collection. A tuple, list or set is kept packed
+/// while every element is an integer in `i64`'s range, and comes back as a
+/// [`Value::IntArray`] when it has at least [`PACK_MIN`] (as a `msgpack`
+/// blob's arrays do).
+enum Elements {
+    Ints(Vec<i64>),
+    Values(Vec<Value>),
+}
+
+impl Elements {
+    fn new(kind: CollectionKind, cap: usize) -> Elements {
+        match kind {
+            CollectionKind::Dict => Elements::Values(Vec::with_capacity(cap)),
+            _ => Elements::Ints(Vec::with_capacity(cap)),
+        }
+    }
+
+    #[inline]
+    fn push_int(&mut self, x: i64) {
+        match self {
+            Elements::Ints(ints) => ints.push(x),
+            Elements::Values(items) => items.push(Value::from(x)),
+        }
+    }
+
+    fn push(&mut self, v: Value) {
+        match self {
+            Elements::Values(items) => items.push(v),
+            Elements::Ints(ints) => match v.as_int().and_then(Integer::as_i64) {
+                Some(x) => ints.push(x),
+                None => {
+                    // As many as were reserved for the integers.
+                    let mut items = Vec::with_capacity(ints.capacity());
+                    items.extend(ints.drain(..).map(Value::from));
+                    items.push(v);
+                    *self = Elements::Values(items);
+                }
+            },
+        }
+    }
+
+    /// The array (a dict's values are taken apart by the caller).
+    fn finish(self) -> Value {
+        match self {
+            Elements::Ints(ints) if ints.len() >= PACK_MIN => Value::IntArray(ints),
+            Elements::Ints(ints) => Value::Array(ints.into_iter().map(Value::from).collect()),
+            Elements::Values(items) => Value::Array(items),
+        }
+    }
+}
+
+/// Builds the container a collection header names from its rebuilt elements.
+fn finish_collection(view: CollectionView<'_>, items: Elements) -> Result<Value, DeserializeError> {
+    let items = match items {
+        Elements::Values(items) if view.kind() == CollectionKind::Dict => items,
+        array => return Ok(array.finish()),
+    };
+    let entries = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let key = view
+                .key(i)
+                .ok_or(DeserializeError::InvalidHeader { field: "key" })?;
+            Ok((key.clone(), v))
+        })
+        .collect::<Result<_, DeserializeError>>()?;
+    Ok(Value::Map(entries))
+}
+
+/// A leaf through the family its `serializer` names; `None` when there is
+/// no such family or the family cannot rebuild it.
+fn family_value(
+    header: &Value,
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<Option<Value>, DeserializeError> {
+    let Some(name) = header.get(SERIALIZER).and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    match opts.registry.by_name(name) {
+        Some(family) => family.deserialize(header, frames, &opts.limits).transpose(),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,116 @@
+//! [`Session`]: what a connection and its peer agreed on, and what every
+//! later call needs from it: the codec, the limits, and the serialize and
+//! deserialize options made from them.
+
+use std::sync::Arc;
+
+use crate::envelope::Envelope;
+use crate::limits::Limits;
+use crate::serialize::{Codec, DeserializeOptions, SerializeOptions};
+
+use super::handshake::Negotiated;
+
+/// The settings of one connection: its [`Limits`], and after a handshake
+/// what the two sides agreed ([`Negotiated`]). Every
+/// [`Connection`](super::Connection) has one ([`Connection::session`](super::Connection::session)),
+/// and so do its halves, so one call sends or receives a whole message
+/// ([`Connection::send_value`](super::Connection::send_value),
+/// [`Connection::recv_value`](super::Connection::recv_value)).
+///
+/// ```
+/// # #[cfg(feature = "lz4")] {
+/// use framewire::serialize::Codec;
+/// use framewire::transport::{handshake, HandshakeOptions};
+/// use framewire::Value;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+/// let (a, b) = tokio::io::duplex(1 << 16);
+/// let opts = HandshakeOptions { compression: Some(Codec::Lz4), ..Default::default() };
+/// let (left, right) = tokio::join!(handshake(a, &opts), handshake(b, &opts));
+/// let ((mut left, _), (mut right, _)) = (left?, right?);
+/// assert_eq!(left.session().codec(), Some(Codec::Lz4));
+/// assert_eq!(left.session().serialize_options().compression, Some(Codec::Lz4));
+///
+/// // One call each way: serialized with the agreed codec, deserialized
+/// // from the receive buffers.
+/// let msg = Value::map_of([("data", Value::Serialize(Box::new(Value::bin(vec![0u8; 100_000]))))]);
+/// left.send_value(&msg).await?;
+/// assert_eq!(right.recv_value().await.expect("a message")?.get("data"), Some(&Value::bin(vec![0u8; 100_000])));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Session {
+    limits: Limits,
+    /// The options given to the builder (their `compression` is replaced
+    /// by the agreed codec).
+    serialize: Arc<SerializeOptions>,
+    /// Whether whole messages are received with their blocks deserialized.
+    deserialize: bool,
+    negotiated: Option<Arc<Negotiated>>,
+}
+
+impl Session {
+    /// A session without a handshake: no codec, these limits and options.
+    pub(crate) fn new(limits: Limits, serialize: SerializeOptions, deserialize: bool) -> Session {
+        Session {
+            limits,
+            serialize: Arc::new(serialize),
+            deserialize,
+            negotiated: None,
+        }
+    }
+
+    /// Whether [`recv_value`](super::Connection::recv_value) deserializes
+    /// the blocks of what it receives (the default), or keeps them as they
+    /// came ([`ConnectionBuilder::deserialize_blocks`](super::ConnectionBuilder::deserialize_blocks)).
+    pub fn deserializes_blocks(&self) -> bool {
+        self.deserialize
+    }
+
+    /// This session after a handshake.
+    pub(crate) fn agreed(&mut self, negotiated: Negotiated) {
+        self.negotiated = Some(Arc::new(negotiated));
+    }
+
+    /// The limits incoming messages are checked against (and outgoing ones:
+    /// a connection refuses to send what it would refuse to receive).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// What the handshake agreed, if there was one.
+    pub fn negotiated(&self) -> Option<&Negotiated> {
+        self.negotiated.as_deref()
+    }
+
+    /// The codec both sides compress with (none without a handshake).
+    pub fn codec(&self) -> Option<Codec> {
+        self.negotiated.as_ref().and_then(|n| n.codec())
+    }
+
+    /// How to serialize messages for this peer: the connection's options
+    /// ([`ConnectionBuilder::serialize_options`](super::ConnectionBuilder::serialize_options),
+    /// by default [`SerializeOptions::default()`]) with the agreed codec:
+    /// Dask compresses only what a comm negotiated.
+    pub fn serialize_options(&self) -> SerializeOptions {
+        SerializeOptions {
+            compression: self.codec(),
+            ..(*self.serialize).clone()
+        }
+    }
+
+    /// How to deserialize `received`: this session's limits and families,
+    /// and its receive buffers as the backing, so shards that arrived back
+    /// to back merge without a copy.
+    pub fn deserialize_options(&self, received: &Envelope) -> DeserializeOptions {
+        DeserializeOptions {
+            limits: self.limits.clone(),
+            registry: self.serialize.registry.clone(),
+            backing: Vec::new(),
+        }
+        .backed_by(received)
+    }
+}

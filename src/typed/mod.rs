@@ -1,0 +1,231 @@
+//! Typed messages: serde for frame 0 and its blocks (feature `serde`).
+//!
+//! ```text
+//! the Value path   T ──to_value──▶ Value ──dumps──▶ frames     frames ──loads──▶ Value ──from_value──▶ T
+//! the direct path  T ────────to_frames────────▶ frames         frames ────────from_frames────────▶ T
+//! ```
+//!
+//! Two paths give the same result. [`to_value`] and [`from_value`] convert
+//! between your types and [`Value`], as `serde_json::to_value` /
+//! `from_value` do for JSON: use them to hold, inspect or change a message
+//! as a value. [`to_frames`] and [`from_frames`] go between your types and
+//! a message's frames without building the `Value` (frame 0 is written and
+//! read as serde walks the type; blocks, arrays and `Value` fields go
+//! through the message and serialize layers as `dumps` and `loads` take
+//! them): `to_frames(x)` is byte for byte `dumps_with(&to_value(x)?)`, and
+//! `from_frames(f)` is `from_value(loads(f)?)`, same value, same error,
+//! the same checks and [`Limits`](crate::Limits), at a fraction of the cost
+//! (`BENCHMARKS.md`). The transport's typed calls take the direct path:
+//! `Connection::send_msg` / `recv_msg`, `MessageCodec`, and
+//! `framewire::dask`'s `Rpc`, `BatchedReader::recv` and `BatchedWriter::send`.
+//! What a type buffers (serde's internally tagged enums, `flatten`) or asks
+//! for as a `Value` is built as a `Value` for that part only.
+//!
+//! Structs are maps with
+//! their field names as keys, in field order (msgpack-python's and rmp-serde's
+//! `write_named` form); `Option` fields may be absent or nil; unknown keys are
+//! ignored unless the type denies them (`#[serde(deny_unknown_fields)]`);
+//! enums work with `#[serde(tag = "op", rename_all = "kebab-case")]`.
+//!
+//! Values that travel out of band keep their frames, zero-copy both ways,
+//! also inside tagged enums (whose derive buffers every field in serde's
+//! private `Content`): a side table beside the conversion carries them, as
+//! servo/ipc-channel carries shared-memory regions.
+//!
+//! | field type | in the message |
+//! |---|---|
+//! | [`Block`] | a `{"__Serialized__": i}` or `{"__Pickled__": i}` block, kept verbatim ([`Block::is_pickled`] says which) |
+//! | [`NdArray`] | an array, out of band as Dask's numpy family |
+//! | [`Bin`] (or `Bytes` with `#[serde(with = "framewire::typed::bytes")]`) | msgpack bin, sliced, never copied |
+//! | [`ToSerialize<T>`] | any `T: Serialize` serialized out of band, like Dask's `to_serialize` |
+//! | [`Value`] | stays dynamic, blocks included |
+//!
+//! ```
+//! use framewire::typed::{from_value, to_value, Bin};
+//! use framewire::Value;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, Debug, PartialEq)]
+//! #[serde(tag = "op", rename_all = "kebab-case")]
+//! enum Msg {
+//!     Store { key: String, data: Bin, nbytes: Option<u64> },
+//!     KeepAlive,
+//! }
+//!
+//! let data = Bin::from(vec![7u8; 1 << 20]);
+//! let msg = Msg::Store { key: "x".into(), data: data.clone(), nbytes: None };
+//! let value = to_value(&msg)?;
+//! assert_eq!(value.get("op").and_then(Value::as_str), Some("store"));
+//! let back: Msg = from_value(value)?;
+//! let Msg::Store { data: back_data, .. } = &back else { unreachable!() };
+//! assert_eq!(back_data.as_ptr(), data.as_ptr()); // the same bytes, not a copy
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod by_op;
+mod de;
+mod error;
+pub(crate) use by_op::{Dispatch, OpSeed, BY_OP};
+pub(crate) use error::field_error;
+mod frame_de;
+mod frame_ser;
+mod ser;
+mod side;
+mod types;
+
+use std::cell::OnceCell;
+
+use ::bytes::{Bytes, BytesMut};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::EncodeError;
+use crate::message::Placeholders;
+use crate::protocol::{self, DecodeError};
+use crate::serialize::{self, DeserializeOptions, SerializeOptions};
+use crate::value::Value;
+
+pub use types::{bytes, Bin, ToSerialize};
+
+#[doc(no_inline)]
+pub use crate::ndarray::NdArray;
+#[doc(no_inline)]
+pub use crate::value::Block;
+
+/// `value` as a [`Value`], ready for [`dumps`](crate::dumps): out-of-band
+/// fields become blocks and arrays without copying their bytes.
+///
+/// Errors name the field they happened at ([`EncodeError::Field`]).
+pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, EncodeError> {
+    let _scope = side::Scope::enter(side::Mode::Value);
+    value
+        .serialize(ser::ValueSerializer)
+        .map_err(error::Error::into_encode)
+}
+
+/// A `T` from a [`Value`] (by value, as `serde_json::from_value`), such as
+/// what [`loads`](crate::loads) returns: blocks, arrays and bin fields are
+/// handed over without copying.
+///
+/// Errors name the field they happened at ([`DecodeError::Field`]): a wrong
+/// type, a missing field, an unknown variant. The value was already bounded
+/// by [`Limits`](crate::Limits) when it was decoded, so no field can make
+/// this allocate more than the value holds.
+pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, DecodeError> {
+    let _scope = side::Scope::enter(side::Mode::Value);
+    T::deserialize(de::ValueDeserializer::new(&value)).map_err(error::Error::into_decode)
+}
+
+/// `value` as a message's frames, as [`dumps_with`](crate::dumps_with)
+/// writes [`to_value`]`(value)`, byte for byte, without building the
+/// [`Value`]: frame 0 is written as serde walks `value`, and what travels out
+/// of band (blocks, arrays, [`ToSerialize`] fields, `Value` fields holding
+/// any) becomes placeholders and blocks as `dumps_with` makes them, with
+/// `opts` (the codec a session agreed...). Payloads are never copied.
+///
+/// Errors are those of `to_value` then `dumps_with`: a field's
+/// ([`EncodeError::Field`], with its path) before the message's.
+///
+/// ```
+/// use framewire::typed::{to_frames, to_value, Bin};
+/// use framewire::{dumps_with, SerializeOptions};
+/// use serde::Serialize;
+///
+/// #[derive(Serialize)]
+/// struct Store { op: &'static str, key: String, data: Bin }
+///
+/// let msg = Store { op: "store", key: "x".into(), data: Bin::from(vec![7u8; 64]) };
+/// let opts = SerializeOptions::default();
+/// let frames = to_frames(&msg, &opts)?;
+/// assert_eq!(frames, dumps_with(&to_value(&msg)?, &opts)?);
+/// # Ok::<(), framewire::EncodeError>(())
+/// ```
+pub fn to_frames<T: Serialize + ?Sized>(
+    value: &T,
+    opts: &SerializeOptions,
+) -> Result<Vec<Bytes>, EncodeError> {
+    to_frames_at(value, opts, 0)
+}
+
+/// [`to_frames`] of a value that will sit inside `depth` containers of a
+/// message written around it (an op of a batch): nesting is checked as
+/// `dumps` checks it there.
+pub(crate) fn to_frames_at<T: Serialize + ?Sized>(
+    value: &T,
+    opts: &SerializeOptions,
+    depth: usize,
+) -> Result<Vec<Bytes>, EncodeError> {
+    let direct = {
+        let _scope = side::Scope::enter(side::Mode::Frames);
+        let mut serialize = |leaf: &Value| serialize::serialize_and_split(leaf, opts);
+        let mut f = frame_ser::Frame0 {
+            out: BytesMut::with_capacity(256),
+            leaves: Placeholders::new(&mut serialize),
+        };
+        value
+            .serialize(frame_ser::FrameSerializer { f: &mut f, depth })
+            .map(|()| f.leaves.finish(f.out.freeze()))
+    };
+    direct.map_err(|e| {
+        // The error the dynamic path gives (a field's before the
+        // message's), which meets them in another order.
+        let dynamic = to_value(value).and_then(|v| {
+            let wrapped = (0..depth).fold(v, |v, _| Value::Array(vec![v]));
+            protocol::dumps_with(&wrapped, opts)
+        });
+        dynamic.err().unwrap_or_else(|| e.into_encode())
+    })
+}
+
+/// A `T` from a message's frames, as [`from_value`] gives it from what
+/// [`loads`](crate::loads) gives, without building the message's [`Value`]:
+/// frame 0 is read as serde asks for it, strs and bins borrowed from it
+/// (a [`Bin`] field is a slice of frame 0, not a copy); placeholders are
+/// claimed and their blocks deserialized with `opts` as `loads` does (the
+/// same checks and [`Limits`](crate::Limits)), and whatever `T` ignores is
+/// still checked, so a message `loads` refuses is refused here too.
+///
+/// Errors: what `loads` refuses, as `loads` reports it; else a field that
+/// does not fit `T` ([`DecodeError::Field`], with its path).
+///
+/// ```
+/// use framewire::typed::{from_frames, from_value};
+/// use framewire::{dumps, loads, DeserializeOptions, Value};
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, Debug, PartialEq)]
+/// struct Ping { op: String, n: u32 }
+///
+/// let frames = dumps(&Value::map_of([("op", Value::str("ping")), ("n", Value::from(3u8))]))?;
+/// let opts = DeserializeOptions::default();
+/// let ping: Ping = from_frames(&frames, &opts)?;
+/// assert_eq!(ping, from_value(loads(&frames, &opts)?)?);
+/// assert_eq!(ping.n, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn from_frames<T: DeserializeOwned>(
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<T, DecodeError> {
+    from_frames_direct(frames, opts).map_err(|e| {
+        // A message `loads` refuses is its error, as the dynamic path
+        // reports it: the direct path meets the message's errors and the
+        // fields' in another order (a block's before a later placeholder's,
+        // a field's before anything after it).
+        protocol::loads(frames, opts)
+            .err()
+            .unwrap_or_else(|| e.into_decode())
+    })
+}
+
+fn from_frames_direct<T: DeserializeOwned>(
+    frames: &[Bytes],
+    opts: &DeserializeOptions,
+) -> Result<T, error::Error> {
+    let _scope = side::Scope::enter(side::Mode::Value);
+    let arena = OnceCell::new();
+    let mut d = frame_de::Decoder::new(frames, opts, &arena)?;
+    let value = T::deserialize(frame_de::FrameDeserializer { d: &mut d })?;
+    d.finish()?;
+    Ok(value)
+}

@@ -1,0 +1,176 @@
+//! The side table that carries what serde's data model has no room for:
+//! blocks, arrays, and the `Bytes` behind bin values, across a conversion,
+//! by index (as servo/ipc-channel carries shared-memory regions). Serde's
+//! own buffering (`Content`, for tagged enums and `flatten`) copies an index
+//! or a borrowed slice, never the payload.
+//!
+//! One table per thread, used by [`to_value`](super::to_value) and
+//! [`from_value`](super::from_value) only while they run ([`Scope`]); a
+//! conversion inside another one (a [`ToSerialize`](super::ToSerialize)
+//! field) shares it.
+
+use std::cell::{Cell, RefCell};
+
+use bytes::Bytes;
+
+use crate::value::Value;
+
+/// What a running conversion builds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// A [`Value`] ([`to_value`](super::to_value), [`from_value`](super::from_value),
+    /// and [`from_frames`](super::from_frames), whose blocks become values).
+    Value,
+    /// Frame 0's bytes ([`to_frames`](super::to_frames)): a [`Bin`](super::Bin)
+    /// is written where it is, as the bin it is.
+    Frames,
+}
+
+#[derive(Default)]
+struct Table {
+    /// The conversions running on this thread, innermost last (a
+    /// [`ToSerialize`](super::ToSerialize) field runs one inside another).
+    modes: Vec<Mode>,
+    /// Random per outermost conversion (drawn when it first stashes a
+    /// value), in the high half of every token, so that a peer's map that
+    /// imitates a stashed value's marker (`{MARKER_KEY: n}`, met where serde
+    /// buffers content) names no value.
+    nonce: Option<u64>,
+    /// Values stashed by index, taken once.
+    values: Vec<Option<Value>>,
+    /// The buffers whose slices were handed to serde as borrowed bytes, so
+    /// that a [`Bin`](super::Bin) can take a slice of its buffer back.
+    owners: Vec<Bytes>,
+}
+
+thread_local! {
+    static TABLE: RefCell<Table> = RefCell::new(Table::default());
+    /// `Value`s being written field by field by [`to_frames`](super::to_frames),
+    /// one inside another (see [`Nested`]).
+    static NESTED_VALUES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many `Value`s inside one another [`to_frames`](super::to_frames)
+/// writes through serde (a call per level); deeper ones are handed to the
+/// message layer's encoder whole, which needs no stack per level.
+const MAX_NESTED_VALUES: usize = 32;
+
+/// A `Value` being written through serde by [`to_frames`](super::to_frames).
+pub(super) struct Nested(());
+
+impl Nested {
+    /// `None` when [`MAX_NESTED_VALUES`] are being written already.
+    pub(super) fn enter() -> Option<Nested> {
+        NESTED_VALUES.with(|n| {
+            (n.get() < MAX_NESTED_VALUES).then(|| {
+                n.set(n.get() + 1);
+                Nested(())
+            })
+        })
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        NESTED_VALUES.with(|n| n.set(n.get() - 1));
+    }
+}
+
+/// A conversion running on this thread; the table is cleared when the
+/// outermost one ends.
+pub(super) struct Scope(());
+
+impl Scope {
+    pub(super) fn enter(mode: Mode) -> Scope {
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            if t.modes.is_empty() {
+                t.nonce = None; // drawn at the first stash
+            }
+            t.modes.push(mode);
+        });
+        Scope(())
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            t.modes.pop();
+            if t.modes.is_empty() {
+                t.values.clear();
+                t.owners.clear();
+            }
+        });
+    }
+}
+
+/// The innermost framewire conversion running on this thread, if any: the
+/// types of this module use the side table only inside one.
+pub(super) fn mode() -> Option<Mode> {
+    TABLE.with(|t| t.borrow().modes.last().copied())
+}
+
+/// Whether a framewire conversion is running on this thread.
+pub(super) fn active() -> bool {
+    mode().is_some()
+}
+
+/// Stashes a value; its token (the conversion's nonce and an index) is
+/// what travels through serde.
+pub(super) fn stash(value: Value) -> u64 {
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        let nonce = *t.nonce.get_or_insert_with(|| {
+            use std::hash::BuildHasher;
+            // std's RandomState: random keys per thread, a new pair per call.
+            std::collections::hash_map::RandomState::new().hash_one(0u8) << 32
+        });
+        t.values.push(Some(value));
+        nonce | (t.values.len() - 1) as u64
+    })
+}
+
+/// Takes back a stashed value (once), by a token [`stash`] gave out.
+pub(super) fn take(token: u64) -> Option<Value> {
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        if Some(token & !0xFFFF_FFFF) != t.nonce {
+            return None;
+        }
+        let slot = usize::try_from(token & 0xFFFF_FFFF).ok()?;
+        t.values.get_mut(slot)?.take()
+    })
+}
+
+/// Records that slices of `owner` are being handed to serde.
+pub(super) fn own(owner: &Bytes) {
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        let known = t
+            .owners
+            .last()
+            .is_some_and(|o| o.as_ptr() == owner.as_ptr() && o.len() == owner.len());
+        if !known {
+            t.owners.push(owner.clone());
+        }
+    });
+}
+
+/// `slice` as a `Bytes`: a slice of the buffer it was handed out from, or a
+/// copy when it came from anywhere else.
+pub(super) fn bytes_of(slice: &[u8]) -> Bytes {
+    let found = TABLE.with(|t| {
+        let t = t.borrow();
+        let (start, end) = (
+            slice.as_ptr() as usize,
+            slice.as_ptr() as usize + slice.len(),
+        );
+        t.owners.iter().rev().find_map(|o| {
+            let (o_start, o_end) = (o.as_ptr() as usize, o.as_ptr() as usize + o.len());
+            (o_start <= start && end <= o_end).then(|| o.slice_ref(slice))
+        })
+    });
+    found.unwrap_or_else(|| Bytes::copy_from_slice(slice))
+}
