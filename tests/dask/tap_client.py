@@ -6,20 +6,38 @@ prints one JSON line:
     {"ok": true, "checks": {...}, "workers": 1, "scattered_bytes": 8000000}
 
 Usage: tap_client.py tcp://HOST:PORT
+       tap_client.py tls://HOST:PORT --tls-ca-file CA --tls-cert CERT --tls-key KEY
+(a `distributed.security.Security` with those files, encryption required).
 """
 
+import argparse
 import json
 import math
 import sys
 
 import numpy as np
 from distributed import Client
+from distributed.security import Security
 
 
 def main() -> int:
-    address = sys.argv[1]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("address")
+    parser.add_argument("--tls-ca-file")
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-key")
+    args = parser.parse_args()
+    address = args.address
+    security = None
+    if args.tls_ca_file:
+        security = Security(
+            tls_ca_file=args.tls_ca_file,
+            tls_client_cert=args.tls_cert,
+            tls_client_key=args.tls_key,
+            require_encryption=True,
+        )
     checks = {}
-    with Client(address, timeout="30s") as client:
+    with Client(address, timeout="30s", security=security) as client:
         client.wait_for_workers(1, timeout=60)
         workers = len(client.scheduler_info()["workers"])
 

@@ -86,7 +86,9 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use framewire::message;
-use framewire::transport::{Address, Connection, TransportError, EXTENSION_PREFIX};
+use framewire::transport::{
+    Address, Connection, Socket, TlsConfig, TransportError, EXTENSION_PREFIX,
+};
 use framewire::{Limits, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -98,7 +100,7 @@ mod relay;
 mod splice;
 
 use ops::describe;
-use relay::{Cut, End, Logged, ReadError, Relay};
+use relay::{halves, Cut, End, Logged, ReadError, Relay};
 
 /// The checksum extension (SPEC.md §6.2): its handshake key after
 /// [`EXTENSION_PREFIX`], and the value both peers must send.
@@ -111,14 +113,61 @@ pub struct Options {
     /// Verify the checksum trailers of peers that agreed on them.
     pub checksums: bool,
     /// Move large message remainders with `splice(2)` (Linux); off: copy
-    /// everything through the tap's memory (for comparison).
+    /// everything through the tap's memory (for comparison). Connections
+    /// with a TLS side are always copied.
     pub splice: bool,
+    /// The deadline of a client's TLS handshake, and of connecting to the
+    /// upstream (TCP and TLS handshake together).
+    pub handshake_timeout: Duration,
+}
+
+/// The certificates of each side: for a `tls://` listen address (the
+/// tap's server certificate; clients must present one signed by the CA)
+/// and a `tls://` upstream (the tap's client certificate).
+#[derive(Clone, Debug, Default)]
+pub struct Tls {
+    pub listen: Option<TlsConfig>,
+    pub upstream: Option<TlsConfig>,
+}
+
+/// What every connection's task needs.
+struct Shared {
+    upstream: Address,
+    tls: Tls,
+    logger: Logger,
+    opts: Options,
 }
 
 /// Relays connections accepted on `listen` to `upstream` until killed.
-pub fn run(listen: &str, upstream: &str, log: Option<&str>, opts: Options) -> Result<(), String> {
-    let listen = Address::parse(listen)?.host_port().to_owned();
-    let upstream = Address::parse(upstream)?.host_port().to_owned();
+/// `tls` must hold a configuration for each `tls://` address.
+pub fn run(
+    listen: &str,
+    upstream: &str,
+    tls: Tls,
+    log: Option<&str>,
+    opts: Options,
+) -> Result<(), String> {
+    let listen = Address::parse(listen)?;
+    let upstream = Address::parse(upstream)?;
+    for (address, config, flags) in [
+        (&listen, &tls.listen, "--tls-*"),
+        (&upstream, &tls.upstream, "--tls-* or --upstream-tls-*"),
+    ] {
+        if address.is_tls() && config.is_none() {
+            return Err(format!(
+                "{address}: a tls:// address needs certificates ({flags}: CA file, certificate, key)"
+            ));
+        }
+    }
+    if (tls.listen.is_some() || tls.upstream.is_some()) && !listen.is_tls() && !upstream.is_tls() {
+        return Err(
+            "TLS files given, but neither --listen nor --upstream is a tls:// address".into(),
+        );
+    }
+    let tls = Tls {
+        listen: tls.listen.filter(|_| listen.is_tls()),
+        upstream: tls.upstream.filter(|_| upstream.is_tls()),
+    };
     let sink: Box<dyn Write + Send> = match log {
         Some(path) => {
             Box::new(std::fs::File::create(path).map_err(|e| format!("--log {path}: {e}"))?)
@@ -131,40 +180,41 @@ pub fn run(listen: &str, upstream: &str, log: Option<&str>, opts: Options) -> Re
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(serve(&listen, upstream, logger, opts))
+    let shared = Arc::new(Shared {
+        upstream,
+        tls,
+        logger,
+        opts,
+    });
+    rt.block_on(serve(&listen, shared))
 }
 
-async fn serve(
-    listen: &str,
-    upstream: String,
-    logger: Logger,
-    opts: Options,
-) -> Result<(), String> {
-    let listener = TcpListener::bind(listen)
+async fn serve(listen: &Address, shared: Arc<Shared>) -> Result<(), String> {
+    let listener = TcpListener::bind(listen.host_port())
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    eprintln!("framewire tap: listening on {local}, upstream {upstream}");
-    logger.line(format_args!("listening on {local} upstream={upstream}"));
+    let upstream = &shared.upstream;
+    // `HOST:PORT` first (scripts read it), the schemes after.
+    let scheme = if listen.is_tls() { "tls" } else { "tcp" };
+    eprintln!("framewire tap: listening on {local}, upstream {upstream}, clients over {scheme}://");
+    shared.logger.line(format_args!(
+        "listening on {scheme}://{local} upstream={upstream}"
+    ));
     let next_id = AtomicU64::new(1);
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let id = next_id.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(relay_connection(
-                    id,
-                    stream,
-                    peer,
-                    upstream.clone(),
-                    logger.clone(),
-                    opts,
-                ));
+                tokio::spawn(relay_connection(id, stream, peer, Arc::clone(&shared)));
             }
             Err(e) => {
                 // Out of file descriptors and the like: try again shortly.
-                logger.line(format_args!("error accepting a connection: {e}"));
+                shared
+                    .logger
+                    .line(format_args!("error accepting a connection: {e}"));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -253,47 +303,76 @@ fn offers_checksums(frame0: Bytes) -> bool {
     v.get(&key).and_then(Value::as_str) == Some(CHECKSUM_ALGORITHM)
 }
 
-async fn relay_connection(
-    id: u64,
-    mut client: TcpStream,
-    peer: SocketAddr,
-    upstream: String,
-    logger: Logger,
-    opts: Options,
-) {
-    let mut up = match TcpStream::connect(&upstream).await {
+async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    let Shared {
+        upstream,
+        tls,
+        logger,
+        opts,
+    } = &*shared;
+    let timeout = opts.handshake_timeout;
+    // A client's TLS handshake first: nothing reaches the upstream (it is
+    // not even connected) from a client the tap refused.
+    let mut client = match Socket::accept_within(stream, tls.listen.as_ref(), timeout).await {
         Ok(s) => s,
         Err(e) => {
-            logger.line(format_args!(
-                "conn={id} error connecting client={peer} to upstream {upstream}: {e}"
-            ));
+            let e = match e {
+                TransportError::Io(e) => e.to_string(),
+                e => e.to_string(),
+            };
+            logger.line(format_args!("conn={id} error accepting client={peer}: {e}"));
             return;
         }
     };
-    let up_addr = up.peer_addr().map_or(upstream, |a| a.to_string());
+    let mut up = match Socket::connect_within(upstream, tls.upstream.as_ref(), timeout).await {
+        Ok(s) => s,
+        Err(e) => {
+            let e = match e {
+                TransportError::Io(e) => e.to_string(),
+                e => e.to_string(),
+            };
+            let upstream = match upstream {
+                Address::Tcp(a) => a.clone(),
+                tls => tls.to_string(),
+            };
+            logger.line(format_args!(
+                "conn={id} error connecting client={peer} to upstream {upstream}: {e}"
+            ));
+            close(&mut client, timeout).await;
+            return;
+        }
+    };
+    let up_addr = up
+        .tcp()
+        .peer_addr()
+        .map_or_else(|_| upstream.host_port().to_owned(), |a| a.to_string());
+    let cipher = |s: &Socket| s.cipher_suite().unwrap_or_default();
+    let tls_note = match (client.is_tls(), up.is_tls()) {
+        (false, false) => String::new(),
+        (true, false) => format!(" tls=client:{}", cipher(&client)),
+        (false, true) => format!(" tls=upstream:{}", cipher(&up)),
+        (true, true) => format!(" tls=client:{},upstream:{}", cipher(&client), cipher(&up)),
+    };
     logger.line(format_args!(
-        "conn={id} open client={peer} upstream={up_addr}"
+        "conn={id} open client={peer} upstream={up_addr}{tls_note}"
     ));
-    // As Dask does on every TCP comm.
-    let _ = client.set_nodelay(true);
-    let _ = up.set_nodelay(true);
     let (c_agree, u_agree) = match opts.checksums.then(Agreement::pair) {
         Some((c, u)) => (Some(c), Some(u)),
         None => (None, None),
     };
-    let (cr, cw) = client.split();
-    let (ur, uw) = up.split();
+    let (cr, cw) = halves(&mut client);
+    let (ur, uw) = halves(&mut up);
     let mut c2u = Direction {
         id,
         from: Side::Client,
-        logger: &logger,
+        logger,
         agreement: c_agree,
         relay: Relay::new(cr, uw, opts.splice),
     };
     let mut u2c = Direction {
         id,
         from: Side::Upstream,
-        logger: &logger,
+        logger,
         agreement: u_agree,
         relay: Relay::new(ur, cw, opts.splice),
     };
@@ -317,7 +396,13 @@ async fn relay_connection(
     }
     // Close the other side too: it sees the connection end where the tap
     // saw it (a message cut short stays cut short), then drop both sockets.
-    let _ = tokio::join!(client.shutdown(), up.shutdown());
+    tokio::join!(close(&mut client, timeout), close(&mut up, timeout));
+}
+
+/// Shuts a socket's sending side (for TLS, after a `close_notify`, which a
+/// peer that reads nothing more could hold up: within `timeout`).
+async fn close(socket: &mut Socket, timeout: Duration) {
+    let _ = tokio::time::timeout(timeout, socket.shutdown()).await;
 }
 
 /// `cut=RECEIVED/TOTAL`, after a space; nothing when no message was cut.

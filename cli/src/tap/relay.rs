@@ -26,14 +26,24 @@
 //!
 //! An idle direction holds no buffer: it is dropped before waiting for the
 //! socket to become readable with nothing buffered.
+//!
+//! A TLS side ([`Reader::Tls`], [`Writer::Tls`]) is read and written
+//! through rustls: the kernel only sees ciphertext, so nothing is spliced
+//! on a connection with a TLS side, and every byte is `copied` (the
+//! plaintext, counted as for TCP). Between messages, a TLS reader polls
+//! into a buffer on the stack, so an idle TLS direction holds no buffer of
+//! the relay's either (rustls keeps its own).
 
 use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BufMut, BytesMut};
 use framewire::envelope::{parse_prelude, PreludeStatus};
+use framewire::transport::Socket;
 use framewire::{DecodeError, Limits};
-use tokio::io::Interest;
-use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
+use tokio::net::{tcp, TcpStream};
 
 #[cfg(target_os = "linux")]
 use super::splice::Pipe;
@@ -51,6 +61,113 @@ pub(super) const SPLICE_MIN: u64 = 64 << 10;
 
 /// The limits messages are checked against: what a real Dask peer sends.
 const LIMITS: Limits = Limits::dask_compat();
+
+/// The side a direction reads from.
+pub(super) enum Reader<'a> {
+    /// Plain TCP: read when readable, spliced from (Linux).
+    Tcp(tcp::ReadHalf<'a>),
+    /// TLS: the plaintext, through rustls.
+    Tls(tokio::io::ReadHalf<&'a mut Socket>),
+}
+
+/// The side a direction writes to.
+pub(super) enum Writer<'a> {
+    /// Plain TCP: written when writable, spliced to (Linux).
+    Tcp(tcp::WriteHalf<'a>),
+    /// TLS: the plaintext, through rustls (flushed after each write).
+    Tls(tokio::io::WriteHalf<&'a mut Socket>),
+}
+
+/// A connection's two halves: for TCP, the stream's own (whose socket the
+/// relay polls and splices); for TLS, `tokio::io::split`'s.
+pub(super) fn halves(socket: &mut Socket) -> (Reader<'_>, Writer<'_>) {
+    match socket {
+        Socket::Tcp(s) => {
+            let (r, w) = s.split();
+            (Reader::Tcp(r), Writer::Tcp(w))
+        }
+        tls => {
+            let (r, w) = tokio::io::split(tls);
+            (Reader::Tls(r), Writer::Tls(w))
+        }
+    }
+}
+
+impl Reader<'_> {
+    fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Reader::Tcp(r) => Some(r.as_ref()),
+            Reader::Tls(_) => None,
+        }
+    }
+}
+
+impl Writer<'_> {
+    fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Writer::Tcp(w) => Some(w.as_ref()),
+            Writer::Tls(_) => None,
+        }
+    }
+}
+
+impl AsyncRead for Reader<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Reader::Tcp(r) => Pin::new(r).poll_read(cx, buf),
+            Reader::Tls(r) => Pin::new(r).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Writer<'_> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_write(cx, buf),
+            Writer::Tls(w) => Pin::new(w).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_write_vectored(cx, bufs),
+            Writer::Tls(w) => Pin::new(w).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Writer::Tcp(w) => w.is_write_vectored(),
+            Writer::Tls(w) => w.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_flush(cx),
+            Writer::Tls(w) => Pin::new(w).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_shutdown(cx),
+            Writer::Tls(w) => Pin::new(w).poll_shutdown(cx),
+        }
+    }
+}
 
 /// Bytes of a message relayed before its connection ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,8 +243,8 @@ pub(super) struct Logged<'a> {
 /// stands. All of it survives a cancelled future (nothing is lost in a
 /// `select!`), though the tap never resumes one.
 pub(super) struct Relay<'a> {
-    pub(super) from: ReadHalf<'a>,
-    pub(super) to: WriteHalf<'a>,
+    pub(super) from: Reader<'a>,
+    pub(super) to: Writer<'a>,
     buf: BytesMut,
     /// Bytes at the start of `buf` that may be forwarded (their messages
     /// have been logged).
@@ -141,7 +258,7 @@ pub(super) struct Relay<'a> {
     head: Option<Head>,
     /// Bytes (from the start of the next message) that the next step needs.
     need: usize,
-    /// Whether large remainders are spliced.
+    /// Whether large remainders are spliced (never with a TLS side).
     splice: bool,
     /// Never read past the current message (the first message of a
     /// connection whose handshakes decide how the rest is relayed).
@@ -152,7 +269,8 @@ pub(super) struct Relay<'a> {
 }
 
 impl<'a> Relay<'a> {
-    pub(super) fn new(from: ReadHalf<'a>, to: WriteHalf<'a>, splice: bool) -> Relay<'a> {
+    pub(super) fn new(from: Reader<'a>, to: Writer<'a>, splice: bool) -> Relay<'a> {
+        let splice = splice && from.tcp().is_some() && to.tcp().is_some();
         Relay {
             from,
             to,
@@ -293,7 +411,20 @@ impl<'a> Relay<'a> {
 
     /// Writes the forwardable bytes.
     async fn write_ready(&mut self) -> io::Result<()> {
-        let to = self.to.as_ref();
+        let Some(to) = self.to.tcp() else {
+            while self.ready > 0 {
+                match self.to.write(&self.buf[..self.ready]).await? {
+                    0 => return Err(io::ErrorKind::WriteZero.into()),
+                    n => {
+                        self.buf.advance(n);
+                        self.ready -= n;
+                        self.counts.copied += n as u64;
+                    }
+                }
+            }
+            // rustls may hold records the socket did not take yet.
+            return self.to.flush().await;
+        };
         while self.ready > 0 {
             match to.try_write(&self.buf[..self.ready]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -319,15 +450,30 @@ impl<'a> Relay<'a> {
         } else {
             self.need.saturating_sub(pending).max(1)
         };
-        let from = self.from.as_ref();
+        // Never more than MAX_READ at once: a declared size reserves
+        // nothing until its bytes arrive.
+        let room = if self.exact {
+            want.min(MAX_READ)
+        } else {
+            want.clamp(MIN_READ, MAX_READ)
+        };
+        let from = match &mut self.from {
+            Reader::Tcp(r) => &*r,
+            Reader::Tls(r) => {
+                if self.buf.is_empty() && self.left == 0 {
+                    // Between messages: hold no buffer while waiting.
+                    self.buf = BytesMut::new();
+                    let buf = &mut self.buf;
+                    return std::future::poll_fn(|cx| poll_probe(r, cx, buf, room)).await;
+                }
+                if self.buf.capacity() - self.buf.len() < room.min(MIN_READ) {
+                    self.buf.reserve(room);
+                }
+                return r.read_buf(&mut (&mut self.buf).limit(room)).await;
+            }
+        }
+        .as_ref();
         loop {
-            // Never more than MAX_READ at once: a declared size reserves
-            // nothing until its bytes arrive.
-            let room = if self.exact {
-                want.min(MAX_READ)
-            } else {
-                want.clamp(MIN_READ, MAX_READ)
-            };
             if self.buf.capacity() - self.buf.len() < room.min(MIN_READ) {
                 self.buf.reserve(room);
             }
@@ -361,8 +507,12 @@ impl<'a> Relay<'a> {
                 }
             },
         };
-        let from = self.from.as_ref();
-        let to = self.to.as_ref();
+        let (Some(from), Some(to)) = (self.from.tcp(), self.to.tcp()) else {
+            // A TLS side: never spliced (Relay::new).
+            self.splice = false;
+            pipe.give_back();
+            return Ok(());
+        };
         let want = usize::try_from(self.left).unwrap_or(usize::MAX);
         let got = loop {
             match from.try_io(Interest::READABLE, || pipe.fill(from, want)) {
@@ -435,4 +585,22 @@ impl<'a> Relay<'a> {
             cut: self.cut(),
         }
     }
+}
+
+/// Reads what a TLS reader has into `buf` (0 at its end), through a buffer
+/// on the stack: while rustls has no plaintext, nothing is held but its own.
+fn poll_probe(
+    r: &mut tokio::io::ReadHalf<&mut Socket>,
+    cx: &mut Context<'_>,
+    buf: &mut BytesMut,
+    room: usize,
+) -> Poll<io::Result<usize>> {
+    let mut probe = [0u8; MIN_READ];
+    let mut read = ReadBuf::new(&mut probe[..room.min(MIN_READ)]);
+    ready!(Pin::new(r).poll_read(cx, &mut read))?;
+    if !read.filled().is_empty() {
+        buf.reserve(room.max(read.filled().len()));
+        buf.extend_from_slice(read.filled());
+    }
+    Poll::Ready(Ok(read.filled().len()))
 }
