@@ -14,7 +14,9 @@
 //! Then the refusals at the TLS tap's door, one log line each and nothing
 //! relayed: a client without a certificate, one from another CA,
 //! plaintext, and a handshake that stalls (refused at the deadline while a
-//! good client is relayed). The test fails, never skips, without Python Dask.
+//! good client is relayed). And the reverse mix: TLS clients relayed to a
+//! plaintext scheduler (`framewire call` through it). The test fails, never
+//! skips, without Python Dask.
 
 #[path = "../../tests/support/certs.rs"]
 mod certs;
@@ -289,6 +291,19 @@ fn tls_cluster_through_taps_and_refusals() {
             .args(&good),
         &dir.0,
     );
+    // And a plaintext one, for a tap that takes TLS in and speaks tcp out.
+    let mut plain_sched = Daemon::start(
+        "plain-scheduler",
+        Command::new(&python)
+            .args([
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+            ])
+            .args(["--port", "0", "--no-dashboard"]),
+        &dir.0,
+    );
     let sched_addr = sched.wait_for(STARTUP, |log| tls_address_after(log, "Scheduler at:"));
     let mut worker = Daemon::start(
         "worker",
@@ -412,6 +427,37 @@ fn tls_cluster_through_taps_and_refusals() {
         last.contains(" closed by=") && last.contains(" reason=eof c->u=3 u->c=2 "),
         "{lines:?}"
     );
+
+    // ---- TLS in, tcp out --------------------------------------------------------
+    let plain_addr = plain_sched.wait_for(STARTUP, |log| {
+        let line = log.lines().find(|l| l.contains("Scheduler at:"))?;
+        line.split_whitespace()
+            .find(|w| w.starts_with("tcp://"))
+            .map(str::to_owned)
+    });
+    let reverse_args: Vec<String> = ["--listen", "tls://127.0.0.1:0", "--upstream", &plain_addr]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(good.iter().cloned())
+        .collect();
+    let (_reverse, reverse_addr, reverse_log) = start_tap(&dir.0, "tap-reverse", &reverse_args);
+    let (ok, out, err) = call(&good, &format!("tls://{reverse_addr}"));
+    assert!(ok, "TLS in, tcp out: {err}\n{}", read(&reverse_log));
+    let reply: Json = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        reply["address"],
+        Json::String(plain_addr.clone()),
+        "{reply}"
+    );
+    wait_log(&reverse_log, " open client=", 1);
+    let log = wait_all_closed(&reverse_log);
+    let open = log.lines().find(|l| l.contains(" open client=")).unwrap();
+    assert!(open.contains(" tls=client:TLS13_"), "{open}");
+    assert!(!open.contains("upstream:"), "{open}");
+    assert!(log.contains(" c->u op=identity "), "{log}");
+    assert!(!log.contains(" error"), "{log}");
+    let closed = log.lines().find(|l| l.contains(" closed ")).unwrap();
+    assert_eq!(num(closed, "spliced="), 0, "{closed}");
 
     // ---- a handshake that stalls: refused at the deadline -------------------
     let stall_args: Vec<String> = ["--listen", "tls://127.0.0.1:0", "--upstream", &sched_addr]
