@@ -53,6 +53,22 @@
 //! Compressed frames are forwarded as they came: the tap never decodes a
 //! payload, so it needs no codec of its own.
 //!
+//! Either side may be `tls://` (SPEC.md §6.3): the tap ends TLS there, as a
+//! Dask server to its clients (a client certificate signed by the CA
+//! required) and as a Dask client to its upstream, with the certificates it
+//! is given ([`Tls`]), and relays the plaintext between the two sides as
+//! above. A connection with a TLS side is never spliced (the kernel only
+//! sees ciphertext): everything is `copied`, `spliced=0`. A client's TLS
+//! handshake comes first, within [`Options::handshake_timeout`], and the
+//! upstream is connected only once it succeeded; a failed or stalled one is
+//! one line and nothing is relayed:
+//!
+//! ```text
+//! 2026-12-01T18:19:26.823Z conn=1 open client=127.0.0.1:55140 upstream=127.0.0.1:38197 tls=client:TLS13_AES_256_GCM_SHA384,upstream:TLS13_AES_256_GCM_SHA384
+//! 2026-12-01T18:19:27.815Z conn=2 error accepting client=127.0.0.1:55540: TLS handshake failed: peer sent no certificates
+//! 2026-12-01T18:19:28.889Z conn=3 error accepting client=127.0.0.1:55562: timed out in the TLS handshake
+//! ```
+//!
 //! With `--checksums`, the tap checks CRC32 trailers (SPEC.md §6.2) in
 //! transit on connections whose peers agreed on them, still without taking
 //! part in the handshake:
