@@ -14,7 +14,8 @@
 //! Then the refusals at the TLS tap's door, one log line each and nothing
 //! relayed: a client without a certificate, one from another CA,
 //! plaintext, and a handshake that stalls (refused at the deadline while a
-//! good client is relayed). And the reverse mix: TLS clients relayed to a
+//! good client is relayed). A TLS upstream that refuses the tap's
+//! certificate: one error line for that connection. And the reverse mix: TLS clients relayed to a
 //! plaintext scheduler (`framewire call` through it). The test fails, never
 //! skips, without Python Dask.
 
@@ -458,6 +459,31 @@ fn tls_cluster_through_taps_and_refusals() {
     assert!(!log.contains(" error"), "{log}");
     let closed = log.lines().find(|l| l.contains(" closed ")).unwrap();
     assert_eq!(num(closed, "spliced="), 0, "{closed}");
+
+    // ---- the upstream refuses the tap's certificate ------------------------------
+    let refused_args: Vec<String> = ["--listen", "127.0.0.1:0", "--upstream", &sched_addr]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(flags("upstream-", &c.ca(), &c.other_cert(), &c.other_key()))
+        .collect();
+    let (mut refused, refused_addr, refused_log) = start_tap(&dir.0, "tap-refused", &refused_args);
+    let (ok, out, err) = call(&[], &format!("tcp://{refused_addr}"));
+    assert!(!ok, "a refused tap certificate got through: {out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // TLS 1.3: the tap's handshake completes, the refusal arrives as an
+    // alert on its first read, and nothing reached the scheduler's Dask
+    // side (the client's handshake died in the TLS layer).
+    let log = wait_log(&refused_log, " closed ", 1);
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" error")).collect();
+    assert_eq!(errors.len(), 1, "{log}");
+    assert!(
+        errors[0].contains(
+            " error u->c reading from upstream: TLS: the peer refused our certificate (alert UnknownCA)"
+        ),
+        "{log}"
+    );
+    assert!(log.contains(" closed c->u=1 u->c=0 "), "{log}");
+    assert!(refused.is_running());
 
     // ---- a handshake that stalls: refused at the deadline -------------------
     let stall_args: Vec<String> = ["--listen", "tls://127.0.0.1:0", "--upstream", &sched_addr]

@@ -45,7 +45,10 @@ def main() -> int:
         big = rng.random(1_000_000)  # 8 MB: a frame of its own, both ways
 
         # scatter: the array travels client -> tap -> scheduler -> worker.
-        [remote_big] = client.scatter([big])
+        # (hash=False, and pure=False below: keys of this client's own, so
+        # that two clients on one cluster never share, and release, each
+        # other's data.)
+        [remote_big] = client.scatter([big], hash=False)
         # (np.mean's pairwise sum depends on alignment: equal to ~1 ulp.)
         mean = client.submit(np.mean, remote_big).result(timeout=60)
         checks["scatter_mean"] = math.isclose(mean, big.mean(), rel_tol=1e-12)
@@ -56,9 +59,9 @@ def main() -> int:
 
         # map, then gather a list of arrays, then reduce on the cluster.
         sizes = [10, 1_000, 100_000]
-        arrays = client.map(np.arange, sizes)
-        sums = client.map(np.sum, arrays)
-        total = client.submit(sum, sums).result(timeout=60)
+        arrays = client.map(np.arange, sizes, pure=False)
+        sums = client.map(np.sum, arrays, pure=False)
+        total = client.submit(sum, sums, pure=False).result(timeout=60)
         checks["map_sum"] = int(total) == sum(n * (n - 1) // 2 for n in sizes)
         gathered = client.gather(arrays)
         checks["gather_map"] = all(
@@ -67,7 +70,7 @@ def main() -> int:
 
         # A structured dtype and a 2-D Fortran-ordered array.
         grid = np.asfortranarray(np.arange(12, dtype="<i4").reshape(3, 4))
-        [remote_grid] = client.scatter([grid])
+        [remote_grid] = client.scatter([grid], hash=False)
         checks["transpose"] = bool(
             np.array_equal(client.submit(np.transpose, remote_grid).result(60), grid.T)
         )

@@ -198,6 +198,17 @@ pub(super) enum ReadError {
     Transport(framewire::TransportError),
 }
 
+impl ReadError {
+    /// A socket error; on a TLS side, rustls' reason in the library's words
+    /// (`TLS: the peer refused our certificate (alert UnknownCA)`).
+    pub(super) fn from_io(e: io::Error) -> ReadError {
+        match framewire::TransportError::from(e) {
+            framewire::TransportError::Io(e) => ReadError::Io(e),
+            tls => ReadError::Transport(tls),
+        }
+    }
+}
+
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -345,7 +356,7 @@ impl<'a> Relay<'a> {
                 Err(e) => {
                     let cut = self.cut();
                     return Some(End::Read {
-                        error: ReadError::Io(e),
+                        error: ReadError::from_io(e),
                         cut,
                     });
                 }
