@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use framewire::transport::{
-    ConnectionBuilder, HandshakeOptions, Socket, TlsConfig, TransportError,
+    Address, ConnectionBuilder, HandshakeOptions, Socket, TimeoutPhase, TlsConfig, TransportError,
 };
 use framewire::Value;
 use tokio::net::TcpListener;
@@ -248,6 +248,66 @@ fn a_stalled_tls_handshake_times_out() {
             .expect_err("a timeout");
         assert!(matches!(err, TransportError::Timeout { .. }), "{err}");
         assert!(started.elapsed() < Duration::from_secs(3));
+    });
+}
+
+/// `Socket::connect_within` / `accept_within`: the step under way when the
+/// deadline passed, and TLS sockets tell they are.
+#[test]
+fn socket_deadlines_name_the_step() {
+    let c = certs("within");
+    let good = config(&c.ca(), &c.cert(), &c.key());
+    rt().block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tls_addr = Address::parse(&format!("tls://{addr}")).unwrap();
+        let tcp_addr = Address::parse(&format!("tcp://{addr}")).unwrap();
+
+        // A server that never starts its side of the TLS handshake.
+        let started = Instant::now();
+        let connecting = Socket::connect_within(&tls_addr, Some(&good), Duration::from_millis(300));
+        let (err, _accepted) = tokio::join!(connecting, listener.accept());
+        let err = err.expect_err("a timeout");
+        assert!(
+            matches!(
+                err,
+                TransportError::Timeout {
+                    phase: TimeoutPhase::TlsHandshake
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(err.to_string(), "timed out in the TLS handshake");
+        assert!(started.elapsed() < Duration::from_secs(3));
+
+        // A client that never starts it.
+        let _idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        let err = Socket::accept_within(stream, Some(&good), Duration::from_millis(300))
+            .await
+            .expect_err("a timeout");
+        assert!(
+            matches!(
+                err,
+                TransportError::Timeout {
+                    phase: TimeoutPhase::TlsHandshake
+                }
+            ),
+            "{err}"
+        );
+
+        // Both sides in time: TLS sockets; plain TCP is not.
+        for (address, tls) in [(&tls_addr, Some(&good)), (&tcp_addr, None)] {
+            let accept = async {
+                let (s, _) = listener.accept().await.unwrap();
+                Socket::accept_within(s, tls, Duration::from_secs(10)).await
+            };
+            let connect = Socket::connect_within(address, tls, Duration::from_secs(10));
+            let (server, client) = tokio::join!(accept, connect);
+            let (server, client) = (server.unwrap(), client.unwrap());
+            assert_eq!(server.is_tls(), tls.is_some());
+            assert_eq!(client.is_tls(), tls.is_some());
+        }
     });
 }
 

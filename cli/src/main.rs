@@ -103,17 +103,36 @@ enum Command {
         json: String,
     },
     /// Relay Dask connections to an upstream server, message by message and
-    /// unchanged (zero-copy, nothing deserialized), logging one line per
-    /// message: time, connection, direction, ops, frames, bytes. Compressed
-    /// frames are forwarded as they are (the tap never decodes payloads, so
-    /// it has no codec option).
+    /// unchanged (nothing deserialized; each message forwarded as it
+    /// arrives, large ones spliced on Linux without entering the tap's
+    /// memory), logging one line per message: time, connection, direction,
+    /// ops, frames, bytes; and one per connection open and close.
+    /// Compressed frames are forwarded as they are (the tap never decodes
+    /// payloads, so it has no codec option). Either side may be tls://:
+    /// the tap ends TLS on that side with the --tls-* files (one set for
+    /// both sides; --upstream-tls-* for other files upstream), and relays
+    /// such connections by copying (never spliced).
     Tap {
-        /// Where to listen (`HOST:PORT`; port 0 picks one, printed on stderr).
-        #[arg(long, value_name = "HOST:PORT")]
+        /// Where to listen: `HOST:PORT` or `tcp://HOST:PORT`, or
+        /// `tls://HOST:PORT` (with --tls-*; clients must present a
+        /// certificate signed by the CA, as to a Dask server); port 0 picks
+        /// one, printed on stderr.
+        #[arg(long, value_name = "ADDRESS")]
         listen: String,
-        /// The server to relay to (`HOST:PORT` or `tcp://HOST:PORT`).
-        #[arg(long, value_name = "HOST:PORT")]
+        /// The server to relay to: `HOST:PORT`, `tcp://HOST:PORT` or
+        /// `tls://HOST:PORT` (with --upstream-tls-* or --tls-*).
+        #[arg(long, value_name = "ADDRESS")]
         upstream: String,
+        #[command(flatten)]
+        tls: tls::TlsArgs,
+        #[command(flatten)]
+        upstream_tls: tls::UpstreamTlsArgs,
+        /// Deadline of a client's TLS handshake and of connecting to the
+        /// upstream (with its TLS handshake); past it the connection is
+        /// refused (one log line) and the tap carries on.
+        #[arg(long, value_name = "SECONDS", default_value = "30",
+              value_parser = call::parse_timeout)]
+        handshake_timeout: std::time::Duration,
         /// Write the log here instead of stdout.
         #[arg(long, value_name = "FILE")]
         log: Option<String>,
@@ -123,12 +142,39 @@ enum Command {
         /// trailers are relayed as ordinary frames.
         #[arg(long)]
         checksums: bool,
+        /// Copy every byte through the tap's memory instead of moving large
+        /// messages with splice(2) (for comparison; splice is Linux only).
+        #[arg(long)]
+        no_splice: bool,
     },
     /// Run a loopback client and server in-process: the handshake, then
     /// 64 MiB payloads, large collections and hundreds of small messages,
     /// each verified on arrival; print messages, bytes, throughput, the
     /// payload bytes sent from their own memory and the bytes copied.
     Demo,
+}
+
+/// The tap's certificates: `--tls-*` for both sides, `--upstream-tls-*`
+/// for the upstream (the CA file defaulting to `--tls-ca-file`, the
+/// certificate and key to `--tls-cert` and `--tls-key` together).
+fn tap_tls(tls: &tls::TlsArgs, upstream: &tls::UpstreamTlsArgs) -> Result<tap::Tls, String> {
+    let listen = tls.config("--tls")?;
+    let u = upstream.args();
+    let upstream = if u.given() {
+        let (cert, key) = match u.cert {
+            Some(cert) => (Some(cert), u.key),
+            None => (tls.cert.clone(), u.key.or_else(|| tls.key.clone())),
+        };
+        tls::TlsArgs {
+            ca_file: u.ca_file.or_else(|| tls.ca_file.clone()),
+            cert,
+            key,
+        }
+        .config("--upstream-tls")?
+    } else {
+        listen.clone()
+    };
+    Ok(tap::Tls { listen, upstream })
 }
 
 /// `--iterate`: Dask's `iterate_collection` True / False / None.
@@ -186,9 +232,20 @@ fn main() -> ExitCode {
         Command::Tap {
             listen,
             upstream,
+            tls,
+            upstream_tls,
+            handshake_timeout,
             log,
             checksums,
-        } => tap::run(listen, upstream, log.as_deref(), *checksums).map(|()| true),
+            no_splice,
+        } => tap_tls(tls, upstream_tls).and_then(|tls| {
+            let opts = tap::Options {
+                checksums: *checksums,
+                splice: !*no_splice,
+                handshake_timeout: *handshake_timeout,
+            };
+            tap::run(listen, upstream, tls, log.as_deref(), opts).map(|()| true)
+        }),
         Command::Demo => demo::run(&mut out).map(|()| true),
     };
     // What was printed before an error stays printed.

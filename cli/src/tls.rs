@@ -43,6 +43,35 @@ impl TlsArgs {
     }
 }
 
+/// `--upstream-tls-ca-file`, `--upstream-tls-cert`, `--upstream-tls-key`:
+/// the tap's files for its upstream side, when they differ from `--tls-*`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct UpstreamTlsArgs {
+    /// For a tls:// upstream: the CA its certificate must chain to (PEM);
+    /// default: --tls-ca-file.
+    #[arg(long = "upstream-tls-ca-file", value_name = "FILE")]
+    pub upstream_ca_file: Option<PathBuf>,
+    /// For a tls:// upstream: the certificate the tap presents to it (PEM);
+    /// default: --tls-cert.
+    #[arg(long = "upstream-tls-cert", value_name = "FILE")]
+    pub upstream_cert: Option<PathBuf>,
+    /// For a tls:// upstream: the key of --upstream-tls-cert, when not in
+    /// it; default: --tls-key.
+    #[arg(long = "upstream-tls-key", value_name = "FILE")]
+    pub upstream_key: Option<PathBuf>,
+}
+
+impl UpstreamTlsArgs {
+    /// The same files as a [`TlsArgs`].
+    pub fn args(&self) -> TlsArgs {
+        TlsArgs {
+            ca_file: self.upstream_ca_file.clone(),
+            cert: self.upstream_cert.clone(),
+            key: self.upstream_key.clone(),
+        }
+    }
+}
+
 /// The configuration for `address`: required for `tls://` (an error naming
 /// the flags when absent), ignored for `tcp://`.
 pub fn for_address<'a>(

@@ -516,6 +516,240 @@ mod raw {
         assert!(tap2.is_running(), "{}", tap2.log());
     }
 
+    /// A raw TCP server that reads each connection to its end and sends
+    /// what it received (once the client closed) on the channel.
+    fn sink_server() -> (String, std::sync::mpsc::Receiver<Vec<u8>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    let _ = stream.read_to_end(&mut got);
+                    let _ = tx.send(got);
+                });
+            }
+        });
+        (addr, rx)
+    }
+
+    /// The `closed` line of `conn` in `log`, as `key=value` pairs.
+    fn closed_fields(log: &str, conn: u64) -> BTreeMap<String, String> {
+        let prefix = format!("conn={conn} closed ");
+        let line = log
+            .lines()
+            .find(|l| l.contains(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line:\n{log}"));
+        line.split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    fn int(fields: &BTreeMap<String, String>, key: &str) -> u64 {
+        fields[key].parse().unwrap()
+    }
+
+    /// An `update-data` message with a payload frame of `n` bytes.
+    fn big_message(n: usize) -> Bytes {
+        let payload: Vec<u8> = (0..n).map(|i| (i * 13 % 251) as u8).collect();
+        wire(&Value::map_of([
+            ("op", Value::str("update-data")),
+            (
+                "data",
+                Value::Serialize(Box::new(Value::Bin(Bytes::from(payload)))),
+            ),
+        ]))
+    }
+
+    /// A message is forwarded as it arrives, not once it is whole: half of
+    /// a 4 MiB message comes back through the tap (client → tap → echo →
+    /// tap → client) before the other half is sent, and its line is
+    /// already logged. The close line accounts for every byte relayed, as
+    /// copied or spliced (on Linux, most of the payload is spliced; with
+    /// `--no-splice` everything is copied).
+    #[test]
+    fn tap_forwards_messages_as_they_arrive() {
+        let dir = TempDir::new("tap-cut-through");
+        let upstream = echo_server();
+        let msg = big_message(4 << 20);
+        for (name, options) in [("tap", &[][..]), ("tap-copy", &["--no-splice"][..])] {
+            let (mut tap, addr, log_path) = start_tap_with(&dir.0, &upstream, name, options);
+            let mut c = connect(&addr);
+            let half = msg.len() / 2;
+            c.write_all(&msg[..half]).unwrap();
+            let mut back = vec![0u8; half];
+            c.read_exact(&mut back).unwrap();
+            assert!(
+                back == msg[..half],
+                "{name}: the first half, relayed both ways"
+            );
+            for dir in ["c->u", "u->c"] {
+                wait_log(
+                    &log_path,
+                    &format!("conn=1 {dir} op=update-data frames=3 bytes={}", msg.len()),
+                    1,
+                );
+            }
+            c.write_all(&msg[half..]).unwrap();
+            let mut back = vec![0u8; msg.len() - half];
+            c.read_exact(&mut back).unwrap();
+            assert!(back == msg[half..], "{name}: the second half");
+            drop(c);
+            let log = wait_log(&log_path, " closed", 1);
+            let f = closed_fields(&log, 1);
+            assert_eq!(f["reason"], "eof", "{log}");
+            assert_eq!((int(&f, "c->u"), int(&f, "u->c")), (1, 1), "{log}");
+            let (copied, spliced) = (int(&f, "copied"), int(&f, "spliced"));
+            assert_eq!(copied + spliced, 2 * msg.len() as u64, "{name}: {log}");
+            if options.is_empty() && cfg!(target_os = "linux") {
+                assert!(spliced > msg.len() as u64, "{name}: mostly spliced: {log}");
+            } else {
+                assert_eq!(spliced, 0, "{name}: {log}");
+            }
+            assert!(tap.is_running(), "{}", tap.log());
+        }
+    }
+
+    /// A client that sends part of a message and closes: the upstream gets
+    /// exactly the bytes sent, then the end of the stream (as it would
+    /// without the tap); the tap logs the cut (`reason=truncated`, with how
+    /// much of the message arrived), no error, and relays the next
+    /// connection as usual. Cut before frame 0 is whole, nothing of the
+    /// message is forwarded (its line is never logged).
+    #[test]
+    fn tap_reports_messages_cut_short() {
+        let dir = TempDir::new("tap-truncated");
+        let (upstream, received) = sink_server();
+        let (mut tap, addr, log_path) = start_tap(&dir.0, &upstream, "tap");
+        let msg = big_message(1 << 20);
+        let handshake = wire(&Value::map_of([("pickle-protocol", 5u8.into())]));
+        for (conn, cut) in [(1u64, msg.len() / 2), (2, 20), (3, msg.len())] {
+            let mut c = connect(&addr);
+            c.write_all(&handshake).unwrap();
+            c.write_all(&msg[..cut]).unwrap();
+            drop(c);
+            let got = received.recv_timeout(Duration::from_secs(20)).unwrap();
+            let log = wait_log(&log_path, &format!("conn={conn} closed"), 1);
+            let f = closed_fields(&log, conn);
+            assert_eq!(f["by"], "client", "{log}");
+            // 20 bytes: not even the prelude (40 bytes), never forwarded.
+            let relayed = handshake.len() + if cut == 20 { 0 } else { cut };
+            assert!(
+                got[..] == [&handshake[..], &msg[..cut]].concat()[..relayed],
+                "{log}"
+            );
+            assert_eq!(got.len(), relayed, "{log}");
+            match cut {
+                c if c == msg.len() => {
+                    assert_eq!(f["reason"], "eof", "{log}");
+                    assert!(!f.contains_key("cut"), "{log}");
+                }
+                20 => {
+                    // The prelude is not even whole: its size is unknown.
+                    assert_eq!(f["reason"], "truncated", "{log}");
+                    assert_eq!(f["cut"], "20/?", "{log}");
+                    assert_eq!(int(&f, "c->u"), 1, "only the handshake: {log}");
+                }
+                _ => {
+                    assert_eq!(f["reason"], "truncated", "{log}");
+                    assert_eq!(f["cut"], format!("{cut}/{}", msg.len()), "{log}");
+                    assert_eq!(int(&f, "c->u"), 2, "{log}");
+                }
+            }
+        }
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        assert!(!log.contains(" error "), "{log}");
+        assert!(tap.is_running(), "{}", tap.log());
+    }
+
+    /// Messages that arrived together with bytes that are not a message are
+    /// forwarded before the connection is cut for them.
+    #[test]
+    fn tap_forwards_messages_before_garbage() {
+        let dir = TempDir::new("tap-garbage");
+        let (upstream, received) = sink_server();
+        let (_tap, addr, log_path) = start_tap(&dir.0, &upstream, "tap");
+        let handshake = wire(&Value::map_of([("pickle-protocol", 5u8.into())]));
+        let ping = wire(&Value::map_of([("op", Value::str("ping"))]));
+        let mut garbage = 100u64.to_le_bytes().to_vec();
+        garbage.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        let mut c = connect(&addr);
+        c.write_all(&[&handshake[..], &ping[..], &garbage[..]].concat())
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest); // closed by the tap
+        let got = received.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(got == [&handshake[..], &ping[..]].concat(), "{got:?}");
+        let log = wait_log(&log_path, " closed", 1);
+        assert!(log.contains("conn=1 c->u op=ping frames=1"), "{log}");
+        assert!(
+            log.contains("conn=1 error c->u reading from client: invalid message from the peer: "),
+            "{log}"
+        );
+        let f = closed_fields(&log, 1);
+        assert_eq!((int(&f, "c->u"), f["cut"].as_str()), (2, "16/?"), "{log}");
+    }
+
+    /// Resident memory of a process, in KiB.
+    fn vm_rss_kib(pid: u32) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    }
+
+    /// A declared size reserves nothing: first messages that declare a
+    /// 1 TiB frame, and a length table of 2^32 - 1 frames, then stall,
+    /// leave the tap small and relaying (with and without `--checksums`,
+    /// where the first message is read exactly).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn tap_reserves_nothing_for_declared_sizes() {
+        let dir = TempDir::new("tap-declared");
+        let upstream = echo_server();
+        for (name, options) in [("tap", &[][..]), ("tap-sums", &["--checksums"][..])] {
+            let (mut tap, addr, log_path) = start_tap_with(&dir.0, &upstream, name, options);
+            let frame0 = b"\x81\xa2op\xa4ping";
+            let mut huge = Vec::new();
+            huge.extend_from_slice(&(8 + 16 + frame0.len() as u64).to_le_bytes());
+            huge.extend_from_slice(&2u64.to_le_bytes());
+            huge.extend_from_slice(&(frame0.len() as u64).to_le_bytes());
+            huge.extend_from_slice(&(1u64 << 40).to_le_bytes());
+            huge.extend_from_slice(frame0);
+            huge.extend_from_slice(&[0u8; 100]);
+            let mut table = (8u64 + 8 * u64::from(u32::MAX)).to_le_bytes().to_vec();
+            table.extend_from_slice(&u64::from(u32::MAX).to_le_bytes());
+            table.extend_from_slice(&[0u8; 1000]);
+            let mut stalled = Vec::new();
+            for bytes in [&huge, &table] {
+                let mut c = connect(&addr);
+                c.write_all(bytes).unwrap();
+                stalled.push(c);
+            }
+            // The 1 TiB message's line is logged (its frame 0 is in).
+            let wire_len = 32 + frame0.len() as u64 + (1 << 40);
+            wait_log(&log_path, &format!("op=ping frames=2 bytes={wire_len}"), 1);
+            std::thread::sleep(Duration::from_millis(300));
+            let rss = vm_rss_kib(tap.child.id());
+            assert!(rss < 64 << 10, "{name}: {rss} KiB resident");
+            // And it still relays.
+            let mut c = connect(&addr);
+            let ping = wire(&Value::map_of([("op", Value::str("ping"))]));
+            c.write_all(&ping).unwrap();
+            let mut back = vec![0u8; ping.len()];
+            c.read_exact(&mut back).unwrap();
+            assert_eq!(back, ping);
+            assert!(tap.is_running(), "{name}: {}", tap.log());
+            drop(stalled);
+        }
+    }
+
     /// At least `n` bytes of one line of text repeated: what lz4 compresses well.
     fn compressible(n: usize) -> Vec<u8> {
         let line = b"framewire tap: the same line again and again, so that lz4 finds matches.\n";

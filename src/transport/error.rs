@@ -36,6 +36,10 @@ pub enum TimeoutPhase {
     ReadFrames,
     /// Writing a message.
     Write,
+    /// Connecting: the TCP connection to the peer.
+    Connect,
+    /// The TLS handshake, before the Dask handshake.
+    TlsHandshake,
 }
 
 impl fmt::Display for TimeoutPhase {
@@ -45,6 +49,8 @@ impl fmt::Display for TimeoutPhase {
             TimeoutPhase::ReadPrelude => "reading a prelude",
             TimeoutPhase::ReadFrames => "reading frames",
             TimeoutPhase::Write => "writing a message",
+            TimeoutPhase::Connect => "connecting",
+            TimeoutPhase::TlsHandshake => "in the TLS handshake",
         })
     }
 }

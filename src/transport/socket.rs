@@ -5,9 +5,11 @@ use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use super::conn::{Connection, ConnectionBuilder};
 use super::error::{TimeoutPhase, TransportError};
@@ -227,9 +229,29 @@ pub type TlsOption<'a> = Option<&'a std::convert::Infallible>;
 impl Socket {
     /// Connects to `address` (`TCP_NODELAY` set) and, for `tls://`, does the
     /// TLS handshake with `tls`: the server's chain is verified, our
-    /// certificate presented. No deadline: wrap it in one, or use
-    /// [`ConnectionBuilder::connect_address`].
+    /// certificate presented. No deadline: see [`Socket::connect_within`],
+    /// or use [`ConnectionBuilder::connect_address`].
     pub async fn connect(address: &Address, tls: TlsOption<'_>) -> Result<Socket, TransportError> {
+        Socket::connect_by(address, tls, None).await
+    }
+
+    /// [`Socket::connect`] within `timeout`: the TCP connection and the TLS
+    /// handshake together. Past it: [`TransportError::Timeout`] with
+    /// [`TimeoutPhase::Connect`] or [`TimeoutPhase::TlsHandshake`], the
+    /// step that was under way.
+    pub async fn connect_within(
+        address: &Address,
+        tls: TlsOption<'_>,
+        timeout: Duration,
+    ) -> Result<Socket, TransportError> {
+        Socket::connect_by(address, tls, Some(Instant::now() + timeout)).await
+    }
+
+    async fn connect_by(
+        address: &Address,
+        tls: TlsOption<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<Socket, TransportError> {
         #[cfg(feature = "tls")]
         if address.is_tls() && tls.is_none() {
             return Err(no_tls_config());
@@ -239,7 +261,10 @@ impl Socket {
             let _ = tls;
             return Err(no_tls_feature());
         }
-        let stream = TcpStream::connect(address.host_port()).await?;
+        let stream = by(deadline, TimeoutPhase::Connect, async {
+            Ok(TcpStream::connect(address.host_port()).await?)
+        })
+        .await?;
         stream.set_nodelay(true)?;
         match (address, tls) {
             #[cfg(feature = "tls")]
@@ -247,7 +272,10 @@ impl Socket {
                 let name = server_name(address.host())?;
                 let connector = tokio_rustls::TlsConnector::from(config.client_config().clone());
                 let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
-                let mut s = connector.connect(name, stream).await.map_err(tls_error)?;
+                let mut s = by(deadline, TimeoutPhase::TlsHandshake, async {
+                    connector.connect(name, stream).await.map_err(tls_error)
+                })
+                .await?;
                 s.get_mut()
                     .1
                     .set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
@@ -259,9 +287,28 @@ impl Socket {
 
     /// Takes an accepted TCP stream (`TCP_NODELAY` set) and, when `tls` is
     /// given, does the TLS handshake as the server: a client certificate
-    /// signed by the CA is required. No deadline: wrap it in one, or use
-    /// [`ConnectionBuilder::accept_socket`].
+    /// signed by the CA is required. No deadline: see
+    /// [`Socket::accept_within`], or use [`ConnectionBuilder::accept_socket`].
     pub async fn accept(stream: TcpStream, tls: TlsOption<'_>) -> Result<Socket, TransportError> {
+        Socket::accept_by(stream, tls, None).await
+    }
+
+    /// [`Socket::accept`] with a deadline on the TLS handshake: a peer that
+    /// stalls it (or sends nothing) is refused after `timeout` with
+    /// [`TransportError::Timeout`] ([`TimeoutPhase::TlsHandshake`]).
+    pub async fn accept_within(
+        stream: TcpStream,
+        tls: TlsOption<'_>,
+        timeout: Duration,
+    ) -> Result<Socket, TransportError> {
+        Socket::accept_by(stream, tls, Some(Instant::now() + timeout)).await
+    }
+
+    async fn accept_by(
+        stream: TcpStream,
+        tls: TlsOption<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<Socket, TransportError> {
         stream.set_nodelay(true)?;
         match tls {
             None => Ok(Socket::Tcp(stream)),
@@ -269,15 +316,41 @@ impl Socket {
             Some(config) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(config.server_config().clone());
                 let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
-                let mut s = acceptor.accept(stream).await.map_err(tls_error)?;
+                let mut s = by(deadline, TimeoutPhase::TlsHandshake, async {
+                    acceptor.accept(stream).await.map_err(tls_error)
+                })
+                .await?;
                 s.get_mut()
                     .1
                     .set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
                 Ok(Socket::TlsServer(Box::new(s)))
             }
             #[cfg(not(feature = "tls"))]
-            Some(never) => match *never {},
+            Some(never) => {
+                let _ = deadline;
+                match *never {}
+            }
         }
+    }
+
+    /// Whether it is a TLS stream (its bytes on the wire are ciphertext:
+    /// they cannot be moved between sockets as they are, e.g. spliced).
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, Socket::Tcp(_))
+    }
+}
+
+/// `fut`, failing with a timeout in `phase` past `deadline` (if any).
+async fn by<T>(
+    deadline: Option<Instant>,
+    phase: TimeoutPhase,
+    fut: impl std::future::Future<Output = Result<T, TransportError>>,
+) -> Result<T, TransportError> {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d, fut)
+            .await
+            .unwrap_or(Err(TransportError::Timeout { phase })),
+        None => fut.await,
     }
 }
 
