@@ -95,6 +95,15 @@ fn vec_i64(c: &mut Criterion) {
     g.bench_function("to_value/1e6", |b| {
         b.iter(|| black_box(to_value(black_box(&ints)).unwrap()))
     });
+    // The floor of the pair: two fresh vectors of N integers, each written
+    // once (what `to_value` and `from_value` must at least produce).
+    g.bench_function("floor_two_fresh_vecs/1e6", |b| {
+        b.iter(|| {
+            let first: Vec<i64> = black_box(&ints.xs).to_vec();
+            let second: Vec<i64> = black_box(&first).to_vec();
+            black_box((first, second))
+        })
+    });
     let v = to_value(&ints).unwrap();
     assert!(
         v.get("xs").and_then(Value::as_int_array).is_some(),
