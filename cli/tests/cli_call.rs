@@ -19,9 +19,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_framewire");
 /// Every `framewire call` here finishes in well under this.
 const CALL_GUARD: Duration = Duration::from_secs(60);
 
-/// Time a Python scheduler gets to come up (a loaded CI machine is slow).
-const STARTUP: Duration = Duration::from_secs(90);
-
 // ---- helpers -------------------------------------------------------------------
 
 #[path = "support/procs.rs"]
@@ -30,24 +27,7 @@ use procs::{spawn_framewire, Daemon, TempDir};
 
 /// A real `dask scheduler` on 127.0.0.1, any free port, no dashboard.
 fn start_scheduler(dir: &Path) -> (Daemon, String) {
-    let mut cmd = Command::new(dask_python::python());
-    cmd.args([
-        "-m",
-        "distributed.cli.dask_scheduler",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--no-dashboard",
-    ]);
-    let mut scheduler = Daemon::start("scheduler", &mut cmd, dir);
-    let address = scheduler.wait_for(STARTUP, |log| {
-        let line = log.lines().find(|l| l.contains("Scheduler at:"))?;
-        line.split_whitespace()
-            .find(|w| w.starts_with("tcp://"))
-            .map(str::to_owned)
-    });
-    (scheduler, address)
+    procs::dask_scheduler(&dask_python::python(), dir, "scheduler", &[] as &[&str])
 }
 
 /// Runs `framewire ARGS` with `stdin`, killing it after [`CALL_GUARD`].

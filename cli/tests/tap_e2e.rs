@@ -17,9 +17,6 @@ use serde_json::Value as Json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_framewire");
 
-/// Time a Python process gets to come up (a loaded CI machine is slow).
-const STARTUP: Duration = Duration::from_secs(90);
-
 /// Time the client script gets for its whole graph.
 const CLIENT_GUARD: Duration = Duration::from_secs(180);
 
@@ -27,15 +24,7 @@ const CLIENT_GUARD: Duration = Duration::from_secs(180);
 
 #[path = "support/procs.rs"]
 mod procs;
-use procs::{Daemon, TempDir};
-
-/// The first `tcp://...` word on the first line containing `marker`.
-fn address_after(log: &str, marker: &str) -> Option<String> {
-    let line = log.lines().find(|l| l.contains(marker))?;
-    line.split_whitespace()
-        .find(|w| w.starts_with("tcp://"))
-        .map(str::to_owned)
-}
+use procs::{Daemon, TempDir, STARTUP};
 
 /// One parsed message line of the tap's log.
 #[derive(Debug)]
@@ -81,20 +70,8 @@ fn dask_cluster_works_through_the_tap() {
     let python = dask_python::python();
     let dir = TempDir::new("tap");
 
-    let mut scheduler = Daemon::start(
-        "scheduler",
-        Command::new(&python).args([
-            "-m",
-            "distributed.cli.dask_scheduler",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--no-dashboard",
-        ]),
-        &dir.0,
-    );
-    let sched_addr = scheduler.wait_for(STARTUP, |log| address_after(log, "Scheduler at:"));
+    let (scheduler, sched_addr) =
+        procs::dask_scheduler(&python, &dir.0, "scheduler", &[] as &[&str]);
 
     // One worker process (no nanny, so that killing it leaves nothing
     // behind), straight to the scheduler.

@@ -33,11 +33,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use procs::{Daemon, TempDir};
+use procs::{Daemon, TempDir, STARTUP};
 use serde_json::Value as Json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_framewire");
-const STARTUP: Duration = Duration::from_secs(90);
 const CLIENT_GUARD: Duration = Duration::from_secs(180);
 
 fn flags(prefix: &str, ca: &Path, cert: &Path, key: &Path) -> Vec<String> {
@@ -45,14 +44,6 @@ fn flags(prefix: &str, ca: &Path, cert: &Path, key: &Path) -> Vec<String> {
         .iter()
         .flat_map(|(f, p)| [format!("--{prefix}tls-{f}"), p.display().to_string()])
         .collect()
-}
-
-/// The first `tls://...` word on the first line containing `marker`.
-fn tls_address_after(log: &str, marker: &str) -> Option<String> {
-    let line = log.lines().find(|l| l.contains(marker))?;
-    line.split_whitespace()
-        .find(|w| w.starts_with("tls://"))
-        .map(str::to_owned)
 }
 
 /// A tap, and the `HOST:PORT` it listens on.
@@ -279,33 +270,12 @@ fn tls_cluster_through_taps_and_refusals() {
     let good = flags("", &c.ca(), &c.cert(), &c.key());
 
     // A TLS scheduler and worker, as Dask's flags make them.
-    let mut sched = Daemon::start(
-        "scheduler",
-        Command::new(&python)
-            .args([
-                "-m",
-                "distributed.cli.dask_scheduler",
-                "--host",
-                "127.0.0.1",
-            ])
-            .args(["--port", "0", "--no-dashboard", "--protocol", "tls"])
-            .args(&good),
-        &dir.0,
-    );
+    let mut tls_args = vec!["--protocol".to_owned(), "tls".to_owned()];
+    tls_args.extend(good.iter().cloned());
+    let (mut sched, sched_addr) = procs::dask_scheduler(&python, &dir.0, "scheduler", &tls_args);
     // And a plaintext one, for a tap that takes TLS in and speaks tcp out.
-    let mut plain_sched = Daemon::start(
-        "plain-scheduler",
-        Command::new(&python)
-            .args([
-                "-m",
-                "distributed.cli.dask_scheduler",
-                "--host",
-                "127.0.0.1",
-            ])
-            .args(["--port", "0", "--no-dashboard"]),
-        &dir.0,
-    );
-    let sched_addr = sched.wait_for(STARTUP, |log| tls_address_after(log, "Scheduler at:"));
+    let (_plain_sched, plain_addr) =
+        procs::dask_scheduler(&python, &dir.0, "plain-scheduler", &[] as &[&str]);
     let mut worker = Daemon::start(
         "worker",
         Command::new(&python)
@@ -430,12 +400,6 @@ fn tls_cluster_through_taps_and_refusals() {
     );
 
     // ---- TLS in, tcp out --------------------------------------------------------
-    let plain_addr = plain_sched.wait_for(STARTUP, |log| {
-        let line = log.lines().find(|l| l.contains("Scheduler at:"))?;
-        line.split_whitespace()
-            .find(|w| w.starts_with("tcp://"))
-            .map(str::to_owned)
-    });
     let reverse_args: Vec<String> = ["--listen", "tls://127.0.0.1:0", "--upstream", &plain_addr]
         .map(str::to_owned)
         .into_iter()

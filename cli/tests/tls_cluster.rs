@@ -19,15 +19,6 @@ use procs::{Daemon, TempDir};
 use serde_json::Value as Json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_framewire");
-const STARTUP: Duration = Duration::from_secs(90);
-
-/// The first `scheme://...` word on the first line containing `marker`.
-fn address_after(log: &str, marker: &str, scheme: &str) -> Option<String> {
-    let line = log.lines().find(|l| l.contains(marker))?;
-    line.split_whitespace()
-        .find(|w| w.starts_with(scheme))
-        .map(str::to_owned)
-}
 
 fn tls_flags(ca: &std::path::Path, cert: &std::path::Path, key: &std::path::Path) -> Vec<String> {
     [
@@ -63,32 +54,14 @@ fn scheduler(
     dir: &TempDir,
     tls: Option<&certs::Certs>,
 ) -> (Daemon, String) {
-    let mut cmd = Command::new(python);
-    cmd.args([
-        "-m",
-        "distributed.cli.dask_scheduler",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--no-dashboard",
-    ]);
-    let scheme = match tls {
+    match tls {
         Some(c) => {
-            cmd.args(["--protocol", "tls"])
-                .args(tls_flags(&c.ca(), &c.cert(), &c.key()));
-            "tls://"
+            let mut args = vec!["--protocol".to_owned(), "tls".to_owned()];
+            args.extend(tls_flags(&c.ca(), &c.cert(), &c.key()));
+            procs::dask_scheduler(python, &dir.0, "tls-scheduler", &args)
         }
-        None => "tcp://",
-    };
-    let name = if tls.is_some() {
-        "tls-scheduler"
-    } else {
-        "scheduler"
-    };
-    let mut daemon = Daemon::start(name, &mut cmd, &dir.0);
-    let address = daemon.wait_for(STARTUP, |log| address_after(log, "Scheduler at:", scheme));
-    (daemon, address)
+        None => procs::dask_scheduler(python, &dir.0, "scheduler", &[] as &[&str]),
+    }
 }
 
 #[test]

@@ -122,3 +122,34 @@ impl Drop for Daemon {
         let _ = self.child.wait();
     }
 }
+
+/// Time a Python process gets to come up (a loaded CI machine is slow).
+pub const STARTUP: Duration = Duration::from_secs(90);
+
+/// The first `tcp://` or `tls://` word of the first log line containing
+/// `marker`.
+pub fn address_after(log: &str, marker: &str) -> Option<String> {
+    let line = log.lines().find(|l| l.contains(marker))?;
+    line.split_whitespace()
+        .find(|w| w.starts_with("tcp://") || w.starts_with("tls://"))
+        .map(str::to_owned)
+}
+
+/// A real `dask scheduler` on 127.0.0.1 (any free port, no dashboard) with
+/// `args` added (`--protocol tls` and Dask's TLS flags, for instance), its
+/// log `dir/<name>.log`; returns it once it has printed its address, and
+/// that address.
+pub fn dask_scheduler<S: AsRef<std::ffi::OsStr>>(
+    python: &Path,
+    dir: &Path,
+    name: &str,
+    args: &[S],
+) -> (Daemon, String) {
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "distributed.cli.dask_scheduler"])
+        .args(["--host", "127.0.0.1", "--port", "0", "--no-dashboard"])
+        .args(args);
+    let mut scheduler = Daemon::start(name, &mut cmd, dir);
+    let address = scheduler.wait_for(STARTUP, |log| address_after(log, "Scheduler at:"));
+    (scheduler, address)
+}
