@@ -170,20 +170,7 @@ fn dask_cluster_works_through_the_tap() {
 
     // The client closed its connections: wait (bounded) until the tap has
     // logged a close for every connection it opened.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let log = loop {
-        let log = std::fs::read_to_string(&tap_log).unwrap_or_default();
-        let opened = log.lines().filter(|l| l.contains(" open client=")).count();
-        let closed = log.lines().filter(|l| l.contains(" closed")).count();
-        if opened > 0 && opened == closed {
-            break log;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{opened} connections opened, {closed} closed; tap log:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let log = procs::wait_all_closed(&tap_log);
     assert!(tap.is_running(), "the tap keeps listening: {}", tap.log());
 
     // ---- the log ----

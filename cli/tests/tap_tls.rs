@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use procs::{Daemon, TempDir, STARTUP};
+use procs::{wait_all_closed, Daemon, TempDir, STARTUP};
 use serde_json::Value as Json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_framewire");
@@ -83,24 +83,6 @@ fn wait_log(path: &Path, needle: &str, n: usize) -> String {
         }
         assert!(Instant::now() < deadline, "waiting for {needle:?}:\n{log}");
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits (bounded) until every connection the tap opened is closed.
-fn wait_all_closed(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let log = read(path);
-        let opened = log.lines().filter(|l| l.contains(" open client=")).count();
-        let closed = log.lines().filter(|l| l.contains(" closed")).count();
-        if opened > 0 && opened == closed {
-            return log;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{opened} connections opened, {closed} closed:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

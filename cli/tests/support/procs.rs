@@ -153,3 +153,22 @@ pub fn dask_scheduler<S: AsRef<std::ffi::OsStr>>(
     let address = scheduler.wait_for(STARTUP, |log| address_after(log, "Scheduler at:"));
     (scheduler, address)
 }
+
+/// Waits (bounded) until a tap's log at `path` has a close line for every
+/// connection it opened; returns the log.
+pub fn wait_all_closed(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        let opened = log.lines().filter(|l| l.contains(" open client=")).count();
+        let closed = log.lines().filter(|l| l.contains(" closed")).count();
+        if opened > 0 && opened == closed {
+            return log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{opened} connections opened, {closed} closed; the tap's log:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
