@@ -15,7 +15,9 @@ use crate::error::EncodeError;
 use crate::message::{self, HeaderRules};
 use crate::msgpack;
 use crate::protocol::DecodeError;
-use crate::transport::{Connection, ConnectionBuilder, HandshakeOptions, Socket, TransportError};
+use crate::transport::{
+    decode_msg, Connection, ConnectionBuilder, HandshakeOptions, Socket, TransportError,
+};
 use crate::typed;
 use crate::value::Value;
 
@@ -159,25 +161,24 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
     /// Sends `request` (with `"reply": true`) and reads the reply into `R`
     /// (`Value` for any reply, `()` for nil). Both ways go the direct path
     /// ([`to_frames`](crate::typed::to_frames),
-    /// [`from_frames`](crate::typed::from_frames)); a reply that may be an
-    /// error reply, or that a pass-through session reads (its blocks kept as
-    /// they came), is read as a `Value` first.
+    /// [`from_frames`](crate::typed::from_frames)) as the session reads
+    /// typed messages ([`Connection::recv_msg`]); a reply that may be an
+    /// error reply is read as a `Value` first.
     pub async fn call<Q: Serialize + ?Sized, R: DeserializeOwned>(
         &mut self,
         request: &Q,
     ) -> Result<R, RpcError> {
         self.send_request(request, true).await?;
         let env = self.conn.recv().await.ok_or(RpcError::Closed)??;
-        if self.conn.session().deserializes_blocks() && !may_be_error_reply(&env.frames()[0]) {
-            let opts = self.conn.session().deserialize_options(&env);
-            return match typed::from_frames(env.frames(), &opts) {
+        if !may_be_error_reply(&env.frames()[0]) {
+            return match decode_msg(&env, self.conn.session()) {
                 Ok(reply) => Ok(reply),
                 // The reply does not fit `R`.
-                Err(e @ DecodeError::Field { .. }) => Err(e.into()),
+                Err(TransportError::Decode(e @ DecodeError::Field { .. })) => Err(e.into()),
                 // The message itself is bad: the connection is out of sync.
                 Err(e) => {
                     self.conn.poison();
-                    Err(TransportError::Decode(e).into())
+                    Err(e.into())
                 }
             };
         }

@@ -908,7 +908,7 @@ fn encode_msg<M: serde::Serialize + ?Sized>(
 /// its receive buffers (through [`decode_value`] when the session is
 /// pass-through).
 #[cfg(feature = "serde")]
-fn decode_msg<M: serde::de::DeserializeOwned>(
+pub(crate) fn decode_msg<M: serde::de::DeserializeOwned>(
     env: &Envelope,
     session: &Session,
 ) -> Result<M, TransportError> {

@@ -64,6 +64,8 @@ use bytes::BytesMut;
 
 pub use checksum::ChecksumError;
 pub use codec::{FrameCodec, FrameCodecBuilder};
+#[cfg(feature = "serde")]
+pub(crate) use conn::decode_msg;
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
 pub use error::{HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
