@@ -130,19 +130,10 @@ fn dask_cluster_works_through_the_tap() {
             .arg(format!("tcp://{tap_addr}")),
         &dir.0,
     );
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = client.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < CLIENT_GUARD,
-            "the client hung; its log:\n{}\ntap log:\n{}",
-            client.log(),
-            std::fs::read_to_string(&tap_log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = client.wait_exit(CLIENT_GUARD, || {
+        let tap = std::fs::read_to_string(&tap_log).unwrap_or_default();
+        format!("tap log:\n{tap}")
+    });
     let client_out = client.log();
     let result: Json = client_out
         .lines()

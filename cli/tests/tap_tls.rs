@@ -98,19 +98,10 @@ fn num(line: &str, key: &str) -> u64 {
 
 /// Waits for a client script; returns its exit status and output.
 fn finish(client: &mut Daemon, logs: &[&Path]) -> (ExitStatus, String) {
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = client.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < CLIENT_GUARD,
-            "the client hung; its log:\n{}\ntap logs:\n{}",
-            client.log(),
-            logs.iter().map(|p| read(p)).collect::<Vec<_>>().join("\n")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = client.wait_exit(CLIENT_GUARD, || {
+        let logs: Vec<String> = logs.iter().map(|p| read(p)).collect();
+        format!("tap logs:\n{}", logs.join("\n"))
+    });
     (status, client.log())
 }
 

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The repository's root, where the captures and the Python scripts the
@@ -106,6 +106,26 @@ impl Daemon {
                 started.elapsed() < timeout,
                 "{}: nothing expected in the log after {timeout:?}; the log:\n{log}",
                 self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the process to exit; panics (with its log and `context`,
+    /// the logs of the processes it talks to) if it is still running after
+    /// `guard`.
+    pub fn wait_exit(&mut self, guard: Duration, context: impl Fn() -> String) -> ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < guard,
+                "{} hung; its log:\n{}\n{}",
+                self.name,
+                self.log(),
+                context()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
