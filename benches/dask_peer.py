@@ -387,79 +387,68 @@ class Peer:
         return report
 
 
-def rss_recv():
+def serve_one_comm(handle, address="tcp://127.0.0.1:0", **listen_args):
+    """The receiving process of a two-process row: listens on `address`,
+    prints its contact address, runs `handle` on the first comm and returns
+    once it is done."""
     async def main():
         done = asyncio.Event()
 
-        async def handle(comm):
-            rss_before, hwm_before = rss_and_hwm()
-            msg = await comm.read()
-            payload = int(msg["data"].nbytes)
-            rss_after, hwm_after = rss_and_hwm()
-            print(json.dumps({"rss_before": rss_before, "hwm_before": hwm_before,
-                              "rss_after": rss_after, "hwm_after": hwm_after,
-                              "payload": payload, "deserialized": True}), flush=True)
-            del msg
-            await comm.write("ok")
-            await comm.close()
-            done.set()
+        async def handle_then_stop(comm):
+            try:
+                await handle(comm)
+            finally:
+                done.set()
 
-        listener = listen("tcp://127.0.0.1:0", handle, deserialize=True)
+        listener = listen(address, handle_then_stop, deserialize=True, **listen_args)
         await listener.start()
         print(listener.contact_address, flush=True)
         await done.wait()
         listener.stop()
 
     asyncio.run(main())
+
+
+def rss_recv():
+    async def handle(comm):
+        rss_before, hwm_before = rss_and_hwm()
+        msg = await comm.read()
+        payload = int(msg["data"].nbytes)
+        rss_after, hwm_after = rss_and_hwm()
+        print(json.dumps({"rss_before": rss_before, "hwm_before": hwm_before,
+                          "rss_after": rss_after, "hwm_after": hwm_after,
+                          "payload": payload, "deserialized": True}), flush=True)
+        del msg
+        await comm.write("ok")
+        await comm.close()
+
+    serve_one_comm(handle)
 
 
 def peer_recv(count):
     """Receives 1 + count messages on one comm, "ok" after the first and the last."""
-    async def main():
-        done = asyncio.Event()
+    async def handle(comm):
+        await comm.read()
+        await comm.write("ok")
+        for _ in range(count):
+            await comm.read()
+        await comm.write("ok")
+        await comm.close()
 
-        async def handle(comm):
-            try:
-                await comm.read()
-                await comm.write("ok")
-                for _ in range(count):
-                    await comm.read()
-                await comm.write("ok")
-                await comm.close()
-            finally:
-                done.set()
-
-        listener = listen("tcp://127.0.0.1:0", handle, deserialize=True)
-        await listener.start()
-        print(listener.contact_address, flush=True)
-        await done.wait()
-        listener.stop()
-
-    asyncio.run(main())
+    serve_one_comm(handle)
 
 
 def peer_pong():
     """Answers every "ping" with "pong" on one comm until it closes."""
-    async def main():
-        done = asyncio.Event()
+    async def handle(comm):
+        try:
+            while True:
+                if await comm.read() == "ping":
+                    await comm.write("pong")
+        except CommClosedError:
+            pass
 
-        async def handle(comm):
-            try:
-                while True:
-                    if await comm.read() == "ping":
-                        await comm.write("pong")
-            except CommClosedError:
-                pass
-            finally:
-                done.set()
-
-        listener = listen("tcp://127.0.0.1:0", handle, deserialize=True)
-        await listener.start()
-        print(listener.contact_address, flush=True)
-        await done.wait()
-        listener.stop()
-
-    asyncio.run(main())
+    serve_one_comm(handle)
 
 
 def security_args(certs):
@@ -477,28 +466,17 @@ def security_args(certs):
 def wire_recv(scheme, certs):
     listen_args, _ = security_args(certs)
 
-    async def main():
-        done = asyncio.Event()
+    async def handle(comm):
+        try:
+            while True:
+                msg = await comm.read()
+                assert isinstance(msg["data"], np.ndarray)
+                if msg["last"]:
+                    await comm.write("ok")
+        except CommClosedError:
+            pass
 
-        async def handle(comm):
-            try:
-                while True:
-                    msg = await comm.read()
-                    assert isinstance(msg["data"], np.ndarray)
-                    if msg["last"]:
-                        await comm.write("ok")
-            except CommClosedError:
-                pass
-            finally:
-                done.set()
-
-        listener = listen(f"{scheme}://127.0.0.1:0", handle, deserialize=True, **listen_args)
-        await listener.start()
-        print(listener.contact_address, flush=True)
-        await done.wait()
-        listener.stop()
-
-    asyncio.run(main())
+    serve_one_comm(handle, f"{scheme}://127.0.0.1:0", **listen_args)
 
 
 def serve():
