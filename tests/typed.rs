@@ -514,6 +514,70 @@ fn integer_vectors_are_packed() {
     assert_eq!(mixed, Value::Array(vec![1.into(), Value::str("a")]));
 }
 
+/// Every kind of item in a sequence is the value it is on its own, whether
+/// it comes while the items are still packed or after: integers of every
+/// width, integers outside `i64`, options, strings, bins, nested sequences,
+/// maps, structs, blocks and dynamic values.
+#[test]
+fn sequence_items_are_the_values_they_are_alone() {
+    #[derive(Serialize, Clone)]
+    #[serde(untagged)]
+    enum Item {
+        I8(i8),
+        U64(u64),
+        U128(u128),
+        Opt(Option<i16>),
+        S(String),
+        B(Bin),
+        L(Vec<i32>),
+        M(BTreeMap<String, u8>),
+        St { x: u32 },
+        Blk(Block),
+        V(Value),
+    }
+    let items = vec![
+        Item::I8(-3),
+        Item::U64(7),
+        Item::U128(5),
+        Item::Opt(Some(-9)),
+        Item::Opt(None),
+        Item::U64(u64::MAX),
+        Item::U128(u128::from(u64::MAX)),
+        Item::S("s".into()),
+        Item::B(Bin::from(&b"raw"[..])),
+        Item::L(vec![1, 2]),
+        Item::M(BTreeMap::from([("k".to_string(), 1)])),
+        Item::St { x: 4 },
+        Item::Blk(block(false)),
+        Item::V(Value::from(11u8)),
+        Item::V(Value::str("v")),
+    ];
+    let alone = |it: &Item| to_value(it).unwrap();
+    // Each item first (so that it meets a packed builder), and after a
+    // string (so that it meets an unpacked one), in a Vec and in a tuple.
+    for it in &items {
+        let expected = Value::Array(vec![alone(it), Value::from(1u8)]);
+        assert_eq!(to_value(&vec![it.clone(), Item::I8(1)]).unwrap(), expected);
+        assert_eq!(to_value(&(it.clone(), 1u8)).unwrap(), expected);
+        let expected = Value::Array(vec![Value::str("a"), alone(it)]);
+        assert_eq!(
+            to_value(&vec![Item::S("a".into()), it.clone()]).unwrap(),
+            expected
+        );
+    }
+    assert!(matches!(alone(&items[12]), Value::Serialized(_)));
+    // A long run of integers packs, and unpacks at the first that is not
+    // an `i64`, keeping the ones before it.
+    let mut long: Vec<u64> = (0..40).collect();
+    assert_eq!(
+        to_value(&long).unwrap().as_int_array().map(<[i64]>::len),
+        Some(40)
+    );
+    long.push(u64::MAX);
+    let expected: Vec<Value> = long.iter().map(|&u| Value::from(u)).collect();
+    assert_eq!(to_value(&long).unwrap(), Value::Array(expected));
+}
+
 #[test]
 fn value_is_serde_both_ways_elsewhere_too() {
     // Outside a framewire conversion a Value serializes as its data.

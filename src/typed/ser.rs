@@ -197,45 +197,38 @@ impl SeqBuilder {
         SeqBuilder::Ints(Vec::with_capacity(len))
     }
 
-    // Inlined, and the integer arm moves its value out, so that a `Vec<i64>`
-    // costs a push per item: no call, no drop of a `Value`.
-    #[inline(always)]
-    fn push(&mut self, v: Value) {
-        if let (SeqBuilder::Ints(ints), Value::Int(i)) = (&mut *self, &v) {
-            if let Some(i) = i.as_i64() {
-                ints.push(i);
-                // An integer owns nothing: no drop to run.
-                std::mem::forget(v);
-                return;
-            }
-        }
-        match self {
-            SeqBuilder::Values(items) => items.push(v),
-            SeqBuilder::Ints(_) => self.unpack(v),
-        }
-    }
-
     /// The first item that is not an `i64`: the packed items become values.
     #[cold]
     fn unpack(&mut self, v: Value) {
-        let SeqBuilder::Ints(ints) = self else {
-            unreachable!("only packed builders unpack")
-        };
-        let mut items: Vec<Value> = ints.drain(..).map(Value::from).collect();
-        items.push(v);
-        *self = SeqBuilder::Values(items);
+        match self {
+            SeqBuilder::Ints(ints) => {
+                let mut items: Vec<Value> = ints.drain(..).map(Value::from).collect();
+                items.push(v);
+                *self = SeqBuilder::Values(items);
+            }
+            SeqBuilder::Values(items) => items.push(v),
+        }
     }
 
     #[inline(always)]
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        let index = match self {
-            SeqBuilder::Ints(i) => i.len(),
-            SeqBuilder::Values(v) => v.len(),
-        };
-        let v = value
-            .serialize(ValueSerializer)
-            .map_err(|e| e.at_index(index))?;
-        self.push(v);
+        match self {
+            SeqBuilder::Ints(ints) => {
+                let index = ints.len();
+                let other = value
+                    .serialize(ItemSerializer(ints))
+                    .map_err(|e| e.at_index(index))?;
+                if let Some(v) = other {
+                    self.unpack(v);
+                }
+            }
+            SeqBuilder::Values(items) => {
+                let v = value
+                    .serialize(ValueSerializer)
+                    .map_err(|e| e.at_index(items.len()))?;
+                items.push(v);
+            }
+        }
         Ok(())
     }
 
@@ -278,6 +271,224 @@ impl ser::SerializeTupleStruct for SeqBuilder {
     }
     fn end(self) -> Result<Value, Error> {
         Ok(self.finish())
+    }
+}
+
+/// Serializes one item of a packed sequence: an integer in `i64`'s range is
+/// pushed where it is (`None`: no `Value` built, none dropped), anything
+/// else is handed back as its `Value` (`Some`), exactly as [`ValueSerializer`]
+/// builds it.
+struct ItemSerializer<'a>(&'a mut Vec<i64>);
+
+impl ItemSerializer<'_> {
+    #[inline(always)]
+    fn int(self, v: i64) -> Result<Option<Value>, Error> {
+        self.0.push(v);
+        Ok(None)
+    }
+
+    /// A value built by [`ValueSerializer`]: pushed if it is an `i64`.
+    fn keep(self, v: Value) -> Result<Option<Value>, Error> {
+        match &v {
+            Value::Int(i) => match i.as_i64() {
+                Some(i) => self.int(i),
+                None => Ok(Some(v)),
+            },
+            _ => Ok(Some(v)),
+        }
+    }
+}
+
+/// A compound item of a packed sequence, built by [`ValueSerializer`]'s
+/// builders and handed back whole.
+struct Whole<B>(B);
+
+macro_rules! delegate_to_value {
+    ($($method:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        fn $method(self, $($arg: $ty),*) -> Result<Option<Value>, Error> {
+            ValueSerializer.$method($($arg),*).map(Some)
+        }
+    )*};
+}
+
+impl<'a> ser::Serializer for ItemSerializer<'a> {
+    type Ok = Option<Value>;
+    type Error = Error;
+    type SerializeSeq = Whole<SeqBuilder>;
+    type SerializeTuple = Whole<SeqBuilder>;
+    type SerializeTupleStruct = Whole<SeqBuilder>;
+    type SerializeTupleVariant = Whole<VariantBuilder<SeqBuilder>>;
+    type SerializeMap = Whole<MapBuilder>;
+    type SerializeStruct = Whole<StructBuilder>;
+    type SerializeStructVariant = Whole<VariantBuilder<StructBuilder>>;
+
+    fn is_human_readable(&self) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn serialize_i8(self, v: i8) -> Result<Option<Value>, Error> {
+        self.int(v.into())
+    }
+    #[inline(always)]
+    fn serialize_i16(self, v: i16) -> Result<Option<Value>, Error> {
+        self.int(v.into())
+    }
+    #[inline(always)]
+    fn serialize_i32(self, v: i32) -> Result<Option<Value>, Error> {
+        self.int(v.into())
+    }
+    #[inline(always)]
+    fn serialize_i64(self, v: i64) -> Result<Option<Value>, Error> {
+        self.int(v)
+    }
+    #[inline(always)]
+    fn serialize_u8(self, v: u8) -> Result<Option<Value>, Error> {
+        self.int(v.into())
+    }
+    #[inline(always)]
+    fn serialize_u16(self, v: u16) -> Result<Option<Value>, Error> {
+        self.int(v.into())
+    }
+    #[inline(always)]
+    fn serialize_u32(self, v: u32) -> Result<Option<Value>, Error> {
+        self.int(v.into())
+    }
+    #[inline(always)]
+    fn serialize_u64(self, v: u64) -> Result<Option<Value>, Error> {
+        match i64::try_from(v) {
+            Ok(v) => self.int(v),
+            Err(_) => Ok(Some(Value::from(v))),
+        }
+    }
+    fn serialize_i128(self, v: i128) -> Result<Option<Value>, Error> {
+        let v = ValueSerializer.serialize_i128(v)?;
+        self.keep(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result<Option<Value>, Error> {
+        let v = ValueSerializer.serialize_u128(v)?;
+        self.keep(v)
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<Option<Value>, Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        name: &'static str,
+        value: &T,
+    ) -> Result<Option<Value>, Error> {
+        if name == MAGIC {
+            let v = ValueSerializer.serialize_newtype_struct(name, value)?;
+            return self.keep(v);
+        }
+        value.serialize(self)
+    }
+
+    delegate_to_value! {
+        serialize_bool(v: bool);
+        serialize_f32(v: f32);
+        serialize_f64(v: f64);
+        serialize_char(v: char);
+        serialize_str(v: &str);
+        serialize_bytes(v: &[u8]);
+        serialize_none();
+        serialize_unit();
+        serialize_unit_struct(name: &'static str);
+        serialize_unit_variant(name: &'static str, index: u32, variant: &'static str);
+    }
+
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        name: &'static str,
+        index: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<Option<Value>, Error> {
+        ValueSerializer
+            .serialize_newtype_variant(name, index, variant, value)
+            .map(Some)
+    }
+    fn serialize_seq(self, len: Option<usize>) -> Result<Whole<SeqBuilder>, Error> {
+        ValueSerializer.serialize_seq(len).map(Whole)
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Whole<SeqBuilder>, Error> {
+        ValueSerializer.serialize_tuple(len).map(Whole)
+    }
+    fn serialize_tuple_struct(
+        self,
+        name: &'static str,
+        len: usize,
+    ) -> Result<Whole<SeqBuilder>, Error> {
+        ValueSerializer.serialize_tuple_struct(name, len).map(Whole)
+    }
+    fn serialize_tuple_variant(
+        self,
+        name: &'static str,
+        index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Whole<VariantBuilder<SeqBuilder>>, Error> {
+        ValueSerializer
+            .serialize_tuple_variant(name, index, variant, len)
+            .map(Whole)
+    }
+    fn serialize_map(self, len: Option<usize>) -> Result<Whole<MapBuilder>, Error> {
+        ValueSerializer.serialize_map(len).map(Whole)
+    }
+    fn serialize_struct(
+        self,
+        name: &'static str,
+        len: usize,
+    ) -> Result<Whole<StructBuilder>, Error> {
+        ValueSerializer.serialize_struct(name, len).map(Whole)
+    }
+    fn serialize_struct_variant(
+        self,
+        name: &'static str,
+        index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Whole<VariantBuilder<StructBuilder>>, Error> {
+        ValueSerializer
+            .serialize_struct_variant(name, index, variant, len)
+            .map(Whole)
+    }
+}
+
+/// `Whole` forwards a compound trait's calls to the builder it wraps.
+macro_rules! whole {
+    ($trait:ident for $builder:ty { $($method:ident($($arg:ident: $ty:ty),*);)* }) => {
+        impl ser::$trait for Whole<$builder> {
+            type Ok = Option<Value>;
+            type Error = Error;
+            $(fn $method<T: Serialize + ?Sized>(&mut self, $($arg: $ty,)* value: &T) -> Result<(), Error> {
+                ser::$trait::$method(&mut self.0, $($arg,)* value)
+            })*
+            fn end(self) -> Result<Option<Value>, Error> {
+                ser::$trait::end(self.0).map(Some)
+            }
+        }
+    };
+}
+
+whole!(SerializeSeq for SeqBuilder { serialize_element(); });
+whole!(SerializeTuple for SeqBuilder { serialize_element(); });
+whole!(SerializeTupleStruct for SeqBuilder { serialize_field(); });
+whole!(SerializeTupleVariant for VariantBuilder<SeqBuilder> { serialize_field(); });
+whole!(SerializeStruct for StructBuilder { serialize_field(key: &'static str); });
+whole!(SerializeStructVariant for VariantBuilder<StructBuilder> { serialize_field(key: &'static str); });
+
+impl ser::SerializeMap for Whole<MapBuilder> {
+    type Ok = Option<Value>;
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        ser::SerializeMap::serialize_key(&mut self.0, key)
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        ser::SerializeMap::serialize_value(&mut self.0, value)
+    }
+    fn end(self) -> Result<Option<Value>, Error> {
+        ser::SerializeMap::end(self.0).map(Some)
     }
 }
 
