@@ -86,6 +86,10 @@ fn vec_i64(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("typed/vec_i64");
     g.throughput(Throughput::Elements(N as u64));
+    // Back to back, the pair frees 16 MB a round, which glibc's default
+    // trim threshold (twice the largest freed mapping) hands back to the
+    // kernel, so every round faults it in again; run with
+    // MALLOC_TOP_PAD_=67108864 to see the pair without those faults.
     g.bench_function("to_value+from_value/1e6", |b| {
         b.iter(|| {
             let v: Value = to_value(black_box(&ints)).unwrap();
