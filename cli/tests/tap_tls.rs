@@ -12,8 +12,8 @@
 //! Python (`tests/dask/tap_client.py`), their logs complete, every
 //! connection copied (`spliced=0`: the kernel only sees ciphertext).
 //! Then the refusals at the TLS tap's door, one log line each and nothing
-//! relayed: a client without a certificate, one from another CA,
-//! plaintext, and a handshake that stalls (refused at the deadline while a
+//! relayed: a client without a certificate, one from another CA, an
+//! expired one, plaintext, and a handshake that stalls (refused at the deadline while a
 //! good client is relayed). A TLS upstream that refuses the tap's
 //! certificate: one error line for that connection. And the reverse mix: TLS clients relayed to a
 //! plaintext scheduler (`framewire call` through it). The test fails, never
@@ -322,11 +322,17 @@ fn tls_cluster_through_taps_and_refusals() {
     assert!(!ok, "another CA's certificate got through: {out}");
     assert_eq!(err.lines().count(), 1, "{err}");
     wait_log(&tap_log, " error accepting client=", 2);
-    // 3. Plaintext to the TLS listener.
+    // 3. A certificate the CA signed, expired yesterday.
+    let expired = flags("", &c.ca(), &c.expired_cert(), &c.expired_key());
+    let (ok, out, err) = call(&expired, &format!("tls://{tap_addr}"));
+    assert!(!ok, "an expired certificate got through: {out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    wait_log(&tap_log, " error accepting client=", 3);
+    // 4. Plaintext to the TLS listener.
     let (ok, out, err) = call(&[], &format!("tcp://{tap_addr}"));
     assert!(!ok, "plaintext got through: {out}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    let log = wait_log(&tap_log, " error accepting client=", 3);
+    let log = wait_log(&tap_log, " error accepting client=", 4);
     // Then a good client, relayed.
     let (ok, out, err) = call(&good, &format!("tls://{tap_addr}"));
     assert!(ok, "after the refusals: {err}\n{}", read(&tap_log));
@@ -343,10 +349,11 @@ fn tls_cluster_through_taps_and_refusals() {
         .copied()
         .filter(|l| l.contains(" error"))
         .collect();
-    assert_eq!(errors.len(), 3, "{}", new.join("\n"));
+    assert_eq!(errors.len(), 4, "{}", new.join("\n"));
     for (line, reason) in errors.iter().zip([
         "peer sent no certificates",
         "UnknownIssuer",
+        "certificate expired",
         "TLS handshake failed",
     ]) {
         assert!(line.contains(reason), "{reason:?} not in {line}");
