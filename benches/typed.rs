@@ -108,6 +108,20 @@ fn vec_i64(c: &mut Criterion) {
             black_box((first, second))
         })
     });
+    // The same floor in the pair's allocation pattern: the second vector
+    // grown by pushes from serde's cautious capacity (1 MiB), as `Vec`'s
+    // `Deserialize` grows it, and the first freed before the second.
+    g.bench_function("floor_two_vecs_serde_growth/1e6", |b| {
+        b.iter(|| {
+            let first: Vec<i64> = black_box(&ints.xs).to_vec();
+            let mut second: Vec<i64> = Vec::with_capacity((1 << 20) / 8);
+            for &x in black_box(&first).iter() {
+                second.push(x);
+            }
+            drop(first);
+            black_box(second)
+        })
+    });
     let v = to_value(&ints).unwrap();
     assert!(
         v.get("xs").and_then(Value::as_int_array).is_some(),
