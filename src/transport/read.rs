@@ -31,9 +31,10 @@
 //! whole buffer, as with any `Bytes` slice; buffers over
 //! `max_recycled_buffer`, 1 GiB by default, are never kept.) Measured with
 //! 64 MiB messages over loopback TCP, two processes (`scripts/bench-compare
-//! --only transport`): recycling runs at the speed of plain reads into one
-//! reused buffer; a fresh buffer per message is markedly slower (page
-//! faults: BENCHMARKS.md has the figures).
+//! --only transport`): recycling runs at least at the speed of plain reads
+//! into one reused buffer (faster, with reads of [`LARGE_READ`] bytes); a
+//! fresh buffer per message is markedly slower (page faults: BENCHMARKS.md
+//! has the figures).
 //!
 //! All state lives in the struct: dropping a `recv` future loses nothing.
 
