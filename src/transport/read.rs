@@ -505,8 +505,7 @@ fn fill<R: AsyncRead + Unpin>(
 
 /// One read into a large buffer, of at most [`LARGE_READ`] bytes and never
 /// past the `need` bytes that remain of its run (the next bytes belong to
-/// another buffer); adds to `relocated`
-/// what growing the buffer moved.
+/// another buffer); adds to `relocated` what growing the buffer moved.
 #[allow(clippy::too_many_arguments)]
 fn fill_exact<R: AsyncRead + Unpin>(
     io: &mut R,

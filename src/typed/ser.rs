@@ -197,7 +197,8 @@ impl SeqBuilder {
         SeqBuilder::Ints(Vec::with_capacity(len))
     }
 
-    /// The first item that is not an `i64`: the packed items become values.
+    /// An item that is not an `i64`; the first one turns the packed items
+    /// into values.
     #[cold]
     fn unpack(&mut self, v: Value) {
         match self {
