@@ -19,7 +19,8 @@ dumps + send + recv + loads + deserialize of the same message). Variants that
 move one ready-made frame (framewire's Connection with an Envelope, Framed
 codecs, a raw writev loop) are compared with each other only. The transport and
 small-message rows run each end in its own process, as peers do; the old
-one-process rows are kept as a labelled extra (category `local`).
+one-process rows are kept as a labelled extra (category `local`). Category
+`sizes` (throughput from 32 MiB to 512 MiB messages) runs only when named.
 
 With --baseline-worker (scripts/bench-compare --baseline REV builds one: this
 harness over the library at REV), every framewire cell of the serialize, dumps,
@@ -302,8 +303,36 @@ def plan_typed(run, quick, min_time):
     run.group("typed/task-finished", cells)
 
 
+# The `sizes` category (opt-in): sizes either side of the point where a message
+# and the receiver's buffer stop fitting in the CPU's last-level cache (with
+# 260 MiB of L3, a 64 MiB message and its receive buffer both fit and a 256 MiB
+# one does not; with 32 MiB, none of these sizes fits).
+SWEEP_SIZES = [32 * MIB, 64 * MIB, 128 * MIB, 256 * MIB, 512 * MIB]
+SWEEP_VARIANTS = [("task", "connection_task", "framewire task messages"),
+                  ("connection", "connection", "framewire Connection, Envelope[payload]"),
+                  ("raw_writev", "raw_writev", "raw writev + read_exact into a reused buffer")]
+
+
+def plan_sizes(run, quick, min_time):
+    """Throughput against message size, two processes per side, every size and variant in
+    one group (so each size's ratio to 64 MiB is of the same rounds); about 1 GiB per cell
+    (2 GiB without --quick), at least two messages."""
+    cells = {}
+    for size in SWEEP_SIZES:
+        count = max(2, (1 if quick else 2) * GIB // size)
+        for cell, variant, _ in SWEEP_VARIANTS:
+            cells[f"{cell}@{size}"] = ("rust", {"op": "peer", "variant": variant, "size": size,
+                                                "count": count, "flavor": "2threads"})
+        cells[f"dask@{size}"] = ("python", {"op": "peer", "kind": "ndarray", "size": size, "count": count})
+    run.group("sizes", cells, rounds=run.rounds["transport"])
+    run.reset()
+
+
 PLANS = {"serialize": plan_serialize, "dumps": plan_dumps, "transport": plan_transport,
-         "msgs": plan_msgs, "local": plan_local, "rss": plan_rss, "typed": plan_typed, "wire": plan_wire}
+         "msgs": plan_msgs, "local": plan_local, "rss": plan_rss, "typed": plan_typed, "wire": plan_wire,
+         "sizes": plan_sizes}
+# What runs without --only: all but `sizes` (about three minutes more with --quick).
+DEFAULT_PLANS = [p for p in PLANS if p != "sizes"]
 
 
 # ---- figures ------------------------------------------------------------------------------
@@ -624,6 +653,23 @@ def build_table(groups):
                      fmt_num(median(fw), "MiB"), f"Dask {fmt_num(median(dk), 'MiB')}",
                      f"target ≤ payload + 64 MiB: {verdict(median(fw), 64, False)}",
                      f"fw {spread(fw, 'MiB')}; Dask {spread(dk, 'MiB')}")
+    if "sizes" in g:
+        t.section("Throughput against message size, two processes per side (`--only sizes`)",
+                  "Each variant at each size beside its own 64 MiB figure, same rounds. Where a message and "
+                  "the receiver's buffer fit in the last-level cache, they stay there between messages (the "
+                  "sender resends one payload, the receiver reuses its buffer); larger ones cross memory, "
+                  "so the ratios show the cache as much as the code. `lscpu` gives the cache's size.")
+        c = g["sizes"]
+        for cell, _, label in SWEEP_VARIANTS + [("dask", None, "Python comm")]:
+            base = [gibs(r) for r in c[f"{cell}@{64 * MIB}"]]
+            for size in SWEEP_SIZES:
+                if size != 64 * MIB:
+                    t.pair(f"{label}: {size_label(size)} vs 64 MiB messages", [gibs(r) for r in c[f"{cell}@{size}"]],
+                           base, "GiB/s", True, "peer = its own 64 MiB figure")
+        for size in SWEEP_SIZES:
+            t.pair(f"{size_label(size)}: framewire task messages vs the raw writev loop",
+                   [gibs(r) for r in c[f"task@{size}"]], [gibs(r) for r in c[f"raw_writev@{size}"]], "GiB/s", True,
+                   "peer = the raw loop")
     return t
 
 
@@ -775,7 +821,8 @@ def main():
     ap.add_argument("--baseline-worker", help="a compare worker built over an earlier library (before/after)")
     ap.add_argument("--baseline-rev", default="baseline", help="what the baseline worker was built from")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default=",".join(PLANS), help="categories: " + ",".join(PLANS))
+    ap.add_argument("--only", default=",".join(DEFAULT_PLANS),
+                    help="categories: " + ",".join(PLANS) + " (default: all but sizes)")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--out", default="target/bench-compare")
     ap.add_argument("--plots", default=os.path.join(os.path.dirname(HERE), "docs", "bench"),
