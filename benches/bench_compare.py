@@ -32,6 +32,7 @@ the PNG plots to --plots (default docs/bench, tracked in the repository):
 serialize_per_element.png, transport_throughput.png.
 """
 import argparse
+import glob
 import json
 import os
 import platform
@@ -802,6 +803,9 @@ def environment(python_worker_exe):
             return "?"
 
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    # The largest cache's size: the transport ratios between message sizes depend on it.
+    caches = sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"))
+    llc = open(caches[-1]).read().strip() if caches else "?"
     versions = sh(python_worker_exe, "-c",
                   "import distributed, msgpack, numpy, sys; "
                   "print(f'distributed {distributed.__version__}, msgpack {msgpack.version}, "
@@ -809,7 +813,7 @@ def environment(python_worker_exe):
     dirty = sh("git", "-C", HERE, "status", "--porcelain", "--untracked-files=no")
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "cpu": cpu, "nproc": os.cpu_count(), "loadavg": os.getloadavg(),
+        "cpu": cpu, "llc": llc, "nproc": os.cpu_count(), "loadavg": os.getloadavg(),
         "git": sh("git", "-C", HERE, "rev-parse", "--short", "HEAD") + (" + changes" if dirty else ""),
         "rustc": sh("rustc", "--version"), "python": versions, "platform": platform.platform(),
     }
@@ -878,7 +882,7 @@ def render(env, groups, out_dir, plot_dir):
     quick = env["mode"] == "quick"
     rounds = env["rounds"]
     header = (f"<!-- bench-compare {'--quick' if quick else '(full)'}: {env['date']}, git {env['git']}, "
-              f"{env['nproc']} × {env['cpu']}, load average {env['loadavg'][0]:.1f} → {env['loadavg_end'][0]:.1f}, "
+              f"{env['nproc']} × {env['cpu']}, last-level cache {env.get('llc', '?')}, load average {env['loadavg'][0]:.1f} → {env['loadavg_end'][0]:.1f}, "
               f"rounds: {rounds['default']} (serialize, dumps), {rounds['transport']} (transport, messages), "
               f"{2 if quick else 3} (RSS); wall {env['wall_s']:.0f} s; {env['rustc']}; {env['python']} -->")
     md = header + "\n\n" + build_table(groups).markdown() + "\n"
