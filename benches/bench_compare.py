@@ -659,7 +659,7 @@ def build_table(groups):
                   "Each variant at each size beside its own 64 MiB figure, same rounds. Where a message and "
                   "the receiver's buffer fit in the last-level cache, they stay there between messages (the "
                   "sender resends one payload, the receiver reuses its buffer); larger ones cross memory, "
-                  "so the ratios show the cache as much as the code. `lscpu` gives the cache's size.")
+                  "so the ratios show the cache as much as the code (the header gives its size).")
         c = g["sizes"]
         for cell, _, label in SWEEP_VARIANTS + [("dask", None, "Python comm")]:
             base = [gibs(r) for r in c[f"{cell}@{64 * MIB}"]]
