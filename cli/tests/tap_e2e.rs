@@ -135,29 +135,8 @@ fn dask_cluster_works_through_the_tap() {
         format!("tap log:\n{tap}")
     });
     let client_out = client.log();
-    let result: Json = client_out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
-        .find(|j| j.get("ok").is_some())
-        .unwrap_or_else(|| {
-            panic!(
-                "no result line from the client ({status}):\n{client_out}\nscheduler:\n{}",
-                scheduler.log()
-            )
-        });
-    assert!(status.success(), "{result}\n{client_out}");
-    assert_eq!(result["ok"], true, "{result}");
-    assert_eq!(result["workers"], 1, "{result}");
-    for check in [
-        "scatter_mean",
-        "gather_doubled",
-        "map_sum",
-        "gather_map",
-        "transpose",
-    ] {
-        assert_eq!(result["checks"][check], true, "{check}: {result}");
-    }
-    let scattered = result["scattered_bytes"].as_u64().unwrap();
+    let scheduler_log = format!("scheduler:\n{}", scheduler.log());
+    let scattered = procs::check_tap_client("client", status, &client_out, &scheduler_log);
 
     // The client closed its connections: wait (bounded) until the tap has
     // logged a close for every connection it opened.

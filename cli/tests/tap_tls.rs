@@ -105,28 +105,6 @@ fn finish(client: &mut Daemon, logs: &[&Path]) -> (ExitStatus, String) {
     (status, client.log())
 }
 
-/// The tap_client.py result: every check passed.
-fn check_client(name: &str, status: ExitStatus, out: &str) -> u64 {
-    let result: Json = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
-        .find(|j| j.get("ok").is_some())
-        .unwrap_or_else(|| panic!("{name}: no result line ({status}):\n{out}"));
-    assert!(status.success(), "{name}: {result}\n{out}");
-    assert_eq!(result["ok"], true, "{name}: {result}");
-    assert_eq!(result["workers"], 1, "{name}: {result}");
-    for check in [
-        "scatter_mean",
-        "gather_doubled",
-        "map_sum",
-        "gather_map",
-        "transpose",
-    ] {
-        assert_eq!(result["checks"][check], true, "{name}: {check}: {result}");
-    }
-    result["scattered_bytes"].as_u64().unwrap()
-}
-
 /// A complete log of a client's session: the handshakes first, the
 /// client's ops, the scattered array both ways, no error, every connection
 /// opened with `tls_note` and closed having copied everything.
@@ -294,9 +272,9 @@ fn tls_cluster_through_taps_and_refusals() {
     );
     let logs = [tap_log.as_path(), mixed_log.as_path()];
     let (status, out) = finish(&mut tls_client, &logs);
-    let scattered = check_client("TLS client", status, &out);
+    let scattered = procs::check_tap_client("TLS client", status, &out, "");
     let (status, out) = finish(&mut plain_client, &logs);
-    check_client("plain client", status, &out);
+    procs::check_tap_client("plain client", status, &out, "");
 
     let log = wait_all_closed(&tap_log);
     check_log("tap-tls", &log, " tls=client:TLS13_", scattered);

@@ -319,6 +319,15 @@ fn offers_checksums(frame0: Bytes) -> bool {
     v.get(&key).and_then(Value::as_str) == Some(CHECKSUM_ALGORITHM)
 }
 
+/// A failed accept or connect in a log line: the socket's own words, without
+/// the library's `io error:` prefix.
+fn socket_error(e: TransportError) -> String {
+    match e {
+        TransportError::Io(e) => e.to_string(),
+        e => e.to_string(),
+    }
+}
+
 async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let Shared {
         upstream,
@@ -332,10 +341,7 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
     let mut client = match Socket::accept_within(stream, tls.listen.as_ref(), timeout).await {
         Ok(s) => s,
         Err(e) => {
-            let e = match e {
-                TransportError::Io(e) => e.to_string(),
-                e => e.to_string(),
-            };
+            let e = socket_error(e);
             logger.line(format_args!("conn={id} error accepting client={peer}: {e}"));
             return;
         }
@@ -343,10 +349,7 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
     let mut up = match Socket::connect_within(upstream, tls.upstream.as_ref(), timeout).await {
         Ok(s) => s,
         Err(e) => {
-            let e = match e {
-                TransportError::Io(e) => e.to_string(),
-                e => e.to_string(),
-            };
+            let e = socket_error(e);
             let upstream = match upstream {
                 Address::Tcp(a) => a.clone(),
                 tls => tls.to_string(),

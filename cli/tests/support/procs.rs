@@ -192,3 +192,29 @@ pub fn wait_all_closed(path: &Path) -> String {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Checks the result line of `tests/dask/tap_client.py` (a Python `Client`
+/// run through a tap): it exited cleanly, saw one worker and passed every
+/// check. Returns the bytes it scattered. `context` (a log, say) is shown
+/// when no result line came.
+pub fn check_tap_client(name: &str, status: ExitStatus, out: &str, context: &str) -> u64 {
+    use serde_json::Value as Json;
+    let result: Json = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .find(|j| j.get("ok").is_some())
+        .unwrap_or_else(|| panic!("{name}: no result line ({status}):\n{out}\n{context}"));
+    assert!(status.success(), "{name}: {result}\n{out}");
+    assert_eq!(result["ok"], true, "{name}: {result}");
+    assert_eq!(result["workers"], 1, "{name}: {result}");
+    for check in [
+        "scatter_mean",
+        "gather_doubled",
+        "map_sum",
+        "gather_map",
+        "transpose",
+    ] {
+        assert_eq!(result["checks"][check], true, "{name}: {check}: {result}");
+    }
+    result["scattered_bytes"].as_u64().unwrap()
+}
