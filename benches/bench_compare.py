@@ -143,6 +143,10 @@ def serde_cells(struct, mode, n, min_time, with_dask):
         if n == 1_000_000 and mode != "always":
             # Reading the boxed tuple once: the memory floor of any encoder of it.
             cells["fw_floor"] = ("rust", {"op": "floor", "n": n, "min_time": min_time})
+    if n == 1_000_000 and mode == "always":
+        # Allocating and writing the header, frame list and array one call produces,
+        # nothing else: the fresh-memory floor of this output under the allocator.
+        cells["fw_output_floor"] = ("rust", dict(req, op="output_floor"))
     if with_dask:
         cells["dask"] = ("python", req)
         cells["dask_msgpack"] = ("python", dict(req, serializers="msgpack"))
@@ -490,6 +494,13 @@ def build_table(groups):
             if "fw_floor" in c:
                 floor = [ns_per_elem(r, 1e6) for r in c["fw_floor"]]
                 note += f"; reading the boxed tuple once (the memory floor): {fmt_num(median(floor), 'ns/elem')}"
+            if "fw_output_floor" in c:
+                of = c["fw_output_floor"]
+                floor = [ns_per_elem(r, 1e6) for r in of]
+                above = [ns_per_elem(a, 1e6) - ns_per_elem(b, 1e6) for a, b in zip(c["fw"], of)]
+                note += (f"; allocating and writing this output's header ({of[0]['header_bytes'] / 1e6:.0f} MB), "
+                         f"frame list and array alone (its fresh-memory floor): {fmt_num(median(floor), 'ns/elem')}, "
+                         f"framewire above it {fmt_num(median(above), 'ns/elem')} (round by round)")
             for peer, label in [("dask", "Dask default serializers"), ("dask_msgpack", "Dask serializers=[\"msgpack\"]")]:
                 if peer not in c:
                     continue

@@ -26,7 +26,9 @@
 //!
 //! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `floor` {n,
 //! min_time} (reading the boxed integer tuple once, summing it: the memory
-//! floor of the boxed rows), `dumps` {size, min_time}, `peer` {variant,
+//! floor of the boxed rows), `output_floor` {struct, mode, n, min_time}
+//! (allocating and writing the header, frame list and element array one
+//! `serde` call of that row produces: its fresh-memory floor), `dumps` {size, min_time}, `peer` {variant,
 //! size, count, flavor} (two processes: this one sends, a fresh `peer-recv`
 //! receives), `peer_rt` {count, flavor} (two processes: this one asks, a
 //! fresh `peer-pong` answers), and the same in one process (both ends
@@ -42,7 +44,7 @@
 //! `to_value+dumps` (`typed_encode_value`)),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
-//! `serde`, `floor` and `dumps` also report the thread's CPU seconds per
+//! `serde`, `floor`, `output_floor` and `dumps` also report the thread's CPU seconds per
 //! call (`/proc/thread-self/schedstat`).
 
 use std::collections::{HashMap, HashSet};
@@ -196,6 +198,52 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
                 std::hint::black_box(deserialize(&block, &de).expect("deserialize"));
             });
             json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": frames})
+        }
+        "output_floor" => {
+            // Allocating and writing the three largest buffers one `serde`
+            // call of this row produces (its block's header, its frame
+            // list, the rebuilt array's elements), nothing else: what any
+            // implementation writing that output to fresh memory pays under
+            // this process's allocator.
+            let name = req["struct"].as_str().expect("struct").to_owned();
+            let n = get_usize(req, "n");
+            let key = (name.clone(), n);
+            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
+                cache.collection = None;
+                cache.collection = Some((key, collection(&name, n)));
+            }
+            let value = &cache.collection.as_ref().expect("cached").1;
+            let opts = serialize_options(mode(req["mode"].as_str().expect("mode")));
+            let block = serialize(value, &opts).expect("serialize");
+            let frames = block.frames().len();
+            // The header as it goes on the wire: the frame after frame 0.
+            let header =
+                dumps(&Value::Serialized(Box::new(block.clone()))).expect("dumps")[1].len();
+            // The rebuilt array: `Value`s, or packed integers.
+            let (items, packed) = match deserialize(&block, &deserialize_options()) {
+                Ok(Value::Array(items)) => (items.len(), false),
+                Ok(Value::IntArray(ints)) => (ints.len(), true),
+                _ => panic!("{name} does not come back as an array"),
+            };
+            drop(block);
+            let (per_call, cpu, calls) = timed_cpu(min_time, || {
+                let mut h: Vec<u8> = Vec::with_capacity(header);
+                h.resize(header, 0x81); // written, not calloc's untouched zero pages
+                let mut f: Vec<Bytes> = Vec::with_capacity(frames);
+                f.resize(frames, Bytes::new());
+                if packed {
+                    let mut v: Vec<i64> = Vec::with_capacity(items);
+                    v.resize(items, 1);
+                    std::hint::black_box(&v);
+                } else {
+                    let mut v: Vec<Value> = Vec::with_capacity(items);
+                    v.resize(items, Value::Nil);
+                    std::hint::black_box(&v);
+                }
+                std::hint::black_box((&h, &f));
+            });
+            json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls,
+                   "header_bytes": header, "frames": frames, "items": items})
         }
         "floor" => {
             // Reading the boxed tuple once: what any encoder of it pays.
