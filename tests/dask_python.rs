@@ -41,7 +41,7 @@ use serde_json::Value as Json;
 mod cluster;
 #[path = "support/dask_python.rs"]
 mod dask_python;
-use cluster::TempDir;
+use cluster::scratch_dir;
 use dask_python::{python, repo_root};
 
 // ---- processes -----------------------------------------------------------------
@@ -898,8 +898,8 @@ where
 /// encode back to exactly what the scheduler wrote.
 #[tokio::test(flavor = "current_thread")]
 async fn real_scheduler_accepts_a_typed_worker() {
-    let dir = TempDir::new("typed-scheduler");
-    let (_scheduler, scheduler_addr) = cluster::scheduler(&python(), &dir.0, &[]);
+    let dir = scratch_dir("typed-scheduler");
+    let (_scheduler, scheduler_addr) = cluster::scheduler(&python(), dir.path(), &[]);
     let host_port = scheduler_addr.strip_prefix("tcp://").unwrap().to_owned();
 
     let (_listener, worker_addr) = worker_socket().await;
@@ -912,7 +912,14 @@ async fn real_scheduler_accepts_a_typed_worker() {
         .await
         .expect("connect to the scheduler");
     let gpus = map([("GPU".to_owned(), Number::Float(2.0))]);
-    let msg = register(&worker_addr, &name, nthreads, memory_limit, gpus, &dir.0);
+    let msg = register(
+        &worker_addr,
+        &name,
+        nthreads,
+        memory_limit,
+        gpus,
+        dir.path(),
+    );
     stream.send_msg(&msg).await.unwrap();
     let reply: RegisterWorkerReply =
         tokio::time::timeout(Duration::from_secs(30), stream.recv_msg())
@@ -987,7 +994,7 @@ async fn real_scheduler_accepts_a_typed_worker() {
             1,
             1 << 30,
             Map::new(),
-            &dir.0,
+            dir.path(),
         );
         conn.send_msg(&msg).await.unwrap();
         let raw = tokio::time::timeout(Duration::from_secs(30), conn.recv_value())

@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use cluster::{python_worker, rust_worker, scheduler, Daemon, TempDir};
+use cluster::{python_worker, rust_worker, scheduler, scratch_dir, Daemon};
 use serde_json::Value as Json;
 
 /// Runs the client script in `mode` and returns its facts by check name;
@@ -82,10 +82,10 @@ fn strings(v: &Json) -> Vec<&str> {
 #[test]
 fn data_worker_in_a_real_cluster() {
     let python = dask_python::python();
-    let dir = TempDir::new("data-worker");
+    let dir = scratch_dir("data-worker");
     let (sched, addr) = scheduler(
         &python,
-        &dir.0,
+        dir.path(),
         &[
             ("DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL", "2s"),
             // The Active Memory Manager's periodic ReduceReplicas would drop
@@ -99,7 +99,7 @@ fn data_worker_in_a_real_cluster() {
             ),
         ],
     );
-    let (pyw, py_addr) = python_worker(&python, &dir.0, &addr, "pyworker");
+    let (pyw, py_addr) = python_worker(&python, dir.path(), &addr, "pyworker");
     let args = [
         "--name",
         "rusty",
@@ -108,7 +108,7 @@ fn data_worker_in_a_real_cluster() {
         "--memory-limit",
         "1234567890",
     ];
-    let (mut rust, rust_addr) = rust_worker(&dir.0, "rusty", &addr, &args);
+    let (mut rust, rust_addr) = rust_worker(dir.path(), "rusty", &addr, &args);
     assert!(rust_addr.starts_with("tcp://127.0.0.1:"), "{rust_addr}");
 
     let facts = client(
@@ -257,8 +257,8 @@ fn data_worker_in_a_real_cluster() {
 #[test]
 fn data_worker_in_a_tls_cluster() {
     let python = dask_python::python();
-    let dir = TempDir::new("data-worker-tls");
-    let c = certs::make(&dir.0.join("certs"));
+    let dir = scratch_dir("data-worker-tls");
+    let c = certs::make(&dir.path().join("certs"));
     let files = [c.ca(), c.cert(), c.key()].map(|p| p.to_str().unwrap().to_owned());
     let tls_args = [
         "--tls-ca-file",
@@ -269,11 +269,12 @@ fn data_worker_in_a_tls_cluster() {
         &files[2],
     ];
     let sched_args: Vec<&str> = ["--protocol", "tls"].into_iter().chain(tls_args).collect();
-    let (sched, addr) = cluster::scheduler_with(&python, &dir.0, &[], &sched_args);
+    let (sched, addr) = cluster::scheduler_with(&python, dir.path(), &[], &sched_args);
     assert!(addr.starts_with("tls://"), "{addr}");
-    let (pyw, py_addr) = cluster::python_worker_with(&python, &dir.0, &addr, "pyworker", &tls_args);
+    let (pyw, py_addr) =
+        cluster::python_worker_with(&python, dir.path(), &addr, "pyworker", &tls_args);
     assert!(py_addr.starts_with("tls://"), "{py_addr}");
-    let (mut rust, rust_addr) = rust_worker(&dir.0, "rusty", &addr, &tls_args);
+    let (mut rust, rust_addr) = rust_worker(dir.path(), "rusty", &addr, &tls_args);
     assert!(rust_addr.starts_with("tls://127.0.0.1:"), "{rust_addr}");
 
     let args = [&*addr, &rust_addr, "tls", &files[0], &files[1], &files[2]];
@@ -307,10 +308,10 @@ fn hold_s() -> f64 {
 #[test]
 fn retire_then_scheduler_loss() {
     let python = dask_python::python();
-    let dir = TempDir::new("data-worker-retire");
-    let (mut sched, addr) = scheduler(&python, &dir.0, &[]);
-    let (pyw, py_addr) = python_worker(&python, &dir.0, &addr, "pyworker");
-    let (mut a, a_addr) = rust_worker(&dir.0, "rust-a", &addr, &[]);
+    let dir = scratch_dir("data-worker-retire");
+    let (mut sched, addr) = scheduler(&python, dir.path(), &[]);
+    let (pyw, py_addr) = python_worker(&python, dir.path(), &addr, "pyworker");
+    let (mut a, a_addr) = rust_worker(dir.path(), "rust-a", &addr, &[]);
 
     let facts = client(&python, &addr, &a_addr, "retire", &[&sched, &pyw, &a]);
     let r = &facts["retire"];
@@ -327,7 +328,7 @@ fn retire_then_scheduler_loss() {
         a.logs()
     );
 
-    let (mut b, _) = rust_worker(&dir.0, "rust-b", &addr, &[]);
+    let (mut b, _) = rust_worker(dir.path(), "rust-b", &addr, &[]);
     sched.child.kill().unwrap();
     sched.child.wait().unwrap();
     let status = b.wait_exit(Duration::from_secs(45));
@@ -346,10 +347,10 @@ fn unreachable_scheduler_and_bad_arguments() {
         .local_addr()
         .unwrap()
         .port();
-    let dir = TempDir::new("data-worker-unreachable");
+    let dir = scratch_dir("data-worker-unreachable");
     let bin = cluster::data_worker_binary();
     let run = |args: &[&str]| {
-        let mut d = Daemon::start("dw", Command::new(&bin).args(args), &dir.0);
+        let mut d = Daemon::start("dw", Command::new(&bin).args(args), dir.path());
         let status = d.wait_exit(Duration::from_secs(60));
         (status.and_then(|s| s.code()), d.stdout(), d.stderr())
     };

@@ -23,7 +23,7 @@ const CALL_GUARD: Duration = Duration::from_secs(60);
 
 #[path = "support/procs.rs"]
 mod procs;
-use procs::{spawn_framewire, Daemon, TempDir};
+use procs::{scratch_dir, spawn_framewire, Daemon};
 
 /// A real `dask scheduler` on 127.0.0.1, any free port, no dashboard.
 fn start_scheduler(dir: &Path) -> (Daemon, String) {
@@ -160,8 +160,8 @@ fn logged_bytes(log: &str, needle: &str) -> u64 {
 
 #[test]
 fn call_against_a_real_scheduler() {
-    let dir = TempDir::new("call");
-    let (scheduler, address) = start_scheduler(&dir.0);
+    let dir = scratch_dir("call");
+    let (scheduler, address) = start_scheduler(dir.path());
     let on_failure = || scheduler.log();
 
     // identity: the scheduler describes itself.
@@ -261,7 +261,7 @@ fn call_against_a_real_scheduler() {
     // same. Seen through a tap (with --checksums, not agreed with Python):
     // the 120 000 compressible bytes cross uncompressed both ways.
     let data = compressible(120_000);
-    let (tap, tap_addr, tap_log) = start_tap(&dir.0, &address, &["--checksums"]);
+    let (tap, tap_addr, tap_log) = start_tap(dir.path(), &address, &["--checksums"]);
     let (out, _) = framewire(
         &[
             "call",

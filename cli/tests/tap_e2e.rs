@@ -24,7 +24,7 @@ const CLIENT_GUARD: Duration = Duration::from_secs(180);
 
 #[path = "support/procs.rs"]
 mod procs;
-use procs::{Daemon, TempDir, STARTUP};
+use procs::{scratch_dir, Daemon, STARTUP};
 
 /// One parsed message line of the tap's log.
 #[derive(Debug)]
@@ -68,10 +68,10 @@ fn int_field(words: &[&str], key: &str, line: &str) -> u64 {
 #[test]
 fn dask_cluster_works_through_the_tap() {
     let python = dask_python::python();
-    let dir = TempDir::new("tap");
+    let dir = scratch_dir("tap");
 
     let (scheduler, sched_addr) =
-        procs::dask_scheduler(&python, &dir.0, "scheduler", &[] as &[&str]);
+        procs::dask_scheduler(&python, dir.path(), "scheduler", &[] as &[&str]);
 
     // One worker process (no nanny, so that killing it leaves nothing
     // behind), straight to the scheduler.
@@ -90,10 +90,10 @@ fn dask_cluster_works_through_the_tap() {
             "--host",
             "127.0.0.1",
         ]),
-        &dir.0,
+        dir.path(),
     );
 
-    let tap_log = dir.0.join("tap-messages.log");
+    let tap_log = dir.path().join("tap-messages.log");
     let upstream = sched_addr.trim_start_matches("tcp://").to_owned();
     let mut tap = Daemon::start(
         "tap",
@@ -106,7 +106,7 @@ fn dask_cluster_works_through_the_tap() {
             "--log",
             tap_log.to_str().unwrap(),
         ]),
-        &dir.0,
+        dir.path(),
     );
     let tap_addr = tap.wait_for(Duration::from_secs(10), |log| {
         let line = log
@@ -128,7 +128,7 @@ fn dask_cluster_works_through_the_tap() {
         Command::new(&python)
             .arg(&script)
             .arg(format!("tcp://{tap_addr}")),
-        &dir.0,
+        dir.path(),
     );
     let status = client.wait_exit(CLIENT_GUARD, || {
         let tap = std::fs::read_to_string(&tap_log).unwrap_or_default();
@@ -324,9 +324,9 @@ mod raw {
 
     #[test]
     fn tap_relays_bytes_unchanged_and_survives_bad_peers() {
-        let dir = TempDir::new("tap-raw");
+        let dir = scratch_dir("tap-raw");
         let upstream = echo_server();
-        let (mut tap, addr, log_path) = start_tap(&dir.0, &upstream, "tap");
+        let (mut tap, addr, log_path) = start_tap(dir.path(), &upstream, "tap");
 
         let handshake = Value::map_of([
             ("compression", Value::Nil),
@@ -438,7 +438,7 @@ mod raw {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().to_string()
         };
-        let (mut tap2, addr2, log2) = start_tap(&dir.0, &refused, "tap-refused");
+        let (mut tap2, addr2, log2) = start_tap(dir.path(), &refused, "tap-refused");
         for _ in 0..2 {
             let mut c = connect(&addr2);
             let mut rest = Vec::new();
@@ -506,11 +506,11 @@ mod raw {
     /// `--no-splice` everything is copied).
     #[test]
     fn tap_forwards_messages_as_they_arrive() {
-        let dir = TempDir::new("tap-cut-through");
+        let dir = scratch_dir("tap-cut-through");
         let upstream = echo_server();
         let msg = big_message(4 << 20);
         for (name, options) in [("tap", &[][..]), ("tap-copy", &["--no-splice"][..])] {
-            let (mut tap, addr, log_path) = start_tap_with(&dir.0, &upstream, name, options);
+            let (mut tap, addr, log_path) = start_tap_with(dir.path(), &upstream, name, options);
             let mut c = connect(&addr);
             let half = msg.len() / 2;
             c.write_all(&msg[..half]).unwrap();
@@ -555,9 +555,9 @@ mod raw {
     /// message is forwarded (its line is never logged).
     #[test]
     fn tap_reports_messages_cut_short() {
-        let dir = TempDir::new("tap-truncated");
+        let dir = scratch_dir("tap-truncated");
         let (upstream, received) = sink_server();
-        let (mut tap, addr, log_path) = start_tap(&dir.0, &upstream, "tap");
+        let (mut tap, addr, log_path) = start_tap(dir.path(), &upstream, "tap");
         let msg = big_message(1 << 20);
         let handshake = wire(&Value::map_of([("pickle-protocol", 5u8.into())]));
         for (conn, cut) in [(1u64, msg.len() / 2), (2, 20), (3, msg.len())] {
@@ -603,9 +603,9 @@ mod raw {
     /// forwarded before the connection is cut for them.
     #[test]
     fn tap_forwards_messages_before_garbage() {
-        let dir = TempDir::new("tap-garbage");
+        let dir = scratch_dir("tap-garbage");
         let (upstream, received) = sink_server();
-        let (_tap, addr, log_path) = start_tap(&dir.0, &upstream, "tap");
+        let (_tap, addr, log_path) = start_tap(dir.path(), &upstream, "tap");
         let handshake = wire(&Value::map_of([("pickle-protocol", 5u8.into())]));
         let ping = wire(&Value::map_of([("op", Value::str("ping"))]));
         let mut garbage = 100u64.to_le_bytes().to_vec();
@@ -645,10 +645,10 @@ mod raw {
     #[cfg(target_os = "linux")]
     #[test]
     fn tap_reserves_nothing_for_declared_sizes() {
-        let dir = TempDir::new("tap-declared");
+        let dir = scratch_dir("tap-declared");
         let upstream = echo_server();
         for (name, options) in [("tap", &[][..]), ("tap-sums", &["--checksums"][..])] {
-            let (mut tap, addr, log_path) = start_tap_with(&dir.0, &upstream, name, options);
+            let (mut tap, addr, log_path) = start_tap_with(dir.path(), &upstream, name, options);
             let frame0 = b"\x81\xa2op\xa4ping";
             let mut huge = Vec::new();
             huge.extend_from_slice(&(8 + 16 + frame0.len() as u64).to_le_bytes());
@@ -731,7 +731,7 @@ mod raw {
     fn tap_verifies_checksums_between_framewire_peers() {
         use sha2::{Digest, Sha256};
 
-        let dir = TempDir::new("tap-sums");
+        let dir = scratch_dir("tap-sums");
         let (server, seen) = fw_server::start();
         let data = compressible(150_000);
         let msg = format!(
@@ -762,7 +762,7 @@ mod raw {
             call(&args, &msg)
         };
         let (mut tap, addr, log_path) =
-            start_tap_with(&dir.0, &server, "tap-sums", &["--checksums"]);
+            start_tap_with(dir.path(), &server, "tap-sums", &["--checksums"]);
         assert_eq!(call_through(&addr), expected);
         let s = fw_server::wait_seen(&seen, 0);
         assert!(s.checksums, "{s:?}");
@@ -832,7 +832,7 @@ mod raw {
         // Without --checksums: the same call works, the trailers relayed as
         // ordinary frames (the same frames and bytes), nothing said about
         // verifying.
-        let (_plain, addr, plain_log) = start_tap_with(&dir.0, &server, "tap-plain", &[]);
+        let (_plain, addr, plain_log) = start_tap_with(dir.path(), &server, "tap-plain", &[]);
         assert_eq!(call_through(&addr), expected);
         let s = fw_server::wait_seen(&seen, 2);
         assert!(s.checksums, "{s:?}");

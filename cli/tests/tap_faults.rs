@@ -30,7 +30,7 @@ mod tap_cluster;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use procs::TempDir;
+use procs::scratch_dir;
 use tap_cluster::{parse_log, TapLog};
 
 /// Seconds since the epoch of a log line's `2026-11-29T19:10:50.123Z`.
@@ -58,7 +58,7 @@ fn cut(text: &str) -> (u64, u64) {
 #[test]
 fn worker_killed_mid_transfer_and_a_client_cut_short() {
     let mib: u64 = 256;
-    let dir = TempDir::new("tap-faults");
+    let dir = scratch_dir("tap-faults");
     let (result, out) = tap_cluster::run(
         &dir,
         &["faults", "--kill-mb", &mib.to_string()],

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use procs::{wait_all_closed, Daemon, TempDir, STARTUP};
+use procs::{scratch_dir, wait_all_closed, Daemon, STARTUP};
 use serde_json::Value as Json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_framewire");
@@ -216,17 +216,18 @@ fn conn_lines<'a>(log: &'a str, conn: &str) -> Vec<&'a str> {
 #[test]
 fn tls_cluster_through_taps_and_refusals() {
     let python = dask_python::python();
-    let dir = TempDir::new("tap-tls");
-    let c = certs::make(&dir.0.join("certs"));
+    let dir = scratch_dir("tap-tls");
+    let c = certs::make(&dir.path().join("certs"));
     let good = flags("", &c.ca(), &c.cert(), &c.key());
 
     // A TLS scheduler and worker, as Dask's flags make them.
     let mut tls_args = vec!["--protocol".to_owned(), "tls".to_owned()];
     tls_args.extend(good.iter().cloned());
-    let (mut sched, sched_addr) = procs::dask_scheduler(&python, &dir.0, "scheduler", &tls_args);
+    let (mut sched, sched_addr) =
+        procs::dask_scheduler(&python, dir.path(), "scheduler", &tls_args);
     // And a plaintext one, for a tap that takes TLS in and speaks tcp out.
     let (_plain_sched, plain_addr) =
-        procs::dask_scheduler(&python, &dir.0, "plain-scheduler", &[] as &[&str]);
+        procs::dask_scheduler(&python, dir.path(), "plain-scheduler", &[] as &[&str]);
     let mut worker = Daemon::start(
         "worker",
         Command::new(&python)
@@ -234,7 +235,7 @@ fn tls_cluster_through_taps_and_refusals() {
             .args(["--nthreads", "2", "--no-nanny", "--no-dashboard"])
             .args(["--host", "127.0.0.1"])
             .args(&good),
-        &dir.0,
+        dir.path(),
     );
 
     // TLS on both sides, one set of files.
@@ -243,14 +244,14 @@ fn tls_cluster_through_taps_and_refusals() {
         .into_iter()
         .chain(good.iter().cloned())
         .collect();
-    let (mut tap, tap_addr, tap_log) = start_tap(&dir.0, "tap-tls", &both_args);
+    let (mut tap, tap_addr, tap_log) = start_tap(dir.path(), "tap-tls", &both_args);
     // Plain clients, a TLS upstream: the client certificate is the tap's.
     let mixed_args: Vec<String> = ["--listen", "127.0.0.1:0", "--upstream", &sched_addr]
         .map(str::to_owned)
         .into_iter()
         .chain(flags("upstream-", &c.ca(), &c.cert(), &c.key()))
         .collect();
-    let (mut mixed, mixed_addr, mixed_log) = start_tap(&dir.0, "tap-mixed", &mixed_args);
+    let (mut mixed, mixed_addr, mixed_log) = start_tap(dir.path(), "tap-mixed", &mixed_args);
     worker.wait_for(STARTUP, |log| log.contains("Registered to:").then_some(()));
 
     // Both clients at once (wall time).
@@ -261,14 +262,14 @@ fn tls_cluster_through_taps_and_refusals() {
             .arg(&script)
             .arg(format!("tls://{tap_addr}"))
             .args(&good),
-        &dir.0,
+        dir.path(),
     );
     let mut plain_client = Daemon::start(
         "client-plain",
         Command::new(&python)
             .arg(&script)
             .arg(format!("tcp://{mixed_addr}")),
-        &dir.0,
+        dir.path(),
     );
     let logs = [tap_log.as_path(), mixed_log.as_path()];
     let (status, out) = finish(&mut tls_client, &logs);
@@ -363,7 +364,7 @@ fn tls_cluster_through_taps_and_refusals() {
         .into_iter()
         .chain(good.iter().cloned())
         .collect();
-    let (_reverse, reverse_addr, reverse_log) = start_tap(&dir.0, "tap-reverse", &reverse_args);
+    let (_reverse, reverse_addr, reverse_log) = start_tap(dir.path(), "tap-reverse", &reverse_args);
     let (ok, out, err) = call(&good, &format!("tls://{reverse_addr}"));
     assert!(ok, "TLS in, tcp out: {err}\n{}", read(&reverse_log));
     let reply: Json = serde_json::from_str(out.trim()).unwrap();
@@ -388,7 +389,8 @@ fn tls_cluster_through_taps_and_refusals() {
         .into_iter()
         .chain(flags("upstream-", &c.ca(), &c.other_cert(), &c.other_key()))
         .collect();
-    let (mut refused, refused_addr, refused_log) = start_tap(&dir.0, "tap-refused", &refused_args);
+    let (mut refused, refused_addr, refused_log) =
+        start_tap(dir.path(), "tap-refused", &refused_args);
     let (ok, out, err) = call(&[], &format!("tcp://{refused_addr}"));
     assert!(!ok, "a refused tap certificate got through: {out}");
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -414,7 +416,7 @@ fn tls_cluster_through_taps_and_refusals() {
         .chain(["--handshake-timeout".to_owned(), "1".to_owned()])
         .chain(good.iter().cloned())
         .collect();
-    let (mut stall_tap, stall_addr, stall_log) = start_tap(&dir.0, "tap-stall", &stall_args);
+    let (mut stall_tap, stall_addr, stall_log) = start_tap(dir.path(), "tap-stall", &stall_args);
     let started = Instant::now();
     let mut silent = TcpStream::connect(&stall_addr).unwrap();
     silent

@@ -29,7 +29,7 @@ mod tap_cluster;
 
 use std::time::Duration;
 
-use procs::TempDir;
+use procs::scratch_dir;
 use tap_cluster::{parse_log, Scale, TapLog};
 
 #[test]
@@ -39,7 +39,7 @@ fn real_workloads_through_taps() {
     let array_mb: u64 = scale.pick(100, 400);
     let tasks: u64 = scale.pick(5_000, 20_000);
     let guard = Duration::from_secs(scale.pick(600, 3600));
-    let dir = TempDir::new("tap-workloads");
+    let dir = scratch_dir("tap-workloads");
     let (result, out) = tap_cluster::run(
         &dir,
         &[

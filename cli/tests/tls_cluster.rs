@@ -15,7 +15,7 @@ mod procs;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use procs::{Daemon, TempDir};
+use procs::{scratch_dir, Daemon};
 use serde_json::Value as Json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_framewire");
@@ -51,24 +51,24 @@ fn call(flags: &[String], address: &str, json: &str) -> (bool, String, String, D
 
 fn scheduler(
     python: &std::path::Path,
-    dir: &TempDir,
+    dir: &tempfile::TempDir,
     tls: Option<&certs::Certs>,
 ) -> (Daemon, String) {
     match tls {
         Some(c) => {
             let mut args = vec!["--protocol".to_owned(), "tls".to_owned()];
             args.extend(tls_flags(&c.ca(), &c.cert(), &c.key()));
-            procs::dask_scheduler(python, &dir.0, "tls-scheduler", &args)
+            procs::dask_scheduler(python, dir.path(), "tls-scheduler", &args)
         }
-        None => procs::dask_scheduler(python, &dir.0, "scheduler", &[] as &[&str]),
+        None => procs::dask_scheduler(python, dir.path(), "scheduler", &[] as &[&str]),
     }
 }
 
 #[test]
 fn call_reaches_a_tls_scheduler_and_refusals_say_why() {
     let python = dask_python::python();
-    let dir = TempDir::new("tls-call");
-    let c = certs::make(&dir.0.join("certs"));
+    let dir = scratch_dir("tls-call");
+    let c = certs::make(&dir.path().join("certs"));
     let (mut tls_sched, address) = scheduler(&python, &dir, Some(&c));
     assert!(address.starts_with("tls://127.0.0.1:"), "{address}");
 

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// The repository's root, where the captures and the Python scripts the
 /// CLI tests use live (`tests/captures`, `tests/dask`).
@@ -38,26 +38,13 @@ pub fn spawn_framewire(args: &[&str], stdin: Option<&[u8]>) -> Child {
     child
 }
 
-/// A scratch directory, removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("framewire-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A scratch directory, `framewire-<tag>-…` under the system's temporary
+/// directory, removed on drop.
+pub fn scratch_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("framewire-{tag}-"))
+        .tempdir()
+        .expect("a scratch directory")
 }
 
 /// A background process, killed (and reaped) on drop, whatever happens.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 
 use crate::dask_python;
-use crate::procs::{self, Daemon, TempDir};
+use crate::procs::{self, Daemon};
 
 /// The size of the workloads: `FRAMEWIRE_SCALE=full` for the sizes of
 /// issue #12, anything else unset or `small` (the default, quick).
@@ -42,17 +42,17 @@ impl Scale {
 /// Runs `tap_cluster.py ARGS` (with `--dir` and `--framewire` added) in
 /// `dir`; returns its JSON result and its output. Fails the test if the
 /// script exits with an error before printing a result, or outlives `guard`.
-pub fn run(dir: &TempDir, args: &[&str], guard: Duration) -> (Json, String) {
+pub fn run(dir: &tempfile::TempDir, args: &[&str], guard: Duration) -> (Json, String) {
     let python = dask_python::python();
     let script = procs::repo_root().join("tests/dask/tap_cluster.py");
-    let cluster_dir = dir.0.join("cluster");
+    let cluster_dir = dir.path().join("cluster");
     let mut cmd = Command::new(&python);
     cmd.arg(&script)
         .args(args)
         .arg("--dir")
         .arg(&cluster_dir)
         .args(["--framewire", env!("CARGO_BIN_EXE_framewire")]);
-    let mut proc = Daemon::start("tap_cluster", &mut cmd, &dir.0);
+    let mut proc = Daemon::start("tap_cluster", &mut cmd, dir.path());
     let started = Instant::now();
     let status = loop {
         if let Some(status) = proc.child.try_wait().unwrap() {
