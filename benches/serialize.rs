@@ -9,7 +9,9 @@
 //!   `Serialized` block inside);
 //! * `serialize_roundtrip/{tuple_small_ints,tuple_small_ints_packed,list_bytes8}/<mode>/<n>`: both
 //!   together (the figure `scripts/bench-compare` sets beside Dask);
-//! * `dumps_loads/serialize_payload/{dumps,loads}/<size>`.
+//! * `dumps_loads/serialize_payload/{dumps,loads}/<size>`;
+//! * `dumps_collection/{tuple_small_ints,list_bytes8}/{serialize,dumps}/<n>`:
+//!   an iterated collection through `dumps`, beside `serialize` alone.
 //!
 //! `cargo bench --bench serialize -- --quick` runs everything in a few
 //! minutes; a filter narrows it (`-- 'serialize/tuple_small_ints'`).
@@ -22,8 +24,9 @@ use criterion::{
     Throughput,
 };
 use framewire::message::loads;
+use framewire::serialize::IterateCollection;
 use framewire::serialize::{deserialize, serialize};
-use framewire::{dumps, Limits};
+use framewire::{dumps, dumps_with, Limits, Value};
 
 mod common;
 use common::{collection, deserialize_options, modes, serialize_options, size_name, STRUCTS};
@@ -122,5 +125,31 @@ fn big_payload(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, roundtrip, big_payload, ser_de);
+/// `dumps_collection/<collection>/{serialize,dumps}/<n>`: the collection
+/// iterated (`Always`) in a `Serialize` inside a message, through `dumps`,
+/// beside `serialize` of the collection alone: what the split table and
+/// `num-sub-frames` add to the header `serialize` writes.
+fn dumps_collection(c: &mut Criterion) {
+    let opts = serialize_options(IterateCollection::Always);
+    for name in ["tuple_small_ints", "list_bytes8"] {
+        let mut g = c.benchmark_group(format!("dumps_collection/{name}"));
+        for n in [1_000, 1_000_000] {
+            configure(&mut g, n);
+            let value = collection(name, n);
+            let msg = Value::map_of([
+                ("op", Value::str("update-data")),
+                ("data", Value::Serialize(Box::new(value.clone()))),
+            ]);
+            g.bench_function(BenchmarkId::new("serialize", n), |b| {
+                b.iter(|| black_box(serialize(black_box(&value), &opts).unwrap()))
+            });
+            g.bench_function(BenchmarkId::new("dumps", n), |b| {
+                b.iter(|| black_box(dumps_with(black_box(&msg), &opts).unwrap()))
+            });
+        }
+        g.finish();
+    }
+}
+
+criterion_group!(benches, roundtrip, big_payload, dumps_collection, ser_de);
 criterion_main!(benches);

@@ -13,6 +13,7 @@
 //! values). Frames no placeholder claims (orphans) are tolerated, as Dask
 //! does; a frame claimed twice is refused.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use bytes::{Bytes, BytesMut};
@@ -463,14 +464,17 @@ impl Leaves for Placeholders<'_> {
                 // A block built here: its frames move into the message.
                 let (header, frames) = (self.serialize)(other)?.into_parts();
                 self.placeholder(SERIALIZED_KEY, out)?;
-                self.frames.push(sub_header_bytes(&header, frames.len())?);
+                let n = frames.len();
+                self.frames.push(sub_header_bytes(Cow::Owned(header), n)?);
                 self.frames.extend(frames);
                 return Ok(());
             }
         };
         self.placeholder(key, out)?;
-        self.frames
-            .push(sub_header_bytes(block.header(), block.frames().len())?);
+        self.frames.push(sub_header_bytes(
+            Cow::Borrowed(block.header()),
+            block.frames().len(),
+        )?);
         self.frames.extend(block.frames().iter().cloned());
         Ok(())
     }
@@ -498,19 +502,18 @@ impl Leaves for HeaderRules {
 /// The sub-header frame of a block: its wire bytes when they still describe
 /// its frames, else its bytes (as it came or was written, or its map
 /// encoded) with `num-sub-frames` set: kept in place if the key exists,
-/// appended otherwise, as Dask's dict assignment does.
-fn sub_header_bytes(header: &Header, n: usize) -> Result<Bytes, EncodeError> {
+/// appended otherwise, as Dask's dict assignment does. The bytes of a
+/// header handed over (a block just serialized) take the key without being
+/// copied.
+fn sub_header_bytes(header: Cow<'_, Header>, n: usize) -> Result<Bytes, EncodeError> {
     if let Some(raw) = header.raw_for(n) {
         return Ok(raw.clone());
     }
     // Its bytes (or its map's), with the count set in them.
-    let encoded;
-    let raw = match header.raw_bytes() {
-        Some(raw) => raw,
-        None => {
-            encoded = msgpack::encode(header.map(), &mut HeaderRules)?;
-            &encoded
-        }
+    let raw = match header {
+        Cow::Owned(Header { raw: Some(raw), .. }) => raw,
+        Cow::Borrowed(Header { raw: Some(raw), .. }) => raw.clone(),
+        header => msgpack::encode(header.map(), &mut HeaderRules)?,
     };
     msgpack::set_entries(raw, &[(NUM_SUB_FRAMES, &Value::from(n))], &mut HeaderRules)
 }

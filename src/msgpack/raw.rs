@@ -241,25 +241,54 @@ pub(crate) fn is_map_at(buf: &[u8], pos: usize) -> bool {
 
 /// `raw` (a msgpack map) with `entries` set as Python dict assignment does:
 /// a key already there keeps its place and takes the new value, the others
-/// are appended in order. The other entries are copied byte for byte; the
-/// new values are encoded with `leaves`.
+/// are appended in order. The new values are encoded with `leaves`.
+///
+/// When `raw` is the only handle on its buffer (a header just written) and
+/// every key is new, the entries are appended to that buffer and the map's
+/// length is rewritten in place (when its prefix keeps its size): nothing is
+/// copied. Otherwise the other entries are copied byte for byte into a new
+/// buffer.
 pub(crate) fn set_entries(
-    raw: &Bytes,
+    raw: Bytes,
     entries: &[(&str, &Value)],
     leaves: &mut impl Leaves,
 ) -> Result<Bytes, EncodeError> {
     let bad = || EncodeError::HeaderNotMap;
-    let (map, end) = RawMap::read(raw, 0).ok().flatten().ok_or_else(bad)?;
-    let mut out = BytesMut::with_capacity(raw.len() + 64);
-    let appended = entries.iter().filter(|(k, _)| !map.has(k)).count();
-    put_map_len(
-        &mut out,
-        u32::try_from(map.entries.len() + appended).map_err(|_| bad())?,
-    );
-    let mut new_value = |out: &mut BytesMut, v: &Value| encode_into(v, out, leaves);
+    let (map, end) = RawMap::read(&raw, 0).ok().flatten().ok_or_else(bad)?;
     if end != raw.len() {
         return Err(bad());
     }
+    let appended = entries.iter().filter(|(k, _)| !map.has(k)).count();
+    let old_len = map.entries.len();
+    let new_len = u32::try_from(old_len + appended).map_err(|_| bad())?;
+    // The length prefix there (a map: checked above), which stays as it is
+    // only if it is the one `put_map_len` writes for both lengths.
+    let prefix = match raw[0] {
+        0x80..=0x8f => 1,
+        0xde => 3,
+        _ => 5,
+    };
+    let in_place = appended == entries.len()
+        && prefix == map_prefix_len(old_len as u32)
+        && prefix == map_prefix_len(new_len)
+        && raw.is_unique();
+    if in_place {
+        drop(map);
+        let mut buf = raw.try_into_mut().map_err(|_| bad())?;
+        match prefix {
+            1 => buf[0] = 0x80 | new_len as u8,
+            3 => buf[1..3].copy_from_slice(&(new_len as u16).to_be_bytes()),
+            _ => buf[1..5].copy_from_slice(&new_len.to_be_bytes()),
+        }
+        for (key, value) in entries {
+            put_str(&mut buf, key)?;
+            encode_into(value, &mut buf, leaves)?;
+        }
+        return Ok(buf.freeze());
+    }
+    let mut out = BytesMut::with_capacity(raw.len() + 64);
+    put_map_len(&mut out, new_len);
+    let mut new_value = |out: &mut BytesMut, v: &Value| encode_into(v, out, leaves);
     let mut done = vec![false; entries.len()];
     for e in &map.entries {
         let key_text = e.key.as_ref().map(|k| &raw[k.clone()]);
@@ -284,6 +313,15 @@ pub(crate) fn set_entries(
         }
     }
     Ok(out.freeze())
+}
+
+/// How many bytes [`put_map_len`] writes for a map of `len` entries.
+fn map_prefix_len(len: u32) -> usize {
+    match len {
+        0..=15 => 1,
+        16..=0xffff => 3,
+        _ => 5,
+    }
 }
 
 /// What [`skim`] learns about a frame without building it.

@@ -244,7 +244,7 @@ fn read_bin(rd: &mut Cursor<'_>, start: usize, len: u64) -> Result<Item, Msgpack
 }
 
 /// Steps over one whole value (containers included), iteratively. The
-/// one-byte forms headers are made of are stepped over in place; the rest
+/// one-byte forms headers are made of (and bin 8) are stepped over in place; the rest
 /// (and every error) goes through [`read_item`].
 pub(super) fn skip_value(rd: &mut Cursor<'_>) -> Result<(), MsgpackError> {
     let buf: &[u8] = rd.buf;
@@ -260,6 +260,11 @@ pub(super) fn skip_value(rd: &mut Cursor<'_>) -> Result<(), MsgpackError> {
             0xa0..=0xbf => (1 + usize::from(b & 0x1f), 0),
             0x80..=0x8f => (1, 2 * u64::from(b & 0x0f)),
             0x90..=0x9f => (1, u64::from(b & 0x0f)),
+            // bin 8 (a pickled type in a sub-header): its length byte, if there.
+            0xc4 => match buf.get(pos + 1) {
+                Some(&n) => (2 + usize::from(n), 0),
+                None => (usize::MAX, 0),
+            },
             _ => (usize::MAX, 0),
         };
         if width <= buf.len() - pos {

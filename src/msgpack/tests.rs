@@ -256,7 +256,12 @@ fn raw_maps_are_read_and_set_in_place() {
 
     // Dict assignment: the first "a" takes the value in place, the rest
     // are copied, a new key is appended.
-    let set = set_entries(&raw, &[("a", &9u8.into()), ("c", &Value::Nil)], &mut Plain).unwrap();
+    let set = set_entries(
+        raw.clone(),
+        &[("a", &9u8.into()), ("c", &Value::Nil)],
+        &mut Plain,
+    )
+    .unwrap();
     let back = decode(&set, 0, &CHECKED, &mut plain_map).unwrap();
     assert_eq!(
         back,
@@ -273,10 +278,59 @@ fn raw_maps_are_read_and_set_in_place() {
     );
     assert_eq!(
         set_entries(
-            &encode(&Value::Nil, &mut Plain).unwrap(),
+            encode(&Value::Nil, &mut Plain).unwrap(),
             &[("a", &Value::Nil)],
             &mut Plain
         ),
         Err(EncodeError::HeaderNotMap)
+    );
+}
+
+/// `set_entries` on the only handle of a buffer, every key new: the entries
+/// go at its end and the length prefix is rewritten, nothing copied; the
+/// bytes are those the copying path writes. A shared buffer, a key already
+/// there, or a prefix that would grow: copied, the original untouched.
+#[test]
+fn set_entries_appends_in_place_to_a_buffer_it_owns() {
+    let map_of = |n: usize| {
+        Value::Map(
+            (0..n)
+                .map(|i| (Value::str(&format!("k{i}")), Value::from(i)))
+                .collect(),
+        )
+    };
+    let owned = |v: &Value| {
+        let mut buf = BytesMut::with_capacity(1024);
+        crate::msgpack::encode_into(v, &mut buf, &mut Plain).unwrap();
+        buf.freeze()
+    };
+    let new = [("x", &Value::from(7u8)), ("y", &Value::str("z"))];
+    // 3 → 5 entries (fixmap), 20 → 22 (map16), 14 → 16 (fixmap to map16).
+    for (n, in_place) in [(3, true), (20, true), (14, false)] {
+        let raw = owned(&map_of(n));
+        let copied = set_entries(raw.clone(), &new, &mut Plain).unwrap();
+        let at = raw.as_ptr();
+        let set = set_entries(raw, &new, &mut Plain).unwrap();
+        assert_eq!(set, copied, "{n} entries: the same bytes either way");
+        assert_eq!(set.as_ptr() == at, in_place, "{n} entries: in place");
+        let mut want = map_of(n);
+        if let Value::Map(m) = &mut want {
+            m.extend(new.iter().map(|(k, v)| (Value::str(k), (*v).clone())));
+        }
+        assert_eq!(decode(&set, 0, &CHECKED, &mut plain_map).unwrap(), want);
+    }
+    // A key already there: copied, its value replaced where it stands.
+    let raw = owned(&map_of(3));
+    let at = raw.as_ptr();
+    let set = set_entries(raw, &[("k1", &Value::Nil)], &mut Plain).unwrap();
+    assert_ne!(set.as_ptr(), at);
+    // A shared buffer: copied, the other handle still reads the old map.
+    let raw = owned(&map_of(3));
+    let other = raw.clone();
+    let set = set_entries(raw, &new, &mut Plain).unwrap();
+    assert_ne!(set.as_ptr(), other.as_ptr());
+    assert_eq!(
+        decode(&other, 0, &CHECKED, &mut plain_map).unwrap(),
+        map_of(3)
     );
 }

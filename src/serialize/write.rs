@@ -71,7 +71,7 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
         compression::compress_frames(&mut table.compression, &mut frames, codec);
     }
     let header = msgpack::set_entries(
-        &header,
+        header,
         &[
             ("split-num-sub-frames", &Value::IntArray(table.counts)),
             ("split-offsets", &Value::IntArray(table.offsets)),
