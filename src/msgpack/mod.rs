@@ -37,10 +37,11 @@ mod tests;
 pub(crate) use decode::{decode, decode_packed};
 pub(crate) use encode::{
     check_depth, encode, encode_at, encode_into, put_array_len, put_bin, put_f64, put_int,
-    put_map_len, put_str, put_uint, Leaves,
+    put_ints, put_map_len, put_str, put_uint, Leaves,
 };
 pub use error::{MsgpackError, Position};
 pub(crate) use raw::{
-    decode_range, is_map_at, lookup_str, set_entries, skim, value_at, value_end, RawMap,
+    decode_range, is_map_at, lookup_str, set_entries, set_entries_with, skim, value_at, value_end,
+    RawMap,
 };
 pub(crate) use stream::{one_entry_map_keyed, str_at, Stream, Token};

@@ -241,24 +241,44 @@ pub(crate) fn is_map_at(buf: &[u8], pos: usize) -> bool {
 
 /// `raw` (a msgpack map) with `entries` set as Python dict assignment does:
 /// a key already there keeps its place and takes the new value, the others
-/// are appended in order. The new values are encoded with `leaves`.
+/// are appended in order. The new values are encoded with `leaves`. See
+/// [`set_entries_with`].
+pub(crate) fn set_entries(
+    raw: Bytes,
+    entries: &[(&str, &Value)],
+    leaves: &mut impl Leaves,
+) -> Result<Bytes, EncodeError> {
+    let keys: SmallVec<[&str; 4]> = entries.iter().map(|(k, _)| *k).collect();
+    let write = |i: usize, out: &mut BytesMut| encode_into(entries[i].1, out, leaves);
+    set_entries_with(raw, &keys, write, None, |_| None)
+}
+
+/// [`set_entries`], the value of `keys[i]` written by `write(i, out)` (once
+/// each), and the map read as [`RawMap::read_noting_items`] reads it with
+/// `items_of` and `known` (a header's sub-headers stepped over by their
+/// bytes).
 ///
 /// When `raw` is the only handle on its buffer (a header just written) and
 /// every key is new, the entries are appended to that buffer and the map's
 /// length is rewritten in place (when its prefix keeps its size): nothing is
 /// copied. Otherwise the other entries are copied byte for byte into a new
 /// buffer.
-pub(crate) fn set_entries(
+pub(crate) fn set_entries_with(
     raw: Bytes,
-    entries: &[(&str, &Value)],
-    leaves: &mut impl Leaves,
+    keys: &[&str],
+    mut write: impl FnMut(usize, &mut BytesMut) -> Result<(), EncodeError>,
+    items_of: Option<&str>,
+    known: impl Fn(&[u8]) -> Option<usize>,
 ) -> Result<Bytes, EncodeError> {
     let bad = || EncodeError::HeaderNotMap;
-    let (map, end) = RawMap::read(&raw, 0).ok().flatten().ok_or_else(bad)?;
+    let (map, end) = RawMap::read_noting_items(&raw, 0, items_of, known)
+        .ok()
+        .flatten()
+        .ok_or_else(bad)?;
     if end != raw.len() {
         return Err(bad());
     }
-    let appended = entries.iter().filter(|(k, _)| !map.has(k)).count();
+    let appended = keys.iter().filter(|k| !map.has(k)).count();
     let old_len = map.entries.len();
     let new_len = u32::try_from(old_len + appended).map_err(|_| bad())?;
     // The length prefix there (a map: checked above), which stays as it is
@@ -268,7 +288,7 @@ pub(crate) fn set_entries(
         0xde => 3,
         _ => 5,
     };
-    let in_place = appended == entries.len()
+    let in_place = appended == keys.len()
         && prefix == map_prefix_len(old_len as u32)
         && prefix == map_prefix_len(new_len)
         && raw.is_unique();
@@ -280,36 +300,32 @@ pub(crate) fn set_entries(
             3 => buf[1..3].copy_from_slice(&(new_len as u16).to_be_bytes()),
             _ => buf[1..5].copy_from_slice(&new_len.to_be_bytes()),
         }
-        for (key, value) in entries {
+        for (i, key) in keys.iter().enumerate() {
             put_str(&mut buf, key)?;
-            encode_into(value, &mut buf, leaves)?;
+            write(i, &mut buf)?;
         }
         return Ok(buf.freeze());
     }
     let mut out = BytesMut::with_capacity(raw.len() + 64);
     put_map_len(&mut out, new_len);
-    let mut new_value = |out: &mut BytesMut, v: &Value| encode_into(v, out, leaves);
-    let mut done = vec![false; entries.len()];
+    let mut done = vec![false; keys.len()];
     for e in &map.entries {
         let key_text = e.key.as_ref().map(|k| &raw[k.clone()]);
-        match entries
-            .iter()
-            .position(|(k, _)| key_text == Some(k.as_bytes()))
-        {
+        match keys.iter().position(|k| key_text == Some(k.as_bytes())) {
             // The first entry with the key takes the value (as `Value::get`
             // finds it); later duplicates stay as they were.
             Some(i) if !done[i] => {
                 done[i] = true;
                 out.extend_from_slice(&raw[e.start..e.value.start]);
-                new_value(&mut out, entries[i].1)?;
+                write(i, &mut out)?;
             }
             _ => out.extend_from_slice(&raw[e.start..e.value.end]),
         }
     }
-    for ((key, value), done) in entries.iter().zip(done) {
+    for (i, (key, done)) in keys.iter().zip(done).enumerate() {
         if !done {
             put_str(&mut out, key)?;
-            new_value(&mut out, value)?;
+            write(i, &mut out)?;
         }
     }
     Ok(out.freeze())

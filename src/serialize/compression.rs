@@ -594,14 +594,24 @@ fn byte_sample(frame: &[u8]) -> Vec<u8> {
 
 /// Compresses, under [`maybe_compress`], every frame whose `compression`
 /// entry is nil (Dask's `_inplace_compress_frames`) and records the codec
-/// in its place. Entries already set (`false`, a codec) are kept.
-pub(super) fn compress_frames(entries: &mut [Value], frames: &mut [Bytes], codec: Codec) {
-    for (entry, frame) in entries.iter_mut().zip(frames.iter_mut()) {
-        if *entry != Value::Nil {
+/// in its place. Entries already set (`false`, a codec) are kept. `None`
+/// stands for a nil entry per frame, and stays `None` while nothing is
+/// compressed.
+pub(super) fn compress_frames(
+    entries: &mut Option<Vec<Value>>,
+    frames: &mut [Bytes],
+    codec: Codec,
+) {
+    let n = frames.len();
+    for (i, frame) in frames.iter_mut().enumerate() {
+        if entries
+            .as_ref()
+            .is_some_and(|e| e.get(i) != Some(&Value::Nil))
+        {
             continue;
         }
         if let (Some(c), packed) = maybe_compress(frame, codec) {
-            *entry = Value::from_static(c.name());
+            entries.get_or_insert_with(|| vec![Value::Nil; n])[i] = Value::from_static(c.name());
             *frame = packed;
         }
     }

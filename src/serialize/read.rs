@@ -40,8 +40,9 @@ pub fn deserialize_with_budget(
     // A collection whose header has bytes (it came off the wire, or
     // `serialize` wrote it) is read in place: no `Value` per sub-header.
     if let Some(raw) = block.header().raw_bytes() {
-        let known = |rest: &[u8]| known_leaf(rest).map(Leaf::len);
-        if let Some((top, _)) = RawMap::read_noting_items(raw, 0, Some("sub-headers"), known)? {
+        if let Some((top, _)) =
+            RawMap::read_noting_items(raw, 0, Some("sub-headers"), known_leaf_len)?
+        {
             if top.has("is-collection") {
                 let frames = shards::merge(&Tables::of_raw(&top)?, block.frames(), opts, budget)?;
                 return raw_collection(raw, &top, &frames, opts);
@@ -89,6 +90,12 @@ fn known_leaf(rest: &[u8]) -> Option<Leaf> {
     } else {
         None
     }
+}
+
+/// The length of the built-in families' leaf header `rest` begins with, if
+/// it begins with one (see [`RawMap::read_noting_items`]).
+pub(super) fn known_leaf_len(rest: &[u8]) -> Option<usize> {
+    known_leaf(rest).map(Leaf::len)
 }
 
 /// Rebuilds a collection from its header's bytes, as [`rebuild`] does from its

@@ -19,14 +19,16 @@ pub(super) struct SplitTable {
     pub(super) counts: Vec<i64>,
     /// `split-offsets`: where each original frame's shards start.
     pub(super) offsets: Vec<i64>,
-    /// `compression`: one entry per shard.
-    pub(super) compression: Vec<Value>,
+    /// `compression`: one entry per shard; `None` while every entry is nil
+    /// (no list of a million nils is built for a million small frames).
+    pub(super) compression: Option<Vec<Value>>,
 }
 
 /// Cuts every frame whose `compression` entry (in `given`, the header's own
 /// list if it has one) is nil into shards of at most `shard_size` bytes, at
 /// a multiple of its shard unit, and makes Dask's split table. Shards are
-/// `Bytes::slice`s: nothing is copied.
+/// `Bytes::slice`s: nothing is copied, and when no frame is cut the frame
+/// list is the one `out` has.
 pub(super) fn split(
     given: Option<Vec<Value>>,
     out: Out,
@@ -40,43 +42,60 @@ pub(super) fn split(
             .cloned()
             .unwrap_or(Value::Nil)
     };
-    // Each frame's shard step (`None`: not cut), then the shard counts, so
-    // that every table is allocated once at its size.
-    let mut units = out.units.into_iter().peekable();
-    let steps: Vec<Option<usize>> = (0..n)
-        .map(|i| {
-            let unit = units
-                .next_if(|&(at, _)| at == i)
-                .map_or(1, |(_, unit)| unit);
-            let cut = codec(i) == Value::Nil && out.frames[i].len() > shard_size;
-            cut.then(|| (shard_size / unit).max(1) * unit)
+    // Frame i's shard step (`None`: not cut), asked in frame order.
+    let mut units = out.units.iter().copied().peekable();
+    let mut step = |i: usize, frame: &Bytes| {
+        let unit = units
+            .next_if(|&(at, _)| at == i)
+            .map_or(1, |(_, unit)| unit);
+        let nil = given
+            .as_ref()
+            .and_then(|c| c.get(i))
+            .is_none_or(|c| *c == Value::Nil);
+        (nil && frame.len() > shard_size).then(|| (shard_size / unit).max(1) * unit)
+    };
+    let steps: Vec<(usize, usize)> = (0..n)
+        .filter_map(|i| step(i, &out.frames[i]).map(|s| (i, s)))
+        .collect();
+    let mut counts = vec![1i64; n];
+    for &(i, s) in &steps {
+        counts[i] = out.frames[i].len().div_ceil(s) as i64;
+    }
+    let mut at = 0;
+    let offsets: Vec<i64> = counts
+        .iter()
+        .map(|&c| {
+            at += c;
+            at - c
         })
         .collect();
-    let counts: Vec<i64> = out
-        .frames
-        .iter()
-        .zip(&steps)
-        .map(|(f, step)| step.map_or(1, |step| f.len().div_ceil(step)) as i64)
-        .collect();
-    let shards = counts.iter().sum::<i64>() as usize;
-    let mut table = SplitTable {
+    // One entry per shard: a frame's own (a frame cut has a nil one).
+    let compression = given.as_ref().map(|_| {
+        let mut all = Vec::with_capacity(at as usize);
+        for (i, &c) in counts.iter().enumerate() {
+            all.extend(std::iter::repeat_n(codec(i), c as usize));
+        }
+        all
+    });
+    let table = SplitTable {
         counts,
-        offsets: Vec::with_capacity(n),
-        compression: Vec::with_capacity(shards),
+        offsets,
+        compression,
     };
-    let mut frames = Vec::with_capacity(shards);
-    for (i, (frame, step)) in out.frames.into_iter().zip(steps).enumerate() {
-        table.offsets.push(frames.len() as i64);
-        let Some(step) = step else {
+    if steps.is_empty() {
+        return (table, out.frames);
+    }
+    let mut frames = Vec::with_capacity(at as usize);
+    let mut cuts = steps.into_iter().peekable();
+    for (i, frame) in out.frames.into_iter().enumerate() {
+        let Some((_, step)) = cuts.next_if(|&(j, _)| j == i) else {
             frames.push(frame);
-            table.compression.push(codec(i));
             continue;
         };
         let mut at = 0;
         while at < frame.len() {
             let end = (at + step).min(frame.len());
             frames.push(frame.slice(at..end));
-            table.compression.push(Value::Nil);
             at = end;
         }
     }

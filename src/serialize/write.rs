@@ -8,6 +8,7 @@ use super::collection::CollectionKind;
 use super::compression;
 use super::families::Encoded;
 use super::options::{IterateCollection, SerializeOptions};
+use super::read::known_leaf_len;
 use super::shards;
 use crate::error::EncodeError;
 use crate::message::{self, HeaderRules};
@@ -70,14 +71,32 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
     if let Some(codec) = opts.compression {
         compression::compress_frames(&mut table.compression, &mut frames, codec);
     }
-    let header = msgpack::set_entries(
+    let shards = frames.len();
+    let write = |i: usize, out: &mut BytesMut| match i {
+        0 => msgpack::put_ints(out, &table.counts),
+        1 => msgpack::put_ints(out, &table.offsets),
+        _ => match &table.compression {
+            Some(entries) => {
+                msgpack::put_array_len(out, entries.len())?;
+                entries
+                    .iter()
+                    .try_for_each(|e| msgpack::encode_at(e, out, &mut HeaderRules, 1))
+            }
+            None => {
+                msgpack::put_array_len(out, shards)?;
+                out.put_bytes(0xc0, shards); // nil
+                Ok(())
+            }
+        },
+    };
+    // The sub-headers a collection header has are stepped over by their
+    // bytes where they are the built-in families'.
+    let header = msgpack::set_entries_with(
         header,
-        &[
-            ("split-num-sub-frames", &Value::IntArray(table.counts)),
-            ("split-offsets", &Value::IntArray(table.offsets)),
-            ("compression", &Value::Array(table.compression)),
-        ],
-        &mut HeaderRules,
+        &["split-num-sub-frames", "split-offsets", "compression"],
+        write,
+        Some("sub-headers"),
+        known_leaf_len,
     )?;
     Ok(Block::from_vec(Header::written(header), frames))
 }
