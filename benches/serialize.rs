@@ -10,8 +10,9 @@
 //! * `serialize_roundtrip/{tuple_small_ints,tuple_small_ints_packed,list_bytes8}/<mode>/<n>`: both
 //!   together (the figure `scripts/bench-compare` sets beside Dask);
 //! * `dumps_loads/serialize_payload/{dumps,loads}/<size>`;
-//! * `dumps_collection/{tuple_small_ints,list_bytes8}/{serialize,dumps}/<n>`:
-//!   an iterated collection through `dumps`, beside `serialize` alone.
+//! * `dumps_collection/{tuple_small_ints,list_bytes8}/{serialize,dumps,loads}/<n>`:
+//!   an iterated collection through `dumps` and `loads`, beside `serialize`
+//!   alone.
 //!
 //! `cargo bench --bench serialize -- --quick` runs everything in a few
 //! minutes; a filter narrows it (`-- 'serialize/tuple_small_ints'`).
@@ -125,12 +126,14 @@ fn big_payload(c: &mut Criterion) {
     g.finish();
 }
 
-/// `dumps_collection/<collection>/{serialize,dumps}/<n>`: the collection
-/// iterated (`Always`) in a `Serialize` inside a message, through `dumps`,
-/// beside `serialize` of the collection alone: what the split table and
-/// `num-sub-frames` add to the header `serialize` writes.
+/// `dumps_collection/<collection>/{serialize,dumps,loads}/<n>`: the
+/// collection iterated (`Always`) in a `Serialize` inside a message, through
+/// `dumps` and back through `loads` (deserialized), beside `serialize` of the
+/// collection alone: what the split table and `num-sub-frames` add to the
+/// header `serialize` writes.
 fn dumps_collection(c: &mut Criterion) {
     let opts = serialize_options(IterateCollection::Always);
+    let de = deserialize_options();
     for name in ["tuple_small_ints", "list_bytes8"] {
         let mut g = c.benchmark_group(format!("dumps_collection/{name}"));
         for n in [1_000, 1_000_000] {
@@ -145,6 +148,10 @@ fn dumps_collection(c: &mut Criterion) {
             });
             g.bench_function(BenchmarkId::new("dumps", n), |b| {
                 b.iter(|| black_box(dumps_with(black_box(&msg), &opts).unwrap()))
+            });
+            let frames = dumps_with(&msg, &opts).unwrap();
+            g.bench_function(BenchmarkId::new("loads", n), |b| {
+                b.iter(|| black_box(framewire::loads(black_box(&frames), &de).unwrap()))
             });
         }
         g.finish();

@@ -361,8 +361,23 @@ pub(crate) fn skim(
     key: &str,
 ) -> Result<Skimmed, MsgpackError> {
     let mut rd = Cursor::new(buf, frame, limits)?;
-    // Per open container: items still to read.
-    let mut stack: Vec<u64> = Vec::new();
+    /// An open container: items still to read, whether it is an array,
+    /// where it starts, and the items counted before it.
+    struct Open {
+        left: u64,
+        is_array: bool,
+        start: usize,
+        counted_before: usize,
+    }
+    /// The last container completed as an item of an array: its bytes, the
+    /// items in it (itself included), and its depth.
+    struct Done {
+        bytes: Range<usize>,
+        items: usize,
+        depth: usize,
+    }
+    let mut stack: Vec<Open> = Vec::new();
+    let mut done: Option<Done> = None;
     let mut out = Skimmed {
         is_map: buf.first().is_some_and(|&b| {
             matches!(
@@ -377,40 +392,72 @@ pub(crate) fn skim(
     let mut seen_key = false;
     loop {
         let start = rd.pos;
-        rd.count_item(&mut items_seen, start, limits)?;
+        // An item byte for byte the container the array's previous item was
+        // (a collection header's sub-headers): checked as that one was, at
+        // the same depth, so valid; stepped over when the item budget holds
+        // it (so that a budget error stands where decode reports it).
+        let copy = match (&done, stack.last()) {
+            (Some(d), Some(top)) => {
+                top.is_array
+                    && d.depth == stack.len()
+                    && buf.get(start) == buf.get(d.bytes.start)
+                    && buf[start..].starts_with(&buf[d.bytes.clone()])
+                    && items_seen + d.items <= limits.max_msgpack_items
+            }
+            _ => false,
+        };
         // Inside the top-level map, an even number of items left means a key.
-        let top_level_key = out.is_map && stack.len() == 1 && stack[0].is_multiple_of(2);
-        let top_level_value = out.is_map && stack.len() == 1 && stack[0] % 2 == 1;
-        match read_item(&mut rd)? {
-            Item::Container { len, is_map } => {
-                let n = rd.open_container(start, len, is_map, stack.len(), limits)?;
-                if n > 0 {
-                    stack.push(n);
-                    want_value = false;
-                    continue;
-                }
-            }
-            Item::Str {
-                start: from,
-                end,
-                at,
-            } => {
-                let text = std::str::from_utf8(&buf[from..end])
-                    .map_err(|_| MsgpackError::InvalidUtf8(rd.at(at)))?;
-                if top_level_key {
-                    // The first entry with this key counts, as in `Value::get`.
-                    want_value = text == key && !seen_key;
-                    seen_key |= want_value;
-                    if let Some(top) = stack.last_mut() {
-                        *top -= 1;
+        let top_level_key = out.is_map && stack.len() == 1 && stack[0].left.is_multiple_of(2);
+        let top_level_value = out.is_map && stack.len() == 1 && stack[0].left % 2 == 1;
+        if let (true, Some(d)) = (copy, &done) {
+            rd.pos = start + d.bytes.len();
+            items_seen += d.items;
+        } else if buf.get(start).is_some_and(|&b| {
+            // A one-byte scalar (the bulk of a table: small integers, nils)
+            // where its value is not wanted: counted and stepped over.
+            matches!(b, 0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff)
+                && !(top_level_value && want_value)
+        }) {
+            rd.count_item(&mut items_seen, start, limits)?;
+            rd.pos = start + 1;
+        } else {
+            rd.count_item(&mut items_seen, start, limits)?;
+            match read_item(&mut rd)? {
+                Item::Container { len, is_map } => {
+                    let n = rd.open_container(start, len, is_map, stack.len(), limits)?;
+                    if n > 0 {
+                        stack.push(Open {
+                            left: n,
+                            is_array: !is_map,
+                            start,
+                            counted_before: items_seen - 1,
+                        });
+                        want_value = false;
+                        continue;
                     }
-                    continue;
                 }
+                Item::Str {
+                    start: from,
+                    end,
+                    at,
+                } => {
+                    let text = std::str::from_utf8(&buf[from..end])
+                        .map_err(|_| MsgpackError::InvalidUtf8(rd.at(at)))?;
+                    if top_level_key {
+                        // The first entry with this key counts, as in `Value::get`.
+                        want_value = text == key && !seen_key;
+                        seen_key |= want_value;
+                        if let Some(top) = stack.last_mut() {
+                            top.left -= 1;
+                        }
+                        continue;
+                    }
+                }
+                Item::Scalar(Value::Int(i)) if top_level_value && want_value => {
+                    out.int_at_key = Some(i);
+                }
+                Item::Scalar(_) | Item::Bin { .. } => {}
             }
-            Item::Scalar(Value::Int(i)) if top_level_value && want_value => {
-                out.int_at_key = Some(i);
-            }
-            Item::Scalar(_) | Item::Bin { .. } => {}
         }
         want_value = false;
         // Close every container this item completes.
@@ -421,11 +468,18 @@ pub(crate) fn skim(
                 }
                 return Ok(out);
             };
-            *top -= 1;
-            if *top > 0 {
+            top.left -= 1;
+            if top.left > 0 {
                 break;
             }
-            stack.pop();
+            let closed = stack.pop().expect("a top level exists");
+            if stack.last().is_some_and(|p| p.is_array) {
+                done = Some(Done {
+                    bytes: closed.start..rd.pos,
+                    items: items_seen - closed.counted_before,
+                    depth: stack.len(),
+                });
+            }
         }
     }
 }

@@ -76,6 +76,46 @@ fn skim_agrees_with_decode_on_mutated_sub_headers() {
     }
 }
 
+/// Arrays of byte-for-byte equal containers (a collection header's
+/// sub-headers), which `skim` steps over once it has checked the first: the
+/// same answers and errors as `decode`, with every item budget (one that
+/// runs out inside a copy included) and every depth limit, and under
+/// mutations that make one copy differ.
+#[test]
+fn skim_agrees_with_decode_on_repeated_containers() {
+    let sub = b"\x82\xaaserializer\xa1x\xa1a\x92\x01\xa2\xc3\xa9".to_vec(); // {"serializer": "x", "a": [1, "\xc3\xa9"]}
+    let mut header = b"\x82\xabsub-headers\x94".to_vec();
+    (0..4).for_each(|_| header.extend_from_slice(&sub));
+    header.extend_from_slice(b"\xaenum-sub-frames\x04");
+    let mut nested = b"\x92\x92".to_vec();
+    nested.extend_from_slice(&sub);
+    nested.extend_from_slice(&sub);
+    nested.extend_from_slice(b"\x92");
+    nested.extend_from_slice(&sub);
+    nested.extend_from_slice(&sub);
+    for seed in [header, nested] {
+        for items in 1..=40 {
+            for depth in 1..=4 {
+                let mut limits = Limits::strict();
+                limits.max_msgpack_items = items;
+                limits.max_depth = depth;
+                agree(&seed, &limits);
+            }
+        }
+        let mut tight = Limits::strict();
+        tight.max_msgpack_items = 30;
+        for limits in [Limits::strict(), tight] {
+            for i in 0..seed.len() {
+                for byte in [0x00, 0x7f, 0x80, 0x91, 0xa1, 0xc1, 0xff] {
+                    let mut m = seed.clone();
+                    m[i] = byte;
+                    agree(&m, &limits);
+                }
+            }
+        }
+    }
+}
+
 /// `decode_packed` must accept and refuse exactly what `decode` does
 /// (same error), give an equal value, and pack exactly the arrays of at
 /// least `pack_min` items that are all integers in `i64`'s range.
