@@ -163,6 +163,25 @@ impl<'a> RawMap<'a> {
             .transpose()
     }
 
+    /// The length of the array under `key` when every item of it is nil (a
+    /// `compression` list with nothing compressed), found from its bytes.
+    pub(crate) fn nils(&self, key: &str) -> Option<usize> {
+        let bytes = &self.buf[self.get(key)?];
+        let (len, items) = match *bytes.first()? {
+            b @ 0x90..=0x9f => (usize::from(b & 0x0f), &bytes[1..]),
+            0xdc => (
+                usize::from(u16::from_be_bytes(bytes.get(1..3)?.try_into().ok()?)),
+                &bytes[3..],
+            ),
+            0xdd => (
+                usize::try_from(u32::from_be_bytes(bytes.get(1..5)?.try_into().ok()?)).ok()?,
+                &bytes[5..],
+            ),
+            _ => return None,
+        };
+        (items.len() == len && items.iter().all(|&b| b == 0xc0)).then_some(len)
+    }
+
     /// The text under `key`, if it is a str.
     pub(crate) fn str(&self, key: &str) -> Option<&'a str> {
         let range = self.get(key)?;

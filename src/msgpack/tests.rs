@@ -76,6 +76,30 @@ fn skim_agrees_with_decode_on_mutated_sub_headers() {
     }
 }
 
+/// `RawMap::nils`: the length of an array of nils only, from its bytes.
+#[test]
+fn nils_reads_an_array_of_nils_only() {
+    let nils = |n: usize| Value::Array(vec![Value::Nil; n]);
+    for (value, want) in [
+        (nils(0), Some(0)),
+        (nils(3), Some(3)),
+        (nils(16), Some(16)),         // array 16
+        (nils(70_000), Some(70_000)), // array 32
+        (Value::Array(vec![Value::Nil, Value::from(false)]), None),
+        (Value::Array(vec![Value::str("lz4"), Value::Nil]), None),
+        (Value::Nil, None),
+    ] {
+        let raw = encode(
+            &Value::map_of([("c", value.clone()), ("d", Value::Nil)]),
+            &mut Plain,
+        )
+        .unwrap();
+        let (map, _) = RawMap::read(&raw, 0).unwrap().unwrap();
+        assert_eq!(map.nils("c"), want, "{value:?}");
+        assert_eq!(map.nils("missing"), None);
+    }
+}
+
 /// Arrays of byte-for-byte equal containers (a collection header's
 /// sub-headers), which `skim` steps over once it has checked the first: the
 /// same answers and errors as `decode`, with every item budget (one that

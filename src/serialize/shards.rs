@@ -105,11 +105,19 @@ pub(super) fn split(
 /// The entries of a block header that [`merge`] reads.
 pub(super) struct Tables {
     /// `compression`.
-    pub(super) compression: Option<Value>,
+    pub(super) compression: Option<Compression>,
     /// `split-num-sub-frames`.
     pub(super) counts: Option<Value>,
     /// `split-offsets`.
     pub(super) offsets: Option<Value>,
+}
+
+/// A header's `compression` entry.
+pub(super) enum Compression {
+    /// A list of this many nils (read in place, nothing built per entry).
+    Nils(usize),
+    /// Any other value.
+    Value(Value),
 }
 
 impl Tables {
@@ -117,7 +125,7 @@ impl Tables {
     pub(super) fn of(header: &Value) -> Tables {
         let get = |key| header.get(key).cloned();
         Tables {
-            compression: get("compression"),
+            compression: get("compression").map(Compression::Value),
             counts: get("split-num-sub-frames"),
             offsets: get("split-offsets"),
         }
@@ -125,8 +133,12 @@ impl Tables {
 
     /// The entries of a header read in place (the integer tables packed).
     pub(super) fn of_raw(header: &RawMap<'_>) -> Result<Tables, DeserializeError> {
+        let compression = match header.nils("compression") {
+            Some(n) => Some(Compression::Nils(n)),
+            None => header.value("compression")?.map(Compression::Value),
+        };
         Ok(Tables {
-            compression: header.value("compression")?,
+            compression,
             counts: header.table("split-num-sub-frames")?,
             offsets: header.table("split-offsets")?,
         })
@@ -150,21 +162,30 @@ pub(super) fn merge<'f>(
     budget: &mut DecompressBudget,
 ) -> Result<Cow<'f, [Bytes]>, DeserializeError> {
     let mut codecs: Vec<Option<Codec>> = Vec::new();
-    if let Some(c) = &header.compression {
-        let c = c.as_array().ok_or(DeserializeError::InvalidHeader {
-            field: "compression",
-        })?;
-        if c.len() != frames.len() {
+    let listed = match &header.compression {
+        None => None,
+        Some(Compression::Nils(n)) => Some((*n, None)),
+        Some(Compression::Value(c)) => {
+            let c = c.as_array().ok_or(DeserializeError::InvalidHeader {
+                field: "compression",
+            })?;
+            Some((c.len(), Some(c)))
+        }
+    };
+    if let Some((len, entries)) = listed {
+        if len != frames.len() {
             return Err(DeserializeError::LengthMismatch {
                 field: "compression",
                 expected: frames.len(),
-                got: c.len(),
+                got: len,
             });
         }
-        codecs = c
-            .iter()
-            .map(Codec::from_header_entry)
-            .collect::<Result<_, _>>()?;
+        if let Some(c) = entries {
+            codecs = c
+                .iter()
+                .map(Codec::from_header_entry)
+                .collect::<Result<_, _>>()?;
+        }
     }
     let codec = |i: usize| codecs.get(i).copied().flatten();
     let Some(counts) = &header.counts else {
@@ -194,10 +215,12 @@ pub(super) fn merge<'f>(
             "split-num-sub-frames and split-offsets differ in length",
         ));
     }
-    // The whole table is checked before anything is decompressed.
-    let mut ranges = Vec::with_capacity(counts.len().min(frames.len() + 1));
+    // The whole table is checked before anything is decompressed. The
+    // ranges are kept from the first frame cut into shards on; before it,
+    // frame i is shard i.
+    let (mut ranges, mut cut) = (Vec::new(), false);
     let mut next = 0usize;
-    for (n, off) in counts.zip(offsets) {
+    for (i, (n, off)) in counts.zip(offsets).enumerate() {
         let as_usize = |v: Option<Integer>| {
             v.and_then(|i| i.as_u64())
                 .and_then(|u| usize::try_from(u).ok())
@@ -212,11 +235,36 @@ pub(super) fn merge<'f>(
             .checked_add(n)
             .filter(|&e| e <= frames.len())
             .ok_or(invalid("shards run past the frames"))?;
-        ranges.push(off..end);
+        if n != 1 && !cut {
+            cut = true;
+            ranges.reserve(frames.len().saturating_sub(i));
+            ranges.extend((0..i).map(|j| j..j + 1));
+        }
+        if cut {
+            ranges.push(off..end);
+        }
         next = end;
     }
     if next != frames.len() {
         return Err(invalid("shards do not cover every frame"));
+    }
+    let too_large = |index: usize, total: u64| DeserializeError::FrameTooLarge {
+        index,
+        declared: total,
+        limit: opts.limits.max_frame_len,
+    };
+    if !cut {
+        // One shard per frame: the frames are the merged ones.
+        if codecs.iter().all(Option::is_none) {
+            return match frames
+                .iter()
+                .position(|f| f.len() as u64 > opts.limits.max_frame_len)
+            {
+                Some(index) => Err(too_large(index, frames[index].len() as u64)),
+                None => Ok(Cow::Borrowed(frames)),
+            };
+        }
+        ranges = (0..frames.len()).map(|i| i..i + 1).collect();
     }
     let mut merged = Vec::with_capacity(ranges.len());
     for range in ranges {
@@ -229,11 +277,7 @@ pub(super) fn merge<'f>(
         }
         let total: u64 = frames[range.clone()].iter().map(|f| f.len() as u64).sum();
         if total > opts.limits.max_frame_len {
-            return Err(DeserializeError::FrameTooLarge {
-                index,
-                declared: total,
-                limit: opts.limits.max_frame_len,
-            });
+            return Err(too_large(index, total));
         }
         merged.push(merge_frames(&frames[range], &opts.backing));
     }
