@@ -164,6 +164,7 @@ pub(crate) fn check_key(key: &Value) -> Result<(), EncodeError> {
 }
 
 /// [`check_key`] for a str key (a struct's field name, a variant's name).
+#[cfg(feature = "serde")]
 #[inline]
 pub(crate) fn check_key_str(key: &str) -> Result<(), EncodeError> {
     match key {
@@ -177,6 +178,7 @@ pub(crate) fn check_key_str(key: &str) -> Result<(), EncodeError> {
 
 /// [`check_key`] for a key already written as msgpack (in the forms
 /// framewire writes, §3.2): refuses the str `__Serialized__` / `__Pickled__`.
+#[cfg(feature = "serde")]
 #[inline]
 pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
     const SERIALIZED: &[u8] = b"\xae__Serialized__";
@@ -192,6 +194,7 @@ pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
 
 /// Whether the value at `buf[pos]` is a placeholder map (`{"__Serialized__":
 /// i}` or `{"__Pickled__": i}`, whatever its `i`). Looks only.
+#[cfg(feature = "serde")]
 #[inline]
 pub(crate) fn is_placeholder_at(buf: &[u8], pos: usize) -> bool {
     msgpack::one_entry_map_keyed(buf, pos, SERIALIZED_KEY, PICKLED_KEY)

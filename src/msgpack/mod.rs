@@ -30,18 +30,21 @@ mod error;
 mod header;
 mod raw;
 mod reader;
+#[cfg(feature = "serde")]
 mod stream;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use decode::{decode, decode_packed};
 pub(crate) use encode::{
-    check_depth, encode, encode_at, encode_into, put_array_len, put_bin, put_f64, put_int,
-    put_ints, put_map_len, put_str, put_uint, Leaves,
+    check_depth, encode, encode_at, encode_into, put_array_len, put_ints, put_map_len, put_str,
+    put_uint, Leaves,
 };
+#[cfg(feature = "serde")]
+pub(crate) use encode::{put_bin, put_f64, put_int};
 pub use error::{MsgpackError, Position};
-pub(crate) use raw::{
-    decode_range, is_map_at, lookup_str, set_entries, set_entries_with, skim, value_at, value_end,
-    RawMap,
-};
+pub(crate) use raw::{decode_range, set_entries, set_entries_with, skim, value_end, RawMap};
+#[cfg(feature = "serde")]
+pub(crate) use raw::{is_map_at, lookup_str, value_at};
+#[cfg(feature = "serde")]
 pub(crate) use stream::{one_entry_map_keyed, str_at, Stream, Token};

@@ -510,6 +510,7 @@ pub(crate) fn skim(
 /// a key before it is one (either could be a placeholder, whose block may
 /// deserialize to a str), the value at `pos` is not a map, or the bytes are
 /// malformed (the caller's full read reports them).
+#[cfg(feature = "serde")]
 pub(crate) fn lookup_str<'a>(buf: &'a Bytes, pos: usize, key: &str) -> Option<Option<&'a str>> {
     let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
     rd.pos = pos;
@@ -543,6 +544,7 @@ pub(crate) fn lookup_str<'a>(buf: &'a Bytes, pos: usize, key: &str) -> Option<Op
 
 /// The one value at `buf[pos]`, decoded with every map plain (for messages
 /// about a value already read under real limits); `None` if it is not whole.
+#[cfg(feature = "serde")]
 pub(crate) fn value_at(buf: &Bytes, pos: usize) -> Option<Value> {
     let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
     rd.pos = pos;

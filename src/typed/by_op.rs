@@ -6,8 +6,6 @@
 //! names. Any other deserializer answers `visit_newtype_struct`, and the
 //! type reads the message as a [`Value`](crate::Value) first.
 
-use std::fmt;
-
 use serde::de::{self, DeserializeSeed, Deserializer, Visitor};
 
 use super::error::Error;
@@ -97,6 +95,7 @@ impl<'de> Deserializer<'de> for OpDeserializer<'_> {
     }
 }
 
+#[cfg(feature = "dask")]
 /// What a message's op is to a type that knows the ops `names`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Dispatch {
@@ -108,9 +107,11 @@ pub(crate) enum Dispatch {
     NotAMap,
 }
 
+#[cfg(feature = "dask")]
 /// Reads the variant [`BY_OP`] hands out as a [`Dispatch`] over `names`.
 pub(crate) struct OpSeed(pub(crate) &'static [&'static str]);
 
+#[cfg(feature = "dask")]
 impl<'de> DeserializeSeed<'de> for OpSeed {
     type Value = Dispatch;
 
@@ -119,10 +120,11 @@ impl<'de> DeserializeSeed<'de> for OpSeed {
     }
 }
 
+#[cfg(feature = "dask")]
 impl<'de> Visitor<'de> for OpSeed {
     type Value = Dispatch;
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a message's op")
     }
     fn visit_str<E: de::Error>(self, op: &str) -> Result<Dispatch, E> {

@@ -165,6 +165,7 @@ thread_local! {
 /// runs a conversion of its own (the channel enums of `framewire::dask`):
 /// inside a framewire conversion the field path survives, so that the outer
 /// path is joined to it (`[1].run_id`) instead of printed into the message.
+#[cfg(feature = "dask")]
 pub(crate) fn field_error<E: serde::de::Error>(e: DecodeError) -> E {
     match e {
         DecodeError::Field { path, message } => {

@@ -65,7 +65,9 @@
 mod by_op;
 mod de;
 mod error;
+#[cfg(feature = "dask")]
 pub(crate) use by_op::{Dispatch, OpSeed, BY_OP};
+#[cfg(feature = "dask")]
 pub(crate) use error::field_error;
 mod frame_de;
 mod frame_ser;
