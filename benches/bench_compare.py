@@ -174,6 +174,10 @@ def plan_dumps(run, quick, min_time):
         cells[f"fw/{size}"] = ("rust", req)
         cells[f"dask/{size}"] = ("python", req)
     run.group("dumps", cells, twins=True)
+    # A message carrying a list of 1e5 8-byte bytes in a Serialize, iterated on both
+    # sides (Dask by inference, framewire with iterate=Always): dumps + loads.
+    req = {"op": "msg_collection", "struct": "list_bytes8", "n": 100_000, "min_time": min_time}
+    run.group("msg_collection", {"fw": ("rust", req), "dask": ("python", req)}, twins=True)
     run.reset()
 
 
@@ -533,6 +537,13 @@ def build_table(groups):
         t.single("dumps time, 1 GiB payload / 1 KiB payload (framewire target ≤ 2×)",
                  fmt_num(median(fr), "x"), f"Dask {fmt_num(median(dr), 'x')}",
                  f"target ≤ 2×: {verdict(median(fr), 2, False)}", f"fw {spread(fr, 'x')}; Dask {spread(dr, 'x')}")
+    if "msg_collection" in g:
+        c = g["msg_collection"]
+        fw = [r["per_call_s"] * 1e6 for r in c["fw"]]
+        dk = [r["per_call_s"] * 1e6 for r in c["dask"]]
+        t.pair("dumps + loads (deserialized) of a message carrying a list of 1e5 8-byte bytes in a "
+               "Serialize, iterated (Dask by inference, framewire `Always`): framewire vs Dask", fw, dk, "us",
+               False, f"frames: fw {c['fw'][0]['frames']:,}, Dask {c['dask'][0]['frames']:,}")
     tr = transport_by(g)
     if tr:
         t.section("Transport, equal work, two processes per side (framewire's sender in its worker, its "
@@ -709,6 +720,11 @@ def build_before_after(groups, rev):
         before = [b / a for a, b in zip(per[f"before/fw/{KIB}"], per[f"before/fw/{GIB}"])]
         t.single("dumps 1 GiB / 1 KiB", fmt_num(median(after), "x"), f"before {fmt_num(median(before), 'x')}",
                  "target ≤ 2×", f"after {spread(after, 'x')}; before {spread(before, 'x')}")
+    if "before/fw" in g.get("msg_collection", {}):
+        c = g["msg_collection"]
+        t.pair("dumps + loads of a message carrying a list of 1e5 8-byte bytes, iterated",
+               [r["per_call_s"] * 1e6 for r in c["fw"]], [r["per_call_s"] * 1e6 for r in c["before/fw"]], "us",
+               False, "peer = before")
     now, then = transport_by(g), transport_by(g, "before/")
     for (cell, size), results in sorted(now.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if (cell, size) in then and cell in ("task", "task_1t", "connection", "raw_writev"):

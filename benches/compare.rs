@@ -28,7 +28,9 @@
 //! min_time} (reading the boxed integer tuple once, summing it: the memory
 //! floor of the boxed rows), `output_floor` {struct, mode, n, min_time}
 //! (allocating and writing the header, frame list and element array one
-//! `serde` call of that row produces: its fresh-memory floor), `dumps` {size, min_time}, `peer` {variant,
+//! `serde` call of that row produces: its fresh-memory floor),
+//! `msg_collection` {struct, n, min_time} (`dumps` + `loads` of a message
+//! carrying the collection, iterated, in a `Serialize`), `dumps` {size, min_time}, `peer` {variant,
 //! size, count, flavor} (two processes: this one sends, a fresh `peer-recv`
 //! receives), `peer_rt` {count, flavor} (two processes: this one asks, a
 //! fresh `peer-pong` answers), and the same in one process (both ends
@@ -44,7 +46,7 @@
 //! `to_value+dumps` (`typed_encode_value`)),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
-//! `serde`, `floor`, `output_floor` and `dumps` also report the thread's CPU seconds per
+//! `serde`, `floor`, `output_floor`, `msg_collection` and `dumps` also report the thread's CPU seconds per
 //! call (`/proc/thread-self/schedstat`).
 
 use std::collections::{HashMap, HashSet};
@@ -244,6 +246,31 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             });
             json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls,
                    "header_bytes": header, "frames": frames, "items": items})
+        }
+        "msg_collection" => {
+            // A message carrying the collection in a `Serialize`, iterated
+            // (Dask iterates a list of bytes by inference): dumps, then loads
+            // with every block deserialized.
+            let name = req["struct"].as_str().expect("struct").to_owned();
+            let n = get_usize(req, "n");
+            let key = (name.clone(), n);
+            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
+                cache.collection = None;
+                cache.collection = Some((key, collection(&name, n)));
+            }
+            let value = cache.collection.as_ref().expect("cached").1.clone();
+            let msg = Value::map_of([
+                ("op", Value::str("update-data")),
+                ("data", Value::Serialize(Box::new(value))),
+            ]);
+            let opts = serialize_options(mode("always"));
+            let de = deserialize_options();
+            let frames = framewire::dumps_with(&msg, &opts).expect("dumps").len();
+            let (per_call, cpu, calls) = timed_cpu(min_time, || {
+                let f = framewire::dumps_with(std::hint::black_box(&msg), &opts).expect("dumps");
+                std::hint::black_box(framewire::loads(&f, &de).expect("loads"));
+            });
+            json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": frames})
         }
         "floor" => {
             // Reading the boxed tuple once: what any encoder of it pays.

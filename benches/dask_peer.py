@@ -156,6 +156,20 @@ class Peer:
         per_call, cpu, calls = timed_cpu(lambda: dumps(msg, context=ctx), req.get("min_time", 0.1))
         return {"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": nframes}
 
+    def msg_collection(self, req):
+        """dumps + loads(deserialize=True) of a message carrying the collection in a
+        Serialize: Dask iterates a list of bytes by inference."""
+        from distributed.protocol import loads
+
+        n = req["n"]
+        x = self.cache(("msg_collection", req["struct"], n), lambda: collection(req["struct"], n))
+        msg = {"op": "update-data", "data": to_serialize(x)}
+        ctx = {"compression": None}
+        nframes = len(dumps(msg, context=ctx))
+        per_call, cpu, calls = timed_cpu(lambda: loads(dumps(msg, context=ctx), deserialize=True),
+                                         req.get("min_time", 0.1))
+        return {"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": nframes}
+
     def typed(self, req):
         from distributed.protocol import loads
 
