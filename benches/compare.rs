@@ -112,6 +112,17 @@ struct Cache {
 }
 
 impl Cache {
+    /// The collection `name` of `n` elements, built once and kept until
+    /// another one is asked for (the previous one is freed first).
+    fn collection(&mut self, name: &str, n: usize) -> &Value {
+        let key = (name.to_owned(), n);
+        if self.collection.as_ref().map(|(k, _)| k) != Some(&key) {
+            self.collection = None;
+            self.collection = Some((key, collection(name, n)));
+        }
+        &self.collection.as_ref().expect("cached").1
+    }
+
     fn runtime(&mut self, flavor: &str) -> &tokio::runtime::Runtime {
         let key = match flavor {
             "1thread" => "1thread",
@@ -177,16 +188,12 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         "serde" => {
             let name = req["struct"].as_str().expect("struct").to_owned();
             let n = get_usize(req, "n");
-            let key = (name.clone(), n);
-            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
-                cache.collection = None; // free the previous one first
-                cache.collection = Some((key, collection(&name, n)));
-            }
-            let value = &cache.collection.as_ref().expect("cached").1;
             let mode_name = req["mode"].as_str().expect("mode");
             let opts = serialize_options(mode(mode_name));
             let de = deserialize_options();
-            if cache.warmed.insert((name, mode_name.to_owned())) {
+            let warm_up = cache.warmed.insert((name.clone(), mode_name.to_owned()));
+            let value = cache.collection(&name, n);
+            if warm_up {
                 // Untimed warm-up, once per collection and mode (first-use costs).
                 match serialize(value, &opts) {
                     Ok(block) => drop(deserialize(&block, &de).expect("deserialize")),
@@ -209,12 +216,7 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             // this process's allocator.
             let name = req["struct"].as_str().expect("struct").to_owned();
             let n = get_usize(req, "n");
-            let key = (name.clone(), n);
-            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
-                cache.collection = None;
-                cache.collection = Some((key, collection(&name, n)));
-            }
-            let value = &cache.collection.as_ref().expect("cached").1;
+            let value = cache.collection(&name, n);
             let opts = serialize_options(mode(req["mode"].as_str().expect("mode")));
             let block = serialize(value, &opts).expect("serialize");
             let frames = block.frames().len();
@@ -253,12 +255,7 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             // with every block deserialized.
             let name = req["struct"].as_str().expect("struct").to_owned();
             let n = get_usize(req, "n");
-            let key = (name.clone(), n);
-            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
-                cache.collection = None;
-                cache.collection = Some((key, collection(&name, n)));
-            }
-            let value = cache.collection.as_ref().expect("cached").1.clone();
+            let value = cache.collection(&name, n).clone();
             let msg = Value::map_of([
                 ("op", Value::str("update-data")),
                 ("data", Value::Serialize(Box::new(value))),
@@ -275,12 +272,7 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         "floor" => {
             // Reading the boxed tuple once: what any encoder of it pays.
             let n = get_usize(req, "n");
-            let key = ("tuple_small_ints".to_owned(), n);
-            if cache.collection.as_ref().map(|(k, _)| k) != Some(&key) {
-                cache.collection = None;
-                cache.collection = Some((key, collection("tuple_small_ints", n)));
-            }
-            let Value::Array(items) = &cache.collection.as_ref().expect("cached").1 else {
+            let Value::Array(items) = cache.collection("tuple_small_ints", n) else {
                 unreachable!("a boxed tuple")
             };
             let (per_call, cpu, calls) = timed_cpu(min_time, || {
