@@ -599,6 +599,53 @@ mod raw {
         assert!(tap.is_running(), "{}", tap.log());
     }
 
+    /// A side that closes between its own messages while a message is
+    /// coming to it cuts that message short: the close line says who closed
+    /// and how (`by=client reason=eof`), and how much of the other way's
+    /// message got through (`cut=`), spliced or copied. (A Dask worker that
+    /// gives up on a transfer from a worker it was told is gone closes so.)
+    #[test]
+    fn tap_reports_a_message_cut_by_its_receiver() {
+        let dir = scratch_dir("tap-cut-by-receiver");
+        let msg = big_message(1 << 20);
+        let half = msg.len() / 2;
+        // An upstream that sends half of `msg`, then waits for the end.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let upstream = listener.local_addr().unwrap().to_string();
+        let sent = msg.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let sent = sent.clone();
+                std::thread::spawn(move || {
+                    stream.write_all(&sent[..half]).unwrap();
+                    let _ = stream.read_to_end(&mut Vec::new());
+                });
+            }
+        });
+        for (name, options) in [("tap", &[][..]), ("tap-copy", &["--no-splice"][..])] {
+            let (mut tap, addr, log_path) = start_tap_with(dir.path(), &upstream, name, options);
+            let mut c = connect(&addr);
+            let mut got = vec![0u8; half];
+            c.read_exact(&mut got).unwrap();
+            assert!(got == msg[..half], "{name}");
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            c.read_to_end(&mut rest).unwrap();
+            assert!(rest.is_empty(), "{name}: {} more bytes", rest.len());
+            let log = wait_log(&log_path, " closed", 1);
+            let f = closed_fields(&log, 1);
+            assert_eq!(
+                (f["by"].as_str(), f["reason"].as_str()),
+                ("client", "eof"),
+                "{log}"
+            );
+            assert_eq!(f["cut"], format!("{half}/{}", msg.len()), "{name}: {log}");
+            assert_eq!((int(&f, "c->u"), int(&f, "u->c")), (0, 1), "{log}");
+            assert_eq!(int(&f, "copied") + int(&f, "spliced"), half as u64, "{log}");
+            assert!(tap.is_running(), "{}", tap.log());
+        }
+    }
+
     /// Messages that arrived together with bytes that are not a message are
     /// forwarded before the connection is cut for them.
     #[test]

@@ -45,7 +45,9 @@
 //! messages) and with `splice(2)` (`spliced`: never in the tap's memory),
 //! and, when a message was cut short, `cut=RECEIVED/TOTAL` (bytes of it
 //! the tap had received, all of them forwarded once its line was logged;
-//! `?` before its prelude was in). The other side is closed in turn: it sees
+//! `?` before its prelude was in). That message may be one coming the other
+//! way: a side that closes between its own messages (`eof`) still cuts
+//! short the one it was being sent. The other side is closed in turn: it sees
 //! the message cut at the same byte, as it would without the tap. Bytes
 //! that are not a Dask message are an `error` line. A failing connection
 //! never stops the others.
@@ -401,6 +403,12 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
         end = c2u.run() => (Side::Client, end),
         end = u2c.run() => (Side::Upstream, end),
     };
+    // A side that closes between its own messages may still cut short a
+    // message coming the other way.
+    let other_cut = match side {
+        Side::Client => u2c.relay.cut(),
+        Side::Upstream => c2u.relay.cut(),
+    };
     let (a, b) = (c2u.relay.counts, u2c.relay.counts);
     drop((c2u, u2c));
     let tally = format!(
@@ -410,7 +418,7 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
         a.copied + b.copied,
         a.spliced + b.spliced
     );
-    for line in end_lines(id, side, &end, &tally) {
+    for line in end_lines(id, side, &end, &tally, other_cut) {
         logger.line(format_args!("{line}"));
     }
     // Close the other side too: it sees the connection end where the tap
@@ -439,8 +447,11 @@ fn cut_text(cut: &Option<Cut>) -> String {
     }
 }
 
-/// The log lines of a connection's end, read from `side`.
-fn end_lines(id: u64, side: Side, end: &End, tally: &str) -> Vec<String> {
+/// The log lines of a connection's end, read from `side`; `other_cut`: the
+/// message the other direction was in the middle of, if any, reported when
+/// the ending direction cut none.
+fn end_lines(id: u64, side: Side, end: &End, tally: &str, other_cut: Option<Cut>) -> Vec<String> {
+    let cut_text = |cut: &Option<Cut>| cut_text(if cut.is_some() { cut } else { &other_cut });
     let closed = |by: Side, reason: &str, cut: &Option<Cut>| {
         format!(
             "conn={id} closed by={} reason={reason} {tally}{}",

@@ -300,7 +300,7 @@ impl<'a> Relay<'a> {
     }
 
     /// The message being received, if one has begun.
-    fn cut(&self) -> Option<Cut> {
+    pub(super) fn cut(&self) -> Option<Cut> {
         if self.left > 0 {
             return Some(Cut {
                 received: self.total - self.left,
