@@ -512,11 +512,18 @@ fn sub_header_bytes(header: Cow<'_, Header>, n: usize) -> Result<Bytes, EncodeEr
     if let Some(raw) = header.raw_for(n) {
         return Ok(raw.clone());
     }
-    // Its bytes (or its map's), with the count set in them.
+    // Its bytes (or its map's), with the count set in them: appended
+    // without reading the bytes again when they are known to lack it.
+    let lacks_count = header.lacks_count();
     let raw = match header {
         Cow::Owned(Header { raw: Some(raw), .. }) => raw,
         Cow::Borrowed(Header { raw: Some(raw), .. }) => raw.clone(),
         header => msgpack::encode(header.map(), &mut HeaderRules)?,
     };
-    msgpack::set_entries(raw, &[(NUM_SUB_FRAMES, &Value::from(n))], &mut HeaderRules)
+    let entry = [(NUM_SUB_FRAMES, &Value::from(n))];
+    if lacks_count {
+        msgpack::append_entries(raw, &entry, &mut HeaderRules)
+    } else {
+        msgpack::set_entries(raw, &entry, &mut HeaderRules)
+    }
 }

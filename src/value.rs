@@ -140,9 +140,19 @@ pub struct Header {
     /// msgpack layer).
     pub(crate) map: OnceLock<Value>,
     pub(crate) raw: Option<Bytes>,
-    /// The `num-sub-frames` in `raw`; `None` for a header the serialize
-    /// layer wrote, which has no such key yet.
-    raw_count: Option<u64>,
+    /// What `raw` is known to hold under `num-sub-frames`.
+    count: RawCount,
+}
+
+/// What a header's bytes are known to hold under `num-sub-frames`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RawCount {
+    /// Nothing (no bytes, or bytes written from a map nobody looked into).
+    Unknown,
+    /// No such key: the serialize layer read the bytes through and saw none.
+    Absent,
+    /// This count: the message layer checked it off the wire.
+    Is(u64),
 }
 
 impl Header {
@@ -153,17 +163,27 @@ impl Header {
         Header {
             map: OnceLock::from(map),
             raw: None,
-            raw_count: None,
+            count: RawCount::Unknown,
         }
     }
 
-    /// A header the serialize layer wrote as msgpack bytes (a map without
-    /// `num-sub-frames`); its map is decoded only if asked for.
+    /// A header the serialize layer wrote as msgpack bytes (a map, normally
+    /// without `num-sub-frames`); its map is decoded only if asked for.
     pub(crate) fn written(raw: Bytes) -> Header {
         Header {
             map: OnceLock::new(),
             raw: Some(raw),
-            raw_count: None,
+            count: RawCount::Unknown,
+        }
+    }
+
+    /// [`Header::written`], its bytes read through and seen to have no
+    /// `num-sub-frames` key: the message layer appends the key without
+    /// reading them again.
+    pub(crate) fn written_without_count(raw: Bytes) -> Header {
+        Header {
+            count: RawCount::Absent,
+            ..Header::written(raw)
         }
     }
 
@@ -174,7 +194,7 @@ impl Header {
         Header {
             map: OnceLock::new(),
             raw: Some(raw),
-            raw_count: Some(count),
+            count: RawCount::Is(count),
         }
     }
 
@@ -182,7 +202,7 @@ impl Header {
     pub(crate) fn raw_for(&self, frames: usize) -> Option<&Bytes> {
         self.raw
             .as_ref()
-            .filter(|_| self.raw_count == Some(frames as u64))
+            .filter(|_| self.count == RawCount::Is(frames as u64))
     }
 
     /// The header's msgpack bytes, when it has them: as it came off the
@@ -191,9 +211,16 @@ impl Header {
         self.raw.as_ref()
     }
 
+    /// Whether its bytes are known to have no `num-sub-frames` key.
+    pub(crate) fn lacks_count(&self) -> bool {
+        self.count == RawCount::Absent
+    }
+
     /// The bytes this header was decoded from, if it came off the wire.
     pub fn raw(&self) -> Option<&Bytes> {
-        self.raw.as_ref().filter(|_| self.raw_count.is_some())
+        self.raw
+            .as_ref()
+            .filter(|_| matches!(self.count, RawCount::Is(_)))
     }
 }
 

@@ -269,26 +269,38 @@ pub(crate) fn set_entries(
 ) -> Result<Bytes, EncodeError> {
     let keys: SmallVec<[&str; 4]> = entries.iter().map(|(k, _)| *k).collect();
     let write = |i: usize, out: &mut BytesMut| encode_into(entries[i].1, out, leaves);
-    set_entries_with(raw, &keys, write, None, |_| None)
+    Ok(set_entries_with(raw, &keys, write, None, |_| None, "")?.0)
+}
+
+/// `raw` (a msgpack map known to have none of the keys of `entries`) with
+/// `entries` appended, as [`set_entries`] would, but only the map's length
+/// is read. See [`append_entries_with`].
+pub(crate) fn append_entries(
+    raw: Bytes,
+    entries: &[(&str, &Value)],
+    leaves: &mut impl Leaves,
+) -> Result<Bytes, EncodeError> {
+    let keys: SmallVec<[&str; 4]> = entries.iter().map(|(k, _)| *k).collect();
+    let write = |i: usize, out: &mut BytesMut| encode_into(entries[i].1, out, leaves);
+    append_entries_with(raw, &keys, write)
 }
 
 /// [`set_entries`], the value of `keys[i]` written by `write(i, out)` (once
 /// each), and the map read as [`RawMap::read_noting_items`] reads it with
 /// `items_of` and `known` (a header's sub-headers stepped over by their
-/// bytes).
+/// bytes). Also says whether the map has the key `probe`.
 ///
-/// When `raw` is the only handle on its buffer (a header just written) and
-/// every key is new, the entries are appended to that buffer and the map's
-/// length is rewritten in place (when its prefix keeps its size): nothing is
-/// copied. Otherwise the other entries are copied byte for byte into a new
-/// buffer.
+/// When every key is new, the entries are appended as
+/// [`append_entries_with`] does. Otherwise the other entries are copied byte
+/// for byte into a new buffer.
 pub(crate) fn set_entries_with(
     raw: Bytes,
     keys: &[&str],
     mut write: impl FnMut(usize, &mut BytesMut) -> Result<(), EncodeError>,
     items_of: Option<&str>,
     known: impl Fn(&[u8]) -> Option<usize>,
-) -> Result<Bytes, EncodeError> {
+    probe: &str,
+) -> Result<(Bytes, bool), EncodeError> {
     let bad = || EncodeError::HeaderNotMap;
     let (map, end) = RawMap::read_noting_items(&raw, 0, items_of, known)
         .ok()
@@ -297,34 +309,13 @@ pub(crate) fn set_entries_with(
     if end != raw.len() {
         return Err(bad());
     }
+    let has_probe = map.has(probe);
     let appended = keys.iter().filter(|k| !map.has(k)).count();
-    let old_len = map.entries.len();
-    let new_len = u32::try_from(old_len + appended).map_err(|_| bad())?;
-    // The length prefix there (a map: checked above), which stays as it is
-    // only if it is the one `put_map_len` writes for both lengths.
-    let prefix = match raw[0] {
-        0x80..=0x8f => 1,
-        0xde => 3,
-        _ => 5,
-    };
-    let in_place = appended == keys.len()
-        && prefix == map_prefix_len(old_len as u32)
-        && prefix == map_prefix_len(new_len)
-        && raw.is_unique();
-    if in_place {
+    if appended == keys.len() {
         drop(map);
-        let mut buf = raw.try_into_mut().map_err(|_| bad())?;
-        match prefix {
-            1 => buf[0] = 0x80 | new_len as u8,
-            3 => buf[1..3].copy_from_slice(&(new_len as u16).to_be_bytes()),
-            _ => buf[1..5].copy_from_slice(&new_len.to_be_bytes()),
-        }
-        for (i, key) in keys.iter().enumerate() {
-            put_str(&mut buf, key)?;
-            write(i, &mut buf)?;
-        }
-        return Ok(buf.freeze());
+        return Ok((append_entries_with(raw, keys, write)?, has_probe));
     }
+    let new_len = u32::try_from(map.entries.len() + appended).map_err(|_| bad())?;
     let mut out = BytesMut::with_capacity(raw.len() + 64);
     put_map_len(&mut out, new_len);
     let mut done = vec![false; keys.len()];
@@ -347,7 +338,50 @@ pub(crate) fn set_entries_with(
             write(i, &mut out)?;
         }
     }
-    Ok(out.freeze())
+    Ok((out.freeze(), has_probe))
+}
+
+/// [`append_entries`], the value of `keys[i]` written by `write(i, out)`.
+///
+/// When `raw` is the only handle on its buffer (a header just written) and
+/// its length prefix keeps its size, the entries are appended to that
+/// buffer and the length is rewritten in place: nothing is copied.
+/// Otherwise the map's entries are copied, as bytes, after a new prefix.
+pub(crate) fn append_entries_with(
+    raw: Bytes,
+    keys: &[&str],
+    mut write: impl FnMut(usize, &mut BytesMut) -> Result<(), EncodeError>,
+) -> Result<Bytes, EncodeError> {
+    let bad = || EncodeError::HeaderNotMap;
+    let (prefix, old_len) = match raw.first() {
+        Some(&b @ 0x80..=0x8f) => (1, u32::from(b & 0x0f)),
+        Some(0xde) if raw.len() >= 3 => (3, u32::from(u16::from_be_bytes([raw[1], raw[2]]))),
+        Some(0xdf) if raw.len() >= 5 => (5, u32::from_be_bytes([raw[1], raw[2], raw[3], raw[4]])),
+        _ => return Err(bad()),
+    };
+    let new_len = u32::try_from(keys.len())
+        .ok()
+        .and_then(|n| old_len.checked_add(n))
+        .ok_or_else(bad)?;
+    let mut buf = if prefix == map_prefix_len(new_len) && raw.is_unique() {
+        let mut buf = raw.try_into_mut().map_err(|_| bad())?;
+        match prefix {
+            1 => buf[0] = 0x80 | new_len as u8,
+            3 => buf[1..3].copy_from_slice(&(new_len as u16).to_be_bytes()),
+            _ => buf[1..5].copy_from_slice(&new_len.to_be_bytes()),
+        }
+        buf
+    } else {
+        let mut out = BytesMut::with_capacity(raw.len() + 64);
+        put_map_len(&mut out, new_len);
+        out.extend_from_slice(&raw[prefix..]);
+        out
+    };
+    for (i, key) in keys.iter().enumerate() {
+        put_str(&mut buf, key)?;
+        write(i, &mut buf)?;
+    }
+    Ok(buf.freeze())
 }
 
 /// How many bytes [`put_map_len`] writes for a map of `len` entries.

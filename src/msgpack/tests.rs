@@ -340,12 +340,16 @@ fn raw_maps_are_read_and_set_in_place() {
             (Value::str("c"), Value::Nil),
         ])
     );
+    for not_a_map in [Value::Nil, Value::Array(vec![])] {
+        let raw = encode(&not_a_map, &mut Plain).unwrap();
+        let entry = [("a", &Value::Nil)];
+        let err = Err(EncodeError::HeaderNotMap);
+        assert_eq!(set_entries(raw.clone(), &entry, &mut Plain), err);
+        assert_eq!(append_entries(raw, &entry, &mut Plain), err);
+    }
+    let truncated_map16 = Bytes::from_static(b"\xde\x00");
     assert_eq!(
-        set_entries(
-            encode(&Value::Nil, &mut Plain).unwrap(),
-            &[("a", &Value::Nil)],
-            &mut Plain
-        ),
+        append_entries(truncated_map16, &[("a", &Value::Nil)], &mut Plain),
         Err(EncodeError::HeaderNotMap)
     );
 }
@@ -354,6 +358,8 @@ fn raw_maps_are_read_and_set_in_place() {
 /// go at its end and the length prefix is rewritten, nothing copied; the
 /// bytes are those the copying path writes. A shared buffer, a key already
 /// there, or a prefix that would grow: copied, the original untouched.
+/// `append_entries` (which reads only the length) writes the same bytes,
+/// in place in the same cases.
 #[test]
 fn set_entries_appends_in_place_to_a_buffer_it_owns() {
     let map_of = |n: usize| {
@@ -369,14 +375,26 @@ fn set_entries_appends_in_place_to_a_buffer_it_owns() {
         buf.freeze()
     };
     let new = [("x", &Value::from(7u8)), ("y", &Value::str("z"))];
-    // 3 → 5 entries (fixmap), 20 → 22 (map16), 14 → 16 (fixmap to map16).
-    for (n, in_place) in [(3, true), (20, true), (14, false)] {
+    // 3 → 5 entries (fixmap), 20 → 22 (map16), 14 → 16 (fixmap to map16),
+    // 65 534 → 65 536 (map16 to map32).
+    for (n, in_place) in [(3, true), (20, true), (14, false), (65_534, false)] {
         let raw = owned(&map_of(n));
         let copied = set_entries(raw.clone(), &new, &mut Plain).unwrap();
+        let appended = append_entries(raw.clone(), &new, &mut Plain).unwrap();
+        assert_eq!(appended, copied, "{n} entries: appended, shared");
         let at = raw.as_ptr();
         let set = set_entries(raw, &new, &mut Plain).unwrap();
         assert_eq!(set, copied, "{n} entries: the same bytes either way");
         assert_eq!(set.as_ptr() == at, in_place, "{n} entries: in place");
+        let raw = owned(&map_of(n));
+        let at = raw.as_ptr();
+        let appended = append_entries(raw, &new, &mut Plain).unwrap();
+        assert_eq!(appended, copied, "{n} entries: appended, owned");
+        assert_eq!(
+            appended.as_ptr() == at,
+            in_place,
+            "{n} entries: appended in place"
+        );
         let mut want = map_of(n);
         if let Value::Map(m) = &mut want {
             m.extend(new.iter().map(|(k, v)| (Value::str(k), (*v).clone())));

@@ -91,14 +91,22 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
     };
     // The sub-headers a collection header has are stepped over by their
     // bytes where they are the built-in families'.
-    let header = msgpack::set_entries_with(
+    // Read through here, the header tells whether it has `num-sub-frames`:
+    // when it has not, the message layer appends it without reading again.
+    let (header, has_count) = msgpack::set_entries_with(
         header,
         &["split-num-sub-frames", "split-offsets", "compression"],
         write,
         Some("sub-headers"),
         known_leaf_len,
+        "num-sub-frames",
     )?;
-    Ok(Block::from_vec(Header::written(header), frames))
+    let header = if has_count {
+        Header::written(header)
+    } else {
+        Header::written_without_count(header)
+    };
+    Ok(Block::from_vec(header, frames))
 }
 
 /// Serializes `value`: its header's `compression` list (if it has one), and
