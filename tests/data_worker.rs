@@ -269,7 +269,7 @@ fn data_worker_in_a_tls_cluster() {
         &files[2],
     ];
     let sched_args: Vec<&str> = ["--protocol", "tls"].into_iter().chain(tls_args).collect();
-    let (sched, addr) = cluster::scheduler_with(&python, dir.path(), &[], &sched_args);
+    let (sched, addr) = cluster::scheduler_with(&python, dir.path(), "scheduler", &[], &sched_args);
     assert!(addr.starts_with("tls://"), "{addr}");
     let (pyw, py_addr) =
         cluster::python_worker_with(&python, dir.path(), &addr, "pyworker", &tls_args);

@@ -27,7 +27,7 @@ use procs::{scratch_dir, spawn_framewire, Daemon};
 
 /// A real `dask scheduler` on 127.0.0.1, any free port, no dashboard.
 fn start_scheduler(dir: &Path) -> (Daemon, String) {
-    procs::dask_scheduler(&dask_python::python(), dir, "scheduler", &[] as &[&str])
+    procs::scheduler(&dask_python::python(), dir, &[])
 }
 
 /// Runs `framewire ARGS` with `stdin`, killing it after [`CALL_GUARD`].
@@ -162,7 +162,7 @@ fn logged_bytes(log: &str, needle: &str) -> u64 {
 fn call_against_a_real_scheduler() {
     let dir = scratch_dir("call");
     let (scheduler, address) = start_scheduler(dir.path());
-    let on_failure = || scheduler.log();
+    let on_failure = || scheduler.logs();
 
     // identity: the scheduler describes itself.
     let (out, _) = framewire(&["call", &address, r#"{"op": "identity"}"#], None);
@@ -279,7 +279,7 @@ fn call_against_a_real_scheduler() {
         long_bytes(&data),
         "scheduler log:\n{}\ntap log:\n{}",
         on_failure(),
-        tap.log()
+        tap.logs()
     );
     let log = wait_log(&tap_log, " closed", 1);
     assert!(log.contains("conn=1 checksums=not-agreed"), "{log}");

@@ -70,8 +70,7 @@ fn dask_cluster_works_through_the_tap() {
     let python = dask_python::python();
     let dir = scratch_dir("tap");
 
-    let (scheduler, sched_addr) =
-        procs::dask_scheduler(&python, dir.path(), "scheduler", &[] as &[&str]);
+    let (scheduler, sched_addr) = procs::scheduler(&python, dir.path(), &[]);
 
     // One worker process (no nanny, so that killing it leaves nothing
     // behind), straight to the scheduler.
@@ -130,18 +129,18 @@ fn dask_cluster_works_through_the_tap() {
             .arg(format!("tcp://{tap_addr}")),
         dir.path(),
     );
-    let status = client.wait_exit(CLIENT_GUARD, || {
+    let status = procs::wait_exit_within(&mut client, CLIENT_GUARD, || {
         let tap = std::fs::read_to_string(&tap_log).unwrap_or_default();
         format!("tap log:\n{tap}")
     });
-    let client_out = client.log();
-    let scheduler_log = format!("scheduler:\n{}", scheduler.log());
+    let client_out = client.logs();
+    let scheduler_log = format!("scheduler:\n{}", scheduler.logs());
     let scattered = procs::check_tap_client("client", status, &client_out, &scheduler_log);
 
     // The client closed its connections: wait (bounded) until the tap has
     // logged a close for every connection it opened.
     let log = procs::wait_all_closed(&tap_log);
-    assert!(tap.is_running(), "the tap keeps listening: {}", tap.log());
+    assert!(tap.is_running(), "the tap keeps listening: {}", tap.logs());
 
     // ---- the log ----
     let mut messages = Vec::new();
@@ -227,7 +226,7 @@ fn dask_cluster_works_through_the_tap() {
     );
 
     // And the scheduler saw a well-behaved client.
-    let sched_log = scheduler.log();
+    let sched_log = scheduler.logs();
     assert!(
         sched_log.contains("Receive client connection"),
         "{sched_log}"
@@ -391,7 +390,7 @@ mod raw {
         drop((a, b));
 
         let log = wait_log(&log_path, " closed", 3);
-        assert!(tap.is_running(), "{}", tap.log());
+        assert!(tap.is_running(), "{}", tap.logs());
         let lines: Vec<&str> = log.lines().collect();
         let has = |needle: &str| lines.iter().any(|l| l.contains(needle));
         // Both directions of every message, ops named, frames and bytes exact.
@@ -447,7 +446,7 @@ mod raw {
         }
         let log = wait_log(&log2, "error connecting", 2);
         assert!(log.contains(&format!("to upstream {refused}: ")), "{log}");
-        assert!(tap2.is_running(), "{}", tap2.log());
+        assert!(tap2.is_running(), "{}", tap2.logs());
     }
 
     /// A raw TCP server that reads each connection to its end and sends
@@ -543,7 +542,7 @@ mod raw {
             } else {
                 assert_eq!(spliced, 0, "{name}: {log}");
             }
-            assert!(tap.is_running(), "{}", tap.log());
+            assert!(tap.is_running(), "{}", tap.logs());
         }
     }
 
@@ -596,7 +595,7 @@ mod raw {
         }
         let log = std::fs::read_to_string(&log_path).unwrap();
         assert!(!log.contains(" error "), "{log}");
-        assert!(tap.is_running(), "{}", tap.log());
+        assert!(tap.is_running(), "{}", tap.logs());
     }
 
     /// A side that closes between its own messages while a message is
@@ -642,7 +641,7 @@ mod raw {
             assert_eq!(f["cut"], format!("{half}/{}", msg.len()), "{name}: {log}");
             assert_eq!((int(&f, "c->u"), int(&f, "u->c")), (0, 1), "{log}");
             assert_eq!(int(&f, "copied") + int(&f, "spliced"), half as u64, "{log}");
-            assert!(tap.is_running(), "{}", tap.log());
+            assert!(tap.is_running(), "{}", tap.logs());
         }
     }
 
@@ -726,7 +725,7 @@ mod raw {
             let mut back = vec![0u8; ping.len()];
             c.read_exact(&mut back).unwrap();
             assert_eq!(back, ping);
-            assert!(tap.is_running(), "{name}: {}", tap.log());
+            assert!(tap.is_running(), "{name}: {}", tap.logs());
             drop(stalled);
         }
     }
@@ -874,7 +873,7 @@ mod raw {
         let s = fw_server::wait_seen(&seen, 1);
         assert!(s.checksums, "{s:?}");
         assert!(s.ops.is_empty(), "{s:?}");
-        assert!(tap.is_running(), "{}", tap.log());
+        assert!(tap.is_running(), "{}", tap.logs());
 
         // Without --checksums: the same call works, the trailers relayed as
         // ordinary frames (the same frames and bytes), nothing said about

@@ -98,11 +98,11 @@ fn num(line: &str, key: &str) -> u64 {
 
 /// Waits for a client script; returns its exit status and output.
 fn finish(client: &mut Daemon, logs: &[&Path]) -> (ExitStatus, String) {
-    let status = client.wait_exit(CLIENT_GUARD, || {
+    let status = procs::wait_exit_within(client, CLIENT_GUARD, || {
         let logs: Vec<String> = logs.iter().map(|p| read(p)).collect();
         format!("tap logs:\n{}", logs.join("\n"))
     });
-    (status, client.log())
+    (status, client.logs())
 }
 
 /// A complete log of a client's session: the handshakes first, the
@@ -224,10 +224,10 @@ fn tls_cluster_through_taps_and_refusals() {
     let mut tls_args = vec!["--protocol".to_owned(), "tls".to_owned()];
     tls_args.extend(good.iter().cloned());
     let (mut sched, sched_addr) =
-        procs::dask_scheduler(&python, dir.path(), "scheduler", &tls_args);
+        procs::scheduler_with(&python, dir.path(), "scheduler", &[], &tls_args);
     // And a plaintext one, for a tap that takes TLS in and speaks tcp out.
     let (_plain_sched, plain_addr) =
-        procs::dask_scheduler(&python, dir.path(), "plain-scheduler", &[] as &[&str]);
+        procs::scheduler_with(&python, dir.path(), "plain-scheduler", &[], &[] as &[&str]);
     let mut worker = Daemon::start(
         "worker",
         Command::new(&python)
@@ -317,7 +317,7 @@ fn tls_cluster_through_taps_and_refusals() {
     assert!(ok, "after the refusals: {err}\n{}", read(&tap_log));
     let reply: Json = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(reply["type"], "Scheduler", "{reply}");
-    assert!(tap.is_running(), "{}", tap.log());
+    assert!(tap.is_running(), "{}", tap.logs());
 
     // (The log is written in batches: wait for the good client's lines.)
     wait_log(&tap_log, " open client=", opened_before + 1);

@@ -58,9 +58,9 @@ fn scheduler(
         Some(c) => {
             let mut args = vec!["--protocol".to_owned(), "tls".to_owned()];
             args.extend(tls_flags(&c.ca(), &c.cert(), &c.key()));
-            procs::dask_scheduler(python, dir.path(), "tls-scheduler", &args)
+            procs::scheduler_with(python, dir.path(), "tls-scheduler", &[], &args)
         }
-        None => procs::dask_scheduler(python, dir.path(), "scheduler", &[] as &[&str]),
+        None => procs::scheduler(python, dir.path(), &[]),
     }
 }
 
@@ -75,7 +75,7 @@ fn call_reaches_a_tls_scheduler_and_refusals_say_why() {
     // identity, with the cluster's certificates.
     let good = tls_flags(&c.ca(), &c.cert(), &c.key());
     let (ok, out, err, _) = call(&good, &address, r#"{"op": "identity"}"#);
-    assert!(ok, "call failed: {err}\nscheduler:\n{}", tls_sched.log());
+    assert!(ok, "call failed: {err}\nscheduler:\n{}", tls_sched.logs());
     let reply: Json = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(reply["type"], "Scheduler", "{reply}");
     assert_eq!(reply["address"], Json::String(address.clone()), "{reply}");

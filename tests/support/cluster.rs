@@ -4,6 +4,7 @@
 //! happens, with its stdout and stderr in files of a scratch directory.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -125,16 +126,18 @@ pub fn address_after(log: &str, marker: &str) -> Option<String> {
 /// A `dask scheduler` on a free loopback port, with extra environment
 /// (Dask config variables); returns it and its address.
 pub fn scheduler(python: &Path, dir: &Path, env: &[(&str, &str)]) -> (Daemon, String) {
-    scheduler_with(python, dir, env, &[])
+    scheduler_with(python, dir, "scheduler", env, &[] as &[&str])
 }
 
-/// [`scheduler`] with more command-line arguments (`--protocol tls` and
-/// the TLS files, for instance).
-pub fn scheduler_with(
+/// [`scheduler`] named `name` (its output `dir/<name>.out` and `.err`),
+/// with more command-line arguments (`--protocol tls` and the TLS files,
+/// for instance).
+pub fn scheduler_with<S: AsRef<OsStr>>(
     python: &Path,
     dir: &Path,
+    name: &str,
     env: &[(&str, &str)],
-    args: &[&str],
+    args: &[S],
 ) -> (Daemon, String) {
     let mut cmd = Command::new(python);
     cmd.args([
@@ -148,7 +151,7 @@ pub fn scheduler_with(
     ]);
     cmd.args(args);
     cmd.envs(env.iter().copied());
-    let mut d = Daemon::start("scheduler", &mut cmd, dir);
+    let mut d = Daemon::start(name, &mut cmd, dir);
     let addr = d.wait_for(STARTUP, |log| address_after(log, "Scheduler at:"));
     (d, addr)
 }

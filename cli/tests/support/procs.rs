@@ -1,12 +1,19 @@
 //! Processes and scratch directories for the CLI tests: the `framewire`
-//! binary run with some stdin, and background processes and directories that
-//! are killed, reaped and removed on drop, whatever happens.
+//! binary run with some stdin, and the library tests' background processes
+//! and scratch directories (`tests/support/cluster.rs`: killed, reaped and
+//! removed on drop, whatever happens).
 #![allow(dead_code)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "../../../tests/support/cluster.rs"]
+mod cluster;
+// Not every test uses all of them.
+#[allow(unused_imports)]
+pub use cluster::{scheduler, scheduler_with, scratch_dir, Daemon, STARTUP};
 
 /// The repository's root, where the captures and the Python scripts the
 /// CLI tests use live (`tests/captures`, `tests/dask`).
@@ -38,127 +45,21 @@ pub fn spawn_framewire(args: &[&str], stdin: Option<&[u8]>) -> Child {
     child
 }
 
-/// A scratch directory, `framewire-<tag>-…` under the system's temporary
-/// directory, removed on drop.
-pub fn scratch_dir(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("framewire-{tag}-"))
-        .tempdir()
-        .expect("a scratch directory")
-}
-
-/// A background process, killed (and reaped) on drop, whatever happens.
-pub struct Daemon {
-    name: String,
-    pub child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    /// Starts `cmd` in `dir`, stdout and stderr into `dir/<name>.log`.
-    pub fn start(name: &str, cmd: &mut Command, dir: &Path) -> Daemon {
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        Daemon {
-            name: name.to_owned(),
-            child,
-            log,
-        }
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until `find` finds something in the log; panics (with the log)
-    /// if the process exits or `timeout` passes first.
-    pub fn wait_for<T>(&mut self, timeout: Duration, find: impl Fn(&str) -> Option<T>) -> T {
-        let started = Instant::now();
-        loop {
-            let log = self.log();
-            if let Some(found) = find(&log) {
-                return found;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("{} exited ({status}) early; its log:\n{log}", self.name);
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "{}: nothing expected in the log after {timeout:?}; the log:\n{log}",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits for the process to exit; panics (with its log and `context`,
-    /// the logs of the processes it talks to) if it is still running after
-    /// `guard`.
-    pub fn wait_exit(&mut self, guard: Duration, context: impl Fn() -> String) -> ExitStatus {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                started.elapsed() < guard,
-                "{} hung; its log:\n{}\n{}",
-                self.name,
-                self.log(),
-                context()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    pub fn is_running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Time a Python process gets to come up (a loaded CI machine is slow).
-pub const STARTUP: Duration = Duration::from_secs(90);
-
-/// The first `tcp://` or `tls://` word of the first log line containing
-/// `marker`.
-pub fn address_after(log: &str, marker: &str) -> Option<String> {
-    let line = log.lines().find(|l| l.contains(marker))?;
-    line.split_whitespace()
-        .find(|w| w.starts_with("tcp://") || w.starts_with("tls://"))
-        .map(str::to_owned)
-}
-
-/// A real `dask scheduler` on 127.0.0.1 (any free port, no dashboard) with
-/// `args` added (`--protocol tls` and Dask's TLS flags, for instance), its
-/// log `dir/<name>.log`; returns it once it has printed its address, and
-/// that address.
-pub fn dask_scheduler<S: AsRef<std::ffi::OsStr>>(
-    python: &Path,
-    dir: &Path,
-    name: &str,
-    args: &[S],
-) -> (Daemon, String) {
-    let mut cmd = Command::new(python);
-    cmd.args(["-m", "distributed.cli.dask_scheduler"])
-        .args(["--host", "127.0.0.1", "--port", "0", "--no-dashboard"])
-        .args(args);
-    let mut scheduler = Daemon::start(name, &mut cmd, dir);
-    let address = scheduler.wait_for(STARTUP, |log| address_after(log, "Scheduler at:"));
-    (scheduler, address)
+/// Waits for `daemon` to exit; panics (with its output and `context`, the
+/// logs of the processes it talks to) if it is still running after `guard`.
+pub fn wait_exit_within(
+    daemon: &mut Daemon,
+    guard: Duration,
+    context: impl Fn() -> String,
+) -> ExitStatus {
+    daemon.wait_exit(guard).unwrap_or_else(|| {
+        panic!(
+            "{} hung for {guard:?}\n{}\n{}",
+            daemon.name,
+            daemon.logs(),
+            context()
+        )
+    })
 }
 
 /// Waits (bounded) until a tap's log at `path` has a close line for every

@@ -61,12 +61,13 @@ pub fn run(dir: &tempfile::TempDir, args: &[&str], guard: Duration) -> (Json, St
         assert!(
             started.elapsed() < guard,
             "tap_cluster.py {args:?} still running after {guard:?}:\n{}",
-            tail(&proc.log(), 6000)
+            tail(&proc.logs(), 6000)
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    let out = proc.log();
-    let result = out
+    let out = proc.logs();
+    let result = proc
+        .stdout()
         .lines()
         .rev()
         .find_map(|l| serde_json::from_str::<Json>(l).ok().filter(Json::is_object))
