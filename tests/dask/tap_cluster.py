@@ -45,6 +45,7 @@ import ctypes
 import json
 import math
 import os
+import random
 import re
 import signal
 import socket
@@ -64,7 +65,30 @@ def _die_with_parent() -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
+    """A port nothing listens on, for a worker to bind later (its tap is
+    started first, in front of it). It is taken below the kernel's ephemeral
+    range when there is room: a port from bind(0) is free only until another
+    bind(0) or an outgoing connection takes it (a worker once failed with
+    EADDRINUSE that way), and neither takes one from below that range."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    if low - 1024 >= 1000:
+        rng = random.Random()
+        for _ in range(1000):
+            port = rng.randrange(max(1024, low - 20000), low)
+            if port in _handed_out:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind((LOOPBACK, port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
@@ -198,16 +222,15 @@ class Cluster:
 
     def _start(self, n: int) -> None:
         py = sys.executable
-        port = free_port()
         sched = Proc(
             self._name("scheduler"),
-            [py, "-m", "distributed.cli.dask_scheduler", "--host", LOOPBACK, "--port", str(port), "--no-dashboard"],
+            [py, "-m", "distributed.cli.dask_scheduler", "--host", LOOPBACK, "--port", "0", "--no-dashboard"],
             self.dir,
             self.env,
         )
         self.procs.append(sched)
         self.scheduler = sched
-        sched.wait_for(r"Scheduler at:\s+tcp://")
+        port = sched.wait_for(r"Scheduler at:\s+tcp://[0-9.]+:(\d+)").group(1)
         self.scheduler_real = f"{LOOPBACK}:{port}"
         if self.framewire:
             tap = Tap(self.framewire, self._name("scheduler"), self.scheduler_real, self.dir)
