@@ -483,7 +483,7 @@ fn peer_pong(flavor: Flavor) {
 /// The TLS files of a `make-certs` directory (`-`: none, plain TCP).
 fn tls_config(certs: &str) -> Option<TlsConfig> {
     (certs != "-").then(|| {
-        let c = certs::Certs { dir: certs.into() };
+        let c = certs::Certs::at(std::path::Path::new(certs));
         TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).expect("the TLS files")
     })
 }

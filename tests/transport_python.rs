@@ -43,9 +43,7 @@ enum Scheme {
 
 impl Scheme {
     fn tls(tag: &str) -> Scheme {
-        let dir =
-            std::env::temp_dir().join(format!("framewire-pytls-{tag}-{}", std::process::id()));
-        let c = certs::make(&dir);
+        let c = certs::scratch(&format!("pytls-{tag}"));
         let config = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
         Scheme::Tls(c, config)
     }

@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 #[path = "support/procs.rs"]
 mod procs;
-use procs::spawn_framewire;
+use procs::{scratch_dir, spawn_framewire};
 
 /// A hang guard only: every command here finishes in milliseconds.
 const HANG_GUARD: Duration = Duration::from_secs(5);
@@ -287,7 +287,8 @@ fn check_stream_output(out: &Output, expected: &[(String, Json)]) {
 #[test]
 fn several_messages_back_to_back() {
     let (wire, expected) = stream();
-    let dir = tempdir("stream");
+    let dir = scratch_dir("cli-stream");
+    let dir = dir.path();
     let file = dir.join("stream.bin");
     std::fs::write(&file, &wire).unwrap();
     check_stream_output(&run_file(&["inspect", "--json"], &file), &expected);
@@ -356,18 +357,13 @@ fn message(frames: &[&[u8]]) -> Vec<u8> {
     raw_message(n, &lengths, &frames.concat())
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("framewire-cli-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Runs `inspect --json` (from a file, and from stdin) and `roundtrip` on bad
 /// input; returns the single stderr line.
 fn assert_rejected(tag: &str, prefix: &[u8], bad: &[u8], index: usize, expect: &str) -> String {
     let mut data = prefix.to_vec();
     data.extend(bad);
-    let file = tempdir(tag).join("bad.bin");
+    let dir = scratch_dir(&format!("cli-{tag}"));
+    let file = dir.path().join("bad.bin");
     std::fs::write(&file, &data).unwrap();
     let path = file.to_str().unwrap();
     let mut first = None;

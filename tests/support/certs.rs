@@ -15,9 +15,18 @@ use rcgen::{
 /// The PEM files of one test set, in a directory.
 pub struct Certs {
     pub dir: PathBuf,
+    /// The scratch directory of [`scratch`], removed on drop.
+    scratch: Option<tempfile::TempDir>,
 }
 
 impl Certs {
+    /// The set [`make`] wrote into `dir` earlier.
+    pub fn at(dir: &Path) -> Certs {
+        Certs {
+            dir: dir.to_path_buf(),
+            scratch: None,
+        }
+    }
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
@@ -88,6 +97,18 @@ fn leaf(cn: &str, expired: bool) -> (CertificateParams, KeyPair) {
     (params, KeyPair::generate().unwrap())
 }
 
+/// A fresh set in a scratch directory of its own (`framewire-<tag>-…`),
+/// removed with it.
+pub fn scratch(tag: &str) -> Certs {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("framewire-{tag}-"))
+        .tempdir()
+        .expect("a scratch directory");
+    let mut certs = make(dir.path());
+    certs.scratch = Some(dir);
+    certs
+}
+
 /// Writes a fresh set into `dir`.
 pub fn make(dir: &Path) -> Certs {
     std::fs::create_dir_all(dir).unwrap();
@@ -125,7 +146,5 @@ pub fn make(dir: &Path) -> Certs {
     );
     write("other.key", other_key.serialize_pem());
 
-    Certs {
-        dir: dir.to_path_buf(),
-    }
+    Certs::at(dir)
 }
