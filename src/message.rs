@@ -521,9 +521,5 @@ fn sub_header_bytes(header: Cow<'_, Header>, n: usize) -> Result<Bytes, EncodeEr
         header => msgpack::encode(header.map(), &mut HeaderRules)?,
     };
     let entry = [(NUM_SUB_FRAMES, &Value::from(n))];
-    if lacks_count {
-        msgpack::append_entries(raw, &entry, &mut HeaderRules)
-    } else {
-        msgpack::set_entries(raw, &entry, &mut HeaderRules)
-    }
+    msgpack::set_entries(raw, &entry, &mut HeaderRules, lacks_count)
 }

@@ -243,7 +243,12 @@ fn with_reply(mut frames: Vec<Bytes>, reply: bool) -> Result<Vec<Bytes>, Transpo
         return Ok(frames);
     }
     let reply = Value::Bool(reply);
-    frames[0] = msgpack::set_entries(frame0.clone(), &[("reply", &reply)], &mut HeaderRules)?;
+    frames[0] = msgpack::set_entries(
+        frame0.clone(),
+        &[("reply", &reply)],
+        &mut HeaderRules,
+        false,
+    )?;
     Ok(frames)
 }
 

@@ -43,9 +43,7 @@ pub(crate) use encode::{
 #[cfg(feature = "serde")]
 pub(crate) use encode::{put_bin, put_f64, put_int};
 pub use error::{MsgpackError, Position};
-pub(crate) use raw::{
-    append_entries, decode_range, set_entries, set_entries_with, skim, value_end, RawMap,
-};
+pub(crate) use raw::{decode_range, set_entries, set_entries_with, skim, value_end, RawMap};
 #[cfg(feature = "serde")]
 pub(crate) use raw::{is_map_at, lookup_str, value_at};
 #[cfg(feature = "serde")]

@@ -261,28 +261,21 @@ pub(crate) fn is_map_at(buf: &[u8], pos: usize) -> bool {
 /// `raw` (a msgpack map) with `entries` set as Python dict assignment does:
 /// a key already there keeps its place and takes the new value, the others
 /// are appended in order. The new values are encoded with `leaves`. See
-/// [`set_entries_with`].
+/// [`set_entries_with`]; with `known_new` (the caller knows `raw` has none
+/// of the keys), [`append_entries_with`], which reads only the map's length.
 pub(crate) fn set_entries(
     raw: Bytes,
     entries: &[(&str, &Value)],
     leaves: &mut impl Leaves,
+    known_new: bool,
 ) -> Result<Bytes, EncodeError> {
     let keys: SmallVec<[&str; 4]> = entries.iter().map(|(k, _)| *k).collect();
     let write = |i: usize, out: &mut BytesMut| encode_into(entries[i].1, out, leaves);
-    Ok(set_entries_with(raw, &keys, write, None, |_| None, "")?.0)
-}
-
-/// `raw` (a msgpack map known to have none of the keys of `entries`) with
-/// `entries` appended, as [`set_entries`] would, but only the map's length
-/// is read. See [`append_entries_with`].
-pub(crate) fn append_entries(
-    raw: Bytes,
-    entries: &[(&str, &Value)],
-    leaves: &mut impl Leaves,
-) -> Result<Bytes, EncodeError> {
-    let keys: SmallVec<[&str; 4]> = entries.iter().map(|(k, _)| *k).collect();
-    let write = |i: usize, out: &mut BytesMut| encode_into(entries[i].1, out, leaves);
-    append_entries_with(raw, &keys, write)
+    if known_new {
+        append_entries_with(raw, &keys, write)
+    } else {
+        Ok(set_entries_with(raw, &keys, write, None, |_| None, "")?.0)
+    }
 }
 
 /// [`set_entries`], the value of `keys[i]` written by `write(i, out)` (once
@@ -341,7 +334,9 @@ pub(crate) fn set_entries_with(
     Ok((out.freeze(), has_probe))
 }
 
-/// [`append_entries`], the value of `keys[i]` written by `write(i, out)`.
+/// `raw` (a msgpack map known to have none of `keys`) with the value of
+/// `keys[i]` written by `write(i, out)` appended, as [`set_entries_with`]
+/// would, but only the map's length is read.
 ///
 /// When `raw` is the only handle on its buffer (a header just written) and
 /// its length prefix keeps its size, the entries are appended to that

@@ -324,6 +324,7 @@ fn raw_maps_are_read_and_set_in_place() {
         raw.clone(),
         &[("a", &9u8.into()), ("c", &Value::Nil)],
         &mut Plain,
+        false,
     )
     .unwrap();
     let back = decode(&set, 0, &CHECKED, &mut plain_map).unwrap();
@@ -344,12 +345,12 @@ fn raw_maps_are_read_and_set_in_place() {
         let raw = encode(&not_a_map, &mut Plain).unwrap();
         let entry = [("a", &Value::Nil)];
         let err = Err(EncodeError::HeaderNotMap);
-        assert_eq!(set_entries(raw.clone(), &entry, &mut Plain), err);
-        assert_eq!(append_entries(raw, &entry, &mut Plain), err);
+        assert_eq!(set_entries(raw.clone(), &entry, &mut Plain, false), err);
+        assert_eq!(set_entries(raw, &entry, &mut Plain, true), err);
     }
     let truncated_map16 = Bytes::from_static(b"\xde\x00");
     assert_eq!(
-        append_entries(truncated_map16, &[("a", &Value::Nil)], &mut Plain),
+        set_entries(truncated_map16, &[("a", &Value::Nil)], &mut Plain, true),
         Err(EncodeError::HeaderNotMap)
     );
 }
@@ -358,7 +359,7 @@ fn raw_maps_are_read_and_set_in_place() {
 /// go at its end and the length prefix is rewritten, nothing copied; the
 /// bytes are those the copying path writes. A shared buffer, a key already
 /// there, or a prefix that would grow: copied, the original untouched.
-/// `append_entries` (which reads only the length) writes the same bytes,
+/// With `known_new` (which reads only the length): the same bytes,
 /// in place in the same cases.
 #[test]
 fn set_entries_appends_in_place_to_a_buffer_it_owns() {
@@ -379,16 +380,16 @@ fn set_entries_appends_in_place_to_a_buffer_it_owns() {
     // 65 534 → 65 536 (map16 to map32).
     for (n, in_place) in [(3, true), (20, true), (14, false), (65_534, false)] {
         let raw = owned(&map_of(n));
-        let copied = set_entries(raw.clone(), &new, &mut Plain).unwrap();
-        let appended = append_entries(raw.clone(), &new, &mut Plain).unwrap();
+        let copied = set_entries(raw.clone(), &new, &mut Plain, false).unwrap();
+        let appended = set_entries(raw.clone(), &new, &mut Plain, true).unwrap();
         assert_eq!(appended, copied, "{n} entries: appended, shared");
         let at = raw.as_ptr();
-        let set = set_entries(raw, &new, &mut Plain).unwrap();
+        let set = set_entries(raw, &new, &mut Plain, false).unwrap();
         assert_eq!(set, copied, "{n} entries: the same bytes either way");
         assert_eq!(set.as_ptr() == at, in_place, "{n} entries: in place");
         let raw = owned(&map_of(n));
         let at = raw.as_ptr();
-        let appended = append_entries(raw, &new, &mut Plain).unwrap();
+        let appended = set_entries(raw, &new, &mut Plain, true).unwrap();
         assert_eq!(appended, copied, "{n} entries: appended, owned");
         assert_eq!(
             appended.as_ptr() == at,
@@ -404,12 +405,12 @@ fn set_entries_appends_in_place_to_a_buffer_it_owns() {
     // A key already there: copied, its value replaced where it stands.
     let raw = owned(&map_of(3));
     let at = raw.as_ptr();
-    let set = set_entries(raw, &[("k1", &Value::Nil)], &mut Plain).unwrap();
+    let set = set_entries(raw, &[("k1", &Value::Nil)], &mut Plain, false).unwrap();
     assert_ne!(set.as_ptr(), at);
     // A shared buffer: copied, the other handle still reads the old map.
     let raw = owned(&map_of(3));
     let other = raw.clone();
-    let set = set_entries(raw, &new, &mut Plain).unwrap();
+    let set = set_entries(raw, &new, &mut Plain, false).unwrap();
     assert_ne!(set.as_ptr(), other.as_ptr());
     assert_eq!(
         decode(&other, 0, &CHECKED, &mut plain_map).unwrap(),
