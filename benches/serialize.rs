@@ -12,7 +12,11 @@
 //! * `dumps_loads/serialize_payload/{dumps,loads}/<size>`;
 //! * `dumps_collection/{tuple_small_ints,list_bytes8}/{serialize,dumps,loads}/<n>`:
 //!   an iterated collection through `dumps` and `loads`, beside `serialize`
-//!   alone.
+//!   alone;
+//! * `compression/lz4_decode/{framewire,lz4_flex}/64MiB`: decompressing a
+//!   compressible 64 MiB frame through framewire's path (declared-size
+//!   checks against the limits, the budget, an exact buffer, `Bytes`)
+//!   beside lz4_flex's `decompress_size_prepended` alone.
 //!
 //! `cargo bench --bench serialize -- --quick` runs everything in a few
 //! minutes; a filter narrows it (`-- 'serialize/tuple_small_ints'`).
@@ -158,5 +162,52 @@ fn dumps_collection(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, roundtrip, big_payload, dumps_collection, ser_de);
+/// `compression/lz4_decode/{framewire,lz4_flex}/64MiB`: what framewire's
+/// checks add to lz4_flex's block decoder.
+fn lz4_decode(c: &mut Criterion) {
+    use framewire::serialize::{decompress, Codec, DecompressBudget};
+    const SIZE: usize = 64 << 20;
+    // Compressible but not trivial: text with varying numbers.
+    let mut data = Vec::with_capacity(SIZE + 64);
+    let mut i = 0u64;
+    while data.len() < SIZE {
+        let row = format!("row {i:>10}: value={} status=ok;\n", i * 7919 % 100_003);
+        data.extend_from_slice(row.as_bytes());
+        i += 1;
+    }
+    data.truncate(SIZE);
+    let packed = Codec::Lz4.compress(&data).unwrap();
+    let limits = Limits::dask_compat();
+    let mut g = c.benchmark_group("compression/lz4_decode");
+    g.throughput(Throughput::Bytes(SIZE as u64))
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    g.bench_function(BenchmarkId::new("framewire", "64MiB"), |b| {
+        b.iter(|| {
+            let mut budget = DecompressBudget::new(&limits);
+            let out = decompress(Codec::Lz4, black_box(&packed), &mut budget).unwrap();
+            assert_eq!(out.len(), SIZE);
+            out
+        })
+    });
+    g.bench_function(BenchmarkId::new("lz4_flex", "64MiB"), |b| {
+        b.iter(|| {
+            let out = lz4_flex::block::decompress_size_prepended(black_box(&packed)).unwrap();
+            assert_eq!(out.len(), SIZE);
+            out
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    roundtrip,
+    big_payload,
+    dumps_collection,
+    lz4_decode,
+    ser_de
+);
 criterion_main!(benches);

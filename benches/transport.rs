@@ -7,6 +7,8 @@
 //!   - `connection`: framewire `Connection`, `send(Envelope[payload])` /
 //!     `recv()`, receive buffers recycled;
 //!   - `connection_fresh`: the same, a fresh receive buffer per message;
+//!   - `connection_checksums`: `connection` with checksum trailers both
+//!     ways (a CRC32 of every frame, sent and verified);
 //!   - `connection_task`: a whole task message each way (`dumps` + send,
 //!     `recv` + `loads` + `deserialize_blocks`) carrying a u8 ndarray;
 //!   - `framecodec`: `Framed<_, FrameCodec>` (its encoder copies);

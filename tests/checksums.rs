@@ -2,10 +2,8 @@
 //! negotiation, the exact trailer layout, every single-bit flip in frames
 //! up to 64 KiB detected, length-table flips and cut-off trailers are
 //! errors (never a hang, never "valid"), and a downgrade is refused when
-//! checksums are required.
-//!
-//! `bench_checksums_64mib` (ignored) measures the cost:
-//! `cargo test --release --test checksums -- --ignored --nocapture bench_`.
+//! checksums are required. (What they cost: `cargo bench --bench transport
+//! -- connection_checksums`, beside `connection`.)
 
 use std::time::Duration;
 
@@ -360,75 +358,4 @@ fn require_refuses_a_peer_without_checksums() {
         // The other side completed its handshake without checksums.
         assert!(!r.unwrap().1.checksums());
     });
-}
-
-/// Checksums on vs off, 64 MiB messages over loopback TCP, interleaved
-/// rounds in one run (target: on ≥ 0.95 × off).
-#[test]
-#[ignore]
-fn bench_checksums_64mib() {
-    const SIZE: usize = 64 << 20;
-    const MESSAGES: usize = 32;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let payload = pattern(SIZE, 3);
-    let run = |sums: bool| -> f64 {
-        let payload = payload.clone();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let sender = tokio::spawn(async move {
-                let s = tokio::net::TcpStream::connect(addr).await.unwrap();
-                s.set_nodelay(true).unwrap();
-                let mut tx = Connection::builder()
-                    .limits(limits())
-                    .checksums(sums)
-                    .build(s);
-                let m = Envelope::new(vec![pattern(64, 1), payload]).unwrap();
-                for _ in 0..MESSAGES {
-                    tx.send(m.clone()).await.unwrap();
-                }
-            });
-            let (s, _) = listener.accept().await.unwrap();
-            let start = std::time::Instant::now();
-            let mut rx = Connection::builder()
-                .limits(limits())
-                .checksums(sums)
-                .build(s);
-            let mut n = 0;
-            while let Some(m) = rx.recv().await {
-                assert_eq!(m.unwrap().frames()[1].len(), SIZE);
-                n += 1;
-            }
-            let secs = start.elapsed().as_secs_f64();
-            sender.await.unwrap();
-            assert_eq!(n, MESSAGES);
-            (SIZE * MESSAGES) as f64 / secs / (1u64 << 30) as f64
-        })
-    };
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    for _ in 0..7 {
-        off.push(run(false));
-        on.push(run(true));
-    }
-    off.sort_by(f64::total_cmp);
-    on.sort_by(f64::total_cmp);
-    let (mo, mn) = (off[off.len() / 2], on[on.len() / 2]);
-    println!(
-        "transport/checksums_64MiB/off  median {mo:.2} GiB/s (min {:.2}, max {:.2})",
-        off[0],
-        off[off.len() - 1]
-    );
-    println!(
-        "transport/checksums_64MiB/on   median {mn:.2} GiB/s (min {:.2}, max {:.2})",
-        on[0],
-        on[on.len() - 1]
-    );
-    println!(
-        "ratio on/off {:.3} (7 interleaved rounds of {MESSAGES} messages)",
-        mn / mo
-    );
 }

@@ -9,8 +9,7 @@
 //!   (sizes, the evenly spaced sample, pass-through blocks never compressed);
 //! * C1–C9, each asserting the exact error and a bounded peak allocation
 //!   (the counting allocator of `tests/common`; zstd allocates through it
-//!   too, with the crate's `with-rust-allocator` feature);
-//! * `bench_lz4_decode_vs_raw` (ignored): framewire's lz4 path vs lz4_flex alone.
+//!   too, with the crate's `with-rust-allocator` feature).
 
 mod common;
 
@@ -1256,62 +1255,5 @@ fn errors_read_well() {
     assert_eq!(
         e.to_string(),
         "zstd frame declares 1099511627776 decompressed bytes, limit 16777216"
-    );
-}
-
-// ---------------------------------------------------------------------------
-// Throughput
-// ---------------------------------------------------------------------------
-
-/// framewire's lz4 path (declared-size checks, budget, exact buffer, `Bytes`)
-/// against lz4_flex's `decompress_size_prepended` alone, on a compressible
-/// 64 MiB payload; median of 11 each. Run with
-/// `cargo test --release --test compression -- --ignored --nocapture bench_lz4_decode_vs_raw`.
-#[test]
-#[ignore]
-fn bench_lz4_decode_vs_raw() {
-    use std::time::Instant;
-    // Compressible but not trivial: text with varying numbers.
-    let mut data = Vec::with_capacity(64 << 20);
-    let mut i = 0u64;
-    while data.len() < 64 << 20 {
-        data.extend_from_slice(
-            format!("row {i:>10}: value={} status=ok;\n", i * 7919 % 100_003).as_bytes(),
-        );
-        i += 1;
-    }
-    data.truncate(64 << 20);
-    let packed = Codec::Lz4.compress(&data).unwrap();
-    let median = |f: &mut dyn FnMut() -> usize| {
-        let mut t: Vec<f64> = (0..11)
-            .map(|_| {
-                let start = Instant::now();
-                assert_eq!(std::hint::black_box(f()), data.len());
-                start.elapsed().as_secs_f64()
-            })
-            .collect();
-        t.sort_by(f64::total_cmp);
-        t[t.len() / 2]
-    };
-    let limits = Limits::dask_compat();
-    let ours = median(&mut || {
-        let mut budget = DecompressBudget::new(&limits);
-        decompress(Codec::Lz4, &packed, &mut budget).unwrap().len()
-    });
-    let raw = median(&mut || {
-        lz4_flex::block::decompress_size_prepended(&packed)
-            .unwrap()
-            .len()
-    });
-    let gib = |s: f64| data.len() as f64 / s / f64::from(1u32 << 30);
-    println!(
-        "lz4 decode of 64 MiB ({} bytes compressed, ratio {:.1}): framewire {:.2} ms ({:.2} GiB/s), lz4_flex {:.2} ms ({:.2} GiB/s), framewire/raw throughput {:.3}",
-        packed.len(),
-        data.len() as f64 / packed.len() as f64,
-        ours * 1e3,
-        gib(ours),
-        raw * 1e3,
-        gib(raw),
-        raw / ours
     );
 }

@@ -2,9 +2,7 @@
 //! partial and vectored writes, EOF / reset mid-frame, cancelled sends and
 //! receives, a prelude declaring 1 GiB, deadlines on a paused clock, the
 //! `FrameCodec` in `Framed`, and the handshake (hostile-inputs.md §3.5, §4.3).
-//!
-//! `bench_64mib_loopback` (ignored) measures the receive-buffer strategy:
-//! `cargo test --release --test transport -- --ignored --nocapture bench_`.
+//! (Throughput is measured by `cargo bench --bench transport`.)
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -1382,101 +1380,6 @@ async fn handshake_over_tcp_connect_and_accept() {
     conn.send(m.clone()).await.unwrap();
     assert_eq!(conn.recv().await.unwrap().unwrap(), m);
     server.await.unwrap();
-}
-
-// ---- benchmark ----------------------------------------------------------------------------
-
-/// 64 MiB messages over loopback TCP, one way, receiver dropping each
-/// message: recycled receive buffers vs a fresh buffer per message, the
-/// `Framed` codec, and plain reads into one reused buffer (the ceiling).
-/// `cargo test --release --test transport -- --ignored --nocapture bench_`
-#[test]
-#[ignore]
-fn bench_64mib_loopback() {
-    const SIZE: usize = 64 << 20;
-    const MESSAGES: usize = 48;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let payload = pattern(SIZE, 3);
-    let run = |mode: &str| -> f64 {
-        let payload = payload.clone();
-        let mode = mode.to_owned();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let sender = tokio::spawn(async move {
-                let s = tokio::net::TcpStream::connect(addr).await.unwrap();
-                s.set_nodelay(true).unwrap();
-                let mut tx = Connection::builder().limits(dask()).build(s);
-                let m = Envelope::new(vec![pattern(64, 1), payload]).unwrap();
-                for _ in 0..MESSAGES {
-                    tx.send(m.clone()).await.unwrap();
-                }
-            });
-            let (s, _) = listener.accept().await.unwrap();
-            let start = std::time::Instant::now();
-            let mut n = 0;
-            if mode == "raw" {
-                // The ceiling: plain reads into one reused, already faulted-in 64 MiB buffer.
-                let mut s = s;
-                let mut buf = vec![1u8; SIZE];
-                let total = MESSAGES as u64 * (SIZE as u64 + 64 + 32);
-                let (mut got, mut at) = (0u64, 0usize);
-                while got < total {
-                    let r = tokio::io::AsyncReadExt::read(&mut s, &mut buf[at..])
-                        .await
-                        .unwrap();
-                    assert!(r > 0);
-                    got += r as u64;
-                    at = (at + r) % SIZE;
-                }
-                n = MESSAGES;
-            } else if mode == "codec" {
-                let mut rx = FrameCodec::builder().limits(dask()).new_read(s);
-                while let Some(m) = rx.next().await {
-                    assert_eq!(m.unwrap().frames()[1].len(), SIZE);
-                    n += 1;
-                }
-            } else {
-                let mut rx = Connection::builder()
-                    .limits(dask())
-                    .recycle_buffers(mode == "recycle")
-                    .build(s);
-                while let Some(m) = rx.recv().await {
-                    assert_eq!(m.unwrap().frames()[1].len(), SIZE);
-                    n += 1;
-                }
-            }
-            let secs = start.elapsed().as_secs_f64();
-            sender.await.unwrap();
-            assert_eq!(n, MESSAGES);
-            (SIZE * MESSAGES) as f64 / secs / (1u64 << 30) as f64
-        })
-    };
-    let mut results: Vec<(&str, Vec<f64>)> = vec![
-        ("raw", vec![]),
-        ("recycle", vec![]),
-        ("fresh", vec![]),
-        ("codec", vec![]),
-    ];
-    for _round in 0..5 {
-        for (mode, v) in results.iter_mut() {
-            v.push(run(mode));
-        }
-    }
-    for (mode, mut v) in results {
-        v.sort_by(f64::total_cmp);
-        println!(
-            "transport/recv_64MiB/{mode:8}  median {:.2} GiB/s  (min {:.2}, max {:.2}; {} rounds of {MESSAGES} messages)",
-            v[v.len() / 2],
-            v[0],
-            v[v.len() - 1],
-            v.len()
-        );
-    }
 }
 
 /// Shards that arrive back to back merge into a slice of the receive

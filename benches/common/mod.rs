@@ -250,6 +250,10 @@ pub enum Variant {
     Connection,
     /// The same with `recycle_buffers(false)`: a fresh buffer per message.
     ConnectionFresh,
+    /// [`Variant::Connection`] with checksum trailers on both sides
+    /// (`ConnectionBuilder::checksums`, SPEC.md §6.2): CRC32 of every frame,
+    /// sent and verified.
+    ConnectionChecksums,
     /// A whole task message each way: `dumps` of `{"op": "send", "data":
     /// ndarray}` + `Envelope` + `send`; `recv` + `loads` +
     /// `deserialize_blocks` (the work Python's comm does, `deserialize=True`).
@@ -268,9 +272,10 @@ pub enum Variant {
 
 impl Variant {
     /// The variants with a payload of a given size (`SmallTask` aside).
-    pub const ALL: [Variant; 6] = [
+    pub const ALL: [Variant; 7] = [
         Variant::Connection,
         Variant::ConnectionFresh,
+        Variant::ConnectionChecksums,
         Variant::ConnectionTask,
         Variant::FrameCodec,
         Variant::LengthDelimited,
@@ -281,6 +286,7 @@ impl Variant {
         match self {
             Variant::Connection => "connection",
             Variant::ConnectionFresh => "connection_fresh",
+            Variant::ConnectionChecksums => "connection_checksums",
             Variant::ConnectionTask => "connection_task",
             Variant::FrameCodec => "framecodec",
             Variant::LengthDelimited => "length_delimited",
@@ -311,7 +317,8 @@ impl Variant {
         let mut builder = Connection::builder();
         builder
             .limits(Limits::dask_compat())
-            .recycle_buffers(self != Variant::ConnectionFresh);
+            .recycle_buffers(self != Variant::ConnectionFresh)
+            .checksums(self == Variant::ConnectionChecksums);
         builder
     }
 
@@ -320,6 +327,7 @@ impl Variant {
         match self {
             Variant::Connection
             | Variant::ConnectionFresh
+            | Variant::ConnectionChecksums
             | Variant::ConnectionTask
             | Variant::SmallTask => Sender::Conn {
                 tx: WriteHalf::new(w, &self.builder()),
@@ -341,11 +349,13 @@ impl Variant {
     /// payload bytes.
     pub fn receiver(self, r: OwnedReadHalf, size: usize) -> Receiver {
         match self {
-            Variant::Connection | Variant::ConnectionFresh => Receiver::Conn {
-                rx: ReadHalf::new(r, &self.builder()),
-                task: false,
-                size,
-            },
+            Variant::Connection | Variant::ConnectionFresh | Variant::ConnectionChecksums => {
+                Receiver::Conn {
+                    rx: ReadHalf::new(r, &self.builder()),
+                    task: false,
+                    size,
+                }
+            }
             Variant::ConnectionTask | Variant::SmallTask => Receiver::Conn {
                 rx: ReadHalf::new(r, &self.builder()),
                 task: true,
