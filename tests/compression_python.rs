@@ -113,7 +113,8 @@ fn codecs_on_the_wire(frames: &[Bytes]) -> Vec<String> {
 
 #[test]
 fn framewire_decodes_what_dask_compresses() {
-    let side = std::env::temp_dir().join(format!("fw-compression-{}.json", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    let side = dir.path().join("expected.json");
     let out = Command::new(python())
         .arg(dask_dir().join("compression_peer.py"))
         .arg("produce")
@@ -126,7 +127,6 @@ fn framewire_decodes_what_dask_compresses() {
         String::from_utf8_lossy(&out.stderr)
     );
     let expected: Vec<J> = serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
-    std::fs::remove_file(&side).ok();
     let messages = split_stream(Bytes::from(out.stdout));
     assert_eq!(messages.len(), expected.len());
     assert_eq!(messages.len(), 24, "3 codecs x 8 messages");

@@ -627,10 +627,8 @@ fn nd(v: &Value) -> &NdArray {
 
 #[test]
 fn framewire_deserializes_what_python_dumps() {
-    let sidecar = std::env::temp_dir().join(format!(
-        "framewire-serialize-peer-{}.json",
-        std::process::id()
-    ));
+    let dir = tempfile::tempdir().unwrap();
+    let sidecar = dir.path().join("expected.json");
     let out = Command::new(python())
         .arg(peer())
         .arg("produce")
@@ -644,7 +642,6 @@ fn framewire_deserializes_what_python_dumps() {
     );
     let expected: Vec<J> =
         serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&sidecar);
     let wire = Bytes::from(out.stdout);
     let limits = Limits::dask_compat();
     let opts = DeserializeOptions {
