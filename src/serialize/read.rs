@@ -229,36 +229,37 @@ pub fn deserialize_blocks(
     value: Value,
     opts: &DeserializeOptions,
 ) -> Result<Value, DeserializeError> {
-    deserialize_all(value, opts, &mut DecompressBudget::new(&opts.limits))
+    let mut value = value;
+    deserialize_all(&mut value, opts, &mut DecompressBudget::new(&opts.limits))?;
+    Ok(value)
 }
 
+/// Replaces every block in `value` by its value, in place: the containers
+/// around the blocks are walked, not rebuilt.
 fn deserialize_all(
-    value: Value,
+    value: &mut Value,
     opts: &DeserializeOptions,
     budget: &mut DecompressBudget,
-) -> Result<Value, DeserializeError> {
-    let mut value = value;
-    Ok(match &mut value {
-        Value::Serialized(block) => deserialize_with_budget(block, opts, budget)?,
-        Value::Array(items) => Value::Array(
-            std::mem::take(items)
-                .into_iter()
-                .map(|v| deserialize_all(v, opts, budget))
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Map(entries) => Value::Map(
-            std::mem::take(entries)
-                .into_iter()
-                .map(|(k, v)| {
-                    Ok((
-                        deserialize_all(k, opts, budget)?,
-                        deserialize_all(v, opts, budget)?,
-                    ))
-                })
-                .collect::<Result<_, DeserializeError>>()?,
-        ),
-        _ => value,
-    })
+) -> Result<(), DeserializeError> {
+    match value {
+        Value::Serialized(block) => {
+            let rebuilt = deserialize_with_budget(block, opts, budget)?;
+            *value = rebuilt;
+        }
+        Value::Array(items) => {
+            for item in items {
+                deserialize_all(item, opts, budget)?;
+            }
+        }
+        Value::Map(entries) => {
+            for (k, v) in entries {
+                deserialize_all(k, opts, budget)?;
+                deserialize_all(v, opts, budget)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// An element header without the `key` its dict put there (Dask pops it),
