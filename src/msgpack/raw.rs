@@ -166,19 +166,12 @@ impl<'a> RawMap<'a> {
     /// The length of the array under `key` when every item of it is nil (a
     /// `compression` list with nothing compressed), found from its bytes.
     pub(crate) fn nils(&self, key: &str) -> Option<usize> {
-        let bytes = &self.buf[self.get(key)?];
-        let (len, items) = match *bytes.first()? {
-            b @ 0x90..=0x9f => (usize::from(b & 0x0f), &bytes[1..]),
-            0xdc => (
-                usize::from(u16::from_be_bytes(bytes.get(1..3)?.try_into().ok()?)),
-                &bytes[3..],
-            ),
-            0xdd => (
-                usize::try_from(u32::from_be_bytes(bytes.get(1..5)?.try_into().ok()?)).ok()?,
-                &bytes[5..],
-            ),
-            _ => return None,
+        let range = self.get(key)?;
+        let (len, false, first) = container_at(self.buf, range.start)? else {
+            return None;
         };
+        let items = &self.buf[first..range.end];
+        let len = usize::try_from(len).ok()?;
         (items.len() == len && items.iter().all(|&b| b == 0xc0)).then_some(len)
     }
 
@@ -248,6 +241,17 @@ pub(crate) fn value_end(buf: &Bytes, pos: usize) -> Result<usize, MsgpackError> 
     Ok(rd.pos)
 }
 
+/// The container whose header is at `buf[pos]`, as [`read_item`] reads it:
+/// its length, whether it is a map, and where its first item starts.
+fn container_at(buf: &Bytes, pos: usize) -> Option<(u64, bool, usize)> {
+    let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
+    rd.pos = pos;
+    match read_item(&mut rd).ok()? {
+        Item::Container { len, is_map } => Some((len, is_map, rd.pos)),
+        _ => None,
+    }
+}
+
 /// Whether the value at `buf[pos]` is a map.
 pub(crate) fn is_map_at(buf: &[u8], pos: usize) -> bool {
     buf.get(pos).is_some_and(|&b| {
@@ -274,14 +278,14 @@ pub(crate) fn set_entries(
     if known_new {
         append_entries_with(raw, &keys, write)
     } else {
-        Ok(set_entries_with(raw, &keys, write, None, |_| None, "")?.0)
+        Ok(set_entries_with(raw, &keys, write, None, |_| None, None)?.0)
     }
 }
 
 /// [`set_entries`], the value of `keys[i]` written by `write(i, out)` (once
 /// each), and the map read as [`RawMap::read_noting_items`] reads it with
 /// `items_of` and `known` (a header's sub-headers stepped over by their
-/// bytes). Also says whether the map has the key `probe`.
+/// bytes). Also says whether the map has the key `probe`, if one is given.
 ///
 /// When every key is new, the entries are appended as
 /// [`append_entries_with`] does. Otherwise the other entries are copied byte
@@ -292,7 +296,7 @@ pub(crate) fn set_entries_with(
     mut write: impl FnMut(usize, &mut BytesMut) -> Result<(), EncodeError>,
     items_of: Option<&str>,
     known: impl Fn(&[u8]) -> Option<usize>,
-    probe: &str,
+    probe: Option<&str>,
 ) -> Result<(Bytes, bool), EncodeError> {
     let bad = || EncodeError::HeaderNotMap;
     let (map, end) = RawMap::read_noting_items(&raw, 0, items_of, known)
@@ -302,7 +306,7 @@ pub(crate) fn set_entries_with(
     if end != raw.len() {
         return Err(bad());
     }
-    let has_probe = map.has(probe);
+    let has_probe = probe.is_some_and(|k| map.has(k));
     let appended = keys.iter().filter(|k| !map.has(k)).count();
     if appended == keys.len() {
         drop(map);
@@ -348,12 +352,10 @@ pub(crate) fn append_entries_with(
     mut write: impl FnMut(usize, &mut BytesMut) -> Result<(), EncodeError>,
 ) -> Result<Bytes, EncodeError> {
     let bad = || EncodeError::HeaderNotMap;
-    let (prefix, old_len) = match raw.first() {
-        Some(&b @ 0x80..=0x8f) => (1, u32::from(b & 0x0f)),
-        Some(0xde) if raw.len() >= 3 => (3, u32::from(u16::from_be_bytes([raw[1], raw[2]]))),
-        Some(0xdf) if raw.len() >= 5 => (5, u32::from_be_bytes([raw[1], raw[2], raw[3], raw[4]])),
-        _ => return Err(bad()),
+    let Some((old_len, true, prefix)) = container_at(&raw, 0) else {
+        return Err(bad());
     };
+    let old_len = u32::try_from(old_len).map_err(|_| bad())?;
     let new_len = u32::try_from(keys.len())
         .ok()
         .and_then(|n| old_len.checked_add(n))

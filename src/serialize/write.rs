@@ -99,7 +99,7 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
         write,
         Some("sub-headers"),
         known_leaf_len,
-        "num-sub-frames",
+        Some("num-sub-frames"),
     )?;
     let header = if has_count {
         Header::written(header)
