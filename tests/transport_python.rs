@@ -507,3 +507,76 @@ async fn python_ignores_checksum_offers_and_reads_a_message_with_a_trailer() {
     drop(conn);
     child.wait().ok();
 }
+
+/// The TCP options of a framewire connection equal those Dask's own comm
+/// sets (`set_tcp_timeout`, read back from a real Python comm's socket by
+/// tests/dask/tcp_timeout_peer.py) for every `distributed.comm.timeouts.tcp`
+/// tried, and both refuse a timeout under 11 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_timeouts_are_set_as_dask_sets_them() {
+    const TIMEOUTS: [u64; 9] = [10, 11, 12, 19, 30, 45, 60, 100, 301];
+    let out = Command::new(python())
+        .arg(root().join("tests/dask/tcp_timeout_peer.py"))
+        .args(TIMEOUTS.map(|t| t.to_string()))
+        .stderr(Stdio::null())
+        .output()
+        .expect("run tcp_timeout_peer.py");
+    let line = String::from_utf8_lossy(&out.stdout);
+    let dask: serde_json::Value = serde_json::from_str(line.trim())
+        .unwrap_or_else(|e| panic!("tcp_timeout_peer.py: {e} ({}): {line}", out.status));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    for t in TIMEOUTS {
+        let python = &dask[t.to_string()];
+        let secs = std::time::Duration::from_secs(t);
+        if t < 11 {
+            assert!(
+                python["refused"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Timeout too low"),
+                "{t}: {python}"
+            );
+            let refused = std::panic::catch_unwind(|| {
+                ConnectionBuilder::new().tcp_timeout(Some(secs));
+            });
+            assert!(refused.is_err(), "{t} s: framewire accepted it");
+            let stream = std::net::TcpStream::connect(addr).unwrap();
+            stream.set_nonblocking(true).unwrap();
+            let socket =
+                framewire::transport::Socket::Tcp(tokio::net::TcpStream::from_std(stream).unwrap());
+            let err = socket.set_tcp_timeout(Some(secs)).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+            continue;
+        }
+        let mut builder = ConnectionBuilder::new();
+        builder.tcp_timeout(Some(secs));
+        let address = framewire::transport::Address::Tcp(addr.to_string());
+        let accepted = async {
+            let socket =
+                framewire::transport::Socket::accept(listener.accept().await.unwrap().0, None);
+            let socket = socket.await.unwrap();
+            socket.set_tcp_timeout(Some(secs)).unwrap();
+            socket
+        };
+        let (connected, accepted) = tokio::join!(builder.connect_socket(&address), accepted);
+        let connected = connected.unwrap();
+        for (side, socket) in [
+            ("connect_socket", &connected),
+            ("set_tcp_timeout", &accepted),
+        ] {
+            let sock = socket2::SockRef::from(socket.tcp());
+            let ours = serde_json::json!({
+                "keepalive": sock.keepalive().unwrap() as u8,
+                "idle": sock.tcp_keepalive_time().unwrap().as_secs(),
+                "interval": sock.tcp_keepalive_interval().unwrap().as_secs(),
+                "probes": sock.tcp_keepalive_retries().unwrap(),
+                "user_timeout_ms": sock.tcp_user_timeout().unwrap().map_or(0, |d| d.as_millis()),
+            });
+            assert_eq!(
+                &ours, python,
+                "tcp_timeout {t} s, {side}: framewire vs Dask"
+            );
+        }
+    }
+}

@@ -67,6 +67,7 @@ use super::error::TransportError;
 use super::handshake::{exchange, HandshakeOptions, Negotiated};
 use super::read::{ReadConfig, ReadState};
 use super::session::Session;
+use super::socket;
 use super::stats::Stats;
 use super::write::{self, WriteState};
 
@@ -98,6 +99,8 @@ pub struct ConnectionBuilder {
     recycle: bool,
     recycle_limit: usize,
     checksums: bool,
+    tcp_timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
     #[cfg(all(target_os = "linux", feature = "mmap"))]
     spill: Option<(std::path::PathBuf, usize)>,
     #[cfg(feature = "tls")]
@@ -115,6 +118,8 @@ impl Default for ConnectionBuilder {
             recycle: true,
             recycle_limit: DEFAULT_RECYCLE_LIMIT,
             checksums: false,
+            tcp_timeout: Some(socket::DEFAULT_TCP_TIMEOUT),
+            connect_timeout: Some(socket::DEFAULT_CONNECT_TIMEOUT),
             #[cfg(all(target_os = "linux", feature = "mmap"))]
             spill: None,
             #[cfg(feature = "tls")]
@@ -124,9 +129,62 @@ impl Default for ConnectionBuilder {
 }
 
 impl ConnectionBuilder {
-    /// Default options: [`Limits::default()`], no deadlines, recycling on.
+    /// The shortest [`tcp_timeout`](ConnectionBuilder::tcp_timeout): 11 s,
+    /// a second for each of the 10 keepalive probes plus one (Dask asserts
+    /// the same).
+    pub const MIN_TCP_TIMEOUT: Duration = socket::MIN_TCP_TIMEOUT;
+
+    /// Default options: [`Limits::default()`], no per-message deadlines,
+    /// recycling on, Dask's TCP and connect timeouts (30 s each).
     pub fn new() -> ConnectionBuilder {
         ConnectionBuilder::default()
+    }
+
+    /// Dask's `distributed.comm.timeouts.tcp` (default 30 s): how long a
+    /// peer may stop answering before the connection is called dead. Every
+    /// TCP socket this builder connects or accepts (plain and TLS) gets TCP
+    /// keepalive and, on Linux, `TCP_USER_TIMEOUT` computed from it as
+    /// Dask's `set_tcp_timeout` computes them ([`Socket::set_tcp_timeout`](super::Socket::set_tcp_timeout)),
+    /// so a peer whose host died or went behind a partition ends `recv` and
+    /// `send` within about this time with
+    /// [`TransportError::PeerTimeout`](super::TransportError::PeerTimeout),
+    /// even on an idle connection. `None` turns keepalive off (the
+    /// kernel's defaults: such a connection may wait for hours).
+    ///
+    /// # Panics
+    ///
+    /// If the timeout is shorter than [`ConnectionBuilder::MIN_TCP_TIMEOUT`]
+    /// (its whole seconds are used, as Dask uses them).
+    pub fn tcp_timeout(&mut self, timeout: Option<Duration>) -> &mut ConnectionBuilder {
+        if let Some(t) = timeout {
+            assert!(
+                t.as_secs() >= Self::MIN_TCP_TIMEOUT.as_secs(),
+                "tcp_timeout {t:?} is shorter than ConnectionBuilder::MIN_TCP_TIMEOUT (11 s)"
+            );
+        }
+        self.tcp_timeout = timeout;
+        self
+    }
+
+    /// Dask's `distributed.comm.timeouts.connect` (default 30 s): how long
+    /// [`connect_address`](ConnectionBuilder::connect_address),
+    /// [`connect_socket`](ConnectionBuilder::connect_socket) and
+    /// [`connect`](ConnectionBuilder::connect) keep trying to connect, with
+    /// Dask's backoff, before they give up with
+    /// [`TransportError::Connect`](super::TransportError::Connect). `None`:
+    /// one attempt, without a deadline. The handshake that follows has its
+    /// own deadline ([`HandshakeOptions::timeout`]).
+    pub fn connect_timeout(&mut self, timeout: Option<Duration>) -> &mut ConnectionBuilder {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    pub(crate) fn tcp_timeout_setting(&self) -> Option<Duration> {
+        self.tcp_timeout
+    }
+
+    pub(crate) fn connect_timeout_setting(&self) -> Option<Duration> {
+        self.connect_timeout
     }
 
     /// Limits for incoming messages (and outgoing ones: the connection
@@ -289,18 +347,22 @@ impl ConnectionBuilder {
         Ok((conn, agreed))
     }
 
-    /// Connects over TCP (with `TCP_NODELAY`, as Dask does) and exchanges the
-    /// handshake.
+    /// Connects over TCP to what `addr` resolves to (resolved once), retrying
+    /// as [`connect_socket`](ConnectionBuilder::connect_socket) does until the
+    /// [`connect_timeout`](ConnectionBuilder::connect_timeout), with
+    /// `TCP_NODELAY` and the [`tcp_timeout`](ConnectionBuilder::tcp_timeout)
+    /// set, as Dask does; then exchanges the handshake.
     pub async fn connect<A: ToSocketAddrs>(
         &self,
         addr: A,
         opts: &HandshakeOptions,
     ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        let stream = TcpStream::connect(addr).await?;
-        self.accept(stream, opts).await
+        let stream = self.connect_tcp(addr).await?;
+        self.handshake(stream, opts).await
     }
 
-    /// Takes an accepted TCP stream (setting `TCP_NODELAY`) and exchanges the
+    /// Takes an accepted TCP stream (setting `TCP_NODELAY` and the
+    /// [`tcp_timeout`](ConnectionBuilder::tcp_timeout)) and exchanges the
     /// handshake.
     pub async fn accept(
         &self,
@@ -308,6 +370,7 @@ impl ConnectionBuilder {
         opts: &HandshakeOptions,
     ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
         stream.set_nodelay(true)?;
+        socket::set_tcp_timeout(&stream, self.tcp_timeout)?;
         self.handshake(stream, opts).await
     }
 }

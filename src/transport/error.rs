@@ -6,6 +6,10 @@
 //!                 ├─ Decode(DecodeError)    the peer's bytes are not a valid message
 //!                 ├─ Checksum(..)           a frame fails its CRC32 (agreed trailers)
 //!                 ├─ Encode(EncodeError)    a message we were asked to send is refused
+//!                 ├─ PeerTimeout(io::Error) the peer stopped answering (TCP keepalive or
+//!                 │                         TCP_USER_TIMEOUT gave up: a dead host, a partition)
+//!                 ├─ Connect(ConnectError)  no connection to the address before the connect
+//!                 │                         deadline (or, without one, the one attempt failed)
 //!                 ├─ Timeout { phase }      a per-message deadline passed
 //!                 ├─ Handshake(..)          the peer's handshake is unusable
 //!                 ├─ Poisoned               an earlier error left the stream out of sync
@@ -18,6 +22,7 @@
 
 use std::fmt;
 use std::io;
+use std::time::Duration;
 
 use super::checksum::ChecksumError;
 use crate::envelope::EnvelopeError;
@@ -121,6 +126,17 @@ pub enum TransportError {
     /// A message to send was refused before any byte of it was written; the
     /// connection is still usable.
     Encode(EncodeError),
+    /// The peer stopped answering: the kernel gave up on the connection
+    /// (TCP keepalive probes unanswered, or data unacknowledged for the
+    /// connection's [`tcp_timeout`](super::ConnectionBuilder::tcp_timeout)),
+    /// as after a host lost power or a network partition. The error the
+    /// kernel reported (`Connection timed out`, or `No route to host` /
+    /// `Network is unreachable` when the route itself went) is inside. The
+    /// stream is poisoned.
+    PeerTimeout(io::Error),
+    /// No connection could be made to an address: every attempt until the
+    /// connect deadline failed (see [`ConnectError`]). Nothing was sent.
+    Connect(ConnectError),
     /// A per-message deadline passed. The stream is poisoned.
     Timeout {
         /// What was going on.
@@ -155,6 +171,8 @@ impl fmt::Display for TransportError {
             TransportError::Decode(e) => write!(f, "invalid message from the peer: {e}"),
             TransportError::Checksum(e) => write!(f, "invalid message from the peer: {e}"),
             TransportError::Encode(e) => write!(f, "cannot send the message: {e}"),
+            TransportError::PeerTimeout(e) => write!(f, "the peer stopped answering ({e})"),
+            TransportError::Connect(e) => e.fmt(f),
             TransportError::Timeout { phase } => write!(f, "timed out {phase}"),
             TransportError::Handshake(e) => write!(f, "handshake failed: {e}"),
             #[cfg(feature = "tls")]
@@ -170,7 +188,8 @@ impl fmt::Display for TransportError {
 impl std::error::Error for TransportError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            TransportError::Io(e) => Some(e),
+            TransportError::Io(e) | TransportError::PeerTimeout(e) => Some(e),
+            TransportError::Connect(e) => Some(e),
             TransportError::Decode(e) => Some(e),
             TransportError::Checksum(e) => Some(e),
             TransportError::Encode(e) => Some(e),
@@ -190,6 +209,9 @@ impl From<io::Error> for TransportError {
             .and_then(|inner| inner.downcast_ref::<tokio_rustls::rustls::Error>())
         {
             return TransportError::Tls(super::tls::TlsError::session(tls));
+        }
+        if is_peer_timeout(&e) {
+            return TransportError::PeerTimeout(e);
         }
         TransportError::Io(e)
     }
@@ -234,11 +256,104 @@ impl From<HandshakeError> for TransportError {
 impl From<TransportError> for io::Error {
     fn from(e: TransportError) -> io::Error {
         match e {
-            TransportError::Io(e) => e,
+            TransportError::Io(e) | TransportError::PeerTimeout(e) => e,
             TransportError::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, e),
             TransportError::Closed => io::Error::new(io::ErrorKind::NotConnected, e),
             TransportError::Encode(_) => io::Error::new(io::ErrorKind::InvalidInput, e),
             other => io::Error::new(io::ErrorKind::InvalidData, other),
         }
     }
+}
+
+/// Whether an error of an established connection's socket means that the
+/// peer stopped answering: the kernel's own timeout (`ETIMEDOUT`, from
+/// keepalive or `TCP_USER_TIMEOUT`), or the route to it gone (`EHOSTUNREACH`,
+/// `ENETUNREACH`: what a connection whose link went down reports when its
+/// retransmissions give up). Only errors from the operating system count
+/// (a `TimedOut` made by a library is not the kernel's verdict).
+pub(crate) fn is_peer_timeout(e: &io::Error) -> bool {
+    e.raw_os_error().is_some()
+        && matches!(
+            e.kind(),
+            io::ErrorKind::TimedOut
+                | io::ErrorKind::HostUnreachable
+                | io::ErrorKind::NetworkUnreachable
+        )
+}
+
+/// No connection to an address: what the last attempt failed with, after
+/// how long and how many attempts (see
+/// [`ConnectionBuilder::connect_timeout`](super::ConnectionBuilder::connect_timeout)).
+///
+/// Its message names the address in one line, as Dask's does:
+/// `timed out trying to connect to tcp://10.0.0.1:8786 after 30 s (41
+/// attempts): Connection refused (os error 111)`; with one attempt and no
+/// deadline, `cannot connect to tcp://10.0.0.1:8786: Connection refused (os
+/// error 111)`.
+#[derive(Debug)]
+pub struct ConnectError {
+    pub(crate) address: String,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) elapsed: Duration,
+    pub(crate) attempts: u32,
+    pub(crate) last: io::Error,
+}
+
+impl ConnectError {
+    /// The address, as given (`tcp://HOST:PORT`, `tls://HOST:PORT`, or
+    /// the socket addresses a name resolved to).
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The connect deadline that passed (`None`: there was none, and the
+    /// one attempt failed).
+    pub fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// Time from the first attempt to giving up.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// How many attempts were made.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// What the last attempt failed with (`TimedOut` when the attempt
+    /// itself ran out of time).
+    pub fn last_error(&self) -> &io::Error {
+        &self.last
+    }
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.deadline {
+            Some(d) => write!(
+                f,
+                "timed out trying to connect to {} after {} s ({} attempt{}): {}",
+                self.address,
+                seconds(d),
+                self.attempts,
+                if self.attempts == 1 { "" } else { "s" },
+                self.last
+            ),
+            None => write!(f, "cannot connect to {}: {}", self.address, self.last),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.last)
+    }
+}
+
+/// A duration in seconds as a person writes it: `30`, `0.5`.
+fn seconds(d: Duration) -> String {
+    let s = format!("{:.3}", d.as_secs_f64());
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }

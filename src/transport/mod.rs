@@ -67,7 +67,7 @@ pub use codec::{FrameCodec, FrameCodecBuilder};
 #[cfg(feature = "serde")]
 pub(crate) use conn::decode_msg;
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
-pub use error::{HandshakeError, TimeoutPhase, TransportError};
+pub use error::{ConnectError, HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
 #[cfg(feature = "serde")]
 pub use message_codec::MessageCodec;

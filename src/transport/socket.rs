@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::conn::{Connection, ConnectionBuilder};
-use super::error::{TimeoutPhase, TransportError};
+use super::error::{ConnectError, TimeoutPhase, TransportError};
 use super::handshake::{HandshakeOptions, Negotiated};
 #[cfg(feature = "tls")]
 use super::tls::{TlsConfig, TlsError};
@@ -92,7 +93,9 @@ impl fmt::Display for Address {
 }
 
 /// The stream under a connection made from an [`Address`]: TCP, or TLS over
-/// TCP (feature `tls`). `TCP_NODELAY` is set, as Dask does.
+/// TCP (feature `tls`). `TCP_NODELAY` is set, and TCP keepalive with
+/// `TCP_USER_TIMEOUT` from a TCP timeout ([`Socket::set_tcp_timeout`]), as
+/// Dask does.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Socket {
@@ -229,70 +232,44 @@ pub type TlsOption<'a> = Option<&'a TlsConfig>;
 pub type TlsOption<'a> = Option<&'a std::convert::Infallible>;
 
 impl Socket {
-    /// Connects to `address` (`TCP_NODELAY` set) and, for `tls://`, does the
-    /// TLS handshake with `tls`: the server's chain is verified, our
-    /// certificate presented. No deadline: see [`Socket::connect_within`],
-    /// or use [`ConnectionBuilder::connect_address`].
+    /// Connects to `address` in one attempt (`TCP_NODELAY` set, and Dask's
+    /// default TCP timeout of 30 s: see [`Socket::set_tcp_timeout`]) and, for
+    /// `tls://`, does the TLS handshake with `tls`: the server's chain is
+    /// verified, our certificate presented. No deadline and no retry: see
+    /// [`ConnectionBuilder::connect_socket`], which retries as Dask does.
     pub async fn connect(address: &Address, tls: TlsOption<'_>) -> Result<Socket, TransportError> {
-        Socket::connect_by(address, tls, None).await
+        let start = Instant::now();
+        let result = Dial::once(tls).attempt(address, None).await;
+        result.map_err(|f| give_up(&Target::Name(address), None, (start, 1), f))
     }
 
     /// [`Socket::connect`] within `timeout`: the TCP connection and the TLS
-    /// handshake together. Past it: [`TransportError::Timeout`] with
-    /// [`TimeoutPhase::Connect`] or [`TimeoutPhase::TlsHandshake`], the
-    /// step that was under way.
+    /// handshake together, in one attempt. Past it:
+    /// [`TransportError::Timeout`] with [`TimeoutPhase::Connect`] or
+    /// [`TimeoutPhase::TlsHandshake`], the step that was under way.
     pub async fn connect_within(
         address: &Address,
         tls: TlsOption<'_>,
         timeout: Duration,
     ) -> Result<Socket, TransportError> {
-        Socket::connect_by(address, tls, Some(Instant::now() + timeout)).await
-    }
-
-    async fn connect_by(
-        address: &Address,
-        tls: TlsOption<'_>,
-        deadline: Option<Instant>,
-    ) -> Result<Socket, TransportError> {
-        #[cfg(feature = "tls")]
-        if address.is_tls() && tls.is_none() {
-            return Err(no_tls_config());
-        }
-        #[cfg(not(feature = "tls"))]
-        if address.is_tls() {
-            let _ = tls;
-            return Err(no_tls_feature());
-        }
-        let stream = by(deadline, TimeoutPhase::Connect, async {
-            Ok(TcpStream::connect(address.host_port()).await?)
-        })
-        .await?;
-        stream.set_nodelay(true)?;
-        match (address, tls) {
-            #[cfg(feature = "tls")]
-            (Address::Tls(_), Some(config)) => {
-                let name = server_name(address.host())?;
-                let connector = tokio_rustls::TlsConnector::from(config.client_config().clone());
-                let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
-                let mut s = by(deadline, TimeoutPhase::TlsHandshake, async {
-                    connector.connect(name, stream).await.map_err(tls_error)
-                })
-                .await?;
-                s.get_mut()
-                    .1
-                    .set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
-                Ok(Socket::TlsClient(Box::new(s)))
-            }
-            _ => Ok(Socket::Tcp(stream)),
+        let start = Instant::now();
+        match Dial::once(tls)
+            .attempt(address, Some(start + timeout))
+            .await
+        {
+            Ok(socket) => Ok(socket),
+            Err(Failure::TimedOut(phase)) => Err(TransportError::Timeout { phase }),
+            Err(f) => Err(give_up(&Target::Name(address), None, (start, 1), f)),
         }
     }
 
-    /// Takes an accepted TCP stream (`TCP_NODELAY` set) and, when `tls` is
-    /// given, does the TLS handshake as the server: a client certificate
-    /// signed by the CA is required. No deadline: see
+    /// Takes an accepted TCP stream (`TCP_NODELAY` set, and Dask's default
+    /// TCP timeout of 30 s: see [`Socket::set_tcp_timeout`]) and, when
+    /// `tls` is given, does the TLS handshake as the server: a client
+    /// certificate signed by the CA is required. No deadline: see
     /// [`Socket::accept_within`], or use [`ConnectionBuilder::accept_socket`].
     pub async fn accept(stream: TcpStream, tls: TlsOption<'_>) -> Result<Socket, TransportError> {
-        Socket::accept_by(stream, tls, None).await
+        Socket::accept_by(stream, tls, None, Some(DEFAULT_TCP_TIMEOUT)).await
     }
 
     /// [`Socket::accept`] with a deadline on the TLS handshake: a peer that
@@ -303,15 +280,22 @@ impl Socket {
         tls: TlsOption<'_>,
         timeout: Duration,
     ) -> Result<Socket, TransportError> {
-        Socket::accept_by(stream, tls, Some(Instant::now() + timeout)).await
+        Socket::accept_by(
+            stream,
+            tls,
+            Some(Instant::now() + timeout),
+            Some(DEFAULT_TCP_TIMEOUT),
+        )
+        .await
     }
 
     async fn accept_by(
         stream: TcpStream,
         tls: TlsOption<'_>,
         deadline: Option<Instant>,
+        tcp_timeout: Option<Duration>,
     ) -> Result<Socket, TransportError> {
-        stream.set_nodelay(true)?;
+        configure(&stream, tcp_timeout)?;
         match tls {
             None => Ok(Socket::Tcp(stream)),
             #[cfg(feature = "tls")]
@@ -335,10 +319,293 @@ impl Socket {
         }
     }
 
+    /// Sets the TCP timeout of the socket as Dask's `set_tcp_timeout`
+    /// (`distributed/comm/tcp.py`) sets `distributed.comm.timeouts.tcp`:
+    /// keepalive on, 10 probes, `idle` and `interval` computed from the
+    /// timeout's whole seconds `t` (`idle = max(2, t / 4)`, `interval =
+    /// max(1, (t - idle) / 10)`, then `idle = t - 10 × interval`: 10 s and
+    /// 2 s for Dask's default 30 s), and on Linux `TCP_USER_TIMEOUT` = `t`
+    /// (data unacknowledged that long ends the connection). A peer that
+    /// stops answering — a host that lost power, a partition — then ends
+    /// the connection within about `t` with
+    /// [`TransportError::PeerTimeout`], idle or not. `None` turns keepalive
+    /// and the user timeout off (the kernel's defaults: minutes to hours).
+    ///
+    /// A timeout under [`ConnectionBuilder::MIN_TCP_TIMEOUT`] (11 s: one
+    /// second per probe plus one, what Dask asserts) is an
+    /// [`InvalidInput`](io::ErrorKind::InvalidInput) error.
+    pub fn set_tcp_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        set_tcp_timeout(self.tcp(), timeout)
+    }
+
     /// Whether it is a TLS stream (its bytes on the wire are ciphertext:
     /// they cannot be moved between sockets as they are, e.g. spliced).
     pub fn is_tls(&self) -> bool {
         !matches!(self, Socket::Tcp(_))
+    }
+}
+
+/// Dask's default `distributed.comm.timeouts.tcp`.
+pub(crate) const DEFAULT_TCP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Dask's default `distributed.comm.timeouts.connect`.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Keepalive probes before the kernel gives up (Dask's `nprobes`, the fixed
+/// count on Windows).
+const KEEPALIVE_PROBES: u32 = 10;
+
+/// The shortest TCP timeout: a second per probe, and a second of idleness
+/// (Dask: `assert timeout >= nprobes + 1`).
+pub(crate) const MIN_TCP_TIMEOUT: Duration = Duration::from_secs(KEEPALIVE_PROBES as u64 + 1);
+
+/// The first backoff between connect attempts (Dask's `backoff_base`).
+const BACKOFF_BASE: Duration = Duration::from_millis(10);
+
+/// Keepalive `(idle, interval)` in seconds from a TCP timeout of `t` whole
+/// seconds (`t` ≥ 11), as Dask's `set_tcp_timeout` computes them.
+pub(crate) fn keepalive_times(t: u64) -> (u64, u64) {
+    let probes = u64::from(KEEPALIVE_PROBES);
+    let idle = (t / 4).max(2);
+    let interval = (t.saturating_sub(idle) / probes).max(1);
+    (t - interval * probes, interval)
+}
+
+/// See [`Socket::set_tcp_timeout`].
+pub(crate) fn set_tcp_timeout(stream: &TcpStream, timeout: Option<Duration>) -> io::Result<()> {
+    let sock = socket2::SockRef::from(stream);
+    let Some(timeout) = timeout else {
+        sock.set_keepalive(false)?;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        sock.set_tcp_user_timeout(None)?;
+        return Ok(());
+    };
+    let t = timeout.as_secs();
+    if t < MIN_TCP_TIMEOUT.as_secs() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a TCP timeout of {timeout:?} is too short: at least {} s (one second per \
+                 keepalive probe, {KEEPALIVE_PROBES}, plus one)",
+                MIN_TCP_TIMEOUT.as_secs()
+            ),
+        ));
+    }
+    let (idle, interval) = keepalive_times(t);
+    let params = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(idle))
+        .with_interval(Duration::from_secs(interval));
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "windows"
+    ))]
+    let params = params.with_retries(KEEPALIVE_PROBES);
+    sock.set_tcp_keepalive(&params)?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    sock.set_tcp_user_timeout(Some(Duration::from_secs(t)))?;
+    Ok(())
+}
+
+/// What every TCP stream framewire makes gets: `TCP_NODELAY` (as Dask)
+/// and the TCP timeout.
+fn configure(stream: &TcpStream, tcp_timeout: Option<Duration>) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    set_tcp_timeout(stream, tcp_timeout)
+}
+
+/// What to connect to: an address (resolved at each attempt: a name may
+/// come to resolve while we wait, as in a cluster starting up), or socket
+/// addresses resolved already.
+enum Target<'a> {
+    Name(&'a Address),
+    Resolved(&'a [SocketAddr]),
+}
+
+impl fmt::Display for Target<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Name(a) => a.fmt(f),
+            Target::Resolved(addrs) => {
+                let names: Vec<String> = addrs.iter().map(|a| format!("tcp://{a}")).collect();
+                f.write_str(&names.join(", "))
+            }
+        }
+    }
+}
+
+/// How one attempt to connect failed.
+enum Failure {
+    /// Worth another attempt (the TCP connection was refused, the address
+    /// is unreachable, its name does not resolve).
+    Retry(io::Error),
+    /// The attempt ran out of time in this step (also retried).
+    TimedOut(TimeoutPhase),
+    /// Final: the TLS handshake failed (a certificate refused, a peer that
+    /// does not speak TLS), or there is no TLS configuration.
+    Final(TransportError),
+}
+
+impl Failure {
+    /// The cause to report once attempts are over.
+    fn cause(self) -> Result<io::Error, TransportError> {
+        match self {
+            Failure::Retry(e) => Ok(e),
+            Failure::TimedOut(phase) => Ok(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the last attempt timed out {phase}"),
+            )),
+            Failure::Final(e) => Err(e),
+        }
+    }
+}
+
+/// How to connect: the TLS configuration and the TCP timeout.
+struct Dial<'a> {
+    tls: TlsOption<'a>,
+    tcp_timeout: Option<Duration>,
+}
+
+impl<'a> Dial<'a> {
+    /// With Dask's default TCP timeout.
+    fn once(tls: TlsOption<'a>) -> Dial<'a> {
+        Dial {
+            tls,
+            tcp_timeout: Some(DEFAULT_TCP_TIMEOUT),
+        }
+    }
+
+    /// One TCP connection attempt, configured.
+    async fn tcp(
+        &self,
+        target: &Target<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<TcpStream, Failure> {
+        let connect = async {
+            match target {
+                Target::Name(a) => TcpStream::connect(a.host_port()).await,
+                Target::Resolved(addrs) => TcpStream::connect(*addrs).await,
+            }
+        };
+        let stream = match deadline {
+            Some(d) => tokio::time::timeout_at(d, connect)
+                .await
+                .map_err(|_| Failure::TimedOut(TimeoutPhase::Connect))?,
+            None => connect.await,
+        }
+        .map_err(Failure::Retry)?;
+        configure(&stream, self.tcp_timeout).map_err(|e| Failure::Final(e.into()))?;
+        Ok(stream)
+    }
+
+    /// One attempt: TCP, then for `tls://` the TLS handshake, all by
+    /// `deadline`.
+    async fn attempt(
+        &self,
+        address: &Address,
+        deadline: Option<Instant>,
+    ) -> Result<Socket, Failure> {
+        #[cfg(feature = "tls")]
+        if address.is_tls() && self.tls.is_none() {
+            return Err(Failure::Final(no_tls_config()));
+        }
+        #[cfg(not(feature = "tls"))]
+        if address.is_tls() {
+            return Err(Failure::Final(no_tls_feature()));
+        }
+        let stream = self.tcp(&Target::Name(address), deadline).await?;
+        match (address, self.tls) {
+            #[cfg(feature = "tls")]
+            (Address::Tls(_), Some(config)) => {
+                let name = server_name(address.host()).map_err(Failure::Final)?;
+                let connector = tokio_rustls::TlsConnector::from(config.client_config().clone());
+                let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
+                let handshake = connector.connect(name, stream);
+                let result = match deadline {
+                    Some(d) => tokio::time::timeout_at(d, handshake)
+                        .await
+                        .map_err(|_| Failure::TimedOut(TimeoutPhase::TlsHandshake))?,
+                    None => handshake.await,
+                };
+                let mut s = result.map_err(|e| Failure::Final(tls_error(e)))?;
+                s.get_mut()
+                    .1
+                    .set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
+                Ok(Socket::TlsClient(Box::new(s)))
+            }
+            _ => Ok(Socket::Tcp(stream)),
+        }
+    }
+}
+
+/// Runs `attempt` (given each attempt's deadline) until it succeeds,
+/// fails for good, or `timeout` has passed, as Dask's `connect()` does:
+/// the first attempt capped at `timeout / 5`, later ones at the time
+/// left, "full jitter" backoff in between. `None`: one attempt, no
+/// deadline.
+async fn retry<T, F, Fut>(
+    target: &Target<'_>,
+    timeout: Option<Duration>,
+    mut attempt: F,
+) -> Result<T, TransportError>
+where
+    F: FnMut(Option<Instant>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    let start = Instant::now();
+    let Some(limit) = timeout else {
+        return attempt(None)
+            .await
+            .map_err(|f| give_up(target, None, (start, 1), f));
+    };
+    let deadline = start + limit;
+    let mut cap = limit / 5;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let now = Instant::now();
+        let failure = match attempt(Some(deadline.min(now + cap))).await {
+            Ok(done) => return Ok(done),
+            Err(f @ Failure::Final(_)) => {
+                return Err(give_up(target, timeout, (start, attempts), f))
+            }
+            Err(f) => f,
+        };
+        cap = limit;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(give_up(target, timeout, (start, attempts), failure));
+        }
+        let upper = left.min(BACKOFF_BASE.saturating_mul(1 << (attempts - 1).min(20)));
+        tokio::time::sleep(upper.mul_f64(fastrand::f64())).await;
+        if Instant::now() >= deadline {
+            return Err(give_up(target, timeout, (start, attempts), failure));
+        }
+    }
+}
+
+/// The error once attempts are over: [`TransportError::Connect`] naming
+/// the target, the time since `start` and the number of attempts, unless
+/// the last failure was final.
+fn give_up(
+    target: &Target<'_>,
+    deadline: Option<Duration>,
+    (start, attempts): (Instant, u32),
+    failure: Failure,
+) -> TransportError {
+    match failure.cause() {
+        Ok(last) => TransportError::Connect(ConnectError {
+            address: target.to_string(),
+            deadline,
+            elapsed: start.elapsed(),
+            attempts,
+            last,
+        }),
+        Err(fatal) => fatal,
     }
 }
 
@@ -358,9 +625,10 @@ async fn by<T>(
 
 impl ConnectionBuilder {
     /// Connects to a Dask address — `tcp://`, or `tls://` with the
-    /// builder's [`tls`](ConnectionBuilder::tls) certificates (see
-    /// [`Socket::connect`]) — and exchanges the Dask handshake, all within
-    /// `opts.timeout`.
+    /// builder's [`tls`](ConnectionBuilder::tls) certificates — as
+    /// [`connect_socket`](ConnectionBuilder::connect_socket) does (retrying
+    /// until the [`connect_timeout`](ConnectionBuilder::connect_timeout)),
+    /// then exchanges the Dask handshake within `opts.timeout`.
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), framewire::transport::TransportError> {
@@ -376,8 +644,53 @@ impl ConnectionBuilder {
         opts: &HandshakeOptions,
     ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
         let address = Address::parse(address).map_err(address_error)?;
-        let socket = within(opts, Socket::connect(&address, self.tls_config())).await?;
+        let socket = self.connect_socket(&address).await?;
         self.handshake(socket, opts).await
+    }
+
+    /// Connects to `address` as Dask's `connect()` does
+    /// (`distributed/comm/core.py`): attempts until the builder's
+    /// [`connect_timeout`](ConnectionBuilder::connect_timeout) (default
+    /// 30 s) has passed, the first ones each capped at a fifth of it, with
+    /// "full jitter" exponential backoff between them (a random wait up to
+    /// 10 ms × 2^attempt, at most the time left). Retries are for the TCP
+    /// connection: refused, unreachable, a name that does not resolve (yet),
+    /// an attempt that ran out of time (in the TLS handshake too). A failed
+    /// TLS handshake is final at once (Dask's `FatalCommClosedError` for an
+    /// `SSLError`): retrying a wrong certificate helps nobody. At the deadline, a
+    /// [`TransportError::Connect`] names the address, the time and the last
+    /// cause.
+    ///
+    /// The socket gets `TCP_NODELAY` and the builder's
+    /// [`tcp_timeout`](ConnectionBuilder::tcp_timeout) ([`Socket::set_tcp_timeout`]).
+    pub async fn connect_socket(&self, address: &Address) -> Result<Socket, TransportError> {
+        let dial = Dial {
+            tls: self.tls_config(),
+            tcp_timeout: self.tcp_timeout_setting(),
+        };
+        let target = Target::Name(address);
+        retry(&target, self.connect_timeout_setting(), |deadline| {
+            dial.attempt(address, deadline)
+        })
+        .await
+    }
+
+    /// [`connect_socket`](ConnectionBuilder::connect_socket) to the
+    /// addresses `addr` resolves to (resolved once), plain TCP.
+    pub(crate) async fn connect_tcp<A: tokio::net::ToSocketAddrs>(
+        &self,
+        addr: A,
+    ) -> Result<TcpStream, TransportError> {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
+        let dial = Dial {
+            tls: None,
+            tcp_timeout: self.tcp_timeout_setting(),
+        };
+        let target = Target::Resolved(&addrs);
+        retry(&target, self.connect_timeout_setting(), |deadline| {
+            dial.tcp(&target, deadline)
+        })
+        .await
     }
 
     /// Takes an accepted TCP stream, does the TLS handshake when the builder
@@ -389,7 +702,8 @@ impl ConnectionBuilder {
         stream: TcpStream,
         opts: &HandshakeOptions,
     ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
-        let socket = within(opts, Socket::accept(stream, self.tls_config())).await?;
+        let accept = Socket::accept_by(stream, self.tls_config(), None, self.tcp_timeout_setting());
+        let socket = within(opts, accept).await?;
         self.handshake(socket, opts).await
     }
 }
@@ -456,6 +770,101 @@ fn tls_error(e: io::Error) -> TransportError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The attempts `retry` makes with a connect timeout of 10 s when each
+    /// fails as `fail` says after `takes`: for each, when it started and the
+    /// deadline it was given (from the start), in tokio's paused time.
+    fn attempts(
+        takes: Duration,
+        fail: fn() -> Failure,
+    ) -> (Vec<(Duration, Duration)>, TransportError) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let start = Instant::now();
+            let mut seen = Vec::new();
+            let address = Address::Tcp("h:1".into());
+            let err = retry(
+                &Target::Name(&address),
+                Some(Duration::from_secs(10)),
+                |deadline| {
+                    let deadline = deadline.expect("a deadline");
+                    seen.push((start.elapsed(), deadline - start));
+                    async move {
+                        tokio::time::sleep_until(deadline.min(Instant::now() + takes)).await;
+                        Err::<(), _>(fail())
+                    }
+                },
+            )
+            .await
+            .unwrap_err();
+            (seen, err)
+        })
+    }
+
+    #[test]
+    fn attempts_back_off_as_dask_connect() {
+        // Refused at once: attempt k waits up to 10 ms × 2^(k-1) before
+        // the next, at random; the first has a fifth of the timeout.
+        let refused = || Failure::Retry(io::ErrorKind::ConnectionRefused.into());
+        let (seen, err) = attempts(Duration::ZERO, refused);
+        assert_eq!(seen[0], (Duration::ZERO, Duration::from_secs(2)));
+        for (k, pair) in seen.windows(2).enumerate() {
+            let wait = pair[1].0 - pair[0].0;
+            assert!(
+                wait <= BACKOFF_BASE * (1 << k.min(20)),
+                "attempt {k}: waited {wait:?}"
+            );
+            assert_eq!(
+                pair[1].1,
+                Duration::from_secs(10),
+                "later attempts: the time left"
+            );
+        }
+        let TransportError::Connect(e) = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(e.attempts() as usize, seen.len());
+        assert!(e.elapsed() >= Duration::from_secs(10));
+        // Jittered: the waits are not all the same fraction of their bound.
+        let waits: std::collections::HashSet<Duration> =
+            seen.windows(2).map(|p| p[1].0 - p[0].0).collect();
+        assert!(waits.len() > 3, "{waits:?}");
+    }
+
+    #[test]
+    fn an_attempt_that_hangs_is_cut_at_a_fifth_of_the_timeout_then_given_the_rest() {
+        let hangs = || Failure::TimedOut(TimeoutPhase::Connect);
+        let (seen, err) = attempts(Duration::from_secs(3600), hangs);
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert_eq!(seen[0], (Duration::ZERO, Duration::from_secs(2)));
+        assert_eq!(seen[1].1, Duration::from_secs(10));
+        assert!(
+            err.to_string()
+                .ends_with("(2 attempts): the last attempt timed out connecting"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_final_failure_stops_the_attempts() {
+        let fatal = || Failure::Final(TransportError::Closed);
+        let (seen, err) = attempts(Duration::ZERO, fatal);
+        assert_eq!(seen.len(), 1);
+        assert!(matches!(err, TransportError::Closed), "{err:?}");
+    }
+
+    #[test]
+    fn keepalive_times_are_dasks() {
+        // distributed/comm/tcp.py's set_tcp_timeout, by hand: (idle, interval).
+        assert_eq!(keepalive_times(11), (1, 1));
+        assert_eq!(keepalive_times(30), (10, 2));
+        assert_eq!(keepalive_times(45), (15, 3));
+        assert_eq!(keepalive_times(100), (30, 7));
+    }
 
     #[test]
     fn addresses_parse_as_dask_reads_them() {
