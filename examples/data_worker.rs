@@ -8,7 +8,20 @@
 //! cargo run --release --example data_worker -- SCHEDULER_ADDRESS \
 //!     [--listen HOST:PORT] [--name NAME] [--memory-limit BYTES] [--nthreads N]
 //!     [--tls-ca-file FILE --tls-cert FILE --tls-key FILE]
+//!     [--tcp-timeout SECONDS] [--connect-timeout SECONDS] [--death-timeout SECONDS]
 //! ```
+//!
+//! Started before its scheduler (in docker-compose or Kubernetes, say), it
+//! waits for it as a Dask worker does (`Worker._register_with_scheduler`):
+//! each attempt connects as Dask's `connect()` (retrying for
+//! `--connect-timeout`, Dask's `distributed.comm.timeouts.connect`, 30 s by
+//! default), and between attempts it logs `waiting to connect to ADDRESS`
+//! and tries again, for ever, or until `--death-timeout` has passed (then
+//! exit status 1, as `dask worker --death-timeout`). Every connection gets
+//! TCP keepalive from `--tcp-timeout` (Dask's
+//! `distributed.comm.timeouts.tcp`, 30 s; at least 11), so a scheduler that
+//! goes silent (its host died, a partition) is noticed within about that
+//! time.
 //!
 //! With the three TLS files (Dask's `dask worker` flags; the example needs
 //! framewire's `tls` feature: `--features tls`) it joins a `tls://` cluster:
@@ -20,8 +33,8 @@
 //! registered under) and runs until the scheduler closes it (exit status 0: after
 //! `client.retire_workers([address])`, or when the scheduler shuts down
 //! cleanly). A scheduler that goes away (its stream ends without `close`,
-//! or no heartbeat goes through for 30 s) is one line on stderr and exit
-//! status 1. A malformed or unexpected message is one line on stderr; the
+//! or stops answering for `--tcp-timeout`, or no heartbeat goes through
+//! for 30 s) is one line on stderr and exit status 1. A malformed or unexpected message is one line on stderr; the
 //! connection it came on goes on. `--memory-limit` is reported to the
 //! scheduler, not enforced.
 //!
@@ -55,10 +68,10 @@ use std::time::Duration;
 use framewire::dask::{
     gather_from_workers, register_worker, versions_like_scheduler, AddKeys, BatchedWriter,
     CloseStream, DataStore, GatherReply, Heartbeats, Key, Map, Op, RegisterWorker,
-    ReleaseWorkerData, RequestError, Requests, Reschedule, SchedulerToWorker, StealResponse,
-    WorkerIdentity, WorkerMetrics, WorkerRequest, WorkerStatusChange, WorkerStream,
+    ReleaseWorkerData, RequestError, Requests, Reschedule, RpcError, SchedulerToWorker,
+    StealResponse, WorkerIdentity, WorkerMetrics, WorkerRequest, WorkerStatusChange, WorkerStream,
 };
-use framewire::transport::{ConnectionBuilder, HandshakeOptions, Socket};
+use framewire::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
 use framewire::Value;
 use tokio::net::TcpListener;
 use tokio::time::{sleep_until, Instant};
@@ -72,7 +85,12 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(60);
 
 const USAGE: &str = "usage: data_worker SCHEDULER_ADDRESS [--listen HOST:PORT] [--name NAME] \
                      [--memory-limit BYTES] [--nthreads N] \
-                     [--tls-ca-file FILE --tls-cert FILE --tls-key FILE]";
+                     [--tls-ca-file FILE --tls-cert FILE --tls-key FILE] \
+                     [--tcp-timeout SECONDS] [--connect-timeout SECONDS] [--death-timeout SECONDS]";
+
+/// Between two rounds of attempts to reach the scheduler (Dask's worker
+/// sleeps 0.1 s).
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 macro_rules! log {
     ($($arg:tt)*) => { eprintln!("data_worker: {}", format_args!($($arg)*)) };
@@ -86,6 +104,10 @@ struct Args {
     nthreads: u32,
     /// `--tls-ca-file`, `--tls-cert`, `--tls-key`.
     tls: [Option<String>; 3],
+    /// `--tcp-timeout` (`0`: none).
+    tcp_timeout: Option<Duration>,
+    connect_timeout: Duration,
+    death_timeout: Option<Duration>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -93,10 +115,26 @@ fn parse_args() -> Result<Args, String> {
     let (mut listen, mut name, mut memory_limit, mut nthreads) =
         ("127.0.0.1:0".into(), None, None, 1);
     let mut tls: [Option<String>; 3] = Default::default();
+    let (mut tcp_timeout, mut connect_timeout, mut death_timeout) =
+        (Some(Duration::from_secs(30)), Duration::from_secs(30), None);
     while let Some(arg) = it.next() {
         let mut value = || it.next().ok_or(format!("{arg} needs a value"));
         let number = |v: String| v.parse::<u64>().map_err(|e| format!("{arg}: {e}"));
+        let seconds = |v: String| match v.parse::<f64>() {
+            Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+            _ => Err(format!("{arg}: {v:?} is not a number of seconds above 0")),
+        };
         match arg.as_str() {
+            "--tcp-timeout" => {
+                let secs = number(value()?)?;
+                let min = ConnectionBuilder::MIN_TCP_TIMEOUT.as_secs();
+                if secs != 0 && secs < min {
+                    return Err(format!("--tcp-timeout: at least {min} s, or 0 for none"));
+                }
+                tcp_timeout = (secs != 0).then(|| Duration::from_secs(secs));
+            }
+            "--connect-timeout" => connect_timeout = seconds(value()?)?,
+            "--death-timeout" => death_timeout = Some(seconds(value()?)?),
             "--listen" => listen = value()?,
             "--name" => name = Some(value()?),
             "--memory-limit" => memory_limit = Some(number(value()?)?),
@@ -120,6 +158,9 @@ fn parse_args() -> Result<Args, String> {
             memory_limit,
             nthreads,
             tls,
+            tcp_timeout,
+            connect_timeout,
+            death_timeout,
         }),
         Err(_) => Err(USAGE.into()),
     }
@@ -198,18 +239,24 @@ async fn run(args: Args) -> Result<String, String> {
         listener.local_addr().map_err(|e| e.to_string())?
     );
     let opts = HandshakeOptions::default();
-    let unreachable =
-        |e: &dyn std::fmt::Display| format!("cannot register with {}: {e}", args.scheduler);
+    builder
+        .tcp_timeout(args.tcp_timeout)
+        .connect_timeout(Some(args.connect_timeout));
     let name = Value::str(args.name.as_deref().unwrap_or(&address));
     let mut registration = RegisterWorker::new(&address, name, args.nthreads, args.memory_limit);
-    registration.versions = versions_like_scheduler(&args.scheduler, &builder, &opts)
-        .await
-        .map_err(|e| unreachable(&e))?;
+    let register = wait_for_scheduler(&args.scheduler, &builder, &opts, &mut registration);
     let WorkerStream {
         mut reader, writer, ..
-    } = register_worker(&args.scheduler, &builder, &opts, &registration)
-        .await
-        .map_err(|e| unreachable(&e))?;
+    } = match args.death_timeout {
+        None => register.await,
+        Some(t) => tokio::time::timeout(t, register).await.unwrap_or_else(|_| {
+            Err(format!(
+                "cannot register with {}: no scheduler within the death timeout ({} s)",
+                args.scheduler,
+                t.as_secs_f64()
+            ))
+        }),
+    }?;
     println!("listening on {address}");
     let w = Arc::new(Worker {
         identity: WorkerIdentity {
@@ -296,6 +343,45 @@ async fn run(args: Args) -> Result<String, String> {
                 given_back = 0;
             }
             why = &mut heartbeats => return Err(why.map_or_else(|e| e.to_string(), |e| e.to_string())),
+        }
+    }
+}
+
+/// Registers with the scheduler, waiting for it as a Dask worker does:
+/// attempts (each retrying for the connect timeout) until one gets through,
+/// logging each failed one; a refusal or an unexpected reply ends it.
+async fn wait_for_scheduler(
+    scheduler: &str,
+    builder: &ConnectionBuilder,
+    opts: &HandshakeOptions,
+    registration: &mut RegisterWorker,
+) -> Result<WorkerStream, String> {
+    // Dask's worker retries on `OSError` (which `CommClosedError` is) and
+    // on timeouts; a TLS refusal or an unreadable handshake is final.
+    let unreachable = |e: &RpcError| match e {
+        RpcError::Closed => true,
+        RpcError::Transport(t) => matches!(
+            t,
+            TransportError::Connect(_)
+                | TransportError::Timeout { .. }
+                | TransportError::Io(_)
+                | TransportError::PeerTimeout(_)
+                | TransportError::Closed
+        ),
+        _ => false,
+    };
+    loop {
+        let attempt = async {
+            registration.versions = versions_like_scheduler(scheduler, builder, opts).await?;
+            register_worker(scheduler, builder, opts, registration).await
+        };
+        match attempt.await {
+            Ok(stream) => return Ok(stream),
+            Err(e) if unreachable(&e) => {
+                log!("waiting to connect to {scheduler} ({e})");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(e) => return Err(format!("cannot register with {scheduler}: {e}")),
         }
     }
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 use framewire::message::{self, BlockKind, Loaded};
 use framewire::serialize::{self, Codec, DecompressBudget, DeserializeOptions};
 use framewire::transport::{
-    Address, Checksums, Connection, HandshakeError, HandshakeOptions, Socket, TlsConfig,
+    Address, Checksums, Connection, ConnectionBuilder, HandshakeError, HandshakeOptions, TlsConfig,
     TransportError,
 };
 use framewire::{DeserializeError, Envelope, Limits, Value};
@@ -54,6 +54,11 @@ pub enum ChecksumMode {
 pub struct Options {
     /// Connecting, handshake and reply, all together.
     pub timeout: Duration,
+    /// `--tcp-timeout`: when a silent server is called dead.
+    pub tcp_timeout: Option<Duration>,
+    /// `--connect-timeout`: how long connecting is retried (within
+    /// `timeout`).
+    pub connect_timeout: Duration,
     /// `--compression`: a codec name, checked before anything else.
     pub compression: Option<String>,
     /// `--checksums`; `None`: not offered (as Python peers).
@@ -109,8 +114,26 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
         msg: &msg,
         wants_reply,
     };
-    let reply = rt.block_on(converse(&address, tls, request, &handshake, opts.timeout));
-    let reply = reply.map_err(|e| format!("{address}: {e}"))?;
+    let mut builder = Connection::builder();
+    builder
+        .limits(Limits::dask_compat())
+        .tcp_timeout(opts.tcp_timeout)
+        .connect_timeout(Some(opts.connect_timeout.min(opts.timeout)));
+    if let Some(config) = tls {
+        builder.tls(config.clone());
+    }
+    let reply = rt.block_on(converse(
+        &address,
+        &builder,
+        request,
+        &handshake,
+        opts.timeout,
+    ));
+    let reply = reply.map_err(|e| match e {
+        // It names the address already.
+        Failure::Connect(e) => e.to_string(),
+        Failure::Other(e) => format!("{address}: {e}"),
+    })?;
     let line = match reply {
         None => Json::Null,
         Some(loaded) => reply_json(&loaded).map_err(|e| format!("{address}: {op}: {e}"))?,
@@ -159,35 +182,48 @@ struct Request<'a> {
     wants_reply: bool,
 }
 
-/// Connect, handshake, send, and read the reply (unless none is wanted),
-/// all within `timeout`.
+/// Why `call` failed: connecting (the error names the address), or
+/// anything after.
+enum Failure {
+    Connect(TransportError),
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Failure {
+        Failure::Other(e)
+    }
+}
+
+/// Connect (retrying until the builder's connect timeout), handshake,
+/// send, and read the reply (unless none is wanted), all within `timeout`.
 async fn converse(
     address: &Address,
-    tls: Option<&TlsConfig>,
+    builder: &ConnectionBuilder,
     request: Request<'_>,
     opts: &HandshakeOptions,
     timeout: Duration,
-) -> Result<Option<Loaded>, String> {
+) -> Result<Option<Loaded>, Failure> {
     let Request { msg, wants_reply } = request;
     let deadline = Instant::now() + timeout;
     let within = seconds(timeout);
-    let socket = timeout_at(deadline, Socket::connect(address, tls))
+    let socket = timeout_at(deadline, builder.connect_socket(address))
         .await
         .map_err(|_| format!("cannot connect within {within}"))?
         .map_err(|e| match e {
-            TransportError::Io(e) => format!("cannot connect: {e}"),
-            e => e.to_string(),
+            TransportError::Connect(_) => Failure::Connect(e),
+            e => Failure::Other(e.to_string()),
         })?;
-    let mut builder = Connection::builder();
-    builder.limits(Limits::dask_compat());
     let (mut conn, _) = match timeout_at(deadline, builder.handshake(socket, opts)).await {
-        Err(_) => return Err(format!("no handshake from the server within {within}")),
+        Err(_) => return Err(format!("no handshake from the server within {within}").into()),
         Ok(Err(TransportError::Handshake(HandshakeError::ChecksumRequired))) => {
-            return Err("checksums required, the server did not offer them \
-                        (a Python Dask server never does)"
-                .into())
+            return Err(Failure::Other(
+                "checksums required, the server did not offer them \
+                 (a Python Dask server never does)"
+                    .into(),
+            ))
         }
-        Ok(Err(e)) => return Err(format!("handshake: {e}")),
+        Ok(Err(e)) => return Err(Failure::Other(format!("handshake: {e}"))),
         Ok(Ok(x)) => x,
     };
     // As a Dask comm: payloads compressed with the codec both sides
@@ -198,10 +234,14 @@ async fn converse(
         .map_err(|e| format!("sending the message: {e}"))?;
     let reply = if wants_reply {
         let env = match timeout_at(deadline, conn.recv()).await {
-            Err(_) => return Err(format!("no reply within {within}")),
+            Err(_) => return Err(format!("no reply within {within}").into()),
             Ok(Some(Ok(env))) => env,
-            Ok(Some(Err(e))) => return Err(format!("receiving the reply: {e}")),
-            Ok(None) => return Err("the server closed the connection without replying".into()),
+            Ok(Some(Err(e))) => return Err(format!("receiving the reply: {e}").into()),
+            Ok(None) => {
+                return Err(Failure::Other(
+                    "the server closed the connection without replying".into(),
+                ))
+            }
         };
         let loaded = message::loads_detailed(env.frames(), &Limits::dask_compat())
             .map_err(|e| format!("the reply: {e}"))?;

@@ -80,6 +80,8 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value = "30",
               value_parser = call::parse_timeout)]
         timeout: std::time::Duration,
+        #[command(flatten)]
+        timeouts: Timeouts,
         /// Offer this codec in the handshake (lz4, zstd, snappy, zlib); if
         /// the server offers the same, payloads are compressed under Dask's
         /// policy. A Python Dask server answers nil to a client on its own
@@ -127,12 +129,13 @@ enum Command {
         tls: tls::TlsArgs,
         #[command(flatten)]
         upstream_tls: tls::UpstreamTlsArgs,
-        /// Deadline of a client's TLS handshake and of connecting to the
-        /// upstream (with its TLS handshake); past it the connection is
+        /// Deadline of a client's TLS handshake; past it the connection is
         /// refused (one log line) and the tap carries on.
         #[arg(long, value_name = "SECONDS", default_value = "30",
               value_parser = call::parse_timeout)]
         handshake_timeout: std::time::Duration,
+        #[command(flatten)]
+        timeouts: Timeouts,
         /// Write the log here instead of stdout.
         #[arg(long, value_name = "FILE")]
         log: Option<String>,
@@ -177,6 +180,44 @@ fn tap_tls(tls: &tls::TlsArgs, upstream: &tls::UpstreamTlsArgs) -> Result<tap::T
     Ok(tap::Tls { listen, upstream })
 }
 
+/// Dask's `distributed.comm.timeouts`, under its names.
+#[derive(clap::Args, Debug)]
+struct Timeouts {
+    /// Dask's `distributed.comm.timeouts.tcp`: a connection whose peer
+    /// stops answering (a dead host, a partition) is called dead after
+    /// about this long (TCP keepalive and TCP_USER_TIMEOUT, as Dask sets
+    /// them; at least 11), `0`: keepalive off.
+    #[arg(long, value_name = "SECONDS", default_value = "30",
+          value_parser = parse_tcp_timeout)]
+    tcp_timeout: TcpTimeout,
+    /// Dask's `distributed.comm.timeouts.connect`: how long connecting is
+    /// retried (with Dask's backoff) before giving up.
+    #[arg(long, value_name = "SECONDS", default_value = "30",
+          value_parser = call::parse_timeout)]
+    connect_timeout: std::time::Duration,
+}
+
+/// `--tcp-timeout`; `None` for 0.
+#[derive(Clone, Copy, Debug)]
+struct TcpTimeout(Option<std::time::Duration>);
+
+/// `--tcp-timeout`: whole seconds, at least 11 (Dask's bound), or 0 for
+/// none.
+fn parse_tcp_timeout(s: &str) -> Result<TcpTimeout, String> {
+    let secs: u64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number of seconds"))?;
+    let min = framewire::transport::ConnectionBuilder::MIN_TCP_TIMEOUT;
+    match secs {
+        0 => Ok(TcpTimeout(None)),
+        s if s < min.as_secs() => Err(format!(
+            "{s} s is too short: at least {} s (10 keepalive probes a second apart, plus one), or 0 for none",
+            min.as_secs()
+        )),
+        s => Ok(TcpTimeout(Some(std::time::Duration::from_secs(s)))),
+    }
+}
+
 /// `--iterate`: Dask's `iterate_collection` True / False / None.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Iterate {
@@ -215,6 +256,7 @@ fn main() -> ExitCode {
         }
         Command::Call {
             timeout,
+            timeouts,
             compression,
             checksums,
             tls,
@@ -223,6 +265,8 @@ fn main() -> ExitCode {
         } => tls.config("--tls").and_then(|tls| {
             let opts = call::Options {
                 timeout: *timeout,
+                tcp_timeout: timeouts.tcp_timeout.0,
+                connect_timeout: timeouts.connect_timeout,
                 compression: compression.clone(),
                 checksums: *checksums,
                 tls,
@@ -235,11 +279,14 @@ fn main() -> ExitCode {
             tls,
             upstream_tls,
             handshake_timeout,
+            timeouts,
             log,
             checksums,
             no_splice,
         } => tap_tls(tls, upstream_tls).and_then(|tls| {
             let opts = tap::Options {
+                tcp_timeout: timeouts.tcp_timeout.0,
+                connect_timeout: timeouts.connect_timeout,
                 checksums: *checksums,
                 splice: !*no_splice,
                 handshake_timeout: *handshake_timeout,

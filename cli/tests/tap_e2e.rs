@@ -437,7 +437,13 @@ mod raw {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().to_string()
         };
-        let (mut tap2, addr2, log2) = start_tap(dir.path(), &refused, "tap-refused");
+        // It tries for --connect-timeout, as Dask's connect() does.
+        let (mut tap2, addr2, log2) = start_tap_with(
+            dir.path(),
+            &refused,
+            "tap-refused",
+            &["--connect-timeout", "0.5"],
+        );
         for _ in 0..2 {
             let mut c = connect(&addr2);
             let mut rest = Vec::new();
@@ -445,7 +451,11 @@ mod raw {
             assert!(rest.is_empty());
         }
         let log = wait_log(&log2, "error connecting", 2);
-        assert!(log.contains(&format!("to upstream {refused}: ")), "{log}");
+        assert!(
+            log.contains(&format!("to upstream {refused}: gave up after 0.5 s (")),
+            "{log}"
+        );
+        assert!(log.contains("attempts): Connection refused"), "{log}");
         assert!(tap2.is_running(), "{}", tap2.logs());
     }
 

@@ -203,8 +203,8 @@ pub struct WorkerStream {
 
 /// Registers a worker as `Worker._register_with_scheduler` does: connects
 /// to `scheduler` (`tcp://host:port` or `host:port`) with `builder`'s
-/// options, writes `msg` (`reply: false`: `Scheduler.add_worker` answers by
-/// itself) and reads the answer. The connection then is the worker's
+/// options (retrying until its connect timeout), writes `msg` (`reply:
+/// false`: `Scheduler.add_worker` answers by itself) and reads the answer. The connection then is the worker's
 /// batched stream. A refusal (`{"status": "error", "message": "name taken,
 /// ..."}`) is [`RpcError::Remote`] with the scheduler's message; no answer
 /// within `opts.timeout` (a duplicate address gets none) is a timeout.
@@ -216,13 +216,13 @@ pub async fn register_worker(
     opts: &HandshakeOptions,
     msg: &RegisterWorker,
 ) -> Result<WorkerStream, RpcError> {
+    // Connecting has its own deadline (the builder's connect timeout).
+    let (mut conn, _) = builder.connect_address(scheduler, opts).await?;
     let exchange = async {
-        let (mut conn, _) = builder.connect_address(scheduler, opts).await?;
         conn.send_msg(msg).await?;
-        let reply = conn.recv_value().await.ok_or(RpcError::Closed)??;
-        Ok::<_, RpcError>((conn, reply))
+        Ok::<_, RpcError>(conn.recv_value().await.ok_or(RpcError::Closed)??)
     };
-    let (conn, reply) = match opts.timeout {
+    let reply = match opts.timeout {
         Some(t) => tokio::time::timeout(t, exchange)
             .await
             .map_err(|_| RpcError::Transport(timed_out("registering with the scheduler")))??,

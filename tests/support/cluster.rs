@@ -208,8 +208,15 @@ pub fn data_worker_binary() -> PathBuf {
             let exe = std::env::current_exe().unwrap();
             let profile_dir = exe.parent().and_then(Path::parent).unwrap();
             let mut cmd = Command::new(env!("CARGO"));
-            cmd.args(["build", "--all-features", "--example", "data_worker"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            cmd.args([
+                "build",
+                "-p",
+                "framewire",
+                "--all-features",
+                "--example",
+                "data_worker",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
             // Without the variables cargo sets for a test process: build
             // scripts that watch them (ring's) would rebuild otherwise.
             for (name, _) in std::env::vars_os() {

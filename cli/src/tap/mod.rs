@@ -28,6 +28,7 @@
 //! 2026-11-29T19:10:51.200Z conn=2 closed by=upstream reason=truncated c->u=9 u->c=12 copied=80211 spliced=1048576 cut=1048741/268435757
 //! 2026-11-29T19:10:51.300Z conn=3 error c->u reading from client: invalid message from the peer: ...
 //! 2026-11-29T19:10:51.300Z conn=3 closed c->u=0 u->c=0 copied=0 spliced=0 cut=16/?
+//! 2026-12-02T20:41:07.512Z conn=4 closed by=upstream reason=peer-timeout c->u=3 u->c=3 copied=901 spliced=0
 //! ```
 //!
 //! `op=-`: frame 0 names no op (a reply); `op=?`: frame 0 is not one
@@ -40,7 +41,10 @@
 //! The close line says which side ended the connection and how: `eof` (it
 //! closed between messages), `truncated` (it closed in the middle of a
 //! message), `reset` (it went away abruptly: a reset or a broken pipe, how a
-//! Dask peer often leaves); then the messages relayed each way, the bytes
+//! Dask peer often leaves), `peer-timeout` (it stopped answering: a host
+//! that died or a partition, noticed by TCP keepalive and
+//! `TCP_USER_TIMEOUT` within [`Options::tcp_timeout`], as a Dask peer
+//! notices it); then the messages relayed each way, the bytes
 //! forwarded from the tap's memory (`copied`: preludes, frames 0, small
 //! messages) and with `splice(2)` (`spliced`: never in the tap's memory),
 //! and, when a message was cut short, `cut=RECEIVED/TOTAL` (bytes of it
@@ -105,7 +109,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use framewire::message;
 use framewire::transport::{
-    Address, Connection, Socket, TlsConfig, TransportError, EXTENSION_PREFIX,
+    Address, Connection, ConnectionBuilder, Socket, TlsConfig, TransportError, EXTENSION_PREFIX,
 };
 use framewire::{Limits, Value};
 use tokio::io::AsyncWriteExt;
@@ -128,14 +132,22 @@ const CHECKSUM_ALGORITHM: &str = "crc32";
 /// How the tap relays.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
+    /// Dask's `distributed.comm.timeouts.tcp` for both sides of every
+    /// connection: a side whose peer stops answering (a dead host, a
+    /// partition) is called dead within about this time, and the
+    /// connection ends (`reason=peer-timeout`). `None`: keepalive off.
+    pub tcp_timeout: Option<Duration>,
+    /// Dask's `distributed.comm.timeouts.connect`: how long the tap keeps
+    /// trying to connect to the upstream for a client (Dask's backoff)
+    /// before it gives up on that client.
+    pub connect_timeout: Duration,
     /// Verify the checksum trailers of peers that agreed on them.
     pub checksums: bool,
     /// Move large message remainders with `splice(2)` (Linux); off: copy
     /// everything through the tap's memory (for comparison). Connections
     /// with a TLS side are always copied.
     pub splice: bool,
-    /// The deadline of a client's TLS handshake, and of connecting to the
-    /// upstream (TCP and TLS handshake together).
+    /// The deadline of a client's TLS handshake.
     pub handshake_timeout: Duration,
 }
 
@@ -152,6 +164,8 @@ pub struct Tls {
 struct Shared {
     upstream: Address,
     tls: Tls,
+    /// Connects to the upstream: its TLS, the TCP and connect timeouts.
+    dial: ConnectionBuilder,
     logger: Logger,
     opts: Options,
 }
@@ -198,9 +212,16 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let mut dial = ConnectionBuilder::new();
+    dial.tcp_timeout(opts.tcp_timeout)
+        .connect_timeout(Some(opts.connect_timeout));
+    if let Some(config) = &tls.upstream {
+        dial.tls(config.clone());
+    }
     let shared = Arc::new(Shared {
         upstream,
         tls,
+        dial,
         logger,
         opts,
     });
@@ -322,10 +343,20 @@ fn offers_checksums(frame0: Bytes) -> bool {
 }
 
 /// A failed accept or connect in a log line: the socket's own words, without
-/// the library's `io error:` prefix.
+/// the library's `io error:` prefix; for a connect, the time and attempts it
+/// took and the last cause (the upstream is named by the line).
 fn socket_error(e: TransportError) -> String {
     match e {
         TransportError::Io(e) => e.to_string(),
+        TransportError::Connect(e) => match e.deadline() {
+            Some(d) => format!(
+                "gave up after {} s ({} attempts): {}",
+                d.as_secs_f64(),
+                e.attempts(),
+                e.last_error()
+            ),
+            None => e.last_error().to_string(),
+        },
         e => e.to_string(),
     }
 }
@@ -334,13 +365,17 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
     let Shared {
         upstream,
         tls,
+        dial,
         logger,
         opts,
     } = &*shared;
     let timeout = opts.handshake_timeout;
     // A client's TLS handshake first: nothing reaches the upstream (it is
     // not even connected) from a client the tap refused.
-    let mut client = match Socket::accept_within(stream, tls.listen.as_ref(), timeout).await {
+    let accepted = Socket::accept_within(stream, tls.listen.as_ref(), timeout)
+        .await
+        .and_then(|s| Ok(s.set_tcp_timeout(opts.tcp_timeout).map(|()| s)?));
+    let mut client = match accepted {
         Ok(s) => s,
         Err(e) => {
             let e = socket_error(e);
@@ -348,7 +383,7 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
             return;
         }
     };
-    let mut up = match Socket::connect_within(upstream, tls.upstream.as_ref(), timeout).await {
+    let mut up = match dial.connect_socket(upstream).await {
         Ok(s) => s,
         Err(e) => {
             let e = socket_error(e);
@@ -467,6 +502,13 @@ fn end_lines(id: u64, side: Side, end: &End, tally: &str, other_cut: Option<Cut>
             cut,
         } if is_reset(e) => vec![closed(side, "reset", cut)],
         End::Write { error, cut } if is_reset(error) => vec![closed(side.other(), "reset", cut)],
+        End::Read {
+            error: ReadError::Transport(TransportError::PeerTimeout(_)),
+            cut,
+        } => vec![closed(side, "peer-timeout", cut)],
+        End::Write { error, cut } if is_peer_timeout(error) => {
+            vec![closed(side.other(), "peer-timeout", cut)]
+        }
         End::Read { error, cut } => vec![
             format!(
                 "conn={id} error {} reading from {}: {error}",
@@ -484,6 +526,17 @@ fn end_lines(id: u64, side: Side, end: &End, tally: &str, other_cut: Option<Cut>
             format!("conn={id} closed {tally}{}", cut_text(cut)),
         ],
     }
+}
+
+/// Whether a socket error means that the peer stopped answering, as the
+/// library classifies it ([`TransportError::PeerTimeout`]).
+fn is_peer_timeout(e: &std::io::Error) -> bool {
+    e.raw_os_error().is_some_and(|code| {
+        matches!(
+            TransportError::from(std::io::Error::from_raw_os_error(code)),
+            TransportError::PeerTimeout(_)
+        )
+    })
 }
 
 /// Whether an error is the peer going away abruptly.
@@ -610,7 +663,7 @@ impl Direction<'_> {
             relay.counts.messages += 1;
             if let Err(e) = w.send(env).await {
                 let error = match e {
-                    TransportError::Io(e) => e,
+                    TransportError::Io(e) | TransportError::PeerTimeout(e) => e,
                     e => std::io::Error::other(e.to_string()),
                 };
                 return End::Write { error, cut: None };

@@ -10,7 +10,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../../../tests/support/cluster.rs"]
-mod cluster;
+pub mod cluster;
 // Not every test uses all of them.
 #[allow(unused_imports)]
 pub use cluster::{scheduler, scheduler_with, scratch_dir, Daemon, STARTUP};
