@@ -68,12 +68,15 @@ def _die_with_parent() -> None:
 _handed_out: set[int] = set()
 
 
-def free_port() -> int:
-    """A port nothing listens on, for a worker to bind later (its tap is
-    started first, in front of it). It is taken below the kernel's ephemeral
-    range when there is room: a port from bind(0) is free only until another
-    bind(0) or an outgoing connection takes it (a worker once failed with
-    EADDRINUSE that way), and neither takes one from below that range."""
+def free_port(host: str = LOOPBACK) -> int:
+    """A port nothing listens on at `host`, for a worker to bind later (its
+    tap is started first, in front of it). It is taken below the kernel's
+    ephemeral range when there is room: a port from bind(0) is free only
+    until another bind(0) or an outgoing connection takes it (a worker once
+    failed with EADDRINUSE that way), and neither takes one from below that
+    range. (Checked in this process's network namespace: for a worker in
+    another one, a port below that range is free there as long as nothing
+    but this script's processes run in it.)"""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
         low = int(f.read().split()[0])
     if low - 1024 >= 1000:
@@ -84,14 +87,20 @@ def free_port() -> int:
                 continue
             with socket.socket() as s:
                 try:
-                    s.bind((LOOPBACK, port))
+                    s.bind((host, port))
                 except OSError:
                     continue
             _handed_out.add(port)
             return port
     with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def in_netns(netns: str | None, argv: list[str]) -> list[str]:
+    """`argv` run inside the network namespace `netns` (`ip netns exec`,
+    which execs it: the process is the program's own), or as it is."""
+    return ["ip", "netns", "exec", netns, *argv] if netns else argv
 
 
 def log(*args) -> None:
@@ -164,17 +173,20 @@ def rss_kib(pid: int) -> int:
 
 
 class Tap:
-    """`framewire tap` in front of `upstream` (HOST:PORT), logging to DIR/tap-NAME.log."""
+    """`framewire tap` in front of `upstream` (HOST:PORT), listening on
+    `host` (in the network namespace `netns`, if given), logging to
+    DIR/tap-NAME.log."""
 
-    def __init__(self, framewire: str | list[str], name: str, upstream: str, directory: str):
+    def __init__(self, framewire: str | list[str], name: str, upstream: str, directory: str,
+                 host: str = LOOPBACK, netns: str | None = None):
         """`framewire`: the binary, or the binary and more `tap` options."""
         self.name = name
         self.log_path = os.path.join(directory, f"tap-{name}.log")
         binary, *options = [framewire] if isinstance(framewire, str) else framewire
         self.proc = Proc(
             f"tap-{name}.stderr",
-            [binary, "tap", *options, "--listen", f"{LOOPBACK}:0", "--upstream", upstream,
-             "--log", self.log_path],
+            in_netns(netns, [binary, "tap", *options, "--listen", f"{host}:0", "--upstream", upstream,
+                             "--log", self.log_path]),
             directory,
         )
         m = self.proc.wait_for(r"framewire tap: listening on ([0-9.]+:[0-9]+),", timeout=30)
@@ -196,13 +208,20 @@ class Tap:
 
 class Cluster:
     """A scheduler and `workers` workers (one thread each), through taps when
-    `framewire` is given; a Client in this process."""
+    `framewire` is given; a Client in this process.
+
+    Every process listens on `host` (loopback by default), but the workers
+    of `elsewhere` (index -> (network namespace, host)): those, and their
+    taps, run in that namespace and listen on that host."""
 
     def __init__(self, directory: str, framewire: str | list[str] | None = None, workers: int = 2,
-                 label: str = ""):
+                 label: str = "", host: str = LOOPBACK,
+                 elsewhere: dict[int, tuple[str, str]] | None = None):
         self.dir = directory
         self.framewire = framewire
         self.label = label
+        self.host = host
+        self.elsewhere = elsewhere or {}
         self.taps: dict[str, Tap] = {}
         self.procs: list[Proc] = []
         self.workers: dict[int, Proc] = {}
@@ -224,25 +243,26 @@ class Cluster:
         py = sys.executable
         sched = Proc(
             self._name("scheduler"),
-            [py, "-m", "distributed.cli.dask_scheduler", "--host", LOOPBACK, "--port", "0", "--no-dashboard"],
+            [py, "-m", "distributed.cli.dask_scheduler", "--host", self.host, "--port", "0", "--no-dashboard"],
             self.dir,
             self.env,
         )
         self.procs.append(sched)
         self.scheduler = sched
         port = sched.wait_for(r"Scheduler at:\s+tcp://[0-9.]+:(\d+)").group(1)
-        self.scheduler_real = f"{LOOPBACK}:{port}"
+        self.scheduler_real = f"{self.host}:{port}"
         if self.framewire:
-            tap = Tap(self.framewire, self._name("scheduler"), self.scheduler_real, self.dir)
+            tap = Tap(self.framewire, self._name("scheduler"), self.scheduler_real, self.dir, self.host)
             self.taps["scheduler"] = tap
             self.scheduler_address = f"tcp://{tap.address}"
         else:
             self.scheduler_address = f"tcp://{self.scheduler_real}"
         for i in range(n):
-            self.worker_ports[i] = free_port()
-            real = f"{LOOPBACK}:{self.worker_ports[i]}"
+            netns, host = self.worker_place(i)
+            self.worker_ports[i] = free_port(self.host)
+            real = f"{host}:{self.worker_ports[i]}"
             if self.framewire:
-                tap = Tap(self.framewire, self._name(f"w{i}"), real, self.dir)
+                tap = Tap(self.framewire, self._name(f"w{i}"), real, self.dir, host, netns)
                 self.taps[f"w{i}"] = tap
                 self.worker_contact[i] = f"tcp://{tap.address}"
             else:
@@ -260,19 +280,24 @@ class Cluster:
         if registered != expected:
             raise RuntimeError(f"workers registered as {registered}, expected {expected}")
 
+    def worker_place(self, i: int) -> tuple[str | None, str]:
+        """Worker `i`'s network namespace (None: this process's) and host."""
+        return self.elsewhere.get(i, (None, self.host))
+
     def start_worker(self, i: int, wait: bool = True) -> None:
         py = sys.executable
         local = os.path.join(self.dir, self._name(f"w{i}-space"))
         os.makedirs(local, exist_ok=True)
+        netns, host = self.worker_place(i)
         w = Proc(
             self._name(f"w{i}"),
-            [
+            in_netns(netns, [
                 py, "-m", "distributed.cli.dask_worker", self.scheduler_address,
                 "--no-nanny", "--nthreads", "1", "--name", f"w{i}", "--no-dashboard",
                 "--memory-limit", "0", "--local-directory", local,
-                "--listen-address", f"tcp://{LOOPBACK}:{self.worker_ports[i]}",
+                "--listen-address", f"tcp://{host}:{self.worker_ports[i]}",
                 "--contact-address", self.worker_contact[i],
-            ],
+            ]),
             self.dir,
             self.env,
         )
