@@ -24,9 +24,12 @@ Subcommands (each prints one JSON object on its last line; exit 0 = every check 
         a worker killed in the middle of sending an MB-MiB array through its tap (the
         computation must complete on the remaining worker), then a client that sends
         half a message to the scheduler's tap and closes (the cluster must carry on).
-    soak --dir DIR --framewire BIN [--minutes N] [...]
+    soak --dir DIR --framewire BIN [--minutes N] [--host ADDR] [--tcp-timeout S]
+         [--partition-netns NS --partition-host ADDR] [...]
         mixed workloads in a loop on a tap cluster and a direct cluster, alternately;
-        one tap-cluster worker killed and restarted midway; the taps' logs and memory.
+        one tap-cluster worker killed and restarted midway; with --partition-netns,
+        that worker (in namespace NS) cut off by a partition at two thirds and
+        healed; the taps' logs and memory. Run by scripts/soak.
     overhead --dir DIR --mode direct --mode tap=BIN [--mode before=BIN] [--rounds N] [--array-mb MB]
         the dask.array workload on fresh clusters of each mode, interleaved; medians.
     idle-conns --upstream-listen PORT_FILE | --connect ADDR --count N
@@ -68,12 +71,15 @@ def _die_with_parent() -> None:
 _handed_out: set[int] = set()
 
 
-def free_port() -> int:
-    """A port nothing listens on, for a worker to bind later (its tap is
-    started first, in front of it). It is taken below the kernel's ephemeral
-    range when there is room: a port from bind(0) is free only until another
-    bind(0) or an outgoing connection takes it (a worker once failed with
-    EADDRINUSE that way), and neither takes one from below that range."""
+def free_port(host: str = LOOPBACK) -> int:
+    """A port nothing listens on at `host`, for a worker to bind later (its
+    tap is started first, in front of it). It is taken below the kernel's
+    ephemeral range when there is room: a port from bind(0) is free only
+    until another bind(0) or an outgoing connection takes it (a worker once
+    failed with EADDRINUSE that way), and neither takes one from below that
+    range. (Checked in this process's network namespace: for a worker in
+    another one, a port below that range is free there as long as nothing
+    but this script's processes run in it.)"""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
         low = int(f.read().split()[0])
     if low - 1024 >= 1000:
@@ -84,14 +90,20 @@ def free_port() -> int:
                 continue
             with socket.socket() as s:
                 try:
-                    s.bind((LOOPBACK, port))
+                    s.bind((host, port))
                 except OSError:
                     continue
             _handed_out.add(port)
             return port
     with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def in_netns(netns: str | None, argv: list[str]) -> list[str]:
+    """`argv` run inside the network namespace `netns` (`ip netns exec`,
+    which execs it: the process is the program's own), or as it is."""
+    return ["ip", "netns", "exec", netns, *argv] if netns else argv
 
 
 def log(*args) -> None:
@@ -164,17 +176,20 @@ def rss_kib(pid: int) -> int:
 
 
 class Tap:
-    """`framewire tap` in front of `upstream` (HOST:PORT), logging to DIR/tap-NAME.log."""
+    """`framewire tap` in front of `upstream` (HOST:PORT), listening on
+    `host` (in the network namespace `netns`, if given), logging to
+    DIR/tap-NAME.log."""
 
-    def __init__(self, framewire: str | list[str], name: str, upstream: str, directory: str):
+    def __init__(self, framewire: str | list[str], name: str, upstream: str, directory: str,
+                 host: str = LOOPBACK, netns: str | None = None):
         """`framewire`: the binary, or the binary and more `tap` options."""
         self.name = name
         self.log_path = os.path.join(directory, f"tap-{name}.log")
         binary, *options = [framewire] if isinstance(framewire, str) else framewire
         self.proc = Proc(
             f"tap-{name}.stderr",
-            [binary, "tap", *options, "--listen", f"{LOOPBACK}:0", "--upstream", upstream,
-             "--log", self.log_path],
+            in_netns(netns, [binary, "tap", *options, "--listen", f"{host}:0", "--upstream", upstream,
+                             "--log", self.log_path]),
             directory,
         )
         m = self.proc.wait_for(r"framewire tap: listening on ([0-9.]+:[0-9]+),", timeout=30)
@@ -196,13 +211,20 @@ class Tap:
 
 class Cluster:
     """A scheduler and `workers` workers (one thread each), through taps when
-    `framewire` is given; a Client in this process."""
+    `framewire` is given; a Client in this process.
+
+    Every process listens on `host` (loopback by default), but the workers
+    of `elsewhere` (index -> (network namespace, host)): those, and their
+    taps, run in that namespace and listen on that host."""
 
     def __init__(self, directory: str, framewire: str | list[str] | None = None, workers: int = 2,
-                 label: str = ""):
+                 label: str = "", host: str = LOOPBACK,
+                 elsewhere: dict[int, tuple[str, str]] | None = None):
         self.dir = directory
         self.framewire = framewire
         self.label = label
+        self.host = host
+        self.elsewhere = elsewhere or {}
         self.taps: dict[str, Tap] = {}
         self.procs: list[Proc] = []
         self.workers: dict[int, Proc] = {}
@@ -224,25 +246,26 @@ class Cluster:
         py = sys.executable
         sched = Proc(
             self._name("scheduler"),
-            [py, "-m", "distributed.cli.dask_scheduler", "--host", LOOPBACK, "--port", "0", "--no-dashboard"],
+            [py, "-m", "distributed.cli.dask_scheduler", "--host", self.host, "--port", "0", "--no-dashboard"],
             self.dir,
             self.env,
         )
         self.procs.append(sched)
         self.scheduler = sched
         port = sched.wait_for(r"Scheduler at:\s+tcp://[0-9.]+:(\d+)").group(1)
-        self.scheduler_real = f"{LOOPBACK}:{port}"
+        self.scheduler_real = f"{self.host}:{port}"
         if self.framewire:
-            tap = Tap(self.framewire, self._name("scheduler"), self.scheduler_real, self.dir)
+            tap = Tap(self.framewire, self._name("scheduler"), self.scheduler_real, self.dir, self.host)
             self.taps["scheduler"] = tap
             self.scheduler_address = f"tcp://{tap.address}"
         else:
             self.scheduler_address = f"tcp://{self.scheduler_real}"
         for i in range(n):
-            self.worker_ports[i] = free_port()
-            real = f"{LOOPBACK}:{self.worker_ports[i]}"
+            netns, host = self.worker_place(i)
+            self.worker_ports[i] = free_port(self.host)
+            real = f"{host}:{self.worker_ports[i]}"
             if self.framewire:
-                tap = Tap(self.framewire, self._name(f"w{i}"), real, self.dir)
+                tap = Tap(self.framewire, self._name(f"w{i}"), real, self.dir, host, netns)
                 self.taps[f"w{i}"] = tap
                 self.worker_contact[i] = f"tcp://{tap.address}"
             else:
@@ -260,19 +283,24 @@ class Cluster:
         if registered != expected:
             raise RuntimeError(f"workers registered as {registered}, expected {expected}")
 
+    def worker_place(self, i: int) -> tuple[str | None, str]:
+        """Worker `i`'s network namespace (None: this process's) and host."""
+        return self.elsewhere.get(i, (None, self.host))
+
     def start_worker(self, i: int, wait: bool = True) -> None:
         py = sys.executable
         local = os.path.join(self.dir, self._name(f"w{i}-space"))
         os.makedirs(local, exist_ok=True)
+        netns, host = self.worker_place(i)
         w = Proc(
             self._name(f"w{i}"),
-            [
+            in_netns(netns, [
                 py, "-m", "distributed.cli.dask_worker", self.scheduler_address,
                 "--no-nanny", "--nthreads", "1", "--name", f"w{i}", "--no-dashboard",
                 "--memory-limit", "0", "--local-directory", local,
-                "--listen-address", f"tcp://{LOOPBACK}:{self.worker_ports[i]}",
+                "--listen-address", f"tcp://{host}:{self.worker_ports[i]}",
                 "--contact-address", self.worker_contact[i],
-            ],
+            ]),
             self.dir,
             self.env,
         )
@@ -670,52 +698,261 @@ def log_time(line: str) -> float:
     ).timestamp()
 
 
-def soak_events(path: str, window: tuple[float, float]) -> dict:
+def soak_events(path: str, windows: dict[str, tuple[float, float]]) -> dict:
     """A tap log's error lines and its closes other than `eof` (`reset`,
-    `truncated`), split by whether they happened in `window` (the killed
-    worker's: from the kill to a little after its restart)."""
-    out = {"errors_in_kill_window": [], "errors_outside": [], "resets_in_kill_window": 0,
-           "truncated_in_kill_window": 0, "resets_outside": [], "truncated_outside": []}
+    `truncated`, `peer-timeout`), split by the fault window they happened in
+    (`windows`: name -> (start, end), e.g. the killed worker's: from the
+    kill to a little after its restart) or outside them all."""
+    out: dict = {"windows": {w: {"errors": [], "resets": 0, "truncated": 0, "peer_timeouts": 0} for w in windows},
+                 "errors_outside": [], "resets_outside": [], "truncated_outside": [], "peer_timeouts_outside": []}
     with open(path, errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
             if MSG.search(line):
                 continue
-            inside = window[0] <= log_time(line) <= window[1]
+            t = log_time(line)
+            inside = next((w for w, (t0, t1) in windows.items() if t0 <= t <= t1), None)
             if " error" in line:
-                out["errors_in_kill_window" if inside else "errors_outside"].append(line)
+                (out["windows"][inside]["errors"] if inside else out["errors_outside"]).append(line)
                 continue
             c = CLOSED.search(line)
-            for reason, key in (("reset", "resets"), ("truncated", "truncated")):
+            for reason, key in (("reset", "resets"), ("truncated", "truncated"), ("peer-timeout", "peer_timeouts")):
                 if c and f"reason={reason}" in c.group(2):
                     if inside:
-                        out[f"{key}_in_kill_window"] += 1
+                        out["windows"][inside][key] += 1
                     else:
                         out[f"{key}_outside"].append(line)
     return out
 
 
-def cmd_soak(a) -> int:
-    """Mixed workloads in a loop on a tap cluster and a direct cluster,
-    alternately (the order swapped every iteration), for `a.minutes`; in the
-    middle, w1 of the tap cluster is killed while an array and a map
-    workload run (Dask recomputes what it held), then restarted."""
+OPEN = re.compile(r" conn=(\d+) open client=(\S+):\d+ ")
+
+
+def closes_across_the_cut(path: str, far_host: str, far_tap: bool, cut: float, bound: float) -> dict:
+    """The connections of a tap's log that crossed a partition and were open
+    when it began at `cut`: how many, how many were logged closed within
+    `bound` seconds of it, why, and when. `far_host`: the address of the
+    side that was cut off; `far_tap`: whether the tap is on that side (its
+    clients from elsewhere crossed), or not (its clients from there did)."""
+    opened: dict[str, tuple[float, str]] = {}
+    ends: dict[str, tuple[float, str, str]] = {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            if MSG.search(line):
+                continue
+            o = OPEN.search(line)
+            if o:
+                opened[o.group(1)] = (log_time(line), o.group(2))
+                continue
+            c = CLOSED.search(line)
+            if c:
+                fields = dict(w.split("=", 1) for w in c.group(2).split() if "=" in w)
+                ends[c.group(1)] = (log_time(line), fields.get("reason", "error"), line.rstrip("\n"))
+    across = [conn for conn, (t, client) in opened.items()
+              if t < cut and (client == far_host) != far_tap and not (conn in ends and ends[conn][0] < cut)]
+    delays = {conn: round(ends[conn][0] - cut, 3) for conn in across if conn in ends}
+    reasons: dict[str, int] = {}
+    for conn in delays:
+        reasons[ends[conn][1]] = reasons.get(ends[conn][1], 0) + 1
+    late = [conn for conn in across if delays.get(conn, math.inf) > bound]
+    return {
+        "open_at_cut": len(across),
+        "closed_within_bound": len(across) - len(late),
+        "reasons": reasons,
+        "first_s": min(delays.values(), default=None),
+        "last_s": max(delays.values(), default=None),
+        "late": [ends[conn][2] if conn in ends else f"conn={conn} never logged closed" for conn in late][:10],
+    }
+
+
+def dask_log_time(line: str) -> float:
+    """Seconds since the epoch of a Dask log line's timestamp (local time,
+    `2026-12-02 20:09:21,308 - distributed...`)."""
+    stamp, ms = line[:23].split(",")
+    return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+
+
+def comm_tcp_timeout():
+    """This process's `distributed.comm.timeouts.tcp`, in seconds."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    return parse_timedelta(dask.config.get("distributed.comm.timeouts.tcp"), default="seconds")
+
+
+def tcp_timeouts(client) -> dict:
+    """`distributed.comm.timeouts.tcp` in the client, its scheduler and its workers."""
+    return {"client": comm_tcp_timeout(), "scheduler": client.run_on_scheduler(comm_tcp_timeout),
+            **client.run(comm_tcp_timeout)}
+
+
+def ip_link(netns: str, dev: str, state: str) -> float:
+    """Sets `dev` `state` (up, down) inside the network namespace `netns`;
+    returns the time it was done."""
+    subprocess.run(["ip", "-n", netns, "link", "set", dev, state], check=True)
+    return time.time()
+
+
+def partition_phase(cl: Cluster, a) -> dict:
+    """w1 of `cl` (with its tap, alone in the network namespace
+    `a.partition_netns`) is cut off for `a.partition_s` seconds: its end of
+    the link set down inside its namespace, then up again, while the array
+    and map workloads run in a loop on the cluster (checked, each one; not
+    scatter/gather, as in the kill: a scattered key has no lineage, so Dask
+    loses it, by design, with the only worker that held it). Who
+    noticed and when: the scheduler removing w1 (polled), every connection
+    across the cut each tap had open (its close line), w1 itself (whether it
+    left, as a Dask worker that lost its scheduler does). Recovery: w1, once
+    gone, is started again after the heal, as its nanny would (this cluster
+    runs `dask worker --no-nanny`), and must register again and hold keys.
+    Results in a dict; its "checks" say whether each of it went right."""
     import threading
 
+    client = cl.client
+    bound = a.tcp_timeout + 5
+    w1 = cl.worker_contact[1]
+    out: dict = {"netns": a.partition_netns, "dev": a.partition_dev, "tcp_timeout_s": a.tcp_timeout,
+                 "bound_s": bound, "checks": {}}
+    results: list[dict] = []
+    stop = threading.Event()
+
+    def work():
+        while not stop.is_set():
+            t0 = time.time()
+            try:
+                r = merge([array_workload(client, a.array_mb), map_workload(client, a.map)])
+            except Exception as e:  # noqa: BLE001
+                r = {"ok": False, "error": repr(e)}
+            results.append({"start": t0, "end": time.time(), "ok": r["ok"],
+                            **({} if r["ok"] else {"detail": r.get("error") or r.get("checks")})})
+
+    th = threading.Thread(target=work, daemon=True)
+    th.start()
+    time.sleep(a.kill_after)
+    w1_proc = cl.workers[1]
+    w1_log_at_cut = os.path.getsize(w1_proc.path)
+    sched_log_at_cut = os.path.getsize(cl.scheduler.path)
+    cut = out["start"] = ip_link(a.partition_netns, a.partition_dev, "down")
+    log(f"soak: partition: {a.partition_dev} down in {a.partition_netns} (w1 and its tap cut off)")
+    removed = exited = None
+    while time.time() < cut + a.partition_s:
+        if removed is None and w1 not in client.scheduler_info()["workers"]:
+            removed = time.time()
+            log(f"soak: partition: the scheduler removed w1 after {removed - cut:.1f} s")
+        if exited is None and not w1_proc.alive():
+            exited = time.time()
+        time.sleep(0.2)
+    heal = out["end"] = ip_link(a.partition_netns, a.partition_dev, "up")
+    log(f"soak: partition: healed after {heal - cut:.1f} s")
+    # w1 leaves by itself once it has lost its scheduler (a Dask worker
+    # closes then): it has had time to; then it is started again.
+    deadline = heal + 60
+    while exited is None and time.time() < deadline:
+        if not w1_proc.alive():
+            exited = time.time()
+        time.sleep(0.2)
+    left = exited is not None
+    if not left:
+        w1_proc.kill()
+    w1_proc.out.close()
+    with open(w1_proc.path, errors="replace") as f:
+        f.seek(w1_log_at_cut)
+        w1_lines = [x.rstrip("\n") for x in f if " - distributed." in x]
+    with open(cl.scheduler.path, errors="replace") as f:
+        f.seek(sched_log_at_cut)
+        sched_lines = [x.rstrip("\n") for x in f if "Remove worker" in x and w1 in x]
+    stopping = next((dask_log_time(x) for x in w1_lines if "Stopping worker" in x), None)
+    out["noticed"] = {
+        "scheduler": {"removed_after_s": None if removed is None else round(removed - cut, 3),
+                      "log": sched_lines[:2]},
+        "w1": {"stopping_after_s": None if stopping is None else round(stopping - cut, 3),
+               "left_after_s": None if exited is None else round(exited - cut, 3),
+               "exit_status": w1_proc.p.returncode, "left_by_itself": left, "log": w1_lines[:8]},
+    }
+    cl.restart_worker(1)
+    registered = time.time()
+    log(f"soak: partition: w1 restarted (pid {cl.workers[1].pid}), registered {registered - heal:.1f} s after the heal")
+    # It takes work again: tasks only it may run, their results held there.
+    futures = client.map(inc, range(200), workers=[w1], allow_other_workers=False, pure=False)
+    held = client.gather(futures) == [i + 1 for i in range(200)]
+    holders = {tuple(v) for v in client.who_has(futures).values()}
+    w1_keys = len(client.has_what().get(w1, ()))
+    del futures
+    out["recovery"] = {
+        "how": ("w1 left by itself; restarted by this harness after the heal, as its nanny would restart it"
+                if left else "w1 did not leave by itself: killed and restarted after the heal"),
+        "registered_after_heal_s": round(registered - heal, 3),
+        "tasks_on_w1_right": held,
+        "keys_held_by_w1": w1_keys,
+    }
+    # The workloads run on across the heal and the restart: one more
+    # begins after it, then they stop.
+    wait_until = time.monotonic() + 900
+    while not any(r["start"] > registered for r in results) and th.is_alive() and time.monotonic() < wait_until:
+        time.sleep(0.2)
+    stop.set()
+    th.join(timeout=900)
+    out["workloads_stopped"] = time.time()
+    spanning = [r for r in results if r["start"] < cut < r["end"]]
+    out["workloads"] = {
+        "n": len(results),
+        "ok": sum(r["ok"] for r in results),
+        "across_the_cut": len(spanning),
+        "during_the_partition": sum(r["start"] < heal and r["end"] > cut for r in results),
+        "after_the_restart": sum(r["start"] > registered for r in results),
+        "failed": [r for r in results if not r["ok"]][:5],
+    }
+    out["checks"]["partition_noticed_by_the_scheduler"] = removed is not None and removed - cut <= bound
+    # w1 noticed too: it lost its scheduler stream and closed (its log's
+    # "Stopping worker" line), and left.
+    out["checks"]["partition_noticed_by_w1"] = left and stopping is not None and stopping - cut <= bound
+    out["checks"]["partition_recovered"] = (held and holders == {(w1,)} and w1_keys >= 200)
+    out["checks"]["partition_workloads"] = bool(
+        not th.is_alive() and results and all(r["ok"] for r in results) and spanning
+        and out["workloads"]["after_the_restart"] >= 1)
+    return out
+
+
+def cmd_soak(a) -> int:
+    """Mixed workloads in a loop on a tap cluster and a direct cluster,
+    alternately (the order swapped every iteration), for `a.minutes`; at
+    half time, w1 of the tap cluster is killed while an array and a map
+    workload run (Dask recomputes what it held), then restarted; at two
+    thirds, with `--partition-netns`, w1 is cut off by a partition
+    (`partition_phase`)."""
+    import threading
+
+    partition = bool(a.partition_netns)
+    if partition and not (a.partition_host and a.tcp_timeout):
+        raise SystemExit("soak: --partition-netns needs --partition-host and --tcp-timeout")
+    if a.tcp_timeout:
+        # Every Dask process of the soak (they inherit it) and this one.
+        os.environ["DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP"] = f"{a.tcp_timeout}s"
+    framewire = [a.framewire, "--tcp-timeout", str(a.tcp_timeout)] if a.tcp_timeout else a.framewire
+    elsewhere = {1: (a.partition_netns, a.partition_host)} if partition else {}
     tap_dir = os.path.join(a.dir, "taps")
     direct_dir = os.path.join(a.dir, "direct")
     report: dict = {"iterations": [], "rss_kib": {}, "checks": {}, "sizes": {
         "scatter_keys": a.scatter, "array_mb": a.array_mb, "map_tasks": a.map}}
     log(f"soak: {a.minutes} min; each iteration: scatter/gather {a.scatter} keys, "
         f"array {a.array_mb} MB, map {a.map} tasks")
-    with Cluster(tap_dir, a.framewire) as taps, Cluster(direct_dir, None) as direct:
+    with Cluster(tap_dir, framewire, host=a.host, elsewhere=elsewhere) as taps, \
+            Cluster(direct_dir, None, host=a.host) as direct:
         pids = taps.tap_pids()
+        if a.tcp_timeout:
+            seen = {"taps": tcp_timeouts(taps.client), "direct": tcp_timeouts(direct.client)}
+            report["tcp_timeout_s"] = seen
+            report["checks"]["tcp_timeout_everywhere"] = all(
+                v == a.tcp_timeout for c in seen.values() for v in c.values())
         t_start = time.monotonic()
         deadline = t_start + a.minutes * 60
         killed = False
+        partitioned = not partition
+        after_partition = 0
         all_ok = True
         i = 0
-        while time.monotonic() < deadline or i < 2:
+        while time.monotonic() < deadline or i < 2 or not killed or not partitioned or (
+                partition and after_partition < 1):
             pair = [("taps", taps), ("direct", direct)]
             for mode, cl in pair if i % 2 == 0 else pair[::-1]:
                 t0 = time.perf_counter()
@@ -730,7 +967,14 @@ def cmd_soak(a) -> int:
             if i == 0:
                 report["rss_kib"]["start"] = vmrss_all(pids)
             i += 1
-            if not killed and time.monotonic() - t_start >= a.minutes * 60 / 2:
+            elapsed = time.monotonic() - t_start
+            if killed and partitioned:
+                after_partition += 1
+            if killed and not partitioned and elapsed >= a.minutes * 60 * 2 / 3:
+                report["partition"] = partition_phase(taps, a)
+                report["checks"].update(report["partition"].pop("checks"))
+                partitioned = True
+            if not killed and elapsed >= a.minutes * 60 / 2:
                 report["rss_kib"]["middle"] = vmrss_all(pids)
                 # Kill w1 of the tap cluster while work is running on both
                 # workers (array chunks and mapped results are recomputed).
@@ -762,17 +1006,32 @@ def cmd_soak(a) -> int:
         report["minutes"] = round((time.monotonic() - t_start) / 60, 2)
         logs = {n: t.log_path for n, t in taps.taps.items()}
     # The clusters are shut down: every close is in the logs.
-    window = (report.get("kill_time", 0), report.get("restart_time", 0) + 5)
+    windows = {"kill": (report.get("kill_time", 0), report.get("restart_time", 0) + 5)}
+    if partition:
+        p = report["partition"]
+        windows["partition"] = (p["start"], p["workloads_stopped"] + 5)
+        # Across the cut: connections from w1's address to the taps on
+        # this side, and to w1's tap from any other.
+        p["noticed"]["taps"] = {n: closes_across_the_cut(path, a.partition_host, n == "w1", p["start"], p["bound_s"])
+                                for n, path in logs.items()}
+        # Every connection across the cut was closed within the bound, and
+        # the scheduler's tap closed w1's (its scheduler stream, at least)
+        # when w1 stopped answering.
+        report["checks"]["partition_noticed_by_the_taps"] = all(
+            t["closed_within_bound"] == t["open_at_cut"] for t in p["noticed"]["taps"].values()
+        ) and p["noticed"]["taps"]["scheduler"]["reasons"].get("peer-timeout", 0) >= 1
     report["logs"] = {n: read_tap_log(p) for n, p in logs.items()}
-    report["events"] = {n: soak_events(p, window) for n, p in logs.items()}
+    report["events"] = {n: soak_events(p, windows) for n, p in logs.items()}
     for v in report["logs"].values():
         v["errors"] = len(v["errors"])
     rss = report["rss_kib"]
     report["checks"]["results"] = all_ok
     report["checks"]["killed_and_restarted"] = killed
-    # No error line, and no message cut short, but the killed worker's.
-    report["checks"]["no_errors_outside_the_kill"] = all(
-        not e["errors_outside"] and not e["truncated_outside"] for e in report["events"].values())
+    # No error line, no message cut short and no peer gone silent, but in
+    # the faults' windows.
+    report["checks"]["no_errors_outside_the_faults"] = all(
+        not e["errors_outside"] and not e["truncated_outside"] and not e["peer_timeouts_outside"]
+        for e in report["events"].values())
     # The array workloads ran on the tap cluster: their P2P rechunks sent
     # shards between the workers through the workers' taps.
     shards = sum(v["ops"].get("shuffle_receive", 0) for n, v in report["logs"].items() if n != "scheduler")
@@ -958,7 +1217,17 @@ def main() -> int:
     s.add_argument("--array-mb", type=float, default=100)
     s.add_argument("--map", type=int, default=2_000)
     s.add_argument("--kill-after", type=float, default=2.0,
-                   help="seconds into the workload at which w1 is killed")
+                   help="seconds into the workload at which w1 is killed (or cut off)")
+    s.add_argument("--host", default=LOOPBACK,
+                   help="the address every process listens on (but w1 with --partition-netns)")
+    s.add_argument("--tcp-timeout", type=int,
+                   help="distributed.comm.timeouts.tcp (seconds) of every Dask process, and the taps' --tcp-timeout")
+    s.add_argument("--partition-netns",
+                   help="run w1 of the tap cluster and its tap in this network namespace, and cut it off "
+                        "at two thirds (needs root)")
+    s.add_argument("--partition-host", help="w1's address there")
+    s.add_argument("--partition-dev", default="fw0", help="the link set down there")
+    s.add_argument("--partition-s", type=float, default=25.0, help="how long the partition lasts")
     o = sub.add_parser("overhead")
     o.add_argument("--dir", required=True)
     o.add_argument("--mode", action="append", required=True)
