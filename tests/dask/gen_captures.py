@@ -92,9 +92,10 @@ RANDOM_SEED = 1234
 STD_SHARD = 64 * 1024 * 1024  # default of distributed.comm.shard for TCP
 INLINE_LIMIT = 512
 LOOPBACK = "127.0.0.1"
-# Subfolders of the output directory that other generators own (gen_conversation.py):
+# Subfolders of the output directory that other generators own (gen_conversation.py's
+# examples and sessions):
 # --out keeps them, --check does not compare them.
-FOREIGN = ("conversation",)
+FOREIGN = ("conversation", "sessions")
 
 
 def _refuse(msg: str) -> None:
@@ -108,7 +109,9 @@ if sys.byteorder != "little":
 import dask  # noqa: E402
 import distributed  # noqa: E402
 
-if distributed.__version__ != REQUIRED_DISTRIBUTED:
+# The captures are 2026.8.0's; gen_conversation.py imports this module's helpers with
+# any release.
+if __name__ == "__main__" and distributed.__version__ != REQUIRED_DISTRIBUTED:
     _refuse(f"distributed {distributed.__version__} installed, {REQUIRED_DISTRIBUTED} required")
 
 import cloudpickle  # noqa: E402
