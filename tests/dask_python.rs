@@ -386,6 +386,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
                 key: tuple_key.clone(),
                 run_id: 3,
                 priority: vec![Value::from(0i64), Value::from(1i64), Value::from(2i64)],
+                duration: None,
                 stimulus_id: "compute-task-1796136778.0782242".into(),
                 who_has: map([(nested_key.clone(), vec![w1.clone()])]),
                 nbytes: map([(nested_key.clone(), 28)]),
