@@ -172,6 +172,7 @@ import gen_captures as gc  # noqa: E402  (refuses to run on a wrong distributed 
 
 import cloudpickle  # noqa: E402
 import dask  # noqa: E402
+import dask.array as da  # noqa: E402
 import distributed  # noqa: E402
 import lz4  # noqa: E402
 import msgpack  # noqa: E402
@@ -469,7 +470,6 @@ async def workload(client: Client, w0: str, w1: str, procs: dict, sched: str, tm
     # of many tasks), and client.run (the scheduler's broadcast -> run on each worker)
     mapped = client.map(inc, range(4), key=[f"map-inc-{i}" for i in range(4)])
     assert await client.gather(mapped) == [1, 2, 3, 4]
-    import dask.array as da
     total = await client.compute(da.arange(64, chunks=16, dtype="<i8").sum())
     assert total == sum(range(64)), total
     ran = await client.run(nbytes_of, b"run")
@@ -1022,7 +1022,7 @@ def main() -> int:
         print(f"wrote {len(msgs)} messages of distributed {distributed.__version__} to {args.session}")
         if missing:
             print(f"not in this release's session: {', '.join(missing)}")
-        return 0
+        return 1 if missing else 0
     if distributed.__version__ != REQUIRED_DISTRIBUTED:
         print(f"error: --out/--check are for distributed {REQUIRED_DISTRIBUTED} "
               f"(tests/captures/conversation); this is {distributed.__version__}", file=sys.stderr)
