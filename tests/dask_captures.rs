@@ -17,9 +17,16 @@
 //!
 //! A test fails if any typed op of issue 14 has no capture that went
 //! through these checks.
+//!
+//! The same checks run over whole sessions of five releases (2024.12.1 to
+//! 2026.8.0, `tests/captures/sessions/<release>/`, recorded by
+//! `gen_conversation.py --session` with the pins of
+//! `tests/dask/requirements[-RELEASE].txt`): every message through the byte
+//! layers, every op map and reply through the typed channels, each typed op
+//! read on every release; the test prints what is not typed, per release.
 #![cfg(feature = "dask")]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 
@@ -56,7 +63,11 @@ struct Case {
     channel: String,
     direction: String,
     request_op: Option<String>,
-    /// `message` of `case.json`: frame 0 in the generator's JSON.
+    /// A request Dask refused (its reply is an error): not a message of
+    /// the protocol, so only its bytes are checked.
+    failed: bool,
+    /// `message` of `case.json`: frame 0 in the generator's JSON (null for
+    /// a session's message).
     message: Json,
     /// The frames of `frame_NNN.bin`.
     frames: Vec<Bytes>,
@@ -119,11 +130,120 @@ fn cases() -> Vec<Case> {
                 channel: str_field(&case, "channel"),
                 direction: str_field(&case, "direction"),
                 request_op: case["request_op"].as_str().map(str::to_owned),
+                failed: false,
                 message: case["message"].clone(),
                 frames,
                 wire,
                 name,
             }
+        })
+        .collect()
+}
+
+/// One release's recorded session (`tests/captures/sessions/<release>/`,
+/// `gen_conversation.py --session`): every message, as a [`Case`] named
+/// `<release>#<n> ...` whose `message` is null (a session stores no JSON
+/// of frame 0).
+struct Session {
+    release: String,
+    cases: Vec<Case>,
+}
+
+fn sessions_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures/sessions")
+}
+
+/// The frames of one enveloped message, read from its prelude here rather
+/// than by `Envelope` (which [`decode_wire`] checks against them).
+fn split_frames(wire: &Bytes) -> Vec<Bytes> {
+    let u64_at = |i: usize| u64::from_le_bytes(wire[i..i + 8].try_into().unwrap()) as usize;
+    let count = u64_at(8);
+    let mut pos = 16 + 8 * count;
+    let frames = (0..count)
+        .map(|i| {
+            let n = u64_at(16 + 8 * i);
+            pos += n;
+            wire.slice(pos - n..pos)
+        })
+        .collect();
+    assert_eq!(pos, wire.len(), "the frames fill the message");
+    frames
+}
+
+/// Every release's session, oldest first.
+fn sessions() -> Vec<Session> {
+    let root = sessions_dir();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    // 2025.5.1 before 2025.12.0
+    dirs.sort_by_key(|d| {
+        let name = d.file_name().unwrap().to_string_lossy().into_owned();
+        name.split('.')
+            .map(|n| {
+                n.parse::<u32>()
+                    .unwrap_or_else(|_| panic!("not a release: {name}"))
+            })
+            .collect::<Vec<_>>()
+    });
+    dirs.iter()
+        .map(|dir| {
+            let release = dir.file_name().unwrap().to_string_lossy().into_owned();
+            let index = read_json(&dir.join("session.json"));
+            assert_eq!(
+                index["versions"]["distributed"].as_str(),
+                Some(release.as_str()),
+                "{}: the session's release",
+                dir.display()
+            );
+            let bin = Bytes::from(std::fs::read(dir.join("session.bin")).unwrap());
+            let mut end = 0;
+            let strs = |j: &Json| -> Vec<String> {
+                j.as_arr()
+                    .expect("a list")
+                    .iter()
+                    .map(|o| o.as_str().expect("a str").to_owned())
+                    .collect()
+            };
+            let cases = index["messages"]
+                .as_arr()
+                .expect("messages")
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let offset = m["offset"].as_u64().unwrap() as usize;
+                    let nbytes = m["nbytes"].as_u64().unwrap() as usize;
+                    assert_eq!(offset, end, "{release}#{i}: messages one after the other");
+                    end = offset + nbytes;
+                    let wire = bin.slice(offset..end);
+                    let labels = strs(&m["labels"]);
+                    let channel = str_field(m, "channel");
+                    let direction = str_field(m, "direction");
+                    let op = labels
+                        .first()
+                        .unwrap_or_else(|| panic!("{release}#{i}: no label"));
+                    Case {
+                        name: format!("{release}#{i} ({channel} {direction} {op})"),
+                        op: op.clone(),
+                        ops: strs(&m["ops"]),
+                        channel,
+                        direction,
+                        request_op: m["request_op"].as_str().map(str::to_owned),
+                        failed: m["failed"].as_bool() == Some(true),
+                        message: Json::Null,
+                        frames: split_frames(&wire),
+                        wire,
+                    }
+                })
+                .collect();
+            assert_eq!(
+                end,
+                bin.len(),
+                "{}: session.bin is its messages",
+                dir.display()
+            );
+            Session { release, cases }
         })
         .collect()
 }
@@ -186,7 +306,8 @@ fn stream_channel(case: &Case) -> Channel {
 }
 
 /// The channel of a request: a single map sent to a worker or to the
-/// scheduler (`register-worker` opens the worker's stream as a request).
+/// scheduler (`register-worker` opens the worker's stream as a request,
+/// `register-client` the client's).
 fn request_channel(case: &Case) -> Channel {
     let to = case.direction.split("->").nth(1).expect("a direction");
     match (case.channel.as_str(), to) {
@@ -194,6 +315,7 @@ fn request_channel(case: &Case) -> Channel {
         ("scheduler RPC", "scheduler") | ("worker-scheduler stream", "scheduler") => {
             Channel::SchedulerRequest
         }
+        ("client-scheduler stream", "scheduler") => Channel::ClientToScheduler,
         other => panic!("{}: no request channel for {other:?}", case.name),
     }
 }
@@ -361,18 +483,62 @@ fn check_op(case: &Case, channel: Channel, op_map: &Value, seen: &mut Seen) -> S
     }
 }
 
-/// What a reply decodes into, by its request's op and its channel.
-fn check_reply(case: &Case, value: &Value, seen: &mut Seen) -> &'static str {
+/// The type a reply decodes into: one per request op (and channel) that
+/// framewire types.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Reply {
+    /// `"OK"`: after a `get_data` reply, and for `{op: close, reply: true}`.
+    Ok,
+    /// `{status: uncaught-error, ...}` (`ErrorReply`).
+    Error,
+    RegisterWorker,
+    Heartbeat,
+    GetData,
+    /// The worker's `update_data` reply.
+    UpdateData,
+    /// nil: the scheduler's `update_data`, the worker's `free_keys`.
+    Nil,
+    /// The worker's `gather` reply.
+    Gather,
+    /// The scheduler's `gather` reply.
+    GatherKeys,
+    Scatter,
+    Identity,
+}
+
+/// What a reply decodes into, by its label, its request's op and its
+/// channel; `None` for a reply to an op framewire does not type.
+fn reply_of(case: &Case) -> Option<Reply> {
     let request = case.request_op.as_deref().expect("a reply has request_op");
-    let what = format!("{} (reply to {request})", case.name);
     let to_worker = case.channel == "worker RPC";
-    let kind = match case.op.as_str() {
-        "get_data-ok" | "close-reply" => {
+    Some(match (case.op.as_str(), request, to_worker) {
+        ("get_data-ok" | "close-reply", _, _) => Reply::Ok,
+        ("uncaught-error-reply", _, _) => Reply::Error,
+        (_, "register-worker", false) => Reply::RegisterWorker,
+        (_, "heartbeat_worker", false) => Reply::Heartbeat,
+        (_, "get_data", true) => Reply::GetData,
+        (_, "update_data", true) => Reply::UpdateData,
+        (_, "update_data", false) | (_, "free_keys", true) => Reply::Nil,
+        (_, "gather", true) => Reply::Gather,
+        (_, "gather", false) => Reply::GatherKeys,
+        (_, "scatter", false) => Reply::Scatter,
+        (_, "identity", _) => Reply::Identity,
+        _ => return None,
+    })
+}
+
+/// Decodes a reply into its type and round-trips it; `None` (nothing
+/// checked) for a reply to an op framewire does not type.
+fn check_reply(case: &Case, value: &Value, seen: &mut Seen) -> Option<&'static str> {
+    let reply = reply_of(case)?;
+    let what = format!("{} (reply to {:?})", case.name, case.request_op);
+    let kind = match reply {
+        Reply::Ok => {
             let ok: String = typed_round_trip(&what, value);
             assert_eq!(ok, "OK", "{what}");
             "String"
         }
-        "uncaught-error-reply" => {
+        Reply::Error => {
             let err: ErrorReply = typed_round_trip(&what, value);
             assert_eq!(err.status, "uncaught-error", "{what}");
             assert!(!err.exception_text.is_empty(), "{what}");
@@ -382,56 +548,53 @@ fn check_reply(case: &Case, value: &Value, seen: &mut Seen) -> &'static str {
             );
             "ErrorReply"
         }
-        _ => match (request, to_worker) {
-            ("register-worker", false) => {
-                let r: RegisterWorkerReply = typed_round_trip(&what, value);
-                assert_eq!(r.status, "OK", "{what}");
-                "RegisterWorkerReply"
-            }
-            ("heartbeat_worker", false) => {
-                let r: HeartbeatReply = typed_round_trip(&what, value);
-                assert_eq!(r.status, "OK", "{what}");
-                "HeartbeatReply"
-            }
-            ("get_data", true) => {
-                let r: GetDataReply = typed_round_trip(&what, value);
-                let data = r.data.as_ref().expect("data");
-                assert!(
-                    data.values().all(|v| matches!(v, Value::Serialized(_))),
-                    "{what}: the values stay blocks pass-through"
-                );
-                "GetDataReply"
-            }
-            ("update_data", true) => {
-                typed_round_trip::<UpdateDataReply>(&what, value);
-                "UpdateDataReply"
-            }
-            ("update_data", false) | ("free_keys", true) => {
-                typed_round_trip::<()>(&what, value);
-                "()"
-            }
-            ("gather", true) => {
-                typed_round_trip::<GatherReply>(&what, value);
-                "GatherReply"
-            }
-            ("gather", false) => {
-                typed_round_trip::<GatherKeysReply>(&what, value);
-                "GatherKeysReply"
-            }
-            ("scatter", false) => {
-                typed_round_trip::<Vec<Key>>(&what, value);
-                "Vec<Key>"
-            }
-            ("identity", _) => {
-                let v: Value = typed_round_trip(&what, value);
-                assert!(v.get("type").is_some(), "{what}");
-                "Value"
-            }
-            other => panic!("{what}: no reply type for {other:?}"),
-        },
+        Reply::RegisterWorker => {
+            let r: RegisterWorkerReply = typed_round_trip(&what, value);
+            assert_eq!(r.status, "OK", "{what}");
+            "RegisterWorkerReply"
+        }
+        Reply::Heartbeat => {
+            let r: HeartbeatReply = typed_round_trip(&what, value);
+            assert_eq!(r.status, "OK", "{what}");
+            "HeartbeatReply"
+        }
+        Reply::GetData => {
+            let r: GetDataReply = typed_round_trip(&what, value);
+            let data = r.data.as_ref().expect("data");
+            assert!(
+                data.values().all(|v| matches!(v, Value::Serialized(_))),
+                "{what}: the values stay blocks pass-through"
+            );
+            "GetDataReply"
+        }
+        Reply::UpdateData => {
+            typed_round_trip::<UpdateDataReply>(&what, value);
+            "UpdateDataReply"
+        }
+        Reply::Nil => {
+            typed_round_trip::<()>(&what, value);
+            "()"
+        }
+        Reply::Gather => {
+            typed_round_trip::<GatherReply>(&what, value);
+            "GatherReply"
+        }
+        Reply::GatherKeys => {
+            typed_round_trip::<GatherKeysReply>(&what, value);
+            "GatherKeysReply"
+        }
+        Reply::Scatter => {
+            typed_round_trip::<Vec<Key>>(&what, value);
+            "Vec<Key>"
+        }
+        Reply::Identity => {
+            let v: Value = typed_round_trip(&what, value);
+            assert!(v.get("type").is_some(), "{what}");
+            "Value"
+        }
     };
     seen.add(case, &case.op, kind);
-    kind
+    Some(kind)
 }
 
 /// Whether a case carries a typed op (or a reply to one).
@@ -444,7 +607,9 @@ fn is_typed(case: &Case) -> bool {
 fn check_case(case: &Case, seen: &mut Seen) -> Vec<String> {
     let (_env, value) = decode_wire(case);
     let kinds: Vec<String> = match (&value, case.request_op.is_some()) {
-        (_, true) => vec![check_reply(case, &value, seen).to_owned()],
+        (_, true) => vec![check_reply(case, &value, seen)
+            .unwrap_or("Other")
+            .to_owned()],
         (Value::Array(items), false) => {
             let channel = stream_channel(case);
             let ops: Vec<&str> = items
@@ -511,23 +676,20 @@ fn reply_retyped(case: &Case, value: &Value) -> Value {
     fn via<T: Serialize + DeserializeOwned>(v: &Value) -> Value {
         framewire::to_value(&framewire::from_value::<T>(v.clone()).unwrap()).unwrap()
     }
-    let request = case.request_op.as_deref().unwrap();
-    let to_worker = case.channel == "worker RPC";
-    match case.op.as_str() {
-        "get_data-ok" | "close-reply" => via::<String>(value),
-        "uncaught-error-reply" => via::<ErrorReply>(value),
-        _ => match (request, to_worker) {
-            ("register-worker", _) => via::<RegisterWorkerReply>(value),
-            ("heartbeat_worker", _) => via::<HeartbeatReply>(value),
-            ("get_data", _) => via::<GetDataReply>(value),
-            ("update_data", true) => via::<UpdateDataReply>(value),
-            ("update_data", false) | ("free_keys", _) => via::<()>(value),
-            ("gather", true) => via::<GatherReply>(value),
-            ("gather", false) => via::<GatherKeysReply>(value),
-            ("scatter", _) => via::<Vec<Key>>(value),
-            ("identity", _) => via::<Value>(value),
-            other => panic!("{}: no reply type for {other:?}", case.name),
-        },
+    match reply_of(case) {
+        Some(Reply::Ok) => via::<String>(value),
+        Some(Reply::Error) => via::<ErrorReply>(value),
+        Some(Reply::RegisterWorker) => via::<RegisterWorkerReply>(value),
+        Some(Reply::Heartbeat) => via::<HeartbeatReply>(value),
+        Some(Reply::GetData) => via::<GetDataReply>(value),
+        Some(Reply::UpdateData) => via::<UpdateDataReply>(value),
+        Some(Reply::Nil) => via::<()>(value),
+        Some(Reply::Gather) => via::<GatherReply>(value),
+        Some(Reply::GatherKeys) => via::<GatherKeysReply>(value),
+        Some(Reply::Scatter) => via::<Vec<Key>>(value),
+        Some(Reply::Identity) => via::<Value>(value),
+        // A reply framewire does not type stays the value it is.
+        None => value.clone(),
     }
 }
 
@@ -594,7 +756,10 @@ fn every_typed_capture_decodes_and_round_trips() {
             skipped.push(case.name.clone());
             continue;
         }
-        check_case(case, &mut seen);
+        let kinds = check_case(case, &mut seen);
+        if case.request_op.is_some() {
+            assert_ne!(kinds, ["Other"], "{}: a reply without a type", case.name);
+        }
     }
     // Only the handshakes are not typed ops.
     assert!(
@@ -641,23 +806,20 @@ fn every_typed_capture_through_the_direct_paths() {
     for case in cases().iter().filter(|c| is_typed(c)) {
         let (_env, value) = decode_wire(case);
         match (case.request_op.as_deref(), &value) {
-            (Some(request), _) => {
-                let to_worker = case.channel == "worker RPC";
-                match (case.op.as_str(), request, to_worker) {
-                    ("get_data-ok" | "close-reply", _, _) => whole::<String>(case),
-                    ("uncaught-error-reply", _, _) => whole::<ErrorReply>(case),
-                    (_, "register-worker", _) => whole::<RegisterWorkerReply>(case),
-                    (_, "heartbeat_worker", _) => whole::<HeartbeatReply>(case),
-                    (_, "get_data", _) => whole::<GetDataReply>(case),
-                    (_, "update_data", true) => whole::<UpdateDataReply>(case),
-                    (_, "update_data", false) | (_, "free_keys", _) => whole::<()>(case),
-                    (_, "gather", true) => whole::<GatherReply>(case),
-                    (_, "gather", false) => whole::<GatherKeysReply>(case),
-                    (_, "scatter", _) => whole::<Vec<Key>>(case),
-                    (_, "identity", _) => whole::<Value>(case),
-                    other => panic!("{}: no reply type for {other:?}", case.name),
-                }
-            }
+            (Some(_), _) => match reply_of(case) {
+                Some(Reply::Ok) => whole::<String>(case),
+                Some(Reply::Error) => whole::<ErrorReply>(case),
+                Some(Reply::RegisterWorker) => whole::<RegisterWorkerReply>(case),
+                Some(Reply::Heartbeat) => whole::<HeartbeatReply>(case),
+                Some(Reply::GetData) => whole::<GetDataReply>(case),
+                Some(Reply::UpdateData) => whole::<UpdateDataReply>(case),
+                Some(Reply::Nil) => whole::<()>(case),
+                Some(Reply::Gather) => whole::<GatherReply>(case),
+                Some(Reply::GatherKeys) => whole::<GatherKeysReply>(case),
+                Some(Reply::Scatter) => whole::<Vec<Key>>(case),
+                Some(Reply::Identity) => whole::<Value>(case),
+                None => panic!("{}: no reply type", case.name),
+            },
             (None, Value::Array(_)) => match stream_channel(case) {
                 Channel::SchedulerToWorker => whole::<Vec<SchedulerToWorker>>(case),
                 Channel::WorkerToScheduler => whole::<Vec<WorkerToScheduler>>(case),
@@ -683,38 +845,152 @@ fn every_typed_capture_re_encodes_byte_identical() {
     let mut checked = 0;
     for case in cases().iter().filter(|c| is_typed(c)) {
         let (_env, value) = decode_wire(case);
-        let again = retyped(case, &value);
-        let frames =
-            message::dumps(&again).unwrap_or_else(|e| panic!("{}: message::dumps: {e}", case.name));
-        assert_eq!(
-            frames.len(),
-            case.frames.len(),
-            "{}: number of frames",
-            case.name
-        );
-        for (i, (ours, theirs)) in frames.iter().zip(&case.frames).enumerate() {
-            assert!(
-                ours == theirs,
-                "{}: frame {i} differs from Dask's\nours:   {}\ntheirs: {}",
-                case.name,
-                hex::encode(ours),
-                hex::encode(theirs)
-            );
-        }
-        // And the whole message is `wire.bin`, framing included, once the
-        // first read covers the frames Dask's covered (SPEC.md: Dask keeps a
-        // second numpy buffer out of its first read; `Envelope::new`
-        // covers every frame, which Python reads the same).
-        let PreludeStatus::Complete(prelude) = parse_prelude(&case.wire, &limits()).unwrap() else {
-            panic!("{}: a whole prelude", case.name)
-        };
-        let wire = Envelope::with_first_read_frames(frames, prelude.frames_in_first_read())
-            .unwrap()
-            .to_bytes();
-        assert_eq!(wire, case.wire, "{}: wire.bin", case.name);
+        assert_encodes_to_the_capture(case, &retyped(case, &value));
         checked += 1;
     }
     assert!(checked >= REQUIRED.len(), "only {checked} captures");
+}
+
+/// `message::dumps` of `value` is the case's frames byte for byte, and
+/// enveloped its wire bytes.
+#[track_caller]
+fn assert_encodes_to_the_capture(case: &Case, value: &Value) {
+    let frames =
+        message::dumps(value).unwrap_or_else(|e| panic!("{}: message::dumps: {e}", case.name));
+    assert_eq!(
+        frames.len(),
+        case.frames.len(),
+        "{}: number of frames",
+        case.name
+    );
+    for (i, (ours, theirs)) in frames.iter().zip(&case.frames).enumerate() {
+        assert!(
+            ours == theirs,
+            "{}: frame {i} differs from Dask's\nours:   {}\ntheirs: {}",
+            case.name,
+            hex::encode(ours),
+            hex::encode(theirs)
+        );
+    }
+    // And the whole message is `wire.bin`, framing included, once the
+    // first read covers the frames Dask's covered (SPEC.md: Dask keeps a
+    // second numpy buffer out of its first read; `Envelope::new`
+    // covers every frame, which Python reads the same).
+    let PreludeStatus::Complete(prelude) = parse_prelude(&case.wire, &limits()).unwrap() else {
+        panic!("{}: a whole prelude", case.name)
+    };
+    let wire = Envelope::with_first_read_frames(frames, prelude.frames_in_first_read())
+        .unwrap()
+        .to_bytes();
+    assert_eq!(wire, case.wire, "{}: wire.bin", case.name);
+}
+
+/// The channel whose enum reads the op maps of a message that is not a
+/// reply: a stream's batch, or a single request.
+fn channel_of(case: &Case, value: &Value) -> Channel {
+    match value {
+        Value::Array(_) => stream_channel(case),
+        _ => request_channel(case),
+    }
+}
+
+/// Every message of every release's recorded session
+/// (`tests/captures/sessions/<release>/`): through the byte layers
+/// (decoded pass-through, deserialized as a Dask peer reads it, and
+/// re-encoded byte-identical, framing included), and every op map and
+/// reply through the typed channels: an op that `framewire::dask` types
+/// reads as its variant on every release, after deserializing too, and
+/// writes back the same bytes; one it does not type reads as `Other`, kept
+/// whole. Every typed op of [`REQUIRED`] is read on every release. Prints,
+/// per release, the messages and the op maps and replies not typed.
+#[test]
+fn every_release_session_through_the_byte_layers_and_the_typed_channels() {
+    let sessions = sessions();
+    let releases: Vec<&str> = sessions.iter().map(|s| s.release.as_str()).collect();
+    assert!(
+        releases.len() >= 4 && releases.contains(&"2026.8.0"),
+        "sessions of at least four releases, 2026.8.0 among them: {releases:?}"
+    );
+    let mut report = Vec::new();
+    for session in &sessions {
+        let mut seen = Seen::default();
+        let (mut op_maps, mut untyped_maps) = (0, 0);
+        let mut untyped_ops = BTreeMap::<String, usize>::new();
+        let mut untyped_replies = BTreeSet::new();
+        let mut refused = Vec::new();
+        for case in &session.cases {
+            let (env, value) = decode_wire(case);
+            let deserialized = decode_deserialized(case, &env);
+            if !is_typed(case) || case.failed {
+                if case.failed {
+                    refused.push(case.op.as_str());
+                }
+                assert_encodes_to_the_capture(case, &value);
+                continue;
+            }
+            let kinds = check_case(case, &mut seen);
+            match &case.request_op {
+                Some(request) if kinds == ["Other"] => {
+                    untyped_replies.insert(format!("{request} ({})", case.channel));
+                }
+                Some(_) => {}
+                None => {
+                    let channel = channel_of(case, &value);
+                    assert_eq!(kinds.len(), case.ops.len(), "{}", case.name);
+                    for (op, kind) in case.ops.iter().zip(&kinds) {
+                        op_maps += 1;
+                        if kind == "Other" {
+                            untyped_maps += 1;
+                            *untyped_ops
+                                .entry(format!("{op} ({channel:?})"))
+                                .or_default() += 1;
+                        }
+                    }
+                    // The same types from the deserialized value.
+                    let maps = match &deserialized {
+                        Value::Array(items) => items.iter().collect(),
+                        map => vec![map],
+                    };
+                    let again: Vec<String> = maps
+                        .into_iter()
+                        .map(|m| check_op(case, channel, m, &mut Seen::default()))
+                        .collect();
+                    assert_eq!(again, kinds, "{}: deserialized", case.name);
+                }
+            }
+            assert_encodes_to_the_capture(case, &retyped(case, &value));
+        }
+        let missing: Vec<&&str> = REQUIRED
+            .iter()
+            .filter(|k| !seen.kinds.contains(**k))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{}: typed ops not read from its session: {missing:?}",
+            session.release
+        );
+        // The workload's one bad call (identity with an unknown keyword).
+        assert_eq!(
+            refused,
+            ["identity"],
+            "{}: refused requests",
+            session.release
+        );
+        report.push(format!(
+            "distributed {}: {} messages, {op_maps} op maps, {untyped_maps} not typed: {}; \
+             replies not typed: {}; requests Dask refused (bytes only): {}",
+            session.release,
+            session.cases.len(),
+            untyped_ops
+                .iter()
+                .map(|(op, n)| format!("{op} x{n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            untyped_replies.into_iter().collect::<Vec<_>>().join(", "),
+            refused.join(", "),
+        ));
+    }
+    eprintln!("{}", report.join("\n"));
 }
 
 /// The same frames decoded as a Dask worker decodes them
@@ -845,7 +1121,9 @@ fn check_reply_deserialized(case: &Case, value: &Value, seen: &mut Seen) -> Stri
             );
             "GetDataReply".into()
         }
-        _ => check_reply(case, value, seen).to_owned(),
+        _ => check_reply(case, value, seen)
+            .unwrap_or_else(|| panic!("{what}: no reply type"))
+            .to_owned(),
     }
 }
 

@@ -1,5 +1,6 @@
-//! The typed Dask messages against the real Python `distributed` 2026.8.0,
-//! live over 127.0.0.1:
+//! The typed Dask messages against the real Python `distributed` 2026.8.0
+//! (or the release `FRAMEWIRE_DASK_RELEASE` names, as `scripts/test` runs
+//! them against an older one too), live over 127.0.0.1:
 //!
 //! * every typed message, built in Rust with realistic values (tuple and
 //!   nested keys, sets, floats, a `__Pickled__` run_spec block taken from a
@@ -107,11 +108,36 @@ fn captured_op(name: &str, deserialize: bool) -> Value {
     }
 }
 
-/// The `run_spec` of a real `compute-task`: a `__Pickled__` block holding
-/// `dask._task_spec.Task` for `slow-3`.
+/// The `run_spec` of a real `compute-task` of the release under test: a
+/// `__Pickled__` block holding `dask._task_spec.Task` for `slow-3`, from
+/// that release's session (`tests/captures/sessions/<release>/`: each
+/// release unpickles only its own `Task`).
 fn captured_run_spec() -> Block {
-    let op = captured_op("compute-task_2", false);
-    framewire::from_value(op.get("run_spec").unwrap().clone()).unwrap()
+    let dir = repo_root()
+        .join("tests/captures/sessions")
+        .join(dask_python::release());
+    let index: Json =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("session.json")).unwrap()).unwrap();
+    let bin = Bytes::from(std::fs::read(dir.join("session.bin")).unwrap());
+    let compute_tasks = index["messages"].as_array().unwrap().iter().filter(|m| {
+        m["labels"]
+            .as_array()
+            .unwrap()
+            .contains(&"compute-task".into())
+    });
+    for m in compute_tasks {
+        let offset = m["offset"].as_u64().unwrap() as usize;
+        let wire = bin.slice(offset..offset + m["nbytes"].as_u64().unwrap() as usize);
+        let (env, _) = Envelope::decode(&wire, &limits()).unwrap();
+        let Value::Array(ops) = message::loads(env.frames(), &limits()).unwrap() else {
+            panic!("a batch")
+        };
+        let slow_3 = Value::str("slow-3");
+        if let Some(op) = ops.iter().find(|op| op.get("key") == Some(&slow_3)) {
+            return framewire::from_value(op.get("run_spec").unwrap().clone()).unwrap();
+        }
+    }
+    panic!("no compute-task of slow-3 in {}", dir.display())
 }
 
 /// `pickle.dumps(ValueError('boom 1'))` as a real worker sent it.
@@ -386,6 +412,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
                 key: tuple_key.clone(),
                 run_id: 3,
                 priority: vec![Value::from(0i64), Value::from(1i64), Value::from(2i64)],
+                duration: None,
                 stimulus_id: "compute-task-1796136778.0782242".into(),
                 who_has: map([(nested_key.clone(), vec![w1.clone()])]),
                 nbytes: map([(nested_key.clone(), 28)]),

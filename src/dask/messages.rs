@@ -129,6 +129,11 @@ pub struct ComputeTask {
     pub run_id: i64,
     /// `(-user priority, generation, graph order)`: integers (or floats).
     pub priority: Vec<Value>,
+    /// The scheduler's estimate of the run time in seconds: sent by
+    /// `distributed` 2024.12.1 (whose workers ignore it), not by 2025.5.1 and
+    /// later; `None` writes no key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<f64>,
     /// Why the scheduler sent it.
     pub stimulus_id: String,
     /// For each dependency, the workers that hold it.

@@ -92,9 +92,10 @@ RANDOM_SEED = 1234
 STD_SHARD = 64 * 1024 * 1024  # default of distributed.comm.shard for TCP
 INLINE_LIMIT = 512
 LOOPBACK = "127.0.0.1"
-# Subfolders of the output directory that other generators own (gen_conversation.py):
+# Subfolders of the output directory that other generators own (gen_conversation.py's
+# examples and sessions):
 # --out keeps them, --check does not compare them.
-FOREIGN = ("conversation",)
+FOREIGN = ("conversation", "sessions")
 
 
 def _refuse(msg: str) -> None:
@@ -108,7 +109,9 @@ if sys.byteorder != "little":
 import dask  # noqa: E402
 import distributed  # noqa: E402
 
-if distributed.__version__ != REQUIRED_DISTRIBUTED:
+# The captures are 2026.8.0's; gen_conversation.py imports this module's helpers with
+# any release.
+if __name__ == "__main__" and distributed.__version__ != REQUIRED_DISTRIBUTED:
     _refuse(f"distributed {distributed.__version__} installed, {REQUIRED_DISTRIBUTED} required")
 
 import cloudpickle  # noqa: E402
@@ -1065,10 +1068,75 @@ def _without(meta: dict, keys) -> dict:
     return {k: v for k, v in meta.items() if k not in keys}
 
 
+def _python_of(index_json: str) -> tuple[int, ...]:
+    with open(index_json, encoding="utf-8") as fh:
+        return tuple(int(x) for x in json.load(fh)["versions"]["python"].split("."))
+
+
+class PythonVersionSwap:
+    """The stored captures as this interpreter would have made them.
+
+    The handshake carries the sender's Python version (``"python": [3, x, y]``), and
+    index.json names it: the only bytes of the captures that depend on the interpreter.
+    ``bin``/``json`` return a stored file's content with the stored version replaced by
+    this interpreter's, everywhere it appears as that field, so that a fresh generation
+    on any CPython is compared byte for byte with the rest. ``swapped`` counts the
+    files that changed (a --check on another Python that swaps nothing is an error)."""
+
+    def __init__(self, stored: tuple[int, ...], here: tuple[int, ...]):
+        self.stored, self.here = list(stored), list(here)
+        self.swapped = 0
+        packed = [msgpack.packb("python") + msgpack.packb(v) for v in (self.stored, self.here)]
+        self.packed_stored, self.packed_here = packed
+
+    def bin(self, data: bytes) -> bytes:
+        out = data.replace(self.packed_stored, self.packed_here)
+        self.swapped += out != data
+        return out
+
+    def json(self, text: str) -> str:
+        def walk(v, parent=None):
+            if isinstance(v, dict):
+                out = {}
+                for k, x in v.items():
+                    if k == "python" and x in (self.stored, {"$tuple": self.stored}):
+                        x = self.here if isinstance(x, list) else {"$tuple": self.here}
+                    elif k == "python" and parent == "versions" and x == ".".join(map(str, self.stored)):
+                        x = ".".join(map(str, self.here))
+                    else:
+                        x = walk(x, k)
+                    out[k] = x
+                return out
+            if isinstance(v, list):
+                return [walk(x) for x in v]
+            return v
+
+        obj = json.loads(text)
+        out = json.dumps(walk(obj), indent=1, sort_keys=False, ensure_ascii=False) + "\n"
+        self.swapped += out != text
+        return out
+
+
 def compare_trees(expected: str, actual: str) -> tuple[list[str], list[str]]:
-    """Return (differences, notes) between a fresh generation and a stored one."""
+    """Return (differences, notes) between a fresh generation and a stored one.
+
+    The stored captures were made by one CPython (index.json): when this one is
+    another, its version replaces the stored one in the handshakes and index.json
+    before comparing (``PythonVersionSwap``); every other byte is compared as stored."""
     diffs, notes = [], []
     volatile = {c.name: c for c in CASES if not c.deterministic}
+    here = tuple(sys.version_info[:3])
+    stored_python = _python_of(os.path.join(actual, "index.json"))
+    swap = PythonVersionSwap(stored_python, here) if stored_python != here else None
+
+    def same_as_stored(fresh_path: str, stored_path: str) -> bool:
+        if swap is None:
+            return filecmp.cmp(fresh_path, stored_path, shallow=False)
+        if fresh_path.endswith(".json"):
+            with open(fresh_path, encoding="utf-8") as fa, open(stored_path, encoding="utf-8") as fb:
+                return fa.read() == swap.json(fb.read())
+        with open(fresh_path, "rb") as fa, open(stored_path, "rb") as fb:
+            return fa.read() == swap.bin(fb.read())
 
     def files_under(root):
         found = set()
@@ -1088,7 +1156,7 @@ def compare_trees(expected: str, actual: str) -> tuple[list[str], list[str]]:
         fname = os.path.basename(rel)
         case = volatile.get(case_name)
         if case is None:
-            if not filecmp.cmp(a, b, shallow=False):
+            if not same_as_stored(a, b):
                 diffs.append(rel)
             continue
         # non-deterministic case: compare only what is stable
@@ -1113,6 +1181,12 @@ def compare_trees(expected: str, actual: str) -> tuple[list[str], list[str]]:
     for name in sorted(volatile):
         notes.append(f"{name}: non-deterministic case, compared without frames "
                      f"{list(volatile[name].volatile_frames)} and the wire/value parts that contain them")
+    if swap is not None:
+        made, now = (".".join(map(str, v)) for v in (stored_python, here))
+        notes.append(f"the captures were made with CPython {made}; compared as made with {now}: "
+                     f"its version in {swap.swapped} file(s) (handshakes, index.json), every other byte as stored")
+        if swap.swapped == 0:
+            diffs.append(f"index.json says CPython {made}, but no stored handshake carries that version")
     return diffs, notes
 
 

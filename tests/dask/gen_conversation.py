@@ -3,6 +3,8 @@
 
     python gen_conversation.py --out DIR     (re)create DIR (tests/captures/conversation)
     python gen_conversation.py --check DIR   regenerate into a temp dir and compare with DIR
+    python gen_conversation.py --session DIR (re)create DIR with the whole session
+                                             (tests/captures/sessions/<release>), any release
 
 A real ``distributed.Scheduler`` (its own process), two real ``distributed.Worker``
 processes (``w0``, ``w1``, one thread each) and a ``Client`` (this process) talk over
@@ -16,8 +18,9 @@ the connecting socket), so every recorded byte stream has a known sender and rec
 A fixed workload makes every op of ``REQUIRED`` appear (scatter, submit, a task that
 raises, a task that raises ``Reschedule``, a dependency fetched from the other worker,
 gathers through the scheduler and directly from the workers, ``replicate`` up and down,
-an AMM ``run_once`` (ReduceReplicas), work stealing, a pause, releases, an ``rpc`` to a
-worker, a bad RPC call, ``retire_workers`` and the shutdown). The recorded streams are
+an AMM ``run_once`` (ReduceReplicas), work stealing, a pause, ``client.map``, a
+dask.array sum, ``client.run``, releases, an ``rpc`` to a worker, a bad RPC call,
+``retire_workers`` and the shutdown). The recorded streams are
 split into messages (``u64 first-read | u64 n | n x u64 len | frames``), labelled, and
 up to two examples per op are stored as ``<op>_<n>/``:
 
@@ -36,6 +39,19 @@ reply of an RPC, ``get_data-ok_<n>`` for the "OK" the caller of ``get_data`` wri
 ``uncaught-error-reply_<n>`` for an error reply of ``Server._handle_comm``, and
 ``handshake_<n>`` for the two handshake messages of the w0 -> scheduler connection.
 The JSON conventions are the ones of gen_captures.py (``fw_json``).
+
+``--session DIR`` runs the same workload and stores every message of it, in the order of
+the recorded connections (each connection's messages from its opener, then those to it):
+
+  session.bin     the messages' bytes, one after the other
+  session.json    versions, config, and per message: offset and nbytes in session.bin,
+                  conn, index (position in its direction of its connection), channel,
+                  direction, sender, receiver, ops (every op of a batched list), labels
+                  (as for the cases), request_op for replies, failed: true for a
+                  request whose reply is an error; the inventory, and notes.
+
+It runs with whatever release of ``distributed`` the interpreter has (scripts/setup-python
+RELEASE makes a venv per release); --out and --check are for 2026.8.0's examples.
 
 The content is not deterministic (times, ports, ids, pids, uuids). ``--check`` checks
 that a fresh run produces the same set of case names and that the structure of every
@@ -57,6 +73,7 @@ if os.environ.get("PYTHONHASHSEED") != "0":
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import inspect  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import re  # noqa: E402
@@ -69,6 +86,7 @@ import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
+# the release of tests/captures/conversation (--out, --check); --session takes any
 REQUIRED_DISTRIBUTED = "2026.8.0"
 
 # dask.config used by every process of the conversation
@@ -154,6 +172,7 @@ import gen_captures as gc  # noqa: E402  (refuses to run on a wrong distributed 
 
 import cloudpickle  # noqa: E402
 import dask  # noqa: E402
+import dask.array as da  # noqa: E402
 import distributed  # noqa: E402
 import lz4  # noqa: E402
 import msgpack  # noqa: E402
@@ -161,7 +180,7 @@ import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 import tornado  # noqa: E402
 import zstandard  # noqa: E402
-from distributed import Client, Reschedule, wait  # noqa: E402
+from distributed import Client, Reschedule, Scheduler, wait  # noqa: E402
 from distributed.core import rpc  # noqa: E402
 from distributed.protocol import loads  # noqa: E402
 
@@ -398,8 +417,12 @@ async def workload(client: Client, w0: str, w1: str, procs: dict, sched: str, tm
     arr = np.arange(512, dtype="<f8")            # 4 KiB
     blob = b"framewire-" + bytes(range(54))      # 64 bytes
 
-    # identity (also sent by the client on connect with n_workers=0)
-    await client.scheduler.identity(n_workers=-1)
+    # identity (also sent by the client on connect with n_workers=0; 2024.12.1's
+    # Scheduler.identity takes no n_workers)
+    if "n_workers" in inspect.signature(Scheduler.identity).parameters:
+        await client.scheduler.identity(n_workers=-1)
+    else:
+        await client.scheduler.identity()
 
     # scatter through the scheduler (scatter RPC -> update_data RPC to the worker)
     [f_blob] = await client.scatter([blob], workers=[w0])
@@ -442,6 +465,17 @@ async def workload(client: Client, w0: str, w1: str, procs: dict, sched: str, tm
     await asyncio.sleep(0.6)
     procs["w1"].signal(signal.SIGUSR2)
     await asyncio.sleep(0.6)
+
+    # what a client session does most: map and gather, a dask.array reduction (a graph
+    # of many tasks), and client.run (the scheduler's broadcast -> run on each worker)
+    mapped = client.map(inc, range(4), key=[f"map-inc-{i}" for i in range(4)])
+    assert await client.gather(mapped) == [1, 2, 3, 4]
+    total = await client.compute(da.arange(64, chunks=16, dtype="<i8").sum())
+    assert total == sum(range(64)), total
+    ran = await client.run(nbytes_of, b"run")
+    assert sorted(ran) == sorted([w0, w1]) and set(ran.values()) == {3}, ran
+    for f in mapped:
+        f.release()
 
     # release futures: client-releases-keys -> free-keys -> release-worker-data
     for f in [f_inc, f_len, f_boom, f_res, *slow_futs]:
@@ -809,16 +843,48 @@ class Result:
     notes: list
 
 
-async def generate(out: str) -> Result:
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    os.makedirs(out)
+async def record() -> tuple[list[Msg], list[str]]:
+    """Runs the conversation; its messages, labelled, and notes on the recording."""
     with tempfile.TemporaryDirectory(prefix="framewire-conv-") as tmp:
         rec, _addrs = await converse(tmp)
     msgs, notes = parse(rec)
     for c in rec.conns:
         if c.sender not in rec.pids.values():
             notes.append(f"connection {c.cid} to {c.server}: opener not identified ({c.sender})")
+    return msgs, notes
+
+
+def versions() -> dict:
+    return {
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "distributed": distributed.__version__,
+        "dask": dask.__version__,
+        "msgpack": ".".join(map(str, msgpack.version)),
+        "numpy": np.__version__,
+        "lz4": lz4.__version__,
+        "cloudpickle": cloudpickle.__version__,
+        "zstandard": zstandard.__version__,
+        "tornado": tornado.version,
+        "psutil": psutil.__version__,
+    }
+
+
+def inventory_of(msgs: list[Msg]) -> dict:
+    """Every label seen, counted per channel and direction."""
+    inventory: dict = {}
+    for m in msgs:
+        key = f"{m.channel} {m.direction}"
+        for lab in m.labels:
+            inventory.setdefault(key, {}).setdefault(lab, 0)
+            inventory[key][lab] += 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(inventory.items())}
+
+
+async def generate(out: str) -> Result:
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    msgs, notes = await record()
 
     by_label: dict[str, list[Msg]] = {}
     for m in msgs:
@@ -830,13 +896,7 @@ async def generate(out: str) -> Result:
         for m in ms:
             pool.setdefault((lab, m.direction), set()).add(struct_key(structure(m.top, lab)))
 
-    inventory: dict = {}
-    for m in msgs:
-        key = f"{m.channel} {m.direction}"
-        for lab in m.labels:
-            inventory.setdefault(key, {}).setdefault(lab, 0)
-            inventory[key][lab] += 1
-    inventory = {k: dict(sorted(v.items())) for k, v in sorted(inventory.items())}
+    inventory = inventory_of(msgs)
 
     cases, missing = [], {}
     for op, (n, desc) in REQUIRED.items():
@@ -849,18 +909,7 @@ async def generate(out: str) -> Result:
     gc.dump_json(os.path.join(out, "index.json"), {
         "generator": "tests/dask/gen_conversation.py",
         "deterministic": False,
-        "versions": {
-            "python": ".".join(map(str, sys.version_info[:3])),
-            "distributed": distributed.__version__,
-            "dask": dask.__version__,
-            "msgpack": ".".join(map(str, msgpack.version)),
-            "numpy": np.__version__,
-            "lz4": lz4.__version__,
-            "cloudpickle": cloudpickle.__version__,
-            "zstandard": zstandard.__version__,
-            "tornado": tornado.version,
-            "psutil": psutil.__version__,
-        },
+        "versions": versions(),
         "byteorder": sys.byteorder,
         "config": CONFIG,
         "cases": cases,
@@ -868,6 +917,50 @@ async def generate(out: str) -> Result:
         "inventory": inventory,
     })
     return Result(cases, missing, pool, inventory, notes)
+
+
+# ============================================================================
+# --session
+# ============================================================================
+
+
+async def write_session(out: str) -> tuple[list[Msg], list[str]]:
+    """Every message of one conversation: session.bin and session.json in out."""
+    msgs, notes = await record()
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    entries, blob = [], bytearray()
+    for m in msgs:
+        _info, frames = gc.split_wire(m.raw)
+        loads([memoryview(bytearray(f)) for f in frames], deserialize=False)  # Python reads it back
+        entry = {"offset": len(blob), "nbytes": len(m.raw), "conn": m.conn.cid, "index": m.index,
+                 "channel": m.channel, "direction": m.direction, "sender": m.sender,
+                 "receiver": m.receiver, "ops": m.ops, "labels": m.labels}
+        if m.request:
+            entry["request_op"] = m.request
+        if m.failed:
+            entry["failed"] = True
+        entries.append(entry)
+        blob += m.raw
+    gc.put(os.path.join(out, "session.bin"), blob)
+    head = {
+        "generator": "tests/dask/gen_conversation.py --session",
+        "deterministic": False,
+        "versions": versions(),
+        "byteorder": sys.byteorder,
+        "config": CONFIG,
+        "notes": notes,
+        "inventory": inventory_of(msgs),
+    }
+    # one line per message: the file stays readable and small
+    text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]
+    text += ',\n "messages": [\n' + ",\n".join(
+        "  " + json.dumps(e, ensure_ascii=False) for e in entries) + "\n ]\n}\n"
+    json.loads(text)
+    with open(os.path.join(out, "session.json"), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return msgs, notes
 
 
 # ============================================================================
@@ -916,8 +1009,24 @@ def main() -> int:
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--out", metavar="DIR", help="write the captures into DIR (deleted and recreated)")
     mode.add_argument("--check", metavar="DIR", help="regenerate and compare case names and structures")
+    mode.add_argument("--session", metavar="DIR", help="write every message of the session into DIR")
     args = ap.parse_args()
     logging.getLogger("distributed").setLevel(logging.CRITICAL + 10)
+
+    if args.session:
+        msgs, notes = asyncio.run(write_session(args.session))
+        for n in notes:
+            print(f"note: {n}")
+        labels = {lab for m in msgs for lab in m.labels}
+        missing = [op for op in REQUIRED if op not in labels]
+        print(f"wrote {len(msgs)} messages of distributed {distributed.__version__} to {args.session}")
+        if missing:
+            print(f"not in this release's session: {', '.join(missing)}")
+        return 1 if missing else 0
+    if distributed.__version__ != REQUIRED_DISTRIBUTED:
+        print(f"error: --out/--check are for distributed {REQUIRED_DISTRIBUTED} "
+              f"(tests/captures/conversation); this is {distributed.__version__}", file=sys.stderr)
+        return 2
 
     if args.out:
         res = asyncio.run(generate(args.out))

@@ -18,6 +18,7 @@ it to that worker (the only one with a GPU), then prints one JSON line:
 and closes the client (the scheduler keeps running; it releases the task).
 """
 
+import inspect
 import json
 import sys
 import time
@@ -37,12 +38,21 @@ def task_state(key, dask_scheduler=None):
     return {"key": key, "state": ts.state, "processing_on": on}
 
 
+def scheduler_info(client):
+    """client.scheduler_info() with every worker: 2025.5.1 to 2026.3.0 describe five
+    unless asked for all (n_workers=-1, 2026.8.0's default); 2024.12.1 takes no
+    n_workers and describes all."""
+    if "n_workers" in inspect.signature(client.scheduler_info).parameters:
+        return client.scheduler_info(n_workers=-1)
+    return client.scheduler_info()
+
+
 def main() -> None:
     scheduler, worker = sys.argv[1], sys.argv[2]
     with Client(scheduler, timeout="20s") as client:
         deadline = time.monotonic() + 20
         while True:
-            info = client.scheduler_info()
+            info = scheduler_info(client)
             entry = info["workers"].get(worker)
             if (entry and entry["status"] == "running") or time.monotonic() > deadline:
                 break
