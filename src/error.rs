@@ -71,8 +71,8 @@ pub enum EncodeError {
     /// A message to send exceeds one of the sender's own [`Limits`](crate::Limits)
     /// (the transport refuses to send what it would refuse to receive).
     ExceedsLimit {
-        /// The `Limits` field: `"max_frames"`, `"max_frame_len"` or `"max_message_len"`.
-        limit: &'static str,
+        /// Which limit.
+        limit: crate::LimitName,
         /// The message's value.
         declared: u64,
         /// The limit.

@@ -102,7 +102,7 @@ mod value;
 
 pub use envelope::{Envelope, EnvelopeError};
 pub use error::EncodeError;
-pub use limits::Limits;
+pub use limits::{LimitName, Limits};
 pub use message::MessageError;
 pub use msgpack::{MsgpackError, Position};
 pub use ndarray::NdArray;

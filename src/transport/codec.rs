@@ -53,7 +53,8 @@ use crate::limits::Limits;
 
 use super::error::TransportError;
 use super::stats::{reserve_counted, Stats};
-use super::{check_outgoing, grow};
+use super::grow;
+use super::write;
 
 /// Where the decoder is in the stream.
 #[derive(Debug)]
@@ -284,17 +285,18 @@ impl Encoder<&Envelope> for FrameCodec {
     type Error = TransportError;
 
     fn encode(&mut self, env: &Envelope, dst: &mut BytesMut) -> Result<(), TransportError> {
-        check_outgoing(env, &self.limits)?;
+        env.check_limits(&self.limits)?;
         let len = usize::try_from(env.wire_len())
             .map_err(|_| TransportError::Encode(crate::EncodeError::TooLong { len: usize::MAX }))?;
         // Earlier messages still in the buffer move if growing it moves it.
         self.stats.bytes_copied_on_send += reserve_counted(dst, len);
-        dst.put_slice(&env.prelude());
-        for f in env.frames() {
-            // The copy: counted here, as it is made.
-            dst.put_slice(f);
-            self.stats.bytes_copied_on_send += f.len() as u64;
-        }
+        let mut large = 0;
+        let small = write::plan(env, None, dst, |dst, _, frame| {
+            // The copy a connection does not make: counted here, as it is made.
+            dst.put_slice(frame);
+            large += frame.len() as u64;
+        });
+        self.stats.bytes_copied_on_send += small + large;
         self.stats.messages_sent += 1;
         self.stats.frames_sent += env.frames().len() as u64;
         self.stats.bytes_sent += env.wire_len();

@@ -81,42 +81,6 @@ pub use stats::Stats;
 pub use tls::{TlsConfig, TlsError};
 pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};
 
-use crate::envelope::Envelope;
-use crate::error::EncodeError;
-use crate::limits::Limits;
-
-/// Refuses a message the sender's own limits would refuse to receive.
-pub(crate) fn check_outgoing(env: &Envelope, limits: &Limits) -> Result<(), EncodeError> {
-    let count = env.frames().len();
-    if count > limits.max_frames {
-        return Err(EncodeError::ExceedsLimit {
-            limit: "max_frames",
-            declared: count as u64,
-            max: limits.max_frames as u64,
-        });
-    }
-    let mut total: u64 = 0;
-    for f in env.frames() {
-        let len = f.len() as u64;
-        if len > limits.max_frame_len {
-            return Err(EncodeError::ExceedsLimit {
-                limit: "max_frame_len",
-                declared: len,
-                max: limits.max_frame_len,
-            });
-        }
-        total = total.saturating_add(len);
-    }
-    if total > limits.max_message_len {
-        return Err(EncodeError::ExceedsLimit {
-            limit: "max_message_len",
-            declared: total,
-            max: limits.max_message_len,
-        });
-    }
-    Ok(())
-}
-
 /// Below this much spare room, [`grow`] makes more.
 const MIN_SPARE: usize = 4 << 10;
 

@@ -33,7 +33,6 @@ use tokio::io::AsyncWrite;
 use crate::envelope::Envelope;
 use crate::limits::Limits;
 
-use super::check_outgoing;
 use super::checksum;
 use super::conn::Deadline;
 use super::error::{TimeoutPhase, TransportError};
@@ -82,51 +81,56 @@ struct Sums {
     running: crc32fast::Hasher,
 }
 
+/// The one plan of how a message goes out, for [`Connection`](super::Connection)
+/// and [`FrameCodec`](super::FrameCodec): its prelude
+/// ([`Envelope::put_prelude`], declaring a checksum trailer of `trailer`
+/// bytes if any), then its frames in order, each frame under
+/// [`COALESCE_THRESHOLD`] copied into `buf` after the prelude, each larger
+/// one handed to `large` as its own `Bytes` with its index (the connection
+/// gives it an iovec of its own; the codec copies it too). Returns the
+/// frame bytes copied into `buf`.
+pub(crate) fn plan(
+    env: &Envelope,
+    trailer: Option<usize>,
+    buf: &mut BytesMut,
+    mut large: impl FnMut(&mut BytesMut, usize, &Bytes),
+) -> u64 {
+    env.put_prelude(buf, trailer.map(|len| len as u64));
+    let mut copied = 0;
+    for (i, f) in env.frames().iter().enumerate() {
+        if f.len() < COALESCE_THRESHOLD {
+            // The copy of this message: counted here, as it is made.
+            buf.put_slice(f);
+            copied += f.len() as u64;
+        } else {
+            large(buf, i, f);
+        }
+    }
+    copied
+}
+
 impl Outgoing {
     fn new(env: &Envelope, checksums: bool) -> Outgoing {
         let frames = env.frames();
         let count = frames.len() + usize::from(checksums);
-        let trailer_len = if checksums {
-            checksum::trailer_len(count)
-        } else {
-            0
-        };
+        let trailer_len = checksums.then(|| checksum::trailer_len(count));
         let small: usize = frames
             .iter()
             .filter(|f| f.len() < COALESCE_THRESHOLD)
             .map(Bytes::len)
             .sum();
-        let mut buf = BytesMut::with_capacity(16 + 8 * count + small + trailer_len);
-        let first_read = if checksums {
-            env.first_read_plus_frame(trailer_len as u64)
-        } else {
-            env.first_read()
-        };
-        buf.put_u64_le(first_read);
-        buf.put_u64_le(count as u64);
-        for f in frames {
-            buf.put_u64_le(f.len() as u64);
-        }
-        if checksums {
-            buf.put_u64_le(trailer_len as u64);
-        }
+        let mut buf =
+            BytesMut::with_capacity(16 + 8 * count + small + trailer_len.unwrap_or(0));
         let mut chunks = Vec::new();
         let mut chunk_frame = Vec::new();
-        let mut copied = 0u64;
-        for (i, f) in frames.iter().enumerate() {
-            if f.len() < COALESCE_THRESHOLD {
-                // The copy of this message: counted here, as it is made.
-                buf.put_slice(f);
-                copied += f.len() as u64;
-            } else {
-                if !buf.is_empty() {
-                    chunks.push(buf.split().freeze());
-                    chunk_frame.push(None);
-                }
-                chunks.push(f.clone());
-                chunk_frame.push(Some(i));
+        let copied = plan(env, trailer_len, &mut buf, |buf, i, f| {
+            if !buf.is_empty() {
+                chunks.push(buf.split().freeze());
+                chunk_frame.push(None);
             }
-        }
+            chunks.push(f.clone());
+            chunk_frame.push(Some(i));
+        });
         let mut sums = None;
         if checksums {
             // Small frames are summed now (they were just copied: in cache);
@@ -163,7 +167,7 @@ impl Outgoing {
             off: 0,
             written: 0,
             frames: frames.len() as u64,
-            wire_len: env.wire_len() + if checksums { 8 + trailer_len as u64 } else { 0 },
+            wire_len: env.wire_len() + trailer_len.map_or(0, |len| 8 + len as u64),
             copied,
             sums,
         }
@@ -312,7 +316,7 @@ impl WriteState {
                 "start_send called while a message is queued: call poll_ready first",
             )));
         }
-        check_outgoing(env, &self.limits)?;
+        env.check_limits(&self.limits)?;
         self.out = Some(Outgoing::new(env, self.checksums));
         self.deadline.arm();
         Ok(())
