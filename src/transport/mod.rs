@@ -52,15 +52,13 @@ mod error;
 mod handshake;
 #[cfg(feature = "serde")]
 mod message_codec;
-mod read;
+pub mod read;
 mod session;
 mod socket;
 mod stats;
 #[cfg(feature = "tls")]
 mod tls;
 mod write;
-
-use bytes::BytesMut;
 
 pub use checksum::ChecksumError;
 pub use codec::{FrameCodec, FrameCodecBuilder};
@@ -80,20 +78,3 @@ pub use stats::Stats;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};
 pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};
-
-/// Below this much spare room, [`grow`] makes more.
-const MIN_SPARE: usize = 4 << 10;
-
-/// Makes sure `buf` has room to read towards `target` bytes in total,
-/// reserving at most `cap` bytes ahead of what it holds: a declared size is
-/// never reserved until its bytes arrive. Room is only added when little is
-/// left, so growth stays amortized (capacity ≤ 2 × bytes held + `cap`).
-/// Returns the bytes the reservation moved ([`stats::reserve_counted`]).
-pub(crate) fn grow(buf: &mut BytesMut, target: usize, cap: usize) -> u64 {
-    let remaining = target.saturating_sub(buf.len());
-    let spare = buf.capacity() - buf.len();
-    if spare >= remaining.min(MIN_SPARE) {
-        return 0;
-    }
-    stats::reserve_counted(buf, remaining.min(cap.max(MIN_SPARE)))
-}

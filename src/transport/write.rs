@@ -119,8 +119,7 @@ impl Outgoing {
             .filter(|f| f.len() < COALESCE_THRESHOLD)
             .map(Bytes::len)
             .sum();
-        let mut buf =
-            BytesMut::with_capacity(16 + 8 * count + small + trailer_len.unwrap_or(0));
+        let mut buf = BytesMut::with_capacity(16 + 8 * count + small + trailer_len.unwrap_or(0));
         let mut chunks = Vec::new();
         let mut chunk_frame = Vec::new();
         let copied = plan(env, trailer_len, &mut buf, |buf, i, f| {

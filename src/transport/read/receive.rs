@@ -51,16 +51,16 @@ use crate::envelope::EnvelopeError;
 use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
 use crate::limits::Limits;
 
-use super::checksum::{self, Running};
-use super::conn::Deadline;
-use super::error::{TimeoutPhase, TransportError};
-use super::stats::{reserve_counted, Stats};
+use crate::transport::checksum::{self, Running};
+use crate::transport::conn::Deadline;
+use crate::transport::error::{TimeoutPhase, TransportError};
+use crate::transport::stats::{reserve_counted, Stats};
 
 /// Frames of at least this many bytes are read into a buffer of their own
 /// (consecutive ones share it), straight from the socket, instead of the
 /// shared read buffer. Below it, a frame is copied at most once, from the
 /// kernel into the read buffer, and shares that buffer with its neighbours.
-pub const OWN_BUFFER_THRESHOLD: usize = 64 << 10;
+const OWN_BUFFER_THRESHOLD: usize = super::OWN_BUFFER_THRESHOLD;
 
 /// Bytes the reader may read past the end of what it currently needs (the
 /// next prelude, the next small run). Bounds the copy into a large buffer
