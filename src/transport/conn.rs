@@ -4,7 +4,7 @@
 //! ```text
 //!              ┌──────────── Connection<T> ────────────┐
 //! send(env) ──▶│ WriteState: one queued message, vectored  │──▶ T ──▶ peer
-//! recv()    ◀──│ ReadState: prelude → Limits → frames     │◀── T ◀── peer
+//! recv()    ◀──│ Receiver: prelude → Limits → frames     │◀── T ◀── peer
 //!              └── into_split() ──▶ ReadHalf<R> + WriteHalf<W>
 //! ```
 //!
@@ -65,7 +65,7 @@ use crate::value::Value;
 
 use super::error::TransportError;
 use super::handshake::{exchange, HandshakeOptions, Negotiated};
-use super::read::{ReadConfig, ReadState};
+use super::read::{FrameReader, Placement, Receiver};
 use super::session::Session;
 use super::stats::Stats;
 use super::write::{self, WriteState};
@@ -201,16 +201,13 @@ impl ConnectionBuilder {
         self
     }
 
-    fn reader(&self) -> ReadState {
-        ReadState::new(ReadConfig {
-            limits: self.limits.clone(),
-            recycle: self.recycle,
-            recycle_limit: self.recycle_limit,
-            timeout: self.read_timeout,
-            checksums: self.checksums,
-            #[cfg(all(target_os = "linux", feature = "mmap"))]
-            spill: self.spill.clone(),
-        })
+    fn reader(&self) -> Receiver {
+        let placement = Placement::connection(self.recycle, self.recycle_limit);
+        #[cfg(all(target_os = "linux", feature = "mmap"))]
+        let placement = placement.spill(self.spill.clone());
+        let mut frames = FrameReader::messages(self.limits.clone(), placement);
+        frames.set_checksums(self.checksums);
+        Receiver::new(frames, self.read_timeout)
     }
 
     fn writer(&self) -> WriteState {
@@ -360,7 +357,7 @@ impl ConnectionBuilder {
 #[derive(Debug)]
 pub struct Connection<T> {
     io: T,
-    reader: ReadState,
+    reader: Receiver,
     writer: WriteState,
     session: Session,
 }
@@ -423,7 +420,7 @@ impl<T> Connection<T> {
         self.writer.poison();
     }
 
-    pub(crate) fn parts(&mut self) -> (&mut T, &mut ReadState, &mut WriteState) {
+    pub(crate) fn parts(&mut self) -> (&mut T, &mut Receiver, &mut WriteState) {
         (&mut self.io, &mut self.reader, &mut self.writer)
     }
 }
@@ -520,7 +517,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Envelope, TransportError>>> {
-        let r = self.reader.poll_next(&mut self.io, cx);
+        let r = self.reader.poll_recv(&mut self.io, cx);
         if let Poll::Ready(Some(Err(_))) = &r {
             self.writer.poison();
         }
@@ -650,7 +647,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Sink<Envelope> for Connection<T> {
 #[derive(Debug)]
 pub struct ReadHalf<R> {
     io: R,
-    reader: ReadState,
+    reader: Receiver,
     session: Session,
 }
 
@@ -668,7 +665,7 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
     /// The next message; `None` after a clean close or after an error was
     /// returned. Cancel-safe.
     pub async fn recv(&mut self) -> Option<Result<Envelope, TransportError>> {
-        poll_fn(|cx| self.reader.poll_next(&mut self.io, cx)).await
+        poll_fn(|cx| self.reader.poll_recv(&mut self.io, cx)).await
     }
 
     /// The next whole message, decoded; see [`Connection::recv_value`].
@@ -738,7 +735,7 @@ impl<R: AsyncRead + Unpin> Stream for ReadHalf<R> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        this.reader.poll_next(&mut this.io, cx)
+        this.reader.poll_recv(&mut this.io, cx)
     }
 }
 

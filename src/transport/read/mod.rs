@@ -74,7 +74,7 @@ use super::checksum::{self, Running};
 use super::error::TransportError;
 use super::stats::{reserve_counted, Stats};
 
-pub(crate) use receive::{ReadConfig, ReadState};
+pub(crate) use receive::Receiver;
 
 /// Frames of at least this many bytes are read into a buffer of their own
 /// (consecutive ones share it), straight from the socket, instead of the
@@ -917,7 +917,7 @@ impl Body {
     /// the buffer still holds it).
     fn push_run(&mut self, run: &Run, data: Bytes) {
         let mut at = mem::take(&mut self.header);
-        if data.len() > 0 {
+        if !data.is_empty() {
             self.buffers.push(data.clone());
         }
         if let (Some(sums), Place::Shared) = (&mut self.sums, run.place) {
