@@ -500,19 +500,20 @@ impl FrameReader {
 
     /// How far the reader is into a message, counting the `buffered` bytes
     /// of the shared buffer it has not taken yet; `None` between messages
-    /// with nothing buffered.
+    /// with nothing buffered. After an error, the bytes buffered are those
+    /// of the message it could not read.
     pub fn progress(&self, buffered: usize) -> Option<Progress> {
         let buffered = buffered as u64;
         let (received, total) = match &self.phase {
-            Phase::Prelude { .. } if buffered == 0 => return None,
-            Phase::Prelude { .. } => (buffered, None),
+            Phase::Prelude { .. } | Phase::Failed if buffered == 0 => return None,
+            // A prelude refused: the bytes of a message that never was.
+            Phase::Prelude { .. } | Phase::Failed => (buffered, None),
             Phase::Head(h) => (buffered, Some(h.wire_len)),
             Phase::Pass { left, total } => (total - left + buffered.min(*left), Some(*total)),
             Phase::Body(b) => (
                 b.done + b.in_run(buffered as usize) as u64,
                 Some(b.wire_len),
             ),
-            Phase::Failed => return None,
         };
         Some(Progress { received, total })
     }
@@ -635,6 +636,7 @@ impl FrameReader {
                 placement,
                 spare: &mut self.spare,
                 stats: &mut self.stats,
+                #[cfg(all(target_os = "linux", feature = "mmap"))]
                 cap: self.limits.prealloc_cap,
             };
             let data = match run.place {
@@ -771,6 +773,8 @@ struct Into<'r> {
     placement: &'r Placement,
     spare: &'r mut BytesMut,
     stats: &'r mut Stats,
+    /// `Limits::prealloc_cap`: how far a spill file may grow ahead.
+    #[cfg(all(target_os = "linux", feature = "mmap"))]
     cap: usize,
 }
 
@@ -981,7 +985,7 @@ impl Body {
         match self.runs.get(self.run).map(|r| r.place) {
             Some(Place::Own) => self.large.as_ref().map_or(0, BytesMut::len),
             Some(Place::Spill) => self.spilled(),
-            _ => shared - self.header,
+            _ => shared.saturating_sub(self.header),
         }
     }
 

@@ -9,12 +9,11 @@
 
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::envelope::Envelope;
 use crate::limits::Limits;
@@ -165,8 +164,8 @@ fn read<R: AsyncRead + Unpin>(
         }
         #[cfg(all(target_os = "linux", feature = "mmap"))]
         Target::Slice(slice) => {
-            let mut rb = ReadBuf::new(slice);
-            Pin::new(&mut *io)
+            let mut rb = tokio::io::ReadBuf::new(slice);
+            std::pin::Pin::new(&mut *io)
                 .poll_read(cx, &mut rb)
                 .map_ok(|()| rb.filled().len())
         }
