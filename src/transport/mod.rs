@@ -48,6 +48,7 @@
 mod checksum;
 mod codec;
 mod conn;
+mod deadline;
 mod error;
 mod handshake;
 #[cfg(feature = "serde")]
@@ -62,14 +63,14 @@ mod write;
 
 pub use checksum::ChecksumError;
 pub use codec::{FrameCodec, FrameCodecBuilder};
-#[cfg(feature = "serde")]
-pub(crate) use conn::decode_msg;
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
 pub use error::{HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
 #[cfg(feature = "serde")]
 pub use message_codec::MessageCodec;
 pub use read::OWN_BUFFER_THRESHOLD;
+#[cfg(feature = "serde")]
+pub(crate) use session::decode_msg;
 pub use session::Session;
 #[cfg(feature = "tls")]
 pub use socket::Ciphertext;

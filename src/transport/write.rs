@@ -32,10 +32,12 @@ use tokio::io::AsyncWrite;
 
 use crate::envelope::Envelope;
 use crate::limits::Limits;
+use crate::value::Value;
 
 use super::checksum;
-use super::conn::Deadline;
+use super::deadline::Deadline;
 use super::error::{TimeoutPhase, TransportError};
+use super::session::{self, Session};
 use super::stats::Stats;
 
 /// Frames shorter than this are copied next to the prelude, into one buffer
@@ -244,9 +246,10 @@ enum WriteStatus {
     Closed,
 }
 
-/// The write half's state (see this module's docs).
+/// The sending side of a connection or its write half (see this module's
+/// docs): one queued message, its deadline, its counters.
 #[derive(Debug)]
-pub(crate) struct WriteState {
+pub(crate) struct Sender {
     limits: Limits,
     out: Option<Outgoing>,
     state: WriteStatus,
@@ -256,9 +259,9 @@ pub(crate) struct WriteState {
     checksums: bool,
 }
 
-impl WriteState {
-    pub(crate) fn new(limits: Limits, timeout: Option<std::time::Duration>) -> WriteState {
-        WriteState {
+impl Sender {
+    pub(crate) fn new(limits: Limits, timeout: Option<std::time::Duration>) -> Sender {
+        Sender {
             limits,
             out: None,
             state: WriteStatus::Open,
@@ -415,33 +418,59 @@ impl WriteState {
     }
 }
 
-/// Writes one message and flushes; if the future is dropped before the
-/// message is out, [`WriteState::cancel_pending`] runs.
-pub(crate) async fn send<W: AsyncWrite + Unpin>(
-    io: &mut W,
-    writer: &mut WriteState,
-    env: &Envelope,
-) -> Result<(), TransportError> {
-    std::future::poll_fn(|cx| writer.poll_ready(io, cx)).await?;
-    writer.start_send(env)?;
-    let mut guard = CancelGuard {
-        writer,
-        armed: true,
-    };
-    std::future::poll_fn(|cx| guard.writer.poll_flush(io, cx)).await?;
-    guard.armed = false;
-    Ok(())
+impl Sender {
+    /// Writes one message and flushes; if the future is dropped before the
+    /// message is out, [`Sender::cancel_pending`] runs.
+    pub(crate) async fn send<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        env: &Envelope,
+    ) -> Result<(), TransportError> {
+        std::future::poll_fn(|cx| self.poll_ready(io, cx)).await?;
+        self.start_send(env)?;
+        let mut guard = CancelGuard {
+            sender: self,
+            armed: true,
+        };
+        std::future::poll_fn(|cx| guard.sender.poll_flush(io, cx)).await?;
+        guard.armed = false;
+        Ok(())
+    }
+
+    /// Sends `value` serialized with the session's options (the agreed
+    /// codec).
+    pub(crate) async fn send_value<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        session: &Session,
+        value: &Value,
+    ) -> Result<(), TransportError> {
+        let env = session::encode_value(value, session)?;
+        self.send(io, &env).await
+    }
+
+    /// Sends a typed message written with the session's options.
+    #[cfg(feature = "serde")]
+    pub(crate) async fn send_msg<W: AsyncWrite + Unpin, M: serde::Serialize + ?Sized>(
+        &mut self,
+        io: &mut W,
+        session: &Session,
+        msg: &M,
+    ) -> Result<(), TransportError> {
+        let env = session::encode_msg(msg, session)?;
+        self.send(io, &env).await
+    }
 }
 
 struct CancelGuard<'a> {
-    writer: &'a mut WriteState,
+    sender: &'a mut Sender,
     armed: bool,
 }
 
 impl Drop for CancelGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.writer.cancel_pending();
+            self.sender.cancel_pending();
         }
     }
 }

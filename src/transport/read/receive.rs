@@ -17,9 +17,11 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::envelope::Envelope;
 use crate::limits::Limits;
-use crate::transport::conn::Deadline;
+use crate::transport::deadline::Deadline;
 use crate::transport::error::{TimeoutPhase, TransportError};
+use crate::transport::session::{self, Session};
 use crate::transport::stats::Stats;
+use crate::value::Value;
 
 use super::{Event, FrameReader, Need, Target};
 
@@ -100,6 +102,62 @@ impl Receiver {
                 Poll::Ready(Some(Err(e)))
             }
         }
+    }
+
+    /// The next message; `None` after a clean close or an error.
+    /// Cancel-safe.
+    pub(crate) async fn recv<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+    ) -> Option<Result<Envelope, TransportError>> {
+        std::future::poll_fn(|cx| self.poll_recv(io, cx)).await
+    }
+
+    /// The next message, decoded as the session has it (its blocks
+    /// deserialized, or kept as they came). Cancel-safe.
+    pub(crate) async fn recv_value<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        session: &Session,
+    ) -> Option<Result<Value, TransportError>> {
+        let env = match self.recv(io).await? {
+            Ok(env) => env,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.decode_value(&env, session))
+    }
+
+    /// The next message, read as `M` under the session's options.
+    /// Cancel-safe.
+    #[cfg(feature = "serde")]
+    pub(crate) async fn recv_msg<R: AsyncRead + Unpin, M: serde::de::DeserializeOwned>(
+        &mut self,
+        io: &mut R,
+        session: &Session,
+    ) -> Option<Result<M, TransportError>> {
+        let env = match self.recv(io).await? {
+            Ok(env) => env,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.after_decode(session::decode_msg(&env, session)))
+    }
+
+    /// A message [`recv`](Receiver::recv) gave, decoded as
+    /// [`recv_value`](Receiver::recv_value) decodes it.
+    pub(crate) fn decode_value(
+        &mut self,
+        env: &Envelope,
+        session: &Session,
+    ) -> Result<Value, TransportError> {
+        self.after_decode(session::decode_value(env, session))
+    }
+
+    /// A message that does not decode leaves the stream out of sync: poison.
+    fn after_decode<M>(&mut self, r: Result<M, TransportError>) -> Result<M, TransportError> {
+        if r.is_err() {
+            self.poison();
+        }
+        r
     }
 
     fn poll_message<R: AsyncRead + Unpin>(
