@@ -20,8 +20,8 @@ use smallvec::SmallVec;
 use zerocopy::little_endian::U64;
 use zerocopy::{FromBytes, Immutable, KnownLayout, Unaligned};
 
-use crate::error::EncodeError;
-use crate::limits::{LimitName, Limits};
+use crate::error::{EncodeError, LimitName};
+use crate::limits::Limits;
 
 /// The fixed start of every message: `N` and `count`.
 #[derive(FromBytes, KnownLayout, Immutable, Unaligned)]

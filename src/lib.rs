@@ -101,8 +101,8 @@ pub mod typed;
 mod value;
 
 pub use envelope::{Envelope, EnvelopeError};
-pub use error::EncodeError;
-pub use limits::{LimitName, Limits};
+pub use error::{EncodeError, LimitName};
+pub use limits::Limits;
 pub use message::MessageError;
 pub use msgpack::{MsgpackError, Position};
 pub use ndarray::NdArray;

@@ -122,41 +122,6 @@ impl Limits {
     }
 }
 
-/// The name of one of the [`Limits`] a message can exceed: which one a
-/// sender's message went over ([`EncodeError::ExceedsLimit`](crate::EncodeError::ExceedsLimit)).
-///
-/// ```
-/// use framewire::LimitName;
-/// assert_eq!(LimitName::MaxFrameLen.to_string(), "max_frame_len");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LimitName {
-    /// [`Limits::max_frames`].
-    MaxFrames,
-    /// [`Limits::max_frame_len`].
-    MaxFrameLen,
-    /// [`Limits::max_message_len`].
-    MaxMessageLen,
-}
-
-impl LimitName {
-    /// The name of the [`Limits`] field, as written in Rust (`"max_frames"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LimitName::MaxFrames => "max_frames",
-            LimitName::MaxFrameLen => "max_frame_len",
-            LimitName::MaxMessageLen => "max_message_len",
-        }
-    }
-}
-
-impl std::fmt::Display for LimitName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// [`Limits::dask_compat()`]: a Dask crate's default must accept what Dask
 /// sends, including what framewire's own default
 /// [`SerializeOptions`](crate::SerializeOptions) produce (64 MiB shards,

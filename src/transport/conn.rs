@@ -166,8 +166,7 @@ impl ConnectionBuilder {
     /// still holds 512 MiB (until its next large message reuses it, or the
     /// connection goes). Lower this to bound that memory; messages above
     /// it then pay for a fresh buffer each, first-touch page faults
-    /// included (about half the throughput of a recycled one, measured by
-    /// `scripts/bench-compare --only transport`, BENCHMARKS.md).
+    /// included (BENCHMARKS.md, the transport's fresh-buffer rows).
     pub fn max_recycled_buffer(&mut self, bytes: usize) -> &mut ConnectionBuilder {
         self.recycle_limit = bytes;
         self

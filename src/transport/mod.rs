@@ -9,6 +9,7 @@
 //!                   └─── handshake(): {"compression", "python", "pickle-protocol",      ┘
 //!                                      "framewire-<ext>"...} both ways, then negotiate
 //!
+//!  read::FrameReader: the framing, sans IO, that Connection's reader, FrameCodec and a relay drive.
 //!  FrameCodec: the same framing as a tokio-util Decoder/Encoder (the encoder copies).
 //!  Stats: what each moved, and the bytes copied, counted where the copies happen.
 //! ```

@@ -2,27 +2,28 @@
 //! bytes into messages without IO, and the drivers that feed it.
 //!
 //! A `FrameReader` is fed bytes and says what it needs next; it never
-//! touches a socket or a clock. Its driver owns the shared buffer (the one
-//! bytes are read into between and around large frames) and lends it on
-//! every call; the reader takes messages out of it, parses and checks each
-//! prelude against [`Limits`], decides where each run of frames is read
-//! (the shared buffer, a buffer of its own, a spill file), sums checksum
-//! trailers as bytes land and bounds how far a read may run ahead.
+//! touches a socket or a clock. Its driver owns the shared buffer (where
+//! bytes are read, but for runs of large frames) and lends it on every
+//! [`poll`](FrameReader::poll); the reader takes out of it what it uses,
+//! parses and checks each prelude against [`Limits`] before anything is
+//! reserved for it, decides where each run of frames is read (the shared
+//! buffer, a buffer of its own, a spill file), sums checksum trailers as
+//! the bytes land and bounds how far a read may run ahead.
 //!
 //! ```text
-//!  driver: read into Target ─▶ shared buffer (lent on every poll) ─▶ poll ─▶ Event
+//!  driver ──read into the target the reader names──▶ ... ──poll(shared)──▶ Event
 //!
-//!   Prelude ── parse_prelude, Limits ──┬─ message reader ──▶ Body: one run of frames at a time
-//!     │ Need::Prelude{more}            │     Need::Frames{place: Shared}  split_to(shared): slices
-//!     │                                │     Need::Frames{place: Own}     own buffer (recycled); the
-//!     │                                │                                  read-ahead copied into it
-//!     │                                │     Need::Frames{place: Spill}   a spill file (feature mmap)
-//!     │                                │     (CRC32 of each frame fed as its bytes land)
-//!     │                                │  ──▶ trailer checked ──▶ Event::Message(Envelope) ──▶ Prelude
-//!     │                                └─ relay ──▶ Need::Frames{frames: 0..1, place: Shared}
-//!     │                                      ──▶ Event::Head(prelude + frame 0, still in shared)
-//!     │                                      ──▶ Event::Forward(its bytes in shared, split off)
-//!     │                                          or Need::Body{more} (passed, spliced) ──▶ Prelude
+//!   Prelude ──parse_prelude, Limits──┬─ message reader ──▶ Body: one run of frames at a time
+//!     │ Need::Prelude{more}          │    Need::Frames{place: Shared}  split off `shared`: slices
+//!     │                              │    Need::Frames{place: Own}     a buffer of its own (recycled),
+//!     │                              │                                 the read-ahead copied into it
+//!     │                              │    Need::Frames{place: Spill}   a spill file (feature mmap)
+//!     │                              │    (each frame's CRC32 fed as its bytes land)
+//!     │                              │ ──▶ trailer checked ──▶ Event::Message(Envelope) ──▶ Prelude
+//!     │                              └─ relay reader ──▶ Need::Frames{frames: 0..1, place: Shared}
+//!     │                                   ──▶ Event::Head(prelude + frame 0, still in `shared`)
+//!     │                                   ──▶ Event::Forward(its bytes, split off `shared`)
+//!     │                                       or Need::Body{more}: passed on by the driver ──▶ Prelude
 //!   any error ──▶ Failed: every later poll is Err(Poisoned)
 //! ```
 //!
@@ -30,11 +31,11 @@
 //!
 //! * [`FrameCodec`](super::FrameCodec): tokio-util's `FramedRead` owns and
 //!   fills the shared buffer; every frame is a slice of it.
-//! * the [`Connection`](super::Connection)'s receiver ([`receive`]): reads
-//!   into the [`Target`] the reader names, at most `READ_AHEAD` past what
-//!   it needs, under a per-message deadline.
+//! * the [`Connection`](super::Connection)'s (and [`ReadHalf`](super::ReadHalf)'s)
+//!   receiver: reads into the buffer or file the reader names, at most
+//!   `READ_AHEAD` past what it needs, under a per-message deadline.
 //! * `framewire tap` (the CLI): a relay reader, which hands back each
-//!   message's head (for the log line) and then its bytes as they arrive.
+//!   message's head (for its log line) and then its bytes as they arrive.
 //!
 //! **Where frames go** (a connection's reader). A message whose frames are
 //! all small (under [`OWN_BUFFER_THRESHOLD`]) costs no copy and, when
@@ -44,7 +45,8 @@
 //! (shards of one array) share it, contiguous, so merging them needs no
 //! copy. Bytes of a large frame that a read took into the shared buffer
 //! ahead of time (at most `READ_AHEAD`) are copied into its buffer: the
-//! only copy on the way in, counted in [`Stats::bytes_copied_on_receive`].
+//! only copy on the way in, counted in
+//! [`Stats::bytes_copied_on_receive`](super::Stats::bytes_copied_on_receive).
 //!
 //! **Receive-buffer recycling.** A fresh large buffer per message costs its
 //! first-touch page faults, more than the copy from the kernel
