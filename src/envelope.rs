@@ -18,13 +18,13 @@ use std::io::IoSlice;
 use bytes::{BufMut, Bytes, BytesMut};
 use smallvec::SmallVec;
 use zerocopy::little_endian::U64;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+use zerocopy::{FromBytes, Immutable, KnownLayout, Unaligned};
 
-use crate::error::EncodeError;
+use crate::error::{EncodeError, LimitName};
 use crate::limits::Limits;
 
 /// The fixed start of every message: `N` and `count`.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(FromBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 struct Head {
     first_read: U64,
@@ -207,18 +207,7 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Envel
     };
     let first_read = head.first_read.get();
     let count = head.count.get();
-    if count == 0 {
-        return Err(EnvelopeError::EmptyMessage);
-    }
-    let n = match usize::try_from(count) {
-        Ok(n) if n <= limits.max_frames => n,
-        _ => {
-            return Err(EnvelopeError::FrameCountExceeded {
-                declared: count,
-                limit: limits.max_frames,
-            })
-        }
-    };
+    let n = check_count(count, limits)?;
     let Ok((table, _)) = <[U64]>::ref_from_prefix_with_elems(rest, n) else {
         // n ≤ max_frames, and the table is only read once all of it is here.
         let need = n
@@ -227,28 +216,8 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Envel
             .ok_or(EnvelopeError::LengthOverflow)?;
         return Ok(PreludeStatus::Need(need));
     };
-    let mut lengths = Vec::with_capacity(n);
-    let mut total: u64 = 0;
-    for (index, len) in table.iter().enumerate() {
-        let len = len.get();
-        if len > limits.max_frame_len {
-            return Err(EnvelopeError::FrameTooLarge {
-                index,
-                declared: len,
-                limit: limits.max_frame_len,
-            });
-        }
-        total = total
-            .checked_add(len)
-            .ok_or(EnvelopeError::LengthOverflow)?;
-        lengths.push(len);
-    }
-    if total > limits.max_message_len {
-        return Err(EnvelopeError::MessageTooLarge {
-            declared: total,
-            limit: limits.max_message_len,
-        });
-    }
+    let lengths: Vec<u64> = table.iter().map(|len| len.get()).collect();
+    let total = check_lengths(lengths.iter().copied(), limits)?;
     // The whole message must be addressable: N field + prelude + frames.
     let prelude = prelude_len(count);
     prelude
@@ -274,6 +243,59 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Envel
         lengths,
         total,
     }))
+}
+
+/// A frame count checked against the limits: not zero, at most
+/// [`Limits::max_frames`]. Checked on a prelude before its length table is
+/// read, and on a message before it is sent.
+fn check_count(count: u64, limits: &Limits) -> Result<usize, EnvelopeError> {
+    if count == 0 {
+        return Err(EnvelopeError::EmptyMessage);
+    }
+    match usize::try_from(count) {
+        Ok(n) if n <= limits.max_frames => Ok(n),
+        _ => Err(EnvelopeError::FrameCountExceeded {
+            declared: count,
+            limit: limits.max_frames,
+        }),
+    }
+}
+
+/// Frame lengths checked against the limits, in order: each against
+/// [`Limits::max_frame_len`] with a checked running sum, then the sum
+/// against [`Limits::max_message_len`]. Returns the sum.
+fn check_lengths(
+    lengths: impl Iterator<Item = u64>,
+    limits: &Limits,
+) -> Result<u64, EnvelopeError> {
+    let mut total: u64 = 0;
+    for (index, len) in lengths.enumerate() {
+        if len > limits.max_frame_len {
+            return Err(EnvelopeError::FrameTooLarge {
+                index,
+                declared: len,
+                limit: limits.max_frame_len,
+            });
+        }
+        total = total
+            .checked_add(len)
+            .ok_or(EnvelopeError::LengthOverflow)?;
+    }
+    if total > limits.max_message_len {
+        return Err(EnvelopeError::MessageTooLarge {
+            declared: total,
+            limit: limits.max_message_len,
+        });
+    }
+    Ok(total)
+}
+
+fn exceeds(limit: LimitName, declared: u64, max: u64) -> EncodeError {
+    EncodeError::ExceedsLimit {
+        limit,
+        declared,
+        max,
+    }
 }
 
 /// One message: its frames, and the `N` its prelude carries.
@@ -382,16 +404,53 @@ impl Envelope {
         }
     }
 
-    /// `N` for this message with one more final frame of `len` bytes (a
-    /// checksum trailer): the first read covers the new frame if it covered
-    /// every frame, and the length table grows by one entry either way.
-    #[cfg(feature = "transport")]
-    pub(crate) fn first_read_plus_frame(&self, len: u64) -> u64 {
+    /// Refuses a message that these limits would refuse to receive: the
+    /// checks [`parse_prelude`] makes on a received prelude, made on this
+    /// message before it is sent.
+    pub(crate) fn check_limits(&self, limits: &Limits) -> Result<(), EncodeError> {
+        let lengths = self.frames.iter().map(|f| f.len() as u64);
+        check_count(self.frames.len() as u64, limits)
+            .and_then(|_| check_lengths(lengths, limits))
+            .map(drop)
+            .map_err(|e| match e {
+                EnvelopeError::FrameCountExceeded { declared, limit } => {
+                    exceeds(LimitName::MaxFrames, declared, limit as u64)
+                }
+                EnvelopeError::FrameTooLarge {
+                    declared, limit, ..
+                } => exceeds(LimitName::MaxFrameLen, declared, limit),
+                EnvelopeError::MessageTooLarge { declared, limit } => {
+                    exceeds(LimitName::MaxMessageLen, declared, limit)
+                }
+                // Lengths of frames held in memory add up in a u64.
+                EnvelopeError::LengthOverflow => {
+                    exceeds(LimitName::MaxMessageLen, u64::MAX, limits.max_message_len)
+                }
+                // An `Envelope` always has a frame.
+                _ => EncodeError::NoFrames,
+            })
+    }
+
+    /// Writes the prelude: `N`, `count` and the length table. With
+    /// `trailer`, the prelude of this message with one more final frame of
+    /// that many bytes (a checksum trailer, SPEC.md §6.2): the length table
+    /// grows by one entry, and the first read covers the new frame if it
+    /// covered every frame. The one place a prelude is written.
+    pub(crate) fn put_prelude(&self, out: &mut impl BufMut, trailer: Option<u64>) {
         let all = self.wire_len() - N_LEN;
-        if self.first_read >= all {
-            all + 8 + len
-        } else {
-            self.first_read + 8
+        let first_read = match trailer {
+            None => self.first_read,
+            Some(len) if self.first_read >= all => all + 8 + len,
+            Some(_) => self.first_read + 8,
+        };
+        let count = self.frames.len() + usize::from(trailer.is_some());
+        out.put_u64_le(first_read);
+        out.put_u64_le(count as u64);
+        for f in &self.frames {
+            out.put_u64_le(f.len() as u64);
+        }
+        if let Some(len) = trailer {
+            out.put_u64_le(len);
         }
     }
 
@@ -428,16 +487,7 @@ impl Envelope {
     /// The prelude bytes: `N`, `count` and the length table.
     pub fn prelude(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(16 + 8 * self.frames.len());
-        out.put_slice(
-            Head {
-                first_read: U64::new(self.first_read),
-                count: U64::new(self.frames.len() as u64),
-            }
-            .as_bytes(),
-        );
-        for f in &self.frames {
-            out.put_slice(U64::new(f.len() as u64).as_bytes());
-        }
+        self.put_prelude(&mut out, None);
         out.freeze()
     }
 
@@ -462,7 +512,7 @@ impl Envelope {
     /// and tests; sockets should use [`Envelope::io_slices`].
     pub fn to_bytes(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(self.wire_len() as usize);
-        out.put_slice(&self.prelude());
+        self.put_prelude(&mut out, None);
         for f in &self.frames {
             out.put_slice(f);
         }

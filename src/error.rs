@@ -71,8 +71,8 @@ pub enum EncodeError {
     /// A message to send exceeds one of the sender's own [`Limits`](crate::Limits)
     /// (the transport refuses to send what it would refuse to receive).
     ExceedsLimit {
-        /// The `Limits` field: `"max_frames"`, `"max_frame_len"` or `"max_message_len"`.
-        limit: &'static str,
+        /// Which limit.
+        limit: LimitName,
         /// The message's value.
         declared: u64,
         /// The limit.
@@ -125,5 +125,40 @@ impl std::error::Error for EncodeError {}
 impl From<EncodeError> for io::Error {
     fn from(e: EncodeError) -> io::Error {
         io::Error::new(io::ErrorKind::InvalidInput, e)
+    }
+}
+
+/// The name of one of the [`Limits`](crate::Limits) a message can exceed: which one a
+/// sender's message went over ([`EncodeError::ExceedsLimit`]).
+///
+/// ```
+/// use framewire::LimitName;
+/// assert_eq!(LimitName::MaxFrameLen.to_string(), "max_frame_len");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LimitName {
+    /// [`Limits::max_frames`](crate::Limits::max_frames).
+    MaxFrames,
+    /// [`Limits::max_frame_len`](crate::Limits::max_frame_len).
+    MaxFrameLen,
+    /// [`Limits::max_message_len`](crate::Limits::max_message_len).
+    MaxMessageLen,
+}
+
+impl LimitName {
+    /// The name of the [`Limits`](crate::Limits) field, as written in Rust (`"max_frames"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitName::MaxFrames => "max_frames",
+            LimitName::MaxFrameLen => "max_frame_len",
+            LimitName::MaxMessageLen => "max_message_len",
+        }
+    }
+}
+
+impl fmt::Display for LimitName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }

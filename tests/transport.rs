@@ -19,7 +19,7 @@ use framewire::transport::{
     TransportError, COALESCE_THRESHOLD, MAX_IOVECS, OWN_BUFFER_THRESHOLD,
 };
 use framewire::EnvelopeError;
-use framewire::{dumps, DecodeError, EncodeError, Envelope, Limits, Value};
+use framewire::{dumps, DecodeError, EncodeError, Envelope, LimitName, Limits, Value};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio_util::codec::{Decoder, Encoder, FramedRead};
@@ -867,7 +867,7 @@ async fn write_over_the_limits_is_refused_before_any_byte() {
         Err(TransportError::Encode(EncodeError::ExceedsLimit {
             limit, declared, ..
         })) => {
-            assert_eq!((limit, declared), ("max_frames", 2000))
+            assert_eq!((limit, declared), (LimitName::MaxFrames, 2000))
         }
         other => panic!("{other:?}"),
     }
@@ -1076,7 +1076,7 @@ fn codec_encode_refuses_oversize_before_writing() {
     assert!(matches!(
         codec.encode(&m, &mut dst),
         Err(TransportError::Encode(EncodeError::ExceedsLimit {
-            limit: "max_frame_len",
+            limit: LimitName::MaxFrameLen,
             ..
         }))
     ));

@@ -1,77 +1,36 @@
 //! [`FrameCodec`]: Dask's framing as a tokio-util [`Decoder`] / [`Encoder`],
-//! for [`Framed`](tokio_util::codec::Framed), `FramedRead` and `FramedWrite`.
+//! for [`Framed`](tokio_util::codec::Framed), `FramedRead` and
+//! `FramedWrite`; a thin driver over the read path's [`FrameReader`] and the
+//! write path's plan.
 //!
 //! ```text
-//!            ┌──────────── one message: split_to(wire_len).freeze() ────────────┐
-//! read buf:  │ N │ count │ len[0] .. len[c-1] │ frame 0 │ frame 1 │ .. │ frame c-1 │ next message ..
-//!            └───────────────── prelude ──────┴─ Bytes::slice each (no copy) ───┘
-//!
-//!   Head ──prelude complete & within Limits──▶ Body(prelude) ──all bytes here──▶ Envelope ──▶ Head
-//!     │                                          │
-//!     └──────────── any error ──────────────────┴──▶ Poisoned (every later decode: Err(Poisoned))
+//! decode(src)      ──▶ FrameReader (every frame a slice of src) ──▶ Message ──▶ Some(Envelope)
+//!                                                               └─▶ Need ──▶ room kept in src, None
+//! decode_eof(src)  ──▶ None between messages, else Truncated (poisoned)
+//! encode(env, dst) ──▶ the sender's limits ──▶ write::plan: prelude, every frame copied into dst
 //! ```
 //!
-//! Decoding is zero-copy: the frames are slices of the read buffer. The
-//! decoder checks every declared size against [`Limits`] before it reserves
-//! anything, and never reserves more than [`Limits::prealloc_cap`] ahead of
-//! the bytes that have arrived (a prelude declaring 1 GiB costs nothing until
-//! the bytes come).
-//!
-//! **Encoding copies.** tokio-util's `Encoder` writes into one `BytesMut`, so
-//! every payload byte is copied into the write buffer. That is fine for small
-//! messages and for compatibility with `Framed`; for large payloads use
-//! [`Connection`](super::Connection), which writes each frame's own `Bytes`
-//! with vectored writes and copies nothing large.
-//!
-//! After any error the codec is **poisoned**: `FramedRead` resumes reading
-//! after a decoder error (tokio#3976), and bytes after a bad prelude are
-//! garbage, so every later `decode` returns [`TransportError::Poisoned`].
-//!
-//! # Examples
-//!
-//! ```
-//! use bytes::{Bytes, BytesMut};
-//! use framewire::transport::FrameCodec;
-//! use framewire::{Envelope, Limits};
-//! use tokio_util::codec::{Decoder, Encoder};
-//!
-//! let mut codec = FrameCodec::builder().limits(Limits::dask_compat()).new_codec();
-//! let env = Envelope::new(vec![Bytes::from_static(b"\x81\xa2op\xa4ping")])?;
-//! let mut buf = BytesMut::new();
-//! codec.encode(&env, &mut buf)?;
-//! assert_eq!(codec.decode(&mut buf)?, Some(env));
-//! assert!(buf.is_empty());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The decoder is the connection's, but for where frames go: `FramedRead`
+//! owns the read buffer and fills it, so every frame, large or small, is a
+//! slice of it.
 
 use bytes::{BufMut, BytesMut};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
-use crate::envelope::EnvelopeError;
-use crate::envelope::{parse_prelude, Envelope, Prelude, PreludeStatus};
+use crate::envelope::Envelope;
 use crate::limits::Limits;
 
 use super::error::TransportError;
+use super::read::{Event, FrameReader};
 use super::stats::{reserve_counted, Stats};
-use super::{check_outgoing, grow};
-
-/// Where the decoder is in the stream.
-#[derive(Debug)]
-enum DecodeState {
-    /// Waiting for a whole prelude.
-    Head,
-    /// The prelude is parsed and checked; waiting for the frames.
-    Body(Prelude),
-    /// An error happened; nothing more is decoded.
-    Poisoned,
-}
+use super::write;
 
 /// Dask's TCP framing as a tokio-util [`Decoder`] / [`Encoder`].
 ///
-/// * Decoding is zero-copy: each message is `split_to(wire_len).freeze()`
-///   of the read buffer and its frames are slices of it. Every declared
-///   size is checked against [`Limits`] first, and at most
-///   [`Limits::prealloc_cap`] is reserved ahead of the bytes that arrived.
+/// * Decoding is zero-copy: each message's frames are slices of the read
+///   buffer. Every declared size is checked against [`Limits`] first, and
+///   at most [`Limits::prealloc_cap`] is reserved ahead of the bytes that
+///   arrived.
 /// * **Encoding copies** every payload into the write buffer (tokio-util's
 ///   `Encoder` writes into one `BytesMut`). For large payloads use
 ///   [`Connection`](super::Connection), which writes each frame's own
@@ -80,7 +39,8 @@ enum DecodeState {
 ///   decoder error (tokio#3976), so every later `decode` returns
 ///   [`TransportError::Poisoned`], never a message.
 /// * `decode_eof` in the middle of a message gives
-///   [`EnvelopeError::Truncated`] with the offset reached.
+///   [`EnvelopeError::Truncated`](crate::EnvelopeError::Truncated) with the
+///   offset reached.
 ///
 /// # Examples
 ///
@@ -102,13 +62,13 @@ enum DecodeState {
 /// ```
 #[derive(Debug)]
 pub struct FrameCodec {
-    limits: Limits,
-    state: DecodeState,
-    stats: Stats,
+    reader: FrameReader,
+    /// The send counters (the receive ones are the reader's).
+    sent: Stats,
 }
 
 /// Options for a [`FrameCodec`], in the style of
-/// `tokio_util::codec::length_delimited::FrameCodecBuilder`.
+/// `tokio_util::codec::length_delimited::Builder`.
 ///
 /// ```
 /// use framewire::transport::FrameCodec;
@@ -134,9 +94,8 @@ impl FrameCodecBuilder {
     /// A codec with these options.
     pub fn new_codec(&self) -> FrameCodec {
         FrameCodec {
-            limits: self.limits.clone(),
-            state: DecodeState::Head,
-            stats: Stats::default(),
+            reader: FrameReader::shared_only(self.limits.clone()),
+            sent: Stats::default(),
         }
     }
 
@@ -172,7 +131,7 @@ impl FrameCodec {
 
     /// The limits in force.
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        self.reader.limits()
     }
 
     /// What the codec has encoded and decoded so far. The send counters
@@ -198,17 +157,12 @@ impl FrameCodec {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn stats(&self) -> Stats {
-        self.stats
+        Stats::merge(self.sent, self.reader.stats())
     }
 
     /// Whether an earlier error stopped the codec.
     pub fn is_poisoned(&self) -> bool {
-        matches!(self.state, DecodeState::Poisoned)
-    }
-
-    fn fail(&mut self, e: EnvelopeError) -> TransportError {
-        self.state = DecodeState::Poisoned;
-        e.into()
+        self.reader.is_poisoned()
     }
 }
 
@@ -223,57 +177,21 @@ impl Decoder for FrameCodec {
     type Error = TransportError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Envelope>, TransportError> {
-        loop {
-            match &self.state {
-                DecodeState::Poisoned => return Err(TransportError::Poisoned),
-                DecodeState::Head => match parse_prelude(src, &self.limits) {
-                    Err(e) => return Err(self.fail(e)),
-                    Ok(PreludeStatus::Need(n)) => {
-                        self.stats.bytes_relocated_on_receive +=
-                            grow(src, n, self.limits.prealloc_cap);
-                        return Ok(None);
-                    }
-                    Ok(PreludeStatus::Complete(p)) => self.state = DecodeState::Body(p),
-                },
-                DecodeState::Body(p) => {
-                    // parse_prelude checked that the whole message fits in usize.
-                    let wire_len = usize::try_from(p.wire_len()).unwrap_or(usize::MAX);
-                    if src.len() < wire_len {
-                        self.stats.bytes_relocated_on_receive +=
-                            grow(src, wire_len, self.limits.prealloc_cap);
-                        return Ok(None);
-                    }
-                    let buf = src.split_to(wire_len).freeze();
-                    let env = Envelope::from_prelude(p, &buf);
-                    self.state = DecodeState::Head;
-                    self.stats.messages_received += 1;
-                    self.stats.frames_received += env.frames().len() as u64;
-                    self.stats.bytes_received += wire_len as u64;
-                    return Ok(Some(env));
-                }
+        match self.reader.poll(src)? {
+            Event::Message(env) => Ok(Some(env)),
+            Event::Need(_) => {
+                self.reader.reserve_shared(src);
+                Ok(None)
             }
+            Event::Head(_) | Event::Forward(_) => unreachable!("a message reader relays nothing"),
         }
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Envelope>, TransportError> {
-        if let Some(env) = self.decode(src)? {
-            return Ok(Some(env));
+        match self.decode(src)? {
+            Some(env) => Ok(Some(env)),
+            None => self.reader.end(src).map(|()| None),
         }
-        let needed = match &self.state {
-            DecodeState::Head if src.is_empty() => return Ok(None),
-            DecodeState::Head => match parse_prelude(src, &self.limits) {
-                Ok(PreludeStatus::Need(n)) => n as u64,
-                _ => src.len() as u64 + 1,
-            },
-            DecodeState::Body(p) => p.wire_len(),
-            DecodeState::Poisoned => return Err(TransportError::Poisoned),
-        };
-        let got = src.len() as u64;
-        Err(self.fail(EnvelopeError::Truncated {
-            offset: got,
-            needed,
-            got,
-        }))
     }
 }
 
@@ -284,20 +202,21 @@ impl Encoder<&Envelope> for FrameCodec {
     type Error = TransportError;
 
     fn encode(&mut self, env: &Envelope, dst: &mut BytesMut) -> Result<(), TransportError> {
-        check_outgoing(env, &self.limits)?;
+        env.check_limits(self.reader.limits())?;
         let len = usize::try_from(env.wire_len())
             .map_err(|_| TransportError::Encode(crate::EncodeError::TooLong { len: usize::MAX }))?;
         // Earlier messages still in the buffer move if growing it moves it.
-        self.stats.bytes_copied_on_send += reserve_counted(dst, len);
-        dst.put_slice(&env.prelude());
-        for f in env.frames() {
-            // The copy: counted here, as it is made.
-            dst.put_slice(f);
-            self.stats.bytes_copied_on_send += f.len() as u64;
-        }
-        self.stats.messages_sent += 1;
-        self.stats.frames_sent += env.frames().len() as u64;
-        self.stats.bytes_sent += env.wire_len();
+        self.sent.bytes_copied_on_send += reserve_counted(dst, len);
+        let mut large = 0;
+        let small = write::plan(env, None, dst, |dst, _, frame| {
+            // The copy a connection does not make: counted here, as it is made.
+            dst.put_slice(frame);
+            large += frame.len() as u64;
+        });
+        self.sent.bytes_copied_on_send += small + large;
+        self.sent.messages_sent += 1;
+        self.sent.frames_sent += env.frames().len() as u64;
+        self.sent.bytes_sent += env.wire_len();
         Ok(())
     }
 }
@@ -314,7 +233,7 @@ impl Encoder<Envelope> for FrameCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DecodeError;
+    use crate::{DecodeError, EnvelopeError};
     use bytes::Bytes;
 
     fn wire(frames: &[&'static [u8]]) -> Bytes {

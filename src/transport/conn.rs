@@ -3,8 +3,8 @@
 //!
 //! ```text
 //!              ┌──────────── Connection<T> ────────────┐
-//! send(env) ──▶│ WriteState: one queued message, vectored  │──▶ T ──▶ peer
-//! recv()    ◀──│ ReadState: prelude → Limits → frames     │◀── T ◀── peer
+//! send(env) ──▶│ Sender:   one queued message, vectored │──▶ T ──▶ peer
+//! recv()    ◀──│ Receiver: FrameReader + read buffer     │◀── T ◀── peer
 //!              └── into_split() ──▶ ReadHalf<R> + WriteHalf<W>
 //! ```
 //!
@@ -46,7 +46,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -55,21 +55,19 @@ use futures_core::Stream;
 use futures_sink::Sink;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio::time::{Instant, Sleep};
 
 use crate::envelope::Envelope;
 use crate::limits::Limits;
-use crate::protocol;
 use crate::serialize::SerializeOptions;
 use crate::value::Value;
 
 use super::error::TransportError;
 use super::handshake::{exchange, HandshakeOptions, Negotiated};
-use super::read::{ReadConfig, ReadState};
+use super::read::{FrameReader, Placement, Receiver};
 use super::session::Session;
 use super::socket;
 use super::stats::Stats;
-use super::write::{self, WriteState};
+use super::write::Sender;
 
 /// Large receive buffers bigger than this are not kept for reuse: above
 /// Dask's 512 MiB arrays (8 shards of 64 MiB, received as one run), so a
@@ -226,8 +224,7 @@ impl ConnectionBuilder {
     /// still holds 512 MiB (until its next large message reuses it, or the
     /// connection goes). Lower this to bound that memory; messages above
     /// it then pay for a fresh buffer each, first-touch page faults
-    /// included (about half the throughput of a recycled one, measured by
-    /// `scripts/bench-compare --only transport`, BENCHMARKS.md).
+    /// included (BENCHMARKS.md, the transport's fresh-buffer rows).
     pub fn max_recycled_buffer(&mut self, bytes: usize) -> &mut ConnectionBuilder {
         self.recycle_limit = bytes;
         self
@@ -259,20 +256,17 @@ impl ConnectionBuilder {
         self
     }
 
-    fn reader(&self) -> ReadState {
-        ReadState::new(ReadConfig {
-            limits: self.limits.clone(),
-            recycle: self.recycle,
-            recycle_limit: self.recycle_limit,
-            timeout: self.read_timeout,
-            checksums: self.checksums,
-            #[cfg(all(target_os = "linux", feature = "mmap"))]
-            spill: self.spill.clone(),
-        })
+    fn reader(&self) -> Receiver {
+        let placement = Placement::connection(self.recycle, self.recycle_limit);
+        #[cfg(all(target_os = "linux", feature = "mmap"))]
+        let placement = placement.spill(self.spill.clone());
+        let mut frames = FrameReader::messages(self.limits.clone(), placement);
+        frames.set_checksums(self.checksums);
+        Receiver::new(frames, self.read_timeout)
     }
 
-    fn writer(&self) -> WriteState {
-        let mut w = WriteState::new(self.limits.clone(), self.write_timeout);
+    fn writer(&self) -> Sender {
+        let mut w = Sender::new(self.limits.clone(), self.write_timeout);
         w.set_checksums(self.checksums);
         w
     }
@@ -423,8 +417,8 @@ impl ConnectionBuilder {
 #[derive(Debug)]
 pub struct Connection<T> {
     io: T,
-    reader: ReadState,
-    writer: WriteState,
+    reader: Receiver,
+    writer: Sender,
     session: Session,
 }
 
@@ -486,8 +480,82 @@ impl<T> Connection<T> {
         self.writer.poison();
     }
 
-    pub(crate) fn parts(&mut self) -> (&mut T, &mut ReadState, &mut WriteState) {
+    pub(crate) fn parts(&mut self) -> (&mut T, &mut Receiver, &mut Sender) {
         (&mut self.io, &mut self.reader, &mut self.writer)
+    }
+
+    /// A message [`Connection::recv`] gave, decoded as
+    /// [`Connection::recv_value`] decodes it (an error poisons the
+    /// connection).
+    pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
+        let r = self.reader.decode_value(env, &self.session);
+        if r.is_err() {
+            self.writer.poison();
+        }
+        r
+    }
+
+    /// The halves of the stream `split` makes of the IO, with this
+    /// connection's state.
+    fn split_with<R, W>(self, split: impl FnOnce(T) -> (R, W)) -> (ReadHalf<R>, WriteHalf<W>) {
+        let Connection {
+            io,
+            reader,
+            writer,
+            session,
+        } = self;
+        let (r, w) = split(io);
+        let read = ReadHalf {
+            io: r,
+            reader,
+            session: session.clone(),
+        };
+        (
+            read,
+            WriteHalf {
+                io: w,
+                writer,
+                session,
+            },
+        )
+    }
+
+    /// A receive error ends the connection both ways (the stream is out of
+    /// sync, or gone).
+    fn received<M>(
+        &mut self,
+        r: Option<Result<M, TransportError>>,
+    ) -> Option<Result<M, TransportError>> {
+        if let Some(Err(_)) = &r {
+            self.writer.poison();
+        }
+        r
+    }
+
+    /// A send error ends the connection both ways (the writer stopped
+    /// itself), unless the message was refused before a byte was written
+    /// ([`TransportError::Encode`]).
+    fn sent(&mut self, r: Result<(), TransportError>) -> Result<(), TransportError> {
+        if let Err(e) = &r {
+            if e.is_fatal() {
+                self.reader.poison();
+            }
+        }
+        r
+    }
+
+    /// A `Sink` call's error ends the connection both ways, unless the
+    /// message was refused before a byte was written.
+    fn write_result(
+        &mut self,
+        r: Poll<Result<(), TransportError>>,
+    ) -> Poll<Result<(), TransportError>> {
+        if let Poll::Ready(Err(e)) = &r {
+            if e.is_fatal() {
+                self.poison();
+            }
+        }
+        r
     }
 }
 
@@ -496,13 +564,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     /// message is discarded; dropped after part of it was written, the
     /// writer is poisoned.
     pub async fn send(&mut self, env: Envelope) -> Result<(), TransportError> {
-        let r = write::send(&mut self.io, &mut self.writer, &env).await;
-        if let Err(e) = &r {
-            if e.is_fatal() {
-                self.reader.poison();
-            }
-        }
-        r
+        let r = self.writer.send(&mut self.io, &env).await;
+        self.sent(r)
     }
 
     /// The next message; `None` after a clean close or after an error was
@@ -515,8 +578,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     /// (the agreed codec) as [`crate::dumps_with`] does, then sent as
     /// [`Connection::send`] does (payload frames never copied).
     pub async fn send_value(&mut self, value: &Value) -> Result<(), TransportError> {
-        let env = encode_value(value, &self.session)?;
-        self.send(env).await
+        let r = self
+            .writer
+            .send_value(&mut self.io, &self.session, value)
+            .await;
+        self.sent(r)
     }
 
     /// Sends a typed message: written with the session's options by
@@ -529,8 +595,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         &mut self,
         msg: &M,
     ) -> Result<(), TransportError> {
-        let env = encode_msg(msg, &self.session)?;
-        self.send(env).await
+        let r = self.writer.send_msg(&mut self.io, &self.session, msg).await;
+        self.sent(r)
     }
 
     /// The next typed message: received as [`Connection::recv`] does, then
@@ -543,15 +609,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     pub async fn recv_msg<M: serde::de::DeserializeOwned>(
         &mut self,
     ) -> Option<Result<M, TransportError>> {
-        let env = match self.recv().await? {
-            Ok(env) => env,
-            Err(e) => return Some(Err(e)),
-        };
-        let msg = decode_msg(&env, &self.session);
-        if msg.is_err() {
-            self.poison();
-        }
-        Some(msg)
+        let r = self.reader.recv_msg(&mut self.io, &self.session).await;
+        self.received(r)
     }
 
     /// The next whole message: received as [`Connection::recv`] does, then
@@ -560,22 +619,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
     /// does not decode is an error, and poisons the connection like any
     /// other. Cancel-safe.
     pub async fn recv_value(&mut self) -> Option<Result<Value, TransportError>> {
-        let env = match self.recv().await? {
-            Ok(env) => env,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(self.decode_value(&env))
-    }
-
-    /// A message [`Connection::recv`] gave, decoded as
-    /// [`Connection::recv_value`] decodes it (an error poisons the
-    /// connection).
-    pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
-        let decoded = decode_value(env, &self.session);
-        if decoded.is_err() {
-            self.poison();
-        }
-        decoded
+        let r = self.reader.recv_value(&mut self.io, &self.session).await;
+        self.received(r)
     }
 
     /// Polls for the next message (what `Stream::poll_next` does).
@@ -583,11 +628,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Envelope, TransportError>>> {
-        let r = self.reader.poll_next(&mut self.io, cx);
-        if let Poll::Ready(Some(Err(_))) = &r {
-            self.writer.poison();
+        let r = self.reader.poll_recv(&mut self.io, cx);
+        if let Poll::Ready(r) = r {
+            return Poll::Ready(self.received(r));
         }
-        r
+        Poll::Pending
     }
 
     /// Flushes and shuts down the write direction.
@@ -604,31 +649,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
         ReadHalf<tokio::io::ReadHalf<T>>,
         WriteHalf<tokio::io::WriteHalf<T>>,
     ) {
-        let (r, w) = tokio::io::split(self.io);
-        (
-            ReadHalf {
-                io: r,
-                reader: self.reader,
-                session: self.session.clone(),
-            },
-            WriteHalf {
-                io: w,
-                writer: self.writer,
-                session: self.session,
-            },
-        )
-    }
-
-    fn write_result(
-        &mut self,
-        r: Poll<Result<(), TransportError>>,
-    ) -> Poll<Result<(), TransportError>> {
-        if let Poll::Ready(Err(e)) = &r {
-            if e.is_fatal() {
-                self.poison();
-            }
-        }
-        r
+        self.split_with(tokio::io::split)
     }
 }
 
@@ -659,19 +680,7 @@ impl Connection<TcpStream> {
         ReadHalf<tokio::net::tcp::OwnedReadHalf>,
         WriteHalf<tokio::net::tcp::OwnedWriteHalf>,
     ) {
-        let (r, w) = self.io.into_split();
-        (
-            ReadHalf {
-                io: r,
-                reader: self.reader,
-                session: self.session.clone(),
-            },
-            WriteHalf {
-                io: w,
-                writer: self.writer,
-                session: self.session,
-            },
-        )
+        self.split_with(TcpStream::into_split)
     }
 }
 
@@ -713,7 +722,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Sink<Envelope> for Connection<T> {
 #[derive(Debug)]
 pub struct ReadHalf<R> {
     io: R,
-    reader: ReadState,
+    reader: Receiver,
     session: Session,
 }
 
@@ -731,26 +740,18 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
     /// The next message; `None` after a clean close or after an error was
     /// returned. Cancel-safe.
     pub async fn recv(&mut self) -> Option<Result<Envelope, TransportError>> {
-        poll_fn(|cx| self.reader.poll_next(&mut self.io, cx)).await
+        self.reader.recv(&mut self.io).await
     }
 
     /// The next whole message, decoded; see [`Connection::recv_value`].
     pub async fn recv_value(&mut self) -> Option<Result<Value, TransportError>> {
-        let env = match self.recv().await? {
-            Ok(env) => env,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(self.decode_value(&env))
+        self.reader.recv_value(&mut self.io, &self.session).await
     }
 
     /// A message [`ReadHalf::recv`] gave, decoded as
     /// [`ReadHalf::recv_value`] decodes it (an error poisons this half).
     pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
-        let decoded = decode_value(env, &self.session);
-        if decoded.is_err() {
-            self.reader.poison();
-        }
-        decoded
+        self.reader.decode_value(env, &self.session)
     }
 
     /// The next typed message; see [`Connection::recv_msg`].
@@ -758,15 +759,7 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
     pub async fn recv_msg<M: serde::de::DeserializeOwned>(
         &mut self,
     ) -> Option<Result<M, TransportError>> {
-        let env = match self.recv().await? {
-            Ok(env) => env,
-            Err(e) => return Some(Err(e)),
-        };
-        let msg = decode_msg(&env, &self.session);
-        if msg.is_err() {
-            self.reader.poison();
-        }
-        Some(msg)
+        self.reader.recv_msg(&mut self.io, &self.session).await
     }
 
     /// The connection's settings, as they were when it was split.
@@ -786,7 +779,7 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
 
     /// What this half has received (its send counters are zero).
     pub fn stats(&self) -> Stats {
-        Stats::merge(Stats::default(), self.reader.stats())
+        self.reader.stats()
     }
 
     /// Expects (or stops expecting) checksum trailers from the next message
@@ -801,7 +794,7 @@ impl<R: AsyncRead + Unpin> Stream for ReadHalf<R> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        this.reader.poll_next(&mut this.io, cx)
+        this.reader.poll_recv(&mut this.io, cx)
     }
 }
 
@@ -809,7 +802,7 @@ impl<R: AsyncRead + Unpin> Stream for ReadHalf<R> {
 #[derive(Debug)]
 pub struct WriteHalf<W> {
     io: W,
-    writer: WriteState,
+    writer: Sender,
     session: Session,
 }
 
@@ -825,13 +818,14 @@ impl<W: AsyncWrite + Unpin> WriteHalf<W> {
 
     /// Sends one message and flushes; see [`Connection::send`].
     pub async fn send(&mut self, env: Envelope) -> Result<(), TransportError> {
-        write::send(&mut self.io, &mut self.writer, &env).await
+        self.writer.send(&mut self.io, &env).await
     }
 
     /// Sends a whole message; see [`Connection::send_value`].
     pub async fn send_value(&mut self, value: &Value) -> Result<(), TransportError> {
-        let env = encode_value(value, &self.session)?;
-        self.send(env).await
+        self.writer
+            .send_value(&mut self.io, &self.session, value)
+            .await
     }
 
     /// Sends a typed message; see [`Connection::send_msg`].
@@ -840,8 +834,7 @@ impl<W: AsyncWrite + Unpin> WriteHalf<W> {
         &mut self,
         msg: &M,
     ) -> Result<(), TransportError> {
-        let env = encode_msg(msg, &self.session)?;
-        self.send(env).await
+        self.writer.send_msg(&mut self.io, &self.session, msg).await
     }
 
     /// The connection's settings, as they were when it was split.
@@ -897,104 +890,4 @@ impl<W: AsyncWrite + Unpin> Sink<Envelope> for WriteHalf<W> {
         let this = self.get_mut();
         this.writer.poll_close(&mut this.io, cx)
     }
-}
-
-/// An optional per-message deadline, re-armed without reallocating.
-#[derive(Debug)]
-pub(crate) struct Deadline {
-    timeout: Option<Duration>,
-    sleep: Option<Pin<Box<Sleep>>>,
-    armed: bool,
-}
-
-impl Deadline {
-    pub(crate) fn new(timeout: Option<Duration>) -> Deadline {
-        Deadline {
-            timeout,
-            sleep: None,
-            armed: false,
-        }
-    }
-
-    /// Starts the clock, unless it is already running.
-    pub(crate) fn arm(&mut self) {
-        let Some(t) = self.timeout else { return };
-        if self.armed {
-            return;
-        }
-        let at = Instant::now() + t;
-        match &mut self.sleep {
-            Some(s) => s.as_mut().reset(at),
-            None => self.sleep = Some(Box::pin(tokio::time::sleep_until(at))),
-        }
-        self.armed = true;
-    }
-
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
-    }
-
-    /// Whether the deadline has passed (without registering a wake-up).
-    pub(crate) fn expired(&self) -> bool {
-        match &self.sleep {
-            Some(s) if self.armed => s.deadline() <= Instant::now(),
-            _ => false,
-        }
-    }
-
-    /// Whether the deadline has passed; if not, the task is woken when it does.
-    pub(crate) fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
-        match &mut self.sleep {
-            Some(s) if self.armed => s.as_mut().poll(cx).is_ready(),
-            _ => false,
-        }
-    }
-}
-
-/// `value` as a message, serialized with the session's options.
-fn encode_value(value: &Value, session: &Session) -> Result<Envelope, TransportError> {
-    let frames = protocol::dumps_with(value, &session.serialize_options())?;
-    Ok(Envelope::new(frames)?)
-}
-
-/// A typed message as the session sends it (its options, the agreed codec).
-#[cfg(feature = "serde")]
-fn encode_msg<M: serde::Serialize + ?Sized>(
-    msg: &M,
-    session: &Session,
-) -> Result<Envelope, TransportError> {
-    let frames = crate::typed::to_frames(msg, &session.serialize_options())?;
-    Ok(Envelope::new(frames)?)
-}
-
-/// A received message read as `M`, under the session's limits, backed by
-/// its receive buffers (through [`decode_value`] when the session is
-/// pass-through).
-#[cfg(feature = "serde")]
-pub(crate) fn decode_msg<M: serde::de::DeserializeOwned>(
-    env: &Envelope,
-    session: &Session,
-) -> Result<M, TransportError> {
-    if !session.deserializes_blocks() {
-        // Blocks stay as they came: read through the dynamic path.
-        return Ok(crate::typed::from_value(decode_value(env, session)?)?);
-    }
-    Ok(crate::typed::from_frames(
-        env.frames(),
-        &session.deserialize_options(env),
-    )?)
-}
-
-/// A received message, decoded under the session's limits: its blocks
-/// deserialized (backed by its receive buffers), or kept as they came when
-/// the session is pass-through ([`Session::deserializes_blocks`]).
-fn decode_value(env: &Envelope, session: &Session) -> Result<Value, TransportError> {
-    if !session.deserializes_blocks() {
-        return Ok(crate::message::loads(env.frames(), session.limits())
-            .map_err(crate::DecodeError::from)?);
-    }
-    Ok(protocol::loads(
-        env.frames(),
-        &session.deserialize_options(env),
-    )?)
 }

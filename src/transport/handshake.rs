@@ -358,7 +358,7 @@ where
             }
         }
         if theirs.is_none() {
-            match reader.poll_next(io, cx) {
+            match reader.poll_recv(io, cx) {
                 Poll::Ready(Some(Ok(env))) => theirs = Some(env),
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
                 Poll::Ready(None) => return Poll::Ready(Err(TransportError::Closed)),

@@ -9,6 +9,7 @@
 //!                   └─── handshake(): {"compression", "python", "pickle-protocol",      ┘
 //!                                      "framewire-<ext>"...} both ways, then negotiate
 //!
+//!  read::FrameReader: the framing, sans IO, that Connection's reader, FrameCodec and a relay drive.
 //!  FrameCodec: the same framing as a tokio-util Decoder/Encoder (the encoder copies).
 //!  Stats: what each moved, and the bytes copied, counted where the copies happen.
 //! ```
@@ -48,11 +49,12 @@
 mod checksum;
 mod codec;
 mod conn;
+mod deadline;
 mod error;
 mod handshake;
 #[cfg(feature = "serde")]
 mod message_codec;
-mod read;
+pub mod read;
 mod session;
 mod socket;
 mod stats;
@@ -60,18 +62,16 @@ mod stats;
 mod tls;
 mod write;
 
-use bytes::BytesMut;
-
 pub use checksum::ChecksumError;
 pub use codec::{FrameCodec, FrameCodecBuilder};
-#[cfg(feature = "serde")]
-pub(crate) use conn::decode_msg;
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
 pub use error::{ConnectError, HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
 #[cfg(feature = "serde")]
 pub use message_codec::MessageCodec;
 pub use read::OWN_BUFFER_THRESHOLD;
+#[cfg(feature = "serde")]
+pub(crate) use session::decode_msg;
 pub use session::Session;
 #[cfg(feature = "tls")]
 pub use socket::Ciphertext;
@@ -80,56 +80,3 @@ pub use stats::Stats;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};
 pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};
-
-use crate::envelope::Envelope;
-use crate::error::EncodeError;
-use crate::limits::Limits;
-
-/// Refuses a message the sender's own limits would refuse to receive.
-pub(crate) fn check_outgoing(env: &Envelope, limits: &Limits) -> Result<(), EncodeError> {
-    let count = env.frames().len();
-    if count > limits.max_frames {
-        return Err(EncodeError::ExceedsLimit {
-            limit: "max_frames",
-            declared: count as u64,
-            max: limits.max_frames as u64,
-        });
-    }
-    let mut total: u64 = 0;
-    for f in env.frames() {
-        let len = f.len() as u64;
-        if len > limits.max_frame_len {
-            return Err(EncodeError::ExceedsLimit {
-                limit: "max_frame_len",
-                declared: len,
-                max: limits.max_frame_len,
-            });
-        }
-        total = total.saturating_add(len);
-    }
-    if total > limits.max_message_len {
-        return Err(EncodeError::ExceedsLimit {
-            limit: "max_message_len",
-            declared: total,
-            max: limits.max_message_len,
-        });
-    }
-    Ok(())
-}
-
-/// Below this much spare room, [`grow`] makes more.
-const MIN_SPARE: usize = 4 << 10;
-
-/// Makes sure `buf` has room to read towards `target` bytes in total,
-/// reserving at most `cap` bytes ahead of what it holds: a declared size is
-/// never reserved until its bytes arrive. Room is only added when little is
-/// left, so growth stays amortized (capacity ≤ 2 × bytes held + `cap`).
-/// Returns the bytes the reservation moved ([`stats::reserve_counted`]).
-pub(crate) fn grow(buf: &mut BytesMut, target: usize, cap: usize) -> u64 {
-    let remaining = target.saturating_sub(buf.len());
-    let spare = buf.capacity() - buf.len();
-    if spare >= remaining.min(MIN_SPARE) {
-        return 0;
-    }
-    stats::reserve_counted(buf, remaining.min(cap.max(MIN_SPARE)))
-}

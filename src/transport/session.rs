@@ -6,8 +6,11 @@ use std::sync::Arc;
 
 use crate::envelope::Envelope;
 use crate::limits::Limits;
+use crate::protocol;
 use crate::serialize::{Codec, DeserializeOptions, SerializeOptions};
+use crate::value::Value;
 
+use super::error::TransportError;
 use super::handshake::Negotiated;
 
 /// The settings of one connection: its [`Limits`], and after a handshake
@@ -113,4 +116,52 @@ impl Session {
         }
         .backed_by(received)
     }
+}
+
+/// `value` as a message, serialized with the session's options.
+pub(crate) fn encode_value(value: &Value, session: &Session) -> Result<Envelope, TransportError> {
+    let frames = protocol::dumps_with(value, &session.serialize_options())?;
+    Ok(Envelope::new(frames)?)
+}
+
+/// A typed message as the session sends it (its options, the agreed codec).
+#[cfg(feature = "serde")]
+pub(crate) fn encode_msg<M: serde::Serialize + ?Sized>(
+    msg: &M,
+    session: &Session,
+) -> Result<Envelope, TransportError> {
+    let frames = crate::typed::to_frames(msg, &session.serialize_options())?;
+    Ok(Envelope::new(frames)?)
+}
+
+/// A received message read as `M`, under the session's limits, backed by
+/// its receive buffers (through [`decode_value`] when the session is
+/// pass-through).
+#[cfg(feature = "serde")]
+pub(crate) fn decode_msg<M: serde::de::DeserializeOwned>(
+    env: &Envelope,
+    session: &Session,
+) -> Result<M, TransportError> {
+    if !session.deserializes_blocks() {
+        // Blocks stay as they came: read through the dynamic path.
+        return Ok(crate::typed::from_value(decode_value(env, session)?)?);
+    }
+    Ok(crate::typed::from_frames(
+        env.frames(),
+        &session.deserialize_options(env),
+    )?)
+}
+
+/// A received message, decoded under the session's limits: its blocks
+/// deserialized (backed by its receive buffers), or kept as they came when
+/// the session is pass-through ([`Session::deserializes_blocks`]).
+pub(crate) fn decode_value(env: &Envelope, session: &Session) -> Result<Value, TransportError> {
+    if !session.deserializes_blocks() {
+        return Ok(crate::message::loads(env.frames(), session.limits())
+            .map_err(crate::DecodeError::from)?);
+    }
+    Ok(protocol::loads(
+        env.frames(),
+        &session.deserialize_options(env),
+    )?)
 }

@@ -32,11 +32,12 @@ use tokio::io::AsyncWrite;
 
 use crate::envelope::Envelope;
 use crate::limits::Limits;
+use crate::value::Value;
 
-use super::check_outgoing;
 use super::checksum;
-use super::conn::Deadline;
+use super::deadline::Deadline;
 use super::error::{TimeoutPhase, TransportError};
+use super::session::{self, Session};
 use super::stats::Stats;
 
 /// Frames shorter than this are copied next to the prelude, into one buffer
@@ -82,51 +83,55 @@ struct Sums {
     running: crc32fast::Hasher,
 }
 
+/// The one plan of how a message goes out, for [`Connection`](super::Connection)
+/// and [`FrameCodec`](super::FrameCodec): its prelude
+/// ([`Envelope::put_prelude`], declaring a checksum trailer of `trailer`
+/// bytes if any), then its frames in order, each frame under
+/// [`COALESCE_THRESHOLD`] copied into `buf` after the prelude, each larger
+/// one handed to `large` as its own `Bytes` with its index (the connection
+/// gives it an iovec of its own; the codec copies it too). Returns the
+/// frame bytes copied into `buf`.
+pub(crate) fn plan(
+    env: &Envelope,
+    trailer: Option<usize>,
+    buf: &mut BytesMut,
+    mut large: impl FnMut(&mut BytesMut, usize, &Bytes),
+) -> u64 {
+    env.put_prelude(buf, trailer.map(|len| len as u64));
+    let mut copied = 0;
+    for (i, f) in env.frames().iter().enumerate() {
+        if f.len() < COALESCE_THRESHOLD {
+            // The copy of this message: counted here, as it is made.
+            buf.put_slice(f);
+            copied += f.len() as u64;
+        } else {
+            large(buf, i, f);
+        }
+    }
+    copied
+}
+
 impl Outgoing {
     fn new(env: &Envelope, checksums: bool) -> Outgoing {
         let frames = env.frames();
         let count = frames.len() + usize::from(checksums);
-        let trailer_len = if checksums {
-            checksum::trailer_len(count)
-        } else {
-            0
-        };
+        let trailer_len = checksums.then(|| checksum::trailer_len(count));
         let small: usize = frames
             .iter()
             .filter(|f| f.len() < COALESCE_THRESHOLD)
             .map(Bytes::len)
             .sum();
-        let mut buf = BytesMut::with_capacity(16 + 8 * count + small + trailer_len);
-        let first_read = if checksums {
-            env.first_read_plus_frame(trailer_len as u64)
-        } else {
-            env.first_read()
-        };
-        buf.put_u64_le(first_read);
-        buf.put_u64_le(count as u64);
-        for f in frames {
-            buf.put_u64_le(f.len() as u64);
-        }
-        if checksums {
-            buf.put_u64_le(trailer_len as u64);
-        }
+        let mut buf = BytesMut::with_capacity(16 + 8 * count + small + trailer_len.unwrap_or(0));
         let mut chunks = Vec::new();
         let mut chunk_frame = Vec::new();
-        let mut copied = 0u64;
-        for (i, f) in frames.iter().enumerate() {
-            if f.len() < COALESCE_THRESHOLD {
-                // The copy of this message: counted here, as it is made.
-                buf.put_slice(f);
-                copied += f.len() as u64;
-            } else {
-                if !buf.is_empty() {
-                    chunks.push(buf.split().freeze());
-                    chunk_frame.push(None);
-                }
-                chunks.push(f.clone());
-                chunk_frame.push(Some(i));
+        let copied = plan(env, trailer_len, &mut buf, |buf, i, f| {
+            if !buf.is_empty() {
+                chunks.push(buf.split().freeze());
+                chunk_frame.push(None);
             }
-        }
+            chunks.push(f.clone());
+            chunk_frame.push(Some(i));
+        });
         let mut sums = None;
         if checksums {
             // Small frames are summed now (they were just copied: in cache);
@@ -163,7 +168,7 @@ impl Outgoing {
             off: 0,
             written: 0,
             frames: frames.len() as u64,
-            wire_len: env.wire_len() + if checksums { 8 + trailer_len as u64 } else { 0 },
+            wire_len: env.wire_len() + trailer_len.map_or(0, |len| 8 + len as u64),
             copied,
             sums,
         }
@@ -241,9 +246,10 @@ enum WriteStatus {
     Closed,
 }
 
-/// The write half's state (see this module's docs).
+/// The sending side of a connection or its write half (see this module's
+/// docs): one queued message, its deadline, its counters.
 #[derive(Debug)]
-pub(crate) struct WriteState {
+pub(crate) struct Sender {
     limits: Limits,
     out: Option<Outgoing>,
     state: WriteStatus,
@@ -253,9 +259,9 @@ pub(crate) struct WriteState {
     checksums: bool,
 }
 
-impl WriteState {
-    pub(crate) fn new(limits: Limits, timeout: Option<std::time::Duration>) -> WriteState {
-        WriteState {
+impl Sender {
+    pub(crate) fn new(limits: Limits, timeout: Option<std::time::Duration>) -> Sender {
+        Sender {
             limits,
             out: None,
             state: WriteStatus::Open,
@@ -312,7 +318,7 @@ impl WriteState {
                 "start_send called while a message is queued: call poll_ready first",
             )));
         }
-        check_outgoing(env, &self.limits)?;
+        env.check_limits(&self.limits)?;
         self.out = Some(Outgoing::new(env, self.checksums));
         self.deadline.arm();
         Ok(())
@@ -412,33 +418,59 @@ impl WriteState {
     }
 }
 
-/// Writes one message and flushes; if the future is dropped before the
-/// message is out, [`WriteState::cancel_pending`] runs.
-pub(crate) async fn send<W: AsyncWrite + Unpin>(
-    io: &mut W,
-    writer: &mut WriteState,
-    env: &Envelope,
-) -> Result<(), TransportError> {
-    std::future::poll_fn(|cx| writer.poll_ready(io, cx)).await?;
-    writer.start_send(env)?;
-    let mut guard = CancelGuard {
-        writer,
-        armed: true,
-    };
-    std::future::poll_fn(|cx| guard.writer.poll_flush(io, cx)).await?;
-    guard.armed = false;
-    Ok(())
+impl Sender {
+    /// Writes one message and flushes; if the future is dropped before the
+    /// message is out, [`Sender::cancel_pending`] runs.
+    pub(crate) async fn send<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        env: &Envelope,
+    ) -> Result<(), TransportError> {
+        std::future::poll_fn(|cx| self.poll_ready(io, cx)).await?;
+        self.start_send(env)?;
+        let mut guard = CancelGuard {
+            sender: self,
+            armed: true,
+        };
+        std::future::poll_fn(|cx| guard.sender.poll_flush(io, cx)).await?;
+        guard.armed = false;
+        Ok(())
+    }
+
+    /// Sends `value` serialized with the session's options (the agreed
+    /// codec).
+    pub(crate) async fn send_value<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        session: &Session,
+        value: &Value,
+    ) -> Result<(), TransportError> {
+        let env = session::encode_value(value, session)?;
+        self.send(io, &env).await
+    }
+
+    /// Sends a typed message written with the session's options.
+    #[cfg(feature = "serde")]
+    pub(crate) async fn send_msg<W: AsyncWrite + Unpin, M: serde::Serialize + ?Sized>(
+        &mut self,
+        io: &mut W,
+        session: &Session,
+        msg: &M,
+    ) -> Result<(), TransportError> {
+        let env = session::encode_msg(msg, session)?;
+        self.send(io, &env).await
+    }
 }
 
 struct CancelGuard<'a> {
-    writer: &'a mut WriteState,
+    sender: &'a mut Sender,
     armed: bool,
 }
 
 impl Drop for CancelGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.writer.cancel_pending();
+            self.sender.cancel_pending();
         }
     }
 }

@@ -1,15 +1,17 @@
 //! One direction of a relayed connection: cut-through, message by message.
 //!
 //! ```text
-//! from ──read──▶ buf: prelude (checked against Limits) + frame 0 ─ log the ops ─┐
-//!                                                                               ▼
-//!                      the message's bytes as they arrive ──write──▶ to   (copied)
-//!                      or, past the buffered bytes, ≥ SPLICE_MIN left:
-//!                      from ──splice──▶ pipe ──splice──▶ to               (spliced)
+//! from ──read──▶ buf ──▶ FrameReader::relay: Event::Head (prelude + frame 0) ─ log the ops ─┐
+//!                                                                                          ▼
+//!                        Event::Forward: the message's bytes as they arrive ──write──▶ to  (copied)
+//!                        or Need::Body{more ≥ SPLICE_MIN}, nothing buffered:
+//!                        from ──splice──▶ pipe ──splice──▶ to, FrameReader::passed  (spliced)
 //! ```
 //!
-//! The tap needs the prelude (to know where the message ends) and frame 0
-//! (to name its ops in the log); once both are in, the message's line is
+//! The framing is the library's ([`FrameReader`], a relay reader: preludes
+//! checked against `Limits::dask_compat()`); the relay does the IO. The tap
+//! needs the prelude (to know where the message ends) and frame 0 (to name
+//! its ops in the log); once both are in, the message's line is
 //! logged and its bytes are forwarded as they arrive, not once the whole
 //! message is in: a 256 MiB frame starts leaving the tap as soon as it
 //! starts arriving, and the tap holds at most [`MAX_READ`] of it. On Linux,
@@ -39,8 +41,8 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BufMut, BytesMut};
-use framewire::envelope::{parse_prelude, PreludeStatus};
-use framewire::transport::Socket;
+use framewire::transport::read::{Event, FrameReader, Need};
+use framewire::transport::{Socket, TransportError};
 use framewire::{DecodeError, Limits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::{tcp, TcpStream};
@@ -230,16 +232,53 @@ pub(super) struct Counts {
     pub(super) spliced: u64,
 }
 
-/// A message whose prelude has been read.
-#[derive(Clone, Copy, Debug)]
-struct Head {
-    /// Bytes of the whole message on the wire.
-    wire_len: u64,
-    frames: u64,
-    /// Bytes of its prelude, `N` field included.
-    header: usize,
-    /// Bytes from its start to the end of frame 0 (prelude + frame 0).
-    through_frame0: usize,
+/// What a direction holds, and where its stream stands: the bytes read and
+/// not yet handed back by its reader, and the bytes of logged messages
+/// still to forward (split off the first, without a copy).
+struct Held {
+    buf: BytesMut,
+    ready: BytesMut,
+    /// The prelude and frame 0 of the next message, or how much of the
+    /// current one is still to come.
+    frames: FrameReader,
+}
+
+impl Held {
+    fn new() -> Held {
+        Held {
+            buf: BytesMut::new(),
+            ready: BytesMut::new(),
+            frames: FrameReader::relay(LIMITS),
+        }
+    }
+
+    /// Makes forwardable every buffered byte whose message has been logged,
+    /// logging each message whose prelude and frame 0 are in; returns what
+    /// the reader needs next.
+    fn parse(&mut self, log: &mut dyn FnMut(Logged<'_>)) -> Result<Need, ReadError> {
+        loop {
+            match self.frames.poll(&mut self.buf) {
+                Ok(Event::Need(need)) => return Ok(need),
+                Ok(Event::Head(head)) => log(Logged {
+                    frame0: head.frame0(),
+                    frames: head.frames(),
+                    bytes: head.wire_len(),
+                }),
+                Ok(Event::Forward(bytes)) => self.ready.unsplit(bytes),
+                Ok(Event::Message(_)) => unreachable!("a relay reader assembles no message"),
+                Err(TransportError::Decode(e)) => return Err(ReadError::Invalid(e)),
+                Err(e) => return Err(ReadError::Transport(e)),
+            }
+        }
+    }
+
+    /// The message being received, if one has begun.
+    fn cut(&self) -> Option<Cut> {
+        self.frames.progress(self.buf.len()).map(|p| Cut {
+            received: p.received,
+            total: p.total,
+        })
+    }
 }
 
 /// What the relay tells its owner about each message, when its line is due.
@@ -251,24 +290,12 @@ pub(super) struct Logged<'a> {
 }
 
 /// One direction's state: what is buffered and where the current message
-/// stands. All of it survives a cancelled future (nothing is lost in a
-/// `select!`), though the tap never resumes one.
+/// stands (its reader's). All of it survives a cancelled future (nothing
+/// is lost in a `select!`), though the tap never resumes one.
 pub(super) struct Relay<'a> {
     pub(super) from: Reader<'a>,
     pub(super) to: Writer<'a>,
-    buf: BytesMut,
-    /// Bytes at the start of `buf` that may be forwarded (their messages
-    /// have been logged).
-    ready: usize,
-    /// Bytes of the current (logged) message that have not reached `buf`
-    /// yet; 0 between messages.
-    left: u64,
-    /// The current message's size (for [`Cut`]).
-    total: u64,
-    /// The next message's prelude, once parsed.
-    head: Option<Head>,
-    /// Bytes (from the start of the next message) that the next step needs.
-    need: usize,
+    held: Held,
     /// Whether large remainders are spliced (never with a TLS side).
     splice: bool,
     /// Never read past the current message (the first message of a
@@ -285,12 +312,7 @@ impl<'a> Relay<'a> {
         Relay {
             from,
             to,
-            buf: BytesMut::new(),
-            ready: 0,
-            left: 0,
-            total: 0,
-            head: None,
-            need: 16,
+            held: Held::new(),
             splice: splice && cfg!(target_os = "linux"),
             exact: false,
             #[cfg(target_os = "linux")]
@@ -301,17 +323,7 @@ impl<'a> Relay<'a> {
 
     /// The message being received, if one has begun.
     pub(super) fn cut(&self) -> Option<Cut> {
-        if self.left > 0 {
-            return Some(Cut {
-                received: self.total - self.left,
-                total: Some(self.total),
-            });
-        }
-        let pending = self.buf.len() - self.ready;
-        (pending > 0).then(|| Cut {
-            received: pending as u64,
-            total: self.head.map(|h| h.wire_len),
-        })
+        self.held.cut()
     }
 
     /// Relays messages until one side ends, or (with `until_one`) until the
@@ -326,31 +338,36 @@ impl<'a> Relay<'a> {
         loop {
             // Bytes that are not a Dask message end the connection, once
             // the messages before them are forwarded.
-            let invalid = self.parse(log).err();
-            if self.ready > 0 {
+            let parsed = self.held.parse(&mut |m| {
+                self.counts.messages += 1;
+                log(m)
+            });
+            if !self.held.ready.is_empty() {
                 if let Err(error) = self.write_ready().await {
                     let cut = self.cut();
                     return Some(End::Write { error, cut });
                 }
             }
-            if let Some(e) = invalid {
-                let cut = self.cut();
-                return Some(End::Read {
-                    error: ReadError::Invalid(e),
-                    cut,
-                });
-            }
-            if until_one && self.counts.messages == 1 && self.left == 0 {
+            let need = match parsed {
+                Ok(need) => need,
+                Err(error) => {
+                    let cut = self.cut();
+                    return Some(End::Read { error, cut });
+                }
+            };
+            if until_one && self.counts.messages == 1 && matches!(need, Need::Prelude { .. }) {
                 return None;
             }
             #[cfg(target_os = "linux")]
-            if self.splice && self.left >= SPLICE_MIN && self.buf.is_empty() {
-                match self.splice_some().await {
-                    Ok(()) => continue,
-                    Err(end) => return Some(end),
+            if let Need::Body { more } = need {
+                if self.splice && more >= SPLICE_MIN {
+                    match self.splice_some(more).await {
+                        Ok(()) => continue,
+                        Err(end) => return Some(end),
+                    }
                 }
             }
-            match self.read_some().await {
+            match self.read_some(&need).await {
                 Ok(0) => return Some(End::Eof(self.cut())),
                 Ok(_) => {}
                 Err(e) => {
@@ -364,103 +381,43 @@ impl<'a> Relay<'a> {
         }
     }
 
-    /// Makes forwardable every buffered byte whose message has been logged,
-    /// logging each message whose prelude and frame 0 are in.
-    fn parse(&mut self, log: &mut (dyn FnMut(Logged<'_>) + Send)) -> Result<(), DecodeError> {
-        loop {
-            if self.left > 0 {
-                let avail = (self.buf.len() - self.ready) as u64;
-                let take = avail.min(self.left);
-                self.ready += take as usize;
-                self.left -= take;
-                if self.left > 0 {
-                    return Ok(());
-                }
-                continue;
-            }
-            let rest = &self.buf[self.ready..];
-            if rest.is_empty() {
-                self.need = 16;
-                return Ok(());
-            }
-            let head = match self.head {
-                Some(h) => h,
-                None => match parse_prelude(rest, &LIMITS)? {
-                    PreludeStatus::Need(n) => {
-                        self.need = n;
-                        return Ok(());
-                    }
-                    PreludeStatus::Complete(p) => {
-                        // parse_prelude checked that the whole message is
-                        // addressable: these fit in usize.
-                        let h = Head {
-                            wire_len: p.wire_len(),
-                            frames: p.lengths().len() as u64,
-                            header: p.header_len() as usize,
-                            through_frame0: (p.header_len() + p.lengths()[0]) as usize,
-                        };
-                        self.head = Some(h);
-                        h
-                    }
-                },
-            };
-            if rest.len() < head.through_frame0 {
-                self.need = head.through_frame0;
-                return Ok(());
-            }
-            log(Logged {
-                frame0: &rest[head.header..head.through_frame0],
-                frames: head.frames,
-                bytes: head.wire_len,
-            });
-            self.counts.messages += 1;
-            self.head = None;
-            self.left = head.wire_len;
-            self.total = head.wire_len;
-        }
-    }
-
-    /// Writes the forwardable bytes.
+    /// Writes the forwardable bytes, then lets go of their buffer (an idle
+    /// direction holds none).
     async fn write_ready(&mut self) -> io::Result<()> {
         let Some(to) = self.to.tcp() else {
-            while self.ready > 0 {
-                match self.to.write(&self.buf[..self.ready]).await? {
+            while !self.held.ready.is_empty() {
+                match self.to.write(&self.held.ready).await? {
                     0 => return Err(io::ErrorKind::WriteZero.into()),
                     n => {
-                        self.buf.advance(n);
-                        self.ready -= n;
+                        self.held.ready.advance(n);
                         self.counts.copied += n as u64;
                     }
                 }
             }
+            self.held.ready = BytesMut::new();
             // rustls may hold records the socket did not take yet.
             return self.to.flush().await;
         };
-        while self.ready > 0 {
-            match to.try_write(&self.buf[..self.ready]) {
+        while !self.held.ready.is_empty() {
+            match to.try_write(&self.held.ready) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
-                    self.buf.advance(n);
-                    self.ready -= n;
+                    self.held.ready.advance(n);
                     self.counts.copied += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => to.writable().await?,
                 Err(e) => return Err(e),
             }
         }
+        self.held.ready = BytesMut::new();
         Ok(())
     }
 
-    /// Reads what the socket has (0 at its end): at least what the next
-    /// step needs if it is here, at most [`MAX_READ`] (and, `exact`, never
-    /// past the current message).
-    async fn read_some(&mut self) -> io::Result<usize> {
-        let pending = self.buf.len() - self.ready;
-        let want = if self.left > 0 {
-            usize::try_from(self.left).unwrap_or(usize::MAX)
-        } else {
-            self.need.saturating_sub(pending).max(1)
-        };
+    /// Reads what the socket has (0 at its end): at least what the reader
+    /// needs if it is here, at most [`MAX_READ`] (and, `exact`, never past
+    /// the current message).
+    async fn read_some(&mut self, need: &Need) -> io::Result<usize> {
+        let want = usize::try_from(need.more()).unwrap_or(usize::MAX);
         // Never more than MAX_READ at once: a declared size reserves
         // nothing until its bytes arrive.
         let room = if self.exact {
@@ -471,30 +428,30 @@ impl<'a> Relay<'a> {
         let from = match &mut self.from {
             Reader::Tcp(r) => &*r,
             Reader::Tls(r) => {
-                if self.buf.is_empty() && self.left == 0 {
+                if self.held.buf.is_empty() && !matches!(need, Need::Body { .. }) {
                     // Between messages: hold no buffer while waiting.
-                    self.buf = BytesMut::new();
-                    let buf = &mut self.buf;
+                    self.held.buf = BytesMut::new();
+                    let buf = &mut self.held.buf;
                     return std::future::poll_fn(|cx| poll_probe(r, cx, buf, room)).await;
                 }
-                if self.buf.capacity() - self.buf.len() < room.min(MIN_READ) {
-                    self.buf.reserve(room);
+                if self.held.buf.capacity() - self.held.buf.len() < room.min(MIN_READ) {
+                    self.held.buf.reserve(room);
                 }
-                return r.read_buf(&mut (&mut self.buf).limit(room)).await;
+                return r.read_buf(&mut (&mut self.held.buf).limit(room)).await;
             }
         }
         .as_ref();
         loop {
-            if self.buf.capacity() - self.buf.len() < room.min(MIN_READ) {
-                self.buf.reserve(room);
+            if self.held.buf.capacity() - self.held.buf.len() < room.min(MIN_READ) {
+                self.held.buf.reserve(room);
             }
-            let mut limited = (&mut self.buf).limit(room);
+            let mut limited = (&mut self.held.buf).limit(room);
             match from.try_read_buf(&mut limited) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if self.buf.is_empty() {
+                    if self.held.buf.is_empty() {
                         // Idle: hold no buffer while waiting.
-                        self.buf = BytesMut::new();
+                        self.held.buf = BytesMut::new();
                     }
                     from.readable().await?;
                 }
@@ -504,9 +461,9 @@ impl<'a> Relay<'a> {
     }
 
     /// Splices the next piece of the current message (at most a pipe's
-    /// capacity) from `from` to `to`.
+    /// capacity, and never past its `more` bytes) from `from` to `to`.
     #[cfg(target_os = "linux")]
-    async fn splice_some(&mut self) -> Result<(), End> {
+    async fn splice_some(&mut self, more: u64) -> Result<(), End> {
         let pipe = match self.pipe.take() {
             Some(p) => p,
             None => match Pipe::take() {
@@ -524,7 +481,7 @@ impl<'a> Relay<'a> {
             pipe.give_back();
             return Ok(());
         };
-        let want = usize::try_from(self.left).unwrap_or(usize::MAX);
+        let want = usize::try_from(more).unwrap_or(usize::MAX);
         let got = loop {
             match from.try_io(Interest::READABLE, || pipe.fill(from, want)) {
                 Ok(n) => break n,
@@ -580,8 +537,8 @@ impl<'a> Relay<'a> {
                 }
             }
         }
-        self.left -= got as u64;
-        if self.left == 0 {
+        self.held.frames.passed(got);
+        if got as u64 == more {
             pipe.give_back();
         } else {
             self.pipe = Some(pipe);
@@ -614,4 +571,115 @@ fn poll_probe(
         buf.extend_from_slice(read.filled());
     }
     Poll::Ready(Ok(read.filled().len()))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The relay's framing without sockets: real captures fed one byte at
+    //! a time log the messages `Envelope::decode` finds in them (a line
+    //! each, before any of its bytes is forwarded) and forward every byte;
+    //! bytes that are not a message end it with the error `Envelope::decode`
+    //! gives for them.
+
+    use std::path::Path;
+
+    use bytes::{BufMut, Bytes, BytesMut};
+    use framewire::{DecodeError, Envelope, EnvelopeError, Limits};
+
+    use super::{Held, ReadError};
+
+    /// A message's log line: frame 0, frames, bytes.
+    type Line = (Vec<u8>, u64, u64);
+
+    /// Lines logged (frame 0, frames, bytes) and bytes forwarded, from
+    /// `input` fed one byte at a time; the error that ended it, if any.
+    fn relay(input: &[u8]) -> (Vec<Line>, Vec<u8>, Option<ReadError>) {
+        let mut held = Held::new();
+        let (mut lines, mut forwarded) = (Vec::new(), Vec::new());
+        for &b in input {
+            held.buf.put_u8(b);
+            let parsed = held.parse(&mut |m| lines.push((m.frame0.to_vec(), m.frames, m.bytes)));
+            // A message's bytes are forwarded only once its line is logged.
+            assert!(forwarded.len() + held.ready.len() <= lines.iter().map(|l| l.2 as usize).sum());
+            forwarded.extend_from_slice(&held.ready);
+            held.ready = BytesMut::new();
+            if let Err(e) = parsed {
+                return (lines, forwarded, Some(e));
+            }
+        }
+        (lines, forwarded, None)
+    }
+
+    /// The messages of `input`, and the error after them if any.
+    fn decode(input: &[u8]) -> (Vec<Line>, Option<EnvelopeError>) {
+        let mut rest = Bytes::copy_from_slice(input);
+        let mut lines = Vec::new();
+        while !rest.is_empty() {
+            match Envelope::decode(&rest, &Limits::dask_compat()) {
+                Ok((env, used)) => {
+                    lines.push((
+                        env.frames()[0].to_vec(),
+                        env.frames().len() as u64,
+                        env.wire_len(),
+                    ));
+                    rest = rest.slice(used..);
+                }
+                Err(e) => return (lines, Some(e)),
+            }
+        }
+        (lines, None)
+    }
+
+    fn captures() -> Vec<(String, Vec<u8>)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/captures");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&root).unwrap() {
+            let wire = entry.unwrap().path().join("wire.bin");
+            if wire.exists() {
+                out.push((wire.display().to_string(), std::fs::read(&wire).unwrap()));
+            }
+        }
+        assert!(out.len() > 30, "{} captures", out.len());
+        out
+    }
+
+    #[test]
+    fn captures_one_byte_at_a_time_log_each_message_and_forward_every_byte() {
+        let mut all = Vec::new();
+        for (name, wire) in captures() {
+            let (want, end) = decode(&wire);
+            assert!(end.is_none(), "{name}");
+            let (lines, forwarded, error) = relay(&wire);
+            assert!(error.is_none(), "{name}: {error:?}");
+            assert!(lines == want, "{name}");
+            assert!(forwarded == wire, "{name}");
+            all.extend_from_slice(&wire);
+        }
+        let (want, _) = decode(&all);
+        let (lines, forwarded, error) = relay(&all);
+        assert!(error.is_none() && lines == want && forwarded == all);
+    }
+
+    #[test]
+    fn bytes_that_are_not_a_message_end_it_after_the_messages_before_them() {
+        let (_, wire) = &captures()[0];
+        let le = |n: u64| n.to_le_bytes();
+        for garbage in [
+            [le(16), le(0)].concat(),         // no frames
+            [le(100), le(1), le(3)].concat(), // N off every frame boundary
+            [le(24), le(1 << 60)].concat(),   // 2^60 frames
+        ] {
+            let input = [&wire[..], &garbage[..]].concat();
+            let (want, Some(want_err)) = decode(&input) else {
+                panic!("{garbage:?}")
+            };
+            let (lines, forwarded, error) = relay(&input);
+            assert_eq!(lines, want);
+            assert!(forwarded == wire[..]);
+            match error {
+                Some(ReadError::Invalid(DecodeError::Envelope(e))) => assert_eq!(e, want_err),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
 }
