@@ -24,9 +24,10 @@ ends on one event loop): transport {size, count}, small_one_way {count}, round_t
 wire {scheme, size, count, certs} (this process sends over SCHEME://, a fresh
 `wire-recv` process receives with deserialize=True, as two Dask processes do),
 connect {address, certs, count} (connect + TLS and Dask handshakes + one identity
-round trip to a running server, timed, then close), typed {case, path: loads | dumps} (a captured message of tests/captures/conversation:
-protocol.loads of its frames with deserialize=True, as a worker reads its stream, or
-protocol.dumps of what that gives), reset (drop cached values), quit.
+round trip to a running server, timed, then close), typed {case, path: loads | loads_keep_pickled | dumps} (a captured message of
+tests/captures/conversation: protocol.loads of its frames with deserialize=True, as a
+worker reads its stream; protocol.loads with deserialize=False and every __Pickled__
+block kept as its pickled bytes, not unpickled; or protocol.dumps of what loads gives), reset (drop cached values), quit.
 
 Method: serialize/deserialize and dumps are timed with time.perf_counter (and
 time.thread_time for the CPU figure), gc collected before and disabled inside the
@@ -184,6 +185,29 @@ class Peer:
         min_time = req.get("min_time", 0.1)
         if req["path"] == "loads":
             per_call, calls = timed(lambda: loads(frames, deserialize=True), min_time)
+        elif req["path"] == "loads_keep_pickled":
+            # protocol.loads(deserialize=False) with the run_spec kept as a
+            # block, as framewire's typed decode keeps it: Dask's own loads,
+            # whose one step that unpickles a __Pickled__ block (2026.8.0
+            # does it whatever `deserialize` says) keeps the pickled bytes
+            # and buffers instead.
+            import distributed.protocol.core as core
+
+            class KeepPickled:
+                @staticmethod
+                def loads(data, buffers=()):
+                    return ("pickled", data, list(buffers))
+
+            saved = core.pickle
+            core.pickle = KeepPickled
+            try:
+                kept = [v for m in loads(frames, deserialize=False) for v in m.values()
+                        if isinstance(v, tuple) and v[:1] == ("pickled",)]
+                if not kept:
+                    raise ValueError(f"{req['case']}: no __Pickled__ block kept (Dask's loads changed?)")
+                per_call, calls = timed(lambda: loads(frames, deserialize=False), min_time)
+            finally:
+                core.pickle = saved
         elif req["path"] == "dumps":
             msg = loads(frames, deserialize=True)
             ctx = {"compression": None}

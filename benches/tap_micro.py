@@ -17,6 +17,7 @@ medians and min/max are printed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -143,6 +144,7 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=64 << 20)
     ap.add_argument("--count", type=int, default=8)
     ap.add_argument("--trips", type=int, default=2000)
+    ap.add_argument("--json", metavar="FILE", help="also write every round here (benches/figures.py renders it)")
     a = ap.parse_args()
     modes: list[tuple[str, list[str] | None]] = [("direct", None)]
     for m in a.mode:
@@ -169,6 +171,12 @@ def main() -> int:
         us = [x * 1e6 for x, _ in rtt[label]]
         cpu = statistics.median(c for _, c in rtt[label]) / a.trips * 1e6
         print(f"{label:8} {statistics.median(us):9.1f} {min(us):7.1f} {max(us):7.1f} {cpu:10.1f}")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"size": a.size, "count": a.count, "trips": a.trips, "rounds": a.rounds, "modes": {
+                label: {"throughput_s": [w for w, _ in thr[label]], "throughput_cpu_s": [c for _, c in thr[label]],
+                        "round_trip_s": [x for x, _ in rtt[label]], "round_trip_cpu_s": [c for _, c in rtt[label]]}
+                for label, _ in modes}}, fh)
     return 0
 
 

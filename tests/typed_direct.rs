@@ -64,6 +64,20 @@ fn decode_agrees<T: DeserializeOwned + PartialEq + Debug>(
     Ok(())
 }
 
+/// `dumps(v)`'s frames, to read back; for a value `dumps` refuses (nested
+/// past the depth limit, a reserved key), `None` once `to_frames` is checked
+/// to refuse it with the same error: a case never passes unchecked.
+fn dumps_or_same_refusal(v: &Value) -> Result<Option<Vec<Bytes>>, TestCaseError> {
+    match dumps(v) {
+        Ok(frames) => Ok(Some(frames)),
+        Err(e) => {
+            let direct = to_frames(v, &SerializeOptions::default());
+            prop_assert_eq!(direct, Err(e), "to_frames vs dumps on a refused value");
+            Ok(None)
+        }
+    }
+}
+
 // ---- generated messages ------------------------------------------------------------
 
 fn array(n: usize) -> NdArray {
@@ -257,7 +271,7 @@ proptest! {
         let d = DeserializeOptions::default();
         agree(&vec![v.clone()], &SerializeOptions::default(), &d)?;
         agree(&External::New(v.clone()), &SerializeOptions::default(), &d)?;
-        let Ok(frames) = dumps(&v) else { return Ok(()) };
+        let Some(frames) = dumps_or_same_refusal(&v)? else { return Ok(()) };
         decode_agrees::<framewire::dask::Key>(&frames, &d)?;
         decode_agrees::<Vec<External>>(&frames, &d)?;
         decode_agrees::<BTreeMap<String, Vec<Value>>>(&frames, &d)?;
@@ -267,7 +281,7 @@ proptest! {
     #[test]
     fn values_read_as_other_types_agree(v in value()) {
         let d = DeserializeOptions::default();
-        let Ok(frames) = dumps(&v) else { return Ok(()) };
+        let Some(frames) = dumps_or_same_refusal(&v)? else { return Ok(()) };
         decode_agrees::<Tagged>(&frames, &d)?;
         decode_agrees::<External>(&frames, &d)?;
         decode_agrees::<Vec<External>>(&frames, &d)?;

@@ -582,15 +582,17 @@ async fn write_all_vectored(tx: &mut OwnedWriteHalf, payload: &[u8]) {
 }
 
 /// The server of the request/response rows: `loads` each message, which
-/// must be `"ping"`, and answer `dumps("pong")`, until the client closes.
+/// must be `"ping"`, and answer with `dumps("pong")`, encoded for each
+/// answer (as Python's `comm.write("pong")` encodes each one), until the
+/// client closes.
 pub async fn pong_server(stream: TcpStream) {
     let limits = Limits::dask_compat();
     let mut server = Connection::builder().limits(limits.clone()).build(stream);
-    let pong = Envelope::new(dumps(&Value::str("pong")).expect("dumps")).expect("env");
     while let Some(env) = server.recv().await {
         let value = loads(env.expect("recv").frames(), &limits).expect("loads");
         assert_eq!(value.as_str(), Some("ping"));
-        server.send(pong.clone()).await.expect("send");
+        let pong = Envelope::new(dumps(&Value::str("pong")).expect("dumps")).expect("env");
+        server.send(pong).await.expect("send");
     }
 }
 

@@ -1,10 +1,12 @@
 //! Layer 3 decode: an arbitrary msgpack header (collection headers,
 //! `frame-lengths` offset tables, split tables, array headers) with arbitrary
-//! frames → `deserialize`. Oracle: a typed result, never a panic; without
-//! compression no value holds more bytes than the frames did, with it none
-//! holds more than `max_frame_len` (decompression is bounded); the block's
-//! header read in place (sent through a message) gives the same result as
-//! its map.
+//! frames → `deserialize`. Oracle: a typed result, never a panic; never more
+//! bytes out than in: the payload bytes of the value (every bin, str,
+//! ndarray buffer and opaque block's frames), plus [`PER_VALUE`] byte for
+//! each value in it, are at most the header's bytes plus the frames' (plus
+//! `max_decompressed_len` when the header declares compression, the one
+//! budget bytes received do not bound); the block's header read in place
+//! (sent through a message) gives the same result as its map.
 #![no_main]
 use bytes::Bytes;
 use framewire::message::loads;
@@ -12,8 +14,36 @@ use framewire::serialize::{deserialize, DeserializeOptions};
 use framewire::{Block, Header, Limits, Value};
 use libfuzzer_sys::fuzz_target;
 
+/// What each value of the result costs on top of its payload bytes: every
+/// value (a container, a scalar, an element of a packed integer array) was
+/// read from at least one byte of a header or a frame.
+const PER_VALUE: usize = 1;
+
+/// (payload bytes, values) of `v`, its own and everything inside it.
+fn bytes_out(v: &Value) -> (usize, usize) {
+    let block = |b: &Block| (b.frames().iter().map(Bytes::len).sum(), 1);
+    let sum = |parts: &mut dyn Iterator<Item = (usize, usize)>| {
+        parts.fold((0, 1), |(p, n), (q, m)| (p + q, n + m))
+    };
+    match v {
+        Value::Str(s) => (s.len(), 1),
+        Value::Bin(b) => (b.len(), 1),
+        Value::NdArray(a) => (a.data().len(), 1),
+        Value::IntArray(ints) => (0, ints.len().max(1)),
+        Value::Serialized(b) | Value::Pickled(b) => block(b),
+        Value::Serialize(inner) => sum(&mut std::iter::once(bytes_out(inner))),
+        Value::Array(items) => sum(&mut items.iter().map(bytes_out)),
+        Value::Map(entries) => sum(&mut entries.iter().map(|(k, x)| {
+            let (a, b) = (bytes_out(k), bytes_out(x));
+            (a.0 + b.0, a.1 + b.1)
+        })),
+        _ => (0, 1),
+    }
+}
+
 fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
     let (header, frames) = input;
+    let header_len = header.len();
     let limits = Limits::strict();
     // Decode the header bytes as msgpack through the message layer.
     let Ok(map) = loads(&[Bytes::from(header)], &limits) else {
@@ -38,24 +68,18 @@ fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
         }
     }
     if let Ok(v) = result {
-        fn max_bin(v: &Value) -> usize {
-            match v {
-                Value::Bin(b) => b.len(),
-                Value::Array(a) => a.iter().map(max_bin).max().unwrap_or(0),
-                Value::Map(m) => m
-                    .iter()
-                    .map(|(k, x)| max_bin(k).max(max_bin(x)))
-                    .max()
-                    .unwrap_or(0),
-                _ => 0,
-            }
-        }
         let compressed = block.header().map().get("compression").is_some();
-        let bound = if compressed {
-            limits.max_frame_len as usize
+        let budget = if compressed {
+            limits.max_decompressed_len as usize
         } else {
-            total
+            0
         };
-        assert!(max_bin(&v) <= bound, "deserialize invented bytes");
+        let (payload, values) = bytes_out(&v);
+        let out = payload + PER_VALUE * values;
+        assert!(
+            out <= header_len + total + budget,
+            "deserialize invented bytes: {payload} payload bytes and {values} values \
+             out of a {header_len}-byte header and {total} bytes of frames"
+        );
     }
 });

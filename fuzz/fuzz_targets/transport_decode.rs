@@ -3,6 +3,14 @@
 //! Oracle: both yield exactly the messages a one-shot `Envelope::decode`
 //! loop finds in the same bytes (frames and `N`), fail exactly when it
 //! does, and yield nothing after an error (hostile-inputs.md T1–T3).
+//!
+//! The first input byte picks two things. Bit 0: the bytes start with a
+//! well-formed message of large frames (up to 4 of up to 263 KiB, their
+//! sizes and contents from the input), so that large-frame receive paths
+//! run, then the rest of the input as it is. Bit 1 (Linux): the
+//! `ReadHalf` receives large runs into spill files
+//! (`ConnectionBuilder::spill`, the `mmap` feature) in the temporary
+//! directory, from a run length the other bits set.
 #![no_main]
 use std::future::Future;
 use std::io;
@@ -66,10 +74,35 @@ fn same(a: &Envelope, b: &Envelope) -> bool {
     a.frames() == b.frames() && a.first_read() == b.first_read()
 }
 
-fuzz_target!(|input: (Vec<u8>, Vec<u8>)| {
-    let (sizes, data) = input;
+/// A message of large frames from the first bytes of `data` (how many
+/// frames, then each one's size in 1031-byte steps; contents: `data`
+/// repeated), then what follows those bytes.
+fn with_large_message(data: &[u8]) -> Vec<u8> {
+    let Some((&n, rest)) = data.split_first() else {
+        return Vec::new();
+    };
+    let n = usize::from(n % 4) + 1;
+    let (lens, rest) = rest.split_at(n.min(rest.len()));
+    let fill = |len: usize| -> Bytes { data.iter().copied().cycle().take(len).collect() };
+    let frames: Vec<Bytes> = lens.iter().map(|&l| fill(usize::from(l) * 1031)).collect();
+    if frames.is_empty() {
+        return rest.to_vec();
+    }
+    let mut wire = Envelope::new(frames)
+        .expect("at most 4 frames of at most 263 KiB")
+        .to_bytes()
+        .to_vec();
+    wire.extend_from_slice(rest);
+    wire
+}
+
+fuzz_target!(|input: (u8, Vec<u8>, Vec<u8>)| {
+    let (mode, sizes, data) = input;
     let limits = Limits::strict();
-    let whole = Bytes::from(data);
+    let whole = Bytes::from(match mode & 1 {
+        1 => with_large_message(&data),
+        _ => data,
+    });
 
     // The reference: one-shot decodes, one message after the other.
     let mut expected = Vec::new();
@@ -90,6 +123,10 @@ fuzz_target!(|input: (Vec<u8>, Vec<u8>)| {
     // The connection's read half.
     let mut builder = ConnectionBuilder::new();
     builder.limits(limits.clone());
+    #[cfg(target_os = "linux")]
+    if mode & 2 != 0 {
+        builder.spill(std::env::temp_dir(), usize::from(mode >> 2) << 12);
+    }
     let reader = Chunked {
         data: &whole,
         sizes: &sizes,

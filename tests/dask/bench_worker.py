@@ -3,6 +3,12 @@ in one run: scripts/bench-worker runs this with the release build of
 examples/data_worker.rs.
 
     python bench_worker.py --binary PATH [--rounds 5] [--mib 256] [--small 10000] [--rss-mib 1024]
+                           [--command CMD] [--no-render]
+
+Keeps the rounds in docs/bench/worker.json and renders them into
+BENCHMARKS.md's table (benches/figures.py, region `worker`), headed by the
+commit, date, machine, load and CMD; --no-render prints the rounds as JSON
+instead.
 
 One `dask scheduler`, two Python `dask worker`s ("fetcher" and "source") and
 the Rust data worker, all on this machine. Rounds alternate which side goes
@@ -20,16 +26,18 @@ first. Rows:
 """
 
 import argparse
+import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 
 import numpy as np
 from distributed import Client
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benches"))
+import figures  # noqa: E402 (benches/figures.py: the table, rendered into BENCHMARKS.md)
 
 
 def start(cmd, log, env=None):
@@ -109,14 +117,6 @@ def gone(client, keys):
         time.sleep(0.05)
 
 
-def spread(xs):
-    return f"{statistics.median(xs):.0f} ({min(xs):.0f}–{max(xs):.0f})"
-
-
-def spread_s(xs):
-    return f"{statistics.median(xs):.3f} ({min(xs):.3f}–{max(xs):.3f})"
-
-
 def fetch_round(client, source, fetcher, arr):
     f = client.scatter(arr, workers=[source], hash=False)
     t = client.submit(lambda x: x.nbytes, f, workers=[fetcher], allow_other_workers=False,
@@ -155,11 +155,13 @@ def main():
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--small", type=int, default=10_000)
     ap.add_argument("--rss-mib", type=int, default=1024)
+    ap.add_argument("--command", default="tests/dask/bench_worker.py",
+                    help="the command as typed, for the table's header (scripts/bench-worker passes it)")
+    ap.add_argument("--no-render", action="store_true",
+                    help="print the results as JSON; leave BENCHMARKS.md and docs/bench/ alone")
     a = ap.parse_args()
 
-    load_before = os.getloadavg()
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                            text=True).stdout.strip()
+    env = figures.environment()
     with tempfile.TemporaryDirectory() as tmp:
         cl = Cluster(a.binary, tmp)
         try:
@@ -178,13 +180,12 @@ def main():
                         small[target].append(small_round(client, target, a.small, r))
                 del arr
             # Row 3: fresh processes, each holding the same arrays.
-            rss_rows = []
+            rss_rows = {}
             n_arrays = max(1, a.rss_mib // 256)
             p_rust, rust2 = cl.rust_worker("rust-rss")
             p_py, py2 = cl.python_worker("python-rss")
             with Client(cl.address, timeout=60) as client:
-                for name, proc, addr in [("Rust data worker", p_rust, rust2),
-                                         ("Python worker", p_py, py2)]:
+                for name, proc, addr in [("rust", p_rust, rust2), ("python", p_py, py2)]:
                     base = rss(proc.pid)
                     held = []
                     for i in range(n_arrays):
@@ -193,50 +194,21 @@ def main():
                         del x
                     n = n_arrays * 256 * (1 << 20)
                     time.sleep(1)
-                    after = rss(proc.pid)
-                    rss_rows.append((name, base, n, after))
+                    rss_rows[name] = {"before": base, "held": n, "after": rss(proc.pid)}
                     keys = [f.key for f in held]
                     del held
                     gone(client, keys)
         finally:
             cl.close()
-    load_after = os.getloadavg()
 
-    mib = 1 << 20
-    fr, fp = fetch[rust], fetch[source]
-    sr = [x[2] for x in small[rust]]
-    sp = [x[2] for x in small[source]]
-    print(f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}")
-    print(f"commit: {commit}")
-    print(f"machine: {os.cpu_count()} cores; load average before {load_before[0]:.2f}, "
-          f"after {load_after[0]:.2f}")
-    print(f"rounds: {a.rounds} (interleaved, alternating which goes first); "
-          "median (min–max)")
-    print()
-    print("| measure | from/to the Rust data worker | from/to a Python worker | ratio (medians) |")
-    print("| --- | --- | --- | --- |")
-    print(f"| a Python worker fetching a {a.mib} MiB numpy array, MB/s (higher is better) "
-          f"| {spread(fr)} | {spread(fp)} | {statistics.median(fr) / statistics.median(fp):.2f}× |")
-    print(f"| {a.small} small keys scattered then gathered, s (lower is better) "
-          f"| {spread_s(sr)} | {spread_s(sp)} | {statistics.median(sp) / statistics.median(sr):.2f}× |")
-    print(f"|   of which scatter, s | {spread_s([x[0] for x in small[rust]])} "
-          f"| {spread_s([x[0] for x in small[source]])} | |")
-    print(f"|   of which gather, s | {spread_s([x[1] for x in small[rust]])} "
-          f"| {spread_s([x[1] for x in small[source]])} | |")
-    (rn, rb, n, ra), (pn, pb, _, pa) = rss_rows
-    print(f"| resident memory holding N = {n // mib} MiB, MiB (N + at most 32 for the Rust worker) "
-          f"| {ra / mib:.0f} = N + {(ra - n) / mib:.0f} (before: {rb / mib:.0f}) "
-          f"| {pa / mib:.0f} = N + {(pa - n) / mib:.0f} (before: {pb / mib:.0f}) | |")
-    print()
-    print("every round, in order (round i: Rust first when i is even):")
-    rounds("  fetch MB/s, Rust worker", fr, "%.0f")
-    rounds("  fetch MB/s, Python worker", fp, "%.0f")
-    rounds("  small keys s, Rust worker", sr, "%.3f")
-    rounds("  small keys s, Python worker", sp, "%.3f")
-
-
-def rounds(name, xs, fmt):
-    print(f"{name}: " + ", ".join(fmt % x for x in xs))
+    data = {"rounds": a.rounds, "mib": a.mib, "small": a.small,
+            "fetch_mb_s": {"rust": fetch[rust], "python": fetch[source]},
+            "small_s": {"rust": [list(x) for x in small[rust]], "python": [list(x) for x in small[source]]},
+            "rss": rss_rows}
+    if a.no_render:
+        print(json.dumps(data))
+    else:
+        print(figures.record("worker", env, data, a.command))
 
 
 if __name__ == "__main__":

@@ -1124,6 +1124,7 @@ def cmd_overhead(a) -> int:
                     runs.append(best)
                 cl.close()
                 extra = ""
+                relay = {}
                 if fw:
                     logs = {n: read_tap_log(t_.log_path) for n, t_ in cl.taps.items()}
                     errors = sum(len(v["errors"]) for v in logs.values())
@@ -1133,8 +1134,9 @@ def cmd_overhead(a) -> int:
                     extra = f" relayed={relayed} copied={copied} spliced={spliced} errors={errors}"
                     if errors:
                         raise RuntimeError(f"{label}: tap errors {logs}")
+                    relay = {"relayed": relayed, "copied": copied, "spliced": spliced}
             med = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
-            samples[label].append(med)
+            samples[label].append(dict(med, **relay))
             log(f"overhead: round {r} {label:8} {med['wall']:7.3f}s cpu={med['cpu']:.2f}s "
                 f"taps_cpu={med['taps_cpu']:.3f}s others={med['others']:.2f}s "
                 f"attempts={'+'.join(str(x['attempts']) for x in runs)}{extra}")
@@ -1156,6 +1158,12 @@ def cmd_overhead(a) -> int:
             "taps_cpu_s": round(statistics.median(x["taps_cpu"] for x in samples[label]), 3),
             "others_s": round(statistics.median(x["others"] for x in samples[label]), 3),
         }
+        if "relayed" in samples[label][0]:
+            # Bytes the taps relayed over every round (each round's cluster, warm-up
+            # included), and how many of them went through their memory or were
+            # spliced; a round with a tap error has already stopped the run.
+            out["modes"][label].update({k: sum(x[k] for x in samples[label])
+                                        for k in ("relayed", "copied", "spliced")})
     print(json.dumps(out), flush=True)
     return 0
 

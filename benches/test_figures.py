@@ -1,0 +1,86 @@
+"""The check of benches/figures.py, on BENCHMARKS.md and on broken copies of it
+(scripts/check runs this: `python3 -m unittest discover -s benches -p test_figures.py`)."""
+import json
+import os
+import re
+import shutil
+import tempfile
+import unittest
+
+import figures
+
+
+class BrokenCopies(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.doc = os.path.join(self.dir, "BENCHMARKS.md")
+        self.results = os.path.join(self.dir, "bench")
+        shutil.copy(figures.DOC, self.doc)
+        shutil.copytree(figures.RESULTS, self.results)
+        with open(self.doc) as fh:
+            self.text = fh.read()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def problems(self, text):
+        with open(self.doc, "w") as fh:
+            fh.write(text)
+        return figures.check(self.doc, self.results)
+
+    def first_region(self):
+        """(name, its header line) of the first region of the document."""
+        name = re.search(r"^<!-- table:([a-z0-9-]+) -->$", self.text, re.M)
+        head = self.text[name.end():].lstrip("\n").splitlines()[0]
+        return name[1], head
+
+    def test_the_repositorys_document_passes(self):
+        self.assertEqual(figures.check(figures.DOC, figures.RESULTS), [])
+
+    def test_rendering_again_changes_nothing(self):
+        for path in sorted(os.listdir(self.results)):
+            if path.endswith(".json"):
+                with open(os.path.join(self.results, path)) as fh:
+                    rec = json.load(fh)
+                figures.replace_region(self.doc, rec["name"], figures.render_record(rec))
+        with open(self.doc) as fh:
+            self.assertEqual(fh.read(), self.text)
+
+    def test_a_table_outside_a_region(self):
+        text = self.text.replace("## Running\n", "## Running\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", 1)
+        self.assertTrue(any("a table outside a rendered region" in p for p in self.problems(text)))
+
+    def test_a_header_without_a_commit(self):
+        name, head = self.first_region()
+        broken = re.sub(r"^> commit [0-9a-f]+", "> commit ?", head)
+        problems = self.problems(self.text.replace(head, broken, 1))
+        self.assertTrue(any(f"table {name}: its header lacks a commit and a command" in p for p in problems))
+
+    def test_a_header_without_a_command(self):
+        name, head = self.first_region()
+        broken = re.sub(r" · command: `[^`]+`", "", head)
+        problems = self.problems(self.text.replace(head, broken, 1))
+        self.assertTrue(any(f"table {name}: its header lacks a commit and a command" in p for p in problems))
+
+    def test_a_figure_typed_by_hand(self):
+        name, head = self.first_region()
+        start = self.text.index(head)
+        row = next(line for line in self.text[start:].splitlines() if line.startswith("| ") and "---" not in line
+                   and re.search(r"\d\.\d", line))
+        edited = re.sub(r"(\d)\.(\d)", lambda m: f"{(int(m[1]) + 1) % 10}.{m[2]}", row, count=1)
+        problems = self.problems(self.text.replace(row, edited, 1))
+        self.assertTrue(any(f"table {name} is not what" in p for p in problems), problems)
+
+    def test_a_region_that_never_closes(self):
+        name, _ = self.first_region()
+        problems = self.problems(self.text.replace(f"<!-- /table:{name} -->", "", 1))
+        self.assertTrue(any("never closes" in p or "opens inside" in p for p in problems), problems)
+
+    def test_a_region_without_its_results_file(self):
+        name, _ = self.first_region()
+        os.remove(os.path.join(self.results, f"{name}.json"))
+        self.assertTrue(any("no results file" in p for p in self.problems(self.text)))
+
+
+if __name__ == "__main__":
+    unittest.main()
