@@ -7,8 +7,8 @@
 //! **This is framewire's only module with `unsafe` code**: two calls that
 //! map a file (`memmap2`'s `map` / `map_mut`). A mapping is only sound while
 //! nobody truncates or rewrites the file under it; a truncated file turns
-//! the next access into `SIGBUS`, which no `Result` can catch
-//! (hostile-inputs.md §3.6, M1–M4). So framewire maps only files it can
+//! the next access into `SIGBUS`, which no `Result` can catch. So
+//! framewire maps only files it can
 //! prove nobody else can change:
 //!
 //! * [`sealed`]: a memfd whose seals forbid shrinking, growing and writing

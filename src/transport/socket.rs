@@ -116,8 +116,7 @@ pub enum Socket {
 pub type Ciphertext = tokio::io::BufReader<TcpStream>;
 
 /// How much ciphertext a TLS socket reads from the kernel at once (a
-/// buffer each TLS connection keeps; 256 KiB measured no faster over
-/// loopback).
+/// buffer each TLS connection keeps).
 #[cfg(feature = "tls")]
 const CIPHERTEXT_READ_AHEAD: usize = 64 * 1024;
 
