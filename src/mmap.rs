@@ -8,8 +8,7 @@
 //! map a file (`memmap2`'s `map` / `map_mut`). A mapping is only sound while
 //! nobody truncates or rewrites the file under it; a truncated file turns
 //! the next access into `SIGBUS`, which no `Result` can catch. So
-//! framewire maps only files it can
-//! prove nobody else can change:
+//! framewire maps only files it can prove nobody else can change:
 //!
 //! * [`sealed`]: a memfd whose seals forbid shrinking, growing and writing
 //!   (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE`, checked with
