@@ -334,7 +334,7 @@ pub enum Value {
     /// encode to the same bytes; only the representation differs.
     ///
     /// Deserializing a `msgpack` blob packs every array of at least
-    /// [`PACK_MIN`](crate::serialize::PACK_MIN) such integers (a tuple of a million small ints decodes
+    /// 32 such integers (a tuple of a million small ints decodes
     /// into 8 MB, not 40); build one with `Value::from(Vec<i64>)`. Read it
     /// with [`Value::as_int_array`], or any array with [`Value::array_len`]
     /// and [`Value::array_item`].

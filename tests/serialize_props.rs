@@ -20,7 +20,11 @@
 use bytes::Bytes;
 use framewire::message::loads;
 use framewire::serialize::deserialize_blocks;
-use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions, PACK_MIN};
+use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions};
+
+/// SPEC.md §5.9: a `msgpack`-family blob packs every array of at least 32
+/// integers into a `Value::IntArray`.
+const PACK_MIN: usize = 32;
 use framewire::{dumps, Block, Header, IterateCollection, Limits, NdArray, Value};
 use proptest::prelude::*;
 

@@ -16,13 +16,20 @@ use framewire::dumps_with;
 use framewire::serialize::Codec;
 use framewire::transport::{
     handshake, Connection, FrameCodec, HandshakeError, HandshakeOptions, Negotiated, TimeoutPhase,
-    TransportError, COALESCE_THRESHOLD, MAX_IOVECS, OWN_BUFFER_THRESHOLD,
+    TransportError,
 };
 use framewire::EnvelopeError;
 use framewire::{dumps, DecodeError, EncodeError, Envelope, LimitName, Limits, Value};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio_util::codec::{Decoder, Encoder, FramedRead};
+
+// The `Connection`'s documented behaviour: frames under 16 KiB are coalesced
+// with their prelude, a vectored write takes at most 1024 slices, and frames
+// of at least 64 KiB are read into a buffer of their own.
+const COALESCE_THRESHOLD: usize = 16 << 10;
+const MAX_IOVECS: usize = 1024;
+const OWN_BUFFER_THRESHOLD: usize = 64 << 10;
 
 // ---- fixtures ----------------------------------------------------------------
 

@@ -45,9 +45,10 @@ pub use collection::{CollectionKind, CollectionView};
 pub use compression::{decompress, maybe_compress, Codec, DecompressBudget};
 pub use error::{CompressionError, DeserializeError};
 pub use families::{DaskFamily, Encoded, ErrorFamily, Family, MsgpackFamily};
+pub(crate) use options::PACK_MIN;
 pub use options::{
     DeserializeOptions, IterateCollection, Registry, SerializeOptions,
-    DEFAULT_OUT_OF_BAND_THRESHOLD, DEFAULT_SHARD_SIZE, PACK_MIN,
+    DEFAULT_OUT_OF_BAND_THRESHOLD, DEFAULT_SHARD_SIZE,
 };
 pub use read::{deserialize, deserialize_blocks, deserialize_with_budget};
 pub use shards::merge_frames;

@@ -29,7 +29,7 @@ pub enum IterateCollection {
 
 /// Deserializing a `msgpack` blob packs arrays of at least this many
 /// integers (all in `i64`'s range) into a [`Value::IntArray`](crate::Value::IntArray).
-pub const PACK_MIN: usize = 32;
+pub(crate) const PACK_MIN: usize = 32;
 
 /// Dask's default shard size, `distributed.comm.shard` (64 MiB).
 pub const DEFAULT_SHARD_SIZE: usize = 64 << 20;

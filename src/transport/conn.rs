@@ -302,7 +302,7 @@ impl ConnectionBuilder {
     }
 
     /// The `tls` configuration, if any.
-    pub(crate) fn tls_config(&self) -> super::socket::TlsOption<'_> {
+    pub(crate) fn tls_config(&self) -> Option<&super::TlsConfig> {
         #[cfg(feature = "tls")]
         return self.tls.as_ref();
         #[cfg(not(feature = "tls"))]
@@ -373,13 +373,13 @@ impl ConnectionBuilder {
 /// [`Envelope`]s, with [`send`](Connection::send) / [`recv`](Connection::recv).
 ///
 /// * Writes are zero-copy for large frames: the prelude and frames under
-///   [`COALESCE_THRESHOLD`](super::COALESCE_THRESHOLD) are coalesced into one
+///   16 KiB are coalesced into one
 ///   buffer (a small message is one system call), larger frames go out from
 ///   their own `Bytes` in vectored writes of at most
-///   [`MAX_IOVECS`](super::MAX_IOVECS) slices.
+///   1024 slices (Linux's `IOV_MAX`).
 /// * Reads check the prelude against [`Limits`] before allocating, read
 ///   small frames into one shared buffer and frames of at least
-///   [`OWN_BUFFER_THRESHOLD`](super::OWN_BUFFER_THRESHOLD) into a buffer of
+///   64 KiB into a buffer of
 ///   their own, which is reused for the next large message once the
 ///   application has dropped every frame in it ([`ConnectionBuilder::recycle_buffers`]).
 /// * `recv` is cancel-safe; `send` dropped before writing anything discards

@@ -69,14 +69,14 @@ pub use error::{ConnectError, HandshakeError, TimeoutPhase, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
 #[cfg(feature = "serde")]
 pub use message_codec::MessageCodec;
-pub use read::OWN_BUFFER_THRESHOLD;
 #[cfg(feature = "serde")]
 pub(crate) use session::decode_msg;
 pub use session::Session;
 #[cfg(feature = "tls")]
 pub use socket::Ciphertext;
-pub use socket::{Address, Socket, TlsOption};
+#[cfg(not(feature = "tls"))]
+pub use socket::TlsConfig;
+pub use socket::{Address, Socket};
 pub use stats::Stats;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};
-pub use write::{COALESCE_THRESHOLD, MAX_IOVECS};

@@ -222,13 +222,14 @@ impl AsyncWrite for Socket {
     }
 }
 
-/// TLS for an address: none for `tcp://`, the config for `tls://` (an
-/// error when there is none).
-#[cfg(feature = "tls")]
-pub type TlsOption<'a> = Option<&'a TlsConfig>;
-/// Without the `tls` feature there is no TLS configuration to give.
+/// TLS configuration without the `tls` feature: a type with no values, so
+/// that the functions taking an `Option<&TlsConfig>` (none for `tcp://`, the
+/// config for `tls://`) have one signature whatever the features, and `None`
+/// is the only option. With the feature it is the certificates and keys of
+/// `tls://` (`TlsConfig::from_pem_files` and others).
 #[cfg(not(feature = "tls"))]
-pub type TlsOption<'a> = Option<&'a std::convert::Infallible>;
+#[derive(Clone, Debug)]
+pub enum TlsConfig {}
 
 impl Socket {
     /// Connects to `address` in one attempt (`TCP_NODELAY` set, and Dask's
@@ -236,7 +237,10 @@ impl Socket {
     /// `tls://`, does the TLS handshake with `tls`: the server's chain is
     /// verified, our certificate presented. No deadline and no retry: see
     /// [`ConnectionBuilder::connect_socket`], which retries as Dask does.
-    pub async fn connect(address: &Address, tls: TlsOption<'_>) -> Result<Socket, TransportError> {
+    pub async fn connect(
+        address: &Address,
+        tls: Option<&TlsConfig>,
+    ) -> Result<Socket, TransportError> {
         let start = Instant::now();
         let result = Dial::once(tls).attempt(address, None).await;
         result.map_err(|f| give_up(&Target::Name(address), None, (start, 1), f))
@@ -248,7 +252,7 @@ impl Socket {
     /// [`TimeoutPhase::TlsHandshake`], the step that was under way.
     pub async fn connect_within(
         address: &Address,
-        tls: TlsOption<'_>,
+        tls: Option<&TlsConfig>,
         timeout: Duration,
     ) -> Result<Socket, TransportError> {
         let start = Instant::now();
@@ -267,7 +271,10 @@ impl Socket {
     /// `tls` is given, does the TLS handshake as the server: a client
     /// certificate signed by the CA is required. No deadline: see
     /// [`Socket::accept_within`], or use [`ConnectionBuilder::accept_socket`].
-    pub async fn accept(stream: TcpStream, tls: TlsOption<'_>) -> Result<Socket, TransportError> {
+    pub async fn accept(
+        stream: TcpStream,
+        tls: Option<&TlsConfig>,
+    ) -> Result<Socket, TransportError> {
         Socket::accept_by(stream, tls, None, Some(DEFAULT_TCP_TIMEOUT)).await
     }
 
@@ -276,7 +283,7 @@ impl Socket {
     /// [`TransportError::Timeout`] ([`TimeoutPhase::TlsHandshake`]).
     pub async fn accept_within(
         stream: TcpStream,
-        tls: TlsOption<'_>,
+        tls: Option<&TlsConfig>,
         timeout: Duration,
     ) -> Result<Socket, TransportError> {
         Socket::accept_by(
@@ -290,7 +297,7 @@ impl Socket {
 
     async fn accept_by(
         stream: TcpStream,
-        tls: TlsOption<'_>,
+        tls: Option<&TlsConfig>,
         deadline: Option<Instant>,
         tcp_timeout: Option<Duration>,
     ) -> Result<Socket, TransportError> {
@@ -465,13 +472,13 @@ impl Failure {
 
 /// How to connect: the TLS configuration and the TCP timeout.
 struct Dial<'a> {
-    tls: TlsOption<'a>,
+    tls: Option<&'a TlsConfig>,
     tcp_timeout: Option<Duration>,
 }
 
 impl<'a> Dial<'a> {
     /// With Dask's default TCP timeout.
-    fn once(tls: TlsOption<'a>) -> Dial<'a> {
+    fn once(tls: Option<&'a TlsConfig>) -> Dial<'a> {
         Dial {
             tls,
             tcp_timeout: Some(DEFAULT_TCP_TIMEOUT),

@@ -45,11 +45,11 @@ use super::stats::Stats;
 /// trade with its `CHAIN_THRESHOLD`). Copying 16 KiB costs about a
 /// microsecond, less than the bookkeeping of a separate slice; larger frames
 /// are never copied.
-pub const COALESCE_THRESHOLD: usize = 16 << 10;
+pub(crate) const COALESCE_THRESHOLD: usize = 16 << 10;
 
 /// Slices passed to one vectored write: Linux's `IOV_MAX`. A message with
 /// more chunks is written in several calls.
-pub const MAX_IOVECS: usize = 1024;
+pub(crate) const MAX_IOVECS: usize = 1024;
 
 /// A message being written.
 #[derive(Debug)]

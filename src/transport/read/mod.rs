@@ -83,7 +83,7 @@ pub(crate) use receive::Receiver;
 /// (consecutive ones share it), straight from the socket, instead of the
 /// shared read buffer. Below it, a frame is copied at most once, from the
 /// kernel into the read buffer, and shares that buffer with its neighbours.
-pub const OWN_BUFFER_THRESHOLD: usize = 64 << 10;
+pub(crate) const OWN_BUFFER_THRESHOLD: usize = 64 << 10;
 
 /// Bytes a connection's read may take past the end of what the reader
 /// needs (the next prelude, the next small run). Bounds the copy into a
