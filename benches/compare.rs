@@ -498,9 +498,10 @@ fn builder(tls: Option<&TlsConfig>) -> ConnectionBuilder {
 }
 
 fn handshake_options() -> HandshakeOptions {
-    HandshakeOptions {
-        timeout: Some(std::time::Duration::from_secs(60)),
-        ..HandshakeOptions::default()
+    {
+        let mut o = HandshakeOptions::default();
+        o.timeout = Some(std::time::Duration::from_secs(60));
+        o
     }
 }
 

@@ -264,9 +264,10 @@ fn a_mismatch_poisons_the_connection() {
 }
 
 fn offer(c: Checksums) -> HandshakeOptions {
-    HandshakeOptions {
-        checksums: c,
-        ..Default::default()
+    {
+        let mut o = HandshakeOptions::default();
+        o.checksums = c;
+        o
     }
 }
 

@@ -178,10 +178,8 @@ fn golden_compressed_captures_deserialize_like_dask() {
     for name in SERIALIZED_CASES {
         let c = case(name);
         let passthrough = loads(&c.frames, &Limits::dask_compat()).unwrap();
-        let opts = DeserializeOptions {
-            backing: vec![c.wire.clone()],
-            ..compat()
-        };
+        let mut opts = compat();
+        opts.backing = vec![c.wire.clone()];
         let value = deserialize_blocks(passthrough, &opts).unwrap();
         assert!(
             same_as_python(&value, &c.json["value"]),
@@ -258,11 +256,9 @@ fn golden_lz4_and_zstd_encoding_rebuilds_dasks_messages_byte_for_byte() {
                 .unwrap(),
         )
         .unwrap();
-        let opts = SerializeOptions {
-            compression: Some(codec),
-            shard_size: c.json["dumps_call"]["frame_split_size"].as_u64().unwrap() as usize,
-            ..Default::default()
-        };
+        let mut opts = SerializeOptions::default();
+        opts.compression = Some(codec);
+        opts.shard_size = c.json["dumps_call"]["frame_split_size"].as_u64().unwrap() as usize;
         let msg = reserializable(
             &loads(&c.frames, &Limits::dask_compat()).unwrap(),
             &compat(),
@@ -285,10 +281,8 @@ fn golden_lz4_and_zstd_encoding_rebuilds_dasks_messages_byte_for_byte() {
 fn golden_topickle_lz4_passes_through_unchanged_with_compression_on() {
     let c = case("topickle_lz4");
     let msg = loads(&c.frames, &Limits::dask_compat()).unwrap();
-    let opts = SerializeOptions {
-        compression: Some(Codec::Lz4),
-        ..Default::default()
-    };
+    let mut opts = SerializeOptions::default();
+    opts.compression = Some(Codec::Lz4);
     let frames = dumps_with(&msg, &opts).unwrap();
     assert_eq!(frames, c.frames);
     assert_eq!(frames[2].as_ptr(), c.frames[2].as_ptr(), "the same memory");
@@ -340,11 +334,9 @@ fn round_trip_every_codec_and_shard_size() {
         for shard_size in [1_000, 4_096, 12_000, 1 << 20, 64 << 20] {
             for (name, v) in &payloads {
                 let at = format!("{codec} shard {shard_size} {name}");
-                let opts = SerializeOptions {
-                    compression: Some(codec),
-                    shard_size,
-                    ..Default::default()
-                };
+                let mut opts = SerializeOptions::default();
+                opts.compression = Some(codec);
+                opts.shard_size = shard_size;
                 let msg = Value::map_of([("v", Value::Serialize(Box::new(v.clone())))]);
                 let wire = Envelope::new(dumps_with(&msg, &opts).unwrap())
                     .unwrap()
@@ -493,10 +485,8 @@ fn pass_through_blocks_are_never_compressed() {
     )));
     let msg = Value::map_of([("s", serialized), ("p", pickled)]);
     for codec in Codec::ALL {
-        let opts = SerializeOptions {
-            compression: Some(codec),
-            ..Default::default()
-        };
+        let mut opts = SerializeOptions::default();
+        opts.compression = Some(codec);
         let frames = dumps_with(&msg, &opts).unwrap();
         assert_eq!(frames.len(), 5);
         assert_eq!(
@@ -527,10 +517,8 @@ fn serialized_inside_a_serialize_collection_is_compressed_as_dask_does() {
             Value::Serialized(Box::new(pickle)),
         ]))),
     )]);
-    let opts = SerializeOptions {
-        compression: Some(Codec::Zstd),
-        ..Default::default()
-    };
+    let mut opts = SerializeOptions::default();
+    opts.compression = Some(Codec::Zstd);
     let frames = dumps_with(&msg, &opts).unwrap();
     let passthrough = loads(&frames, &Limits::strict()).unwrap();
     let Some(Value::Serialized(b)) = passthrough.get("v") else {

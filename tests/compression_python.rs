@@ -202,11 +202,9 @@ fn dask_decodes_what_framewire_compresses() {
     let mut compressed = 0;
     for codec in [Codec::Lz4, Codec::Zstd, Codec::Zlib] {
         for (name, v, shard_size) in &msgs {
-            let opts = SerializeOptions {
-                compression: Some(codec),
-                shard_size: *shard_size,
-                ..Default::default()
-            };
+            let mut opts = SerializeOptions::default();
+            opts.compression = Some(codec);
+            opts.shard_size = *shard_size;
             let msg = Value::map_of([("op", Value::str("x")), ("v", v.clone())]);
             let frames = dumps_with(&msg, &opts).unwrap();
             let used = codecs_on_the_wire(&frames);

@@ -1792,10 +1792,8 @@ fn iterated_nesting_stops_where_the_header_would_exceed_1024_containers() {
         }
         v
     };
-    let opts = SerializeOptions {
-        iterate: IterateCollection::Always,
-        ..Default::default()
-    };
+    let mut opts = SerializeOptions::default();
+    opts.iterate = IterateCollection::Always;
     // Level L's map sits in 2L containers; the innermost leaf's header in
     // 2 × 511 = 1022, its entries' values in 1023.
     let deepest = nested(511);

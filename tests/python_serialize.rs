@@ -166,9 +166,10 @@ fn msg(entries: Vec<(&str, Value)>) -> Value {
 }
 
 fn with_mode(mode: IterateCollection) -> SerializeOptions {
-    SerializeOptions {
-        iterate: mode,
-        ..Default::default()
+    {
+        let mut o = SerializeOptions::default();
+        o.iterate = mode;
+        o
     }
 }
 
@@ -443,10 +444,8 @@ fn python_loads_what_framewire_serializes() {
         "arr": nd_json("<f8", &[25_000], &float_bytes),
         "both": {"$tuple": [blob("$bytes", &payload), 1]},
     });
-    let shard_opts = SerializeOptions {
-        shard_size: 64 << 10,
-        ..Default::default()
-    };
+    let mut shard_opts = SerializeOptions::default();
+    shard_opts.shard_size = 64 << 10;
     add("sharded", sharded, shard_opts, expected);
 
     // One stream, every message enveloped.
@@ -644,10 +643,8 @@ fn framewire_deserializes_what_python_dumps() {
         serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
     let wire = Bytes::from(out.stdout);
     let limits = Limits::dask_compat();
-    let opts = DeserializeOptions {
-        backing: vec![wire.clone()],
-        ..DeserializeOptions::with_limits(limits.clone())
-    };
+    let mut opts = DeserializeOptions::with_limits(limits.clone());
+    opts.backing = vec![wire.clone()];
     let inside = |b: &[u8]| {
         let (p, w) = (b.as_ptr() as usize, wire.as_ptr() as usize);
         p >= w && p + b.len() <= w + wire.len()

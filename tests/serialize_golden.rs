@@ -90,9 +90,10 @@ fn opts() -> DeserializeOptions {
 }
 
 fn opts_backed(wire: &Bytes) -> DeserializeOptions {
-    DeserializeOptions {
-        backing: vec![wire.clone()],
-        ..opts()
+    {
+        let mut o = opts();
+        o.backing = vec![wire.clone()];
+        o
     }
 }
 
@@ -466,11 +467,9 @@ fn reserialize(
     shard_size: usize,
     compression: Option<serialize::Codec>,
 ) -> (Bytes, Vec<Bytes>, Block) {
-    let opts = SerializeOptions {
-        shard_size,
-        compression,
-        ..Default::default()
-    };
+    let mut opts = SerializeOptions::default();
+    opts.shard_size = shard_size;
+    opts.compression = compression;
     let frames = framewire::dumps_with(
         &Value::Array(vec![Value::Serialize(Box::new(v.clone()))]),
         &opts,
@@ -746,10 +745,8 @@ fn shards_merge_in_place_with_backing_and_copy_once_without() {
         .flat_map(|i| (i as u16).to_le_bytes())
         .collect();
     let a = framewire::NdArray::from_c_order("<u2", &[10_000], Bytes::from(data.clone())).unwrap();
-    let sopts = SerializeOptions {
-        shard_size: 3000,
-        ..Default::default()
-    };
+    let mut sopts = SerializeOptions::default();
+    sopts.shard_size = 3000;
     let frames = framewire::dumps_with(
         &Value::Serialize(Box::new(Value::NdArray(Box::new(a)))),
         &sopts,
@@ -1330,13 +1327,11 @@ fn collection_view_element_equals_full_deserialize_on_1e5_elements() {
             _ => Value::Array(vec![Value::from(i as u64), Value::str("x")]),
         })
         .collect();
-    let block = serialize::serialize(
-        &Value::Array(items),
-        &SerializeOptions {
-            iterate: IterateCollection::Always,
-            ..Default::default()
-        },
-    )
+    let block = serialize::serialize(&Value::Array(items), &{
+        let mut o = SerializeOptions::default();
+        o.iterate = IterateCollection::Always;
+        o
+    })
     .unwrap();
     let all = deserialize(&block, &opts()).unwrap();
     let all = all.as_array().unwrap();

@@ -44,10 +44,11 @@ const MODES: [IterateCollection; 3] = [
 ];
 
 fn sopts(mode: IterateCollection, threshold: usize) -> SerializeOptions {
-    SerializeOptions {
-        iterate: mode,
-        out_of_band_threshold: threshold,
-        ..Default::default()
+    {
+        let mut o = SerializeOptions::default();
+        o.iterate = mode;
+        o.out_of_band_threshold = threshold;
+        o
     }
 }
 
@@ -263,7 +264,7 @@ proptest! {
         check_same_memory(&expected, &got).map_err(TestCaseError::fail)?;
         // Every mode, small threshold, tiny shards (zero-copy shards merge by copy).
         for mode in MODES {
-            let opts = SerializeOptions { shard_size: 7, ..sopts(mode, THRESHOLD) };
+            let opts = { let mut o = sopts(mode, THRESHOLD); o.shard_size = 7; o };
             match framewire::dumps_with(&msg, &opts) {
                 Err(e) => {
                     prop_assert!(refusal(&v, mode, true, THRESHOLD).is_some(), "{:?}: {}", mode, e);
@@ -296,7 +297,7 @@ proptest! {
         }
         prop_assert_eq!(deserialize(&block, &dopts()).unwrap(), v.clone());
         // Never inlines it whatever its size.
-        let never = serialize::serialize(&v, &SerializeOptions { iterate: IterateCollection::Never, ..Default::default() }).unwrap();
+        let never = serialize::serialize(&v, &{ let mut o = SerializeOptions::default(); o.iterate = IterateCollection::Never; o }).unwrap();
         prop_assert_eq!(never.frames().len(), 1);
         prop_assert_eq!(deserialize(&never, &dopts()).unwrap(), v);
     }

@@ -48,10 +48,8 @@ fn default_limits_accept_what_default_options_produce() {
     assert!(same(
         &framewire::loads(&frames, &DeserializeOptions::default()).unwrap()
     ));
-    let opts = SerializeOptions {
-        iterate: IterateCollection::Always,
-        ..SerializeOptions::default()
-    };
+    let mut opts = SerializeOptions::default();
+    opts.iterate = IterateCollection::Always;
     let iterated = framewire::dumps_with(&msg, &opts).unwrap();
     assert!(iterated.len() > 100_000);
     assert!(same(
@@ -94,10 +92,8 @@ fn session_without_a_handshake_has_no_codec() {
 fn session_after_a_handshake_compresses_with_the_agreed_codec() {
     rt().block_on(async {
         let (a, b) = tokio::io::duplex(1 << 20);
-        let ours = HandshakeOptions {
-            compression: Some(Codec::Lz4),
-            ..HandshakeOptions::default()
-        };
+        let mut ours = HandshakeOptions::default();
+        ours.compression = Some(Codec::Lz4);
         let (left, right) = tokio::join!(handshake(a, &ours), handshake(b, &ours));
         let ((mut left, agreed), (mut right, _)) = (left.unwrap(), right.unwrap());
         assert_eq!(agreed.codec(), Some(Codec::Lz4));
@@ -149,9 +145,10 @@ fn recv_value_merges_shards_without_a_copy() {
     rt().block_on(async {
         let (a, b) = tokio::io::duplex(1 << 20);
         let mut builder = Connection::builder();
-        builder.serialize_options(SerializeOptions {
-            shard_size: 1 << 20,
-            ..SerializeOptions::default()
+        builder.serialize_options({
+            let mut o = SerializeOptions::default();
+            o.shard_size = 1 << 20;
+            o
         });
         let mut tx = builder.build(a);
         let mut rx = Connection::new(b);

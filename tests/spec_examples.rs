@@ -431,10 +431,8 @@ fn check(name: &str, input: &Bytes, exp: &Json) -> Result<(), String> {
     // Layer 3: each block deserialized on its own, with the input as the
     // backing buffer; `Pickled` blocks are never deserialized.
     if obj.contains_key("deserialized") {
-        let opts = DeserializeOptions {
-            backing: vec![input.clone()],
-            ..DeserializeOptions::with_limits(limits.clone())
-        };
+        let mut opts = DeserializeOptions::with_limits(limits.clone());
+        opts.backing = vec![input.clone()];
         let got: Vec<Json> = conv
             .found
             .iter()

@@ -49,9 +49,10 @@ fn builder(tls: Option<&TlsConfig>) -> ConnectionBuilder {
 }
 
 fn opts(secs: f64) -> HandshakeOptions {
-    HandshakeOptions {
-        timeout: Some(Duration::from_secs_f64(secs)),
-        ..HandshakeOptions::default()
+    {
+        let mut o = HandshakeOptions::default();
+        o.timeout = Some(Duration::from_secs_f64(secs));
+        o
     }
 }
 

@@ -1123,10 +1123,8 @@ fn handshake_bytes_match_python() {
 #[test]
 fn handshake_negotiation_from_python_captures() {
     let plain = HandshakeOptions::default();
-    let lz4 = HandshakeOptions {
-        compression: Some(Codec::Lz4),
-        ..HandshakeOptions::default()
-    };
+    let mut lz4 = HandshakeOptions::default();
+    lz4.compression = Some(Codec::Lz4);
     let n = Negotiated::new(&plain, peer_map(&capture("server_to_client.bin"))).unwrap();
     assert_eq!((n.codec(), n.pickle_protocol()), (None, 5));
     assert_eq!(n.peer_python(), Some([3, 11, 7]));
@@ -1250,10 +1248,11 @@ async fn handshake_both_write_first_on_a_tiny_pipe() {
     // An 8-byte pipe: a write-then-read handshake would deadlock.
     let (a, b) = tokio::io::duplex(8);
     let x = HandshakeOptions::default().extension("crc32c", Value::Bool(true));
-    let y = HandshakeOptions {
-        pickle_protocol: 4,
-        compression: Some(Codec::Lz4),
-        ..HandshakeOptions::default()
+    let y = {
+        let mut o = HandshakeOptions::default();
+        o.pickle_protocol = 4;
+        o.compression = Some(Codec::Lz4);
+        o
     }
     .extension("crc32c", Value::str("yes"));
     let (l, r) = tokio::join!(handshake(a, &x), handshake(b, &y));
@@ -1355,10 +1354,8 @@ async fn handshake_failures() {
 #[tokio::test(start_paused = true)]
 async fn handshake_timeout() {
     let (a, _b) = tokio::io::duplex(1 << 12);
-    let opts = HandshakeOptions {
-        timeout: Some(Duration::from_secs(5)),
-        ..HandshakeOptions::default()
-    };
+    let mut opts = HandshakeOptions::default();
+    opts.timeout = Some(Duration::from_secs(5));
     assert!(matches!(
         handshake(a, &opts).await,
         Err(TransportError::Timeout {
@@ -1402,10 +1399,8 @@ async fn received_shards_merge_in_the_receive_buffer() {
             Value::Serialize(Box::new(Value::Bin(payload.clone()))),
         ),
     ]);
-    let opts = SerializeOptions {
-        shard_size: 1 << 20,
-        ..Default::default()
-    };
+    let mut opts = SerializeOptions::default();
+    opts.shard_size = 1 << 20;
     let frames = dumps_with(&msg, &opts).unwrap();
     assert_eq!(frames.len(), 6, "frame 0, a sub-header, 4 shards");
     let (a, b) = tokio::io::duplex(1 << 16);

@@ -441,10 +441,8 @@ async fn python_ignores_checksum_offers_and_reads_a_message_with_a_trailer() {
     let first = lines.next().expect("port line").unwrap();
     let port: serde_json::Value = serde_json::from_str(&first).unwrap();
     let port = port["port"].as_u64().unwrap() as u16;
-    let require = HandshakeOptions {
-        checksums: Checksums::Require,
-        ..opts()
-    };
+    let mut require = opts();
+    require.checksums = Checksums::Require;
     let refused = Connection::builder()
         .limits(limits())
         .connect(("127.0.0.1", port), &require)
@@ -461,10 +459,8 @@ async fn python_ignores_checksum_offers_and_reads_a_message_with_a_trailer() {
     let first = lines.next().expect("port line").unwrap();
     let port: serde_json::Value = serde_json::from_str(&first).unwrap();
     let port = port["port"].as_u64().unwrap() as u16;
-    let offer = HandshakeOptions {
-        checksums: Checksums::Offer,
-        ..opts()
-    };
+    let mut offer = opts();
+    offer.checksums = Checksums::Offer;
     let (mut conn, agreed) = Connection::builder()
         .limits(limits())
         .connect(("127.0.0.1", port), &offer)

@@ -625,10 +625,8 @@ fn typed_codec_and_connection_send_typed_messages() {
 
         // Connection: send_msg / recv_msg, with the codec a handshake agreed.
         let (a, b) = tokio::io::duplex(1 << 20);
-        let opts = HandshakeOptions {
-            compression: Some(Codec::Lz4),
-            ..Default::default()
-        };
+        let mut opts = HandshakeOptions::default();
+        opts.compression = Some(Codec::Lz4);
         let (l, r) = tokio::join!(handshake(a, &opts), handshake(b, &opts));
         let ((mut l, _), (mut r, _)) = (l.unwrap(), r.unwrap());
         let store = Stream::Store {

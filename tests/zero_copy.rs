@@ -461,10 +461,8 @@ fn envelope_decode_and_loads_slice_the_wire_buffer() {
 fn shards_arrive_adjacent_in_one_buffer() {
     const SIZE: usize = 8 * MIB;
     let payload = payload(SIZE);
-    let opts = SerializeOptions {
-        shard_size: MIB,
-        ..Default::default()
-    };
+    let mut opts = SerializeOptions::default();
+    opts.shard_size = MIB;
     let frames = dumps_with(&task(payload), &opts).unwrap();
     let (a, b) = tcp_pair();
     std::thread::scope(|scope| {
@@ -508,10 +506,8 @@ fn shards_arrive_adjacent_in_one_buffer() {
 #[test]
 fn received_shards_merge_without_copy() {
     const SIZE: usize = 8 * MIB;
-    let opts = SerializeOptions {
-        shard_size: MIB,
-        ..Default::default()
-    };
+    let mut opts = SerializeOptions::default();
+    opts.shard_size = MIB;
     let frames = dumps_with(&task(payload(SIZE)), &opts).unwrap();
     let (a, b) = tcp_pair();
     std::thread::scope(|scope| {

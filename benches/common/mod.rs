@@ -131,9 +131,10 @@ fn with_serialized(n: usize, at: usize) -> Value {
 }
 
 pub fn serialize_options(mode: IterateCollection) -> SerializeOptions {
-    SerializeOptions {
-        iterate: mode,
-        ..Default::default()
+    {
+        let mut o = SerializeOptions::default();
+        o.iterate = mode;
+        o
     }
 }
 

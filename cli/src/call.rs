@@ -94,16 +94,17 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
     framewire::dumps(&msg).map_err(|e| format!("cannot encode the message: {e}"))?;
     let address = Address::parse(address)?;
     let tls = crate::tls::for_address(&address, opts.tls.as_ref(), "--tls")?;
-    let handshake = HandshakeOptions {
-        compression: codec,
-        checksums: match opts.checksums {
+    let handshake = {
+        let mut o = HandshakeOptions::default();
+        o.compression = codec;
+        o.checksums = match opts.checksums {
             None => Checksums::Off,
             Some(ChecksumMode::Offer) => Checksums::Offer,
             Some(ChecksumMode::Require) => Checksums::Require,
-        },
-        // The deadline in `converse` covers it.
-        timeout: None,
-        ..HandshakeOptions::default()
+        };
+        o.// The deadline in `converse` covers it.
+        timeout = None;
+        o
     };
 
     let rt = tokio::runtime::Builder::new_current_thread()

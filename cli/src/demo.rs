@@ -275,10 +275,8 @@ async fn demo() -> Result<String, String> {
     let mut frames = 1u64;
     let (mut large_frames, mut large_bytes) = (0u64, 0u64);
     for (i, p) in plan.iter().enumerate() {
-        let opts = SerializeOptions {
-            iterate: p.iterate,
-            ..SerializeOptions::default()
-        };
+        let mut opts = SerializeOptions::default();
+        opts.iterate = p.iterate;
         let env = dumps_with(&p.value, &opts)
             .and_then(Envelope::new)
             .map_err(|e| format!("demo: message #{i} ({}): cannot encode: {e}", p.label))?;

@@ -57,11 +57,9 @@ pub fn run(
 /// value (a `Pickled` block stays itself, frames as they came), or the text
 /// of a remote serialization error. Any other error is the command's error.
 fn deserialize_message(input: &Input, msg: &Decoded) -> Result<Vec<Result<Value, String>>, String> {
-    let opts = DeserializeOptions {
-        limits: Limits::dask_compat(),
-        backing: vec![input.buf.clone()],
-        ..Default::default()
-    };
+    let mut opts = DeserializeOptions::default();
+    opts.limits = Limits::dask_compat();
+    opts.backing = vec![input.buf.clone()];
     let mut budget = DecompressBudget::new(&opts.limits);
     let blocks = json::blocks_in_order(&msg.loaded.value);
     msg.loaded

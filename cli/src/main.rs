@@ -243,14 +243,15 @@ fn main() -> ExitCode {
             first_read,
             json,
         } => {
-            let opts = SerializeOptions {
-                iterate: match iterate {
+            let opts = {
+                let mut o = SerializeOptions::default();
+                o.iterate = match iterate {
                     Iterate::Always => IterateCollection::Always,
                     Iterate::Never => IterateCollection::Never,
                     Iterate::Auto => IterateCollection::Auto,
-                },
-                shard_size: usize::try_from(*shard_size).unwrap_or(usize::MAX),
-                ..Default::default()
+                };
+                o.shard_size = usize::try_from(*shard_size).unwrap_or(usize::MAX);
+                o
             };
             encode::run(json, &opts, *first_read, &mut out).map(|()| true)
         }

@@ -842,10 +842,8 @@ mod raw {
         // valid trailer but one bit of frame 0 flipped: the tap reports it
         // and closes the connection; the message never reaches the server.
         let mut bad = connect(&addr);
-        let offer = framewire::transport::HandshakeOptions {
-            checksums: framewire::transport::Checksums::Offer,
-            ..Default::default()
-        };
+        let mut offer = framewire::transport::HandshakeOptions::default();
+        offer.checksums = framewire::transport::Checksums::Offer;
         bad.write_all(&wire(&offer.to_value().unwrap())).unwrap();
         let theirs = wire(&fw_server::handshake().to_value().unwrap());
         let mut back = vec![0u8; theirs.len()];

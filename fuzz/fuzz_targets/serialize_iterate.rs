@@ -98,7 +98,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(v) = value(&mut u, 0) else { return };
     let de = DeserializeOptions::with_limits(Limits::dask_compat());
     for mode in [IterateCollection::Always, IterateCollection::Never, IterateCollection::Auto] {
-        let opts = SerializeOptions { iterate: mode, out_of_band_threshold: THRESHOLD, ..Default::default() };
+        let mut opts = SerializeOptions::default();
+        opts.iterate = mode;
+        opts.out_of_band_threshold = THRESHOLD;
         // Every refusal warranted, every warranted refusal made: exactly
         // what the reference says, for every mode.
         let block = match (serialize(&v, &opts), refusal(&v, mode, false, THRESHOLD)) {

@@ -53,7 +53,8 @@ impl CollectionKind {
 /// use framewire::Value;
 ///
 /// let items = Value::Array((0..100).map(|i| Value::Serialize(Box::new(Value::from(i)))).collect());
-/// let opts = SerializeOptions { iterate: IterateCollection::Always, ..Default::default() };
+/// let mut opts = SerializeOptions::default();
+/// opts.iterate = IterateCollection::Always;
 /// let block = serialize(&items, &opts)?;
 /// let view = CollectionView::new(block.header().map(), block.frames())?;
 /// assert_eq!(view.len(), 100);

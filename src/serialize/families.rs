@@ -45,7 +45,8 @@ pub struct Encoded {
 ///     }
 /// }
 ///
-/// let opts = SerializeOptions { registry: Registry::default().with(Utf8), ..Default::default() };
+/// let mut opts = SerializeOptions::default();
+/// opts.registry = Registry::default().with(Utf8);
 /// let block = serialize(&Value::from_static("hi"), &opts)?;
 /// assert_eq!(block.header().get("serializer").and_then(Value::as_str), Some("utf8"));
 /// assert_eq!(&block.frames()[0][..], b"hi");

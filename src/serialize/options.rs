@@ -40,6 +40,7 @@ pub const DEFAULT_OUT_OF_BAND_THRESHOLD: usize = 16 << 10;
 
 /// How values are serialized.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SerializeOptions {
     /// Collections below the top of a `Serialize` (and a collection given to
     /// [`serialize`](super::serialize) directly). The top level of a `Serialize` wrapping a
@@ -139,6 +140,7 @@ impl Registry {
 /// How blocks are deserialized: limits, the families, and optionally the
 /// buffer the frames were sliced from (so adjacent shards merge without a copy).
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct DeserializeOptions {
     /// Bounds on headers, nesting, merged shards and decompressed frames
     /// (each at most `max_frame_len`; a message's together at most

@@ -44,7 +44,8 @@ const ARENA_CHUNK: usize = 4096;
 /// use framewire::Value;
 ///
 /// let ints = Value::Array((0..1000).map(Value::from).collect());
-/// let opts = SerializeOptions { iterate: IterateCollection::Auto, ..Default::default() };
+/// let mut opts = SerializeOptions::default();
+/// opts.iterate = IterateCollection::Auto;
 /// let block = serialize(&ints, &opts)?;
 /// assert_eq!(block.frames().len(), 1); // nothing needs a frame of its own: one blob
 /// assert_eq!(block.header().get("serializer").and_then(Value::as_str), Some("msgpack"));

@@ -25,8 +25,8 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 //! let (a, b) = tokio::io::duplex(64);
 //! let ours = HandshakeOptions::default().extension("crc32c", Value::Bool(true));
-//! let theirs = HandshakeOptions { pickle_protocol: 4, ..HandshakeOptions::default() }
-//!     .extension("crc32c", Value::Bool(true));
+//! let mut theirs = HandshakeOptions::default().extension("crc32c", Value::Bool(true));
+//! theirs.pickle_protocol = 4;
 //! let (x, y) = tokio::join!(handshake(a, &ours), handshake(b, &theirs));
 //! let ((_conn, agreed), _) = (x?, y?);
 //! assert_eq!(agreed.pickle_protocol(), 4);
@@ -84,6 +84,7 @@ pub enum Checksums {
 
 /// What we announce in the handshake.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct HandshakeOptions {
     /// The codec we offer, or `None` (Dask's default, `compression: false`).
     /// It is only used when the peer offers the same, and only if this
@@ -205,7 +206,8 @@ impl Negotiated {
     /// use framewire::transport::{HandshakeError, HandshakeOptions, Negotiated};
     /// use framewire::Value;
     /// let theirs = Value::map_of([("compression", Value::str("lz4")), ("pickle-protocol", 4.into())]);
-    /// let ours = HandshakeOptions { compression: Some(Codec::Lz4), ..Default::default() };
+    /// let mut ours = HandshakeOptions::default();
+    /// ours.compression = Some(Codec::Lz4);
     /// let n = Negotiated::new(&ours, theirs)?;
     /// assert_eq!((n.codec(), n.pickle_protocol()), (Some(Codec::Lz4), 4));
     ///

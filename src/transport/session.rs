@@ -28,7 +28,8 @@ use super::handshake::Negotiated;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 /// let (a, b) = tokio::io::duplex(1 << 16);
-/// let opts = HandshakeOptions { compression: Some(Codec::Lz4), ..Default::default() };
+/// let mut opts = HandshakeOptions::default();
+/// opts.compression = Some(Codec::Lz4);
 /// let (left, right) = tokio::join!(handshake(a, &opts), handshake(b, &opts));
 /// let ((mut left, _), (mut right, _)) = (left?, right?);
 /// assert_eq!(left.session().codec(), Some(Codec::Lz4));

@@ -33,10 +33,11 @@ pub struct Seen {
 
 /// The handshake this server offers.
 pub fn handshake() -> HandshakeOptions {
-    HandshakeOptions {
-        checksums: Checksums::Offer,
-        compression: Some(Codec::Lz4),
-        ..HandshakeOptions::default()
+    {
+        let mut o = HandshakeOptions::default();
+        o.checksums = Checksums::Offer;
+        o.compression = Some(Codec::Lz4);
+        o
     }
 }
 
@@ -149,10 +150,8 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
             ("status", Value::str("OK")),
             ("data", Value::Serialize(Box::new(data))),
         ]);
-        let sopts = SerializeOptions {
-            compression: codec,
-            ..SerializeOptions::default()
-        };
+        let mut sopts = SerializeOptions::default();
+        sopts.compression = codec;
         let frames = framewire::dumps_with(&reply, &sopts).unwrap();
         let mut sent = Vec::new();
         codecs(&loads(&frames, &limits).unwrap(), &mut sent);
