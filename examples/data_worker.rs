@@ -452,7 +452,7 @@ impl Worker {
             }
             WorkerRequest::Gather(m) => {
                 let missing = self
-                    .fetch(&m.who_has, framewire::dask::stimulus_id("gather"))
+                    .fetch(&m.who_has, framewire::dask::runtime::stimulus_id("gather"))
                     .await;
                 let status = if missing.is_empty() {
                     "OK"

@@ -38,6 +38,7 @@ mod key;
 mod messages;
 mod op;
 mod rpc;
+pub mod runtime;
 mod server;
 mod store;
 mod worker;
@@ -54,9 +55,8 @@ pub use rpc::{RemoteError, Rpc, RpcError};
 pub use server::{BadRequest, RequestError, Requests};
 pub use store::{gather_from_workers, nbytes, DataStore, Gathered};
 pub use worker::{
-    now, register_worker, resident_memory, server_id, stimulus_id, versions_like_scheduler,
-    Bandwidth, HeartbeatError, Heartbeats, SpilledBytes, WorkerIdentity, WorkerMetrics,
-    WorkerStream,
+    register_worker, versions_like_scheduler, Bandwidth, HeartbeatError, Heartbeats, SpilledBytes,
+    WorkerIdentity, WorkerMetrics, WorkerStream,
 };
 
 /// A map that keeps its entries in the order they came (Dask's dicts do):
