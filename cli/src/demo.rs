@@ -398,11 +398,11 @@ fn report(
         s.bytes_copied_on_send
     ));
     line(format!(
-        "bytes copied on receive: {} (counted where copied: read ahead, then moved into a large frame's buffer)",
+        "bytes copied on receive: {} (counted where copied: read ahead, then moved into a large frame's buffer; or held by a receive buffer whose growth moved it)",
         r.bytes_copied_on_receive
     ));
     line(format!(
-        "bytes relocated on receive: {} (held by a receive buffer whose growth moved it)",
+        "bytes relocated on receive: {} (of those copied: held by a receive buffer whose growth moved it)",
         r.bytes_relocated_on_receive
     ));
     line(format!(

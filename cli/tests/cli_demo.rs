@@ -113,13 +113,15 @@ fn demo_reports_verified_zero_copy_transfer() {
     assert_eq!(seen, payload, "{stdout}");
     // The copy counters: the small frames (heartbeats, collections' element
     // frames) are coalesced, so some bytes are copied on send, but far fewer
-    // than the payloads; on receive, at most the 64 KiB read-ahead per run
-    // of large frames.
+    // than the payloads.
     let copied = number(&lines, "frame bytes copied on send");
     assert!(copied > 0 && copied < bytes - payload, "{stdout}");
+    // On receive, at most the 64 KiB read-ahead per run of large frames,
+    // besides what growing buffers moved (counted in both).
     let copied_in = number(&lines, "bytes copied on receive");
-    assert!(copied_in <= large_frames * (64 << 10), "{stdout}");
-    number(&lines, "bytes relocated on receive");
+    let relocated = number(&lines, "bytes relocated on receive");
+    assert!(relocated <= copied_in, "{stdout}");
+    assert!(copied_in - relocated <= large_frames * (64 << 10), "{stdout}");
 
     // verified: N of N messages equal after deserialize, P payload bytes identical
     let verified = &lines["verified"];

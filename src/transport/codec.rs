@@ -139,9 +139,10 @@ impl FrameCodec {
     /// out later), with every frame byte in
     /// [`bytes_copied_on_send`](Stats::bytes_copied_on_send): the encoder
     /// copies them all (and the bytes of earlier messages still in the
-    /// write buffer when growing it moves them). The receive counters count messages decoded, and
-    /// [`bytes_relocated_on_receive`](Stats::bytes_relocated_on_receive) the
-    /// bytes moved when the decoder grew the read buffer (decoded frames
+    /// write buffer when growing it moves them). The receive counters count
+    /// messages decoded, and [`bytes_copied_on_receive`](Stats::bytes_copied_on_receive)
+    /// (all of it [`bytes_relocated_on_receive`](Stats::bytes_relocated_on_receive))
+    /// the bytes moved when the decoder grew the read buffer (decoded frames
     /// are slices of it: nothing else is copied).
     ///
     /// ```

@@ -20,8 +20,9 @@ use bytes::BytesMut;
 ///   buffers the socket was read into. Bytes are copied when a read that
 ///   ran ahead into the shared buffer took the start of a large frame, which
 ///   then moves into that frame's own buffer (at most 64 KiB per run of
-///   large frames); and a buffer that has to grow while holding bytes may be
-///   moved by the allocator (counted apart, as relocated).
+///   large frames); and when a buffer that holds bytes has to grow and its
+///   address changes, the bytes it held were copied to the new allocation
+///   (counted as copied, and apart as relocated).
 /// * [`FrameCodec`](super::FrameCodec)'s encoder copies every frame into the
 ///   write buffer.
 ///
@@ -69,20 +70,30 @@ pub struct Stats {
     pub frames_received: u64,
     /// Their bytes on the wire, preludes included.
     pub bytes_received: u64,
-    /// Bytes that arrived in one receive buffer and were copied into
-    /// another (the start of a large frame read ahead into the shared
-    /// buffer, moved into the frame's own buffer or spill file), counted at
-    /// the copy.
+    /// Bytes that arrived in one receive buffer and were then copied
+    /// into another allocation, counted at the copy: the start of a large
+    /// frame read ahead into the shared buffer and moved into the frame's
+    /// own buffer or spill file, and the bytes a buffer held when growing it
+    /// moved it to a new address (also counted in
+    /// [`bytes_relocated_on_receive`](Stats::bytes_relocated_on_receive)).
     pub bytes_copied_on_receive: u64,
-    /// Bytes a receive buffer held when growing it moved it to another
-    /// address: the allocator copied them (or, for a large block, may have
-    /// remapped their pages instead). Counted when the move is seen: the
+    /// Of [`bytes_copied_on_receive`](Stats::bytes_copied_on_receive), the
+    /// bytes a receive buffer held when growing it moved it to another
+    /// address (a reallocation, or `BytesMut` copying a buffer that frames
+    /// still share into a new one). Counted when the move is seen: the
     /// buffer's address changed across the reservation. Only the buffers
     /// framewire grows itself (`Framed`'s own reservations are tokio-util's).
     pub bytes_relocated_on_receive: u64,
 }
 
 impl Stats {
+    /// Counts `n` bytes a growing receive buffer moved: a copy, and a
+    /// relocation.
+    pub(crate) fn relocated_on_receive(&mut self, n: u64) {
+        self.bytes_copied_on_receive += n;
+        self.bytes_relocated_on_receive += n;
+    }
+
     /// The send counters of `sent` with the receive counters of `received`.
     pub(crate) fn merge(sent: Stats, received: Stats) -> Stats {
         Stats {

@@ -146,7 +146,7 @@ impl Placing<'_> {
         if !shared.is_empty() && own.len() < run.len {
             // At most READ_AHEAD bytes: the only copy of a large frame.
             let n = shared.len().min(run.len - own.len());
-            self.stats.bytes_relocated_on_receive += reserve_counted(own, n);
+            self.stats.relocated_on_receive(reserve_counted(own, n));
             own.extend_from_slice(&shared[..n]);
             self.stats.bytes_copied_on_receive += n as u64;
             shared.advance(n);
@@ -377,8 +377,7 @@ impl Body {
                 want = want.min(checksum::PIECE);
             }
             if own.capacity() == own.len() {
-                stats.bytes_relocated_on_receive +=
-                    reserve_counted(own, want.min(cap.max(MIN_READ)));
+                stats.relocated_on_receive(reserve_counted(own, want.min(cap.max(MIN_READ))));
             }
             return Ok(Target::Buf {
                 buf: own,

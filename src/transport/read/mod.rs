@@ -592,7 +592,7 @@ impl FrameReader {
             Mode::Relay => false,
         };
         let spare = shared.capacity() - shared.len();
-        self.stats.bytes_relocated_on_receive += if owner_fills {
+        let moved = if owner_fills {
             if spare >= more.min(MIN_SPARE) {
                 return;
             }
@@ -603,6 +603,7 @@ impl FrameReader {
             }
             reserve_counted(shared, more.min(cap).max(MIN_READ))
         };
+        self.stats.relocated_on_receive(moved);
     }
 
     /// Makes room in the shared buffer for what the reader needs, after
