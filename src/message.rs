@@ -20,6 +20,8 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::EncodeError;
 use crate::limits::Limits;
+#[cfg(feature = "serde")]
+use crate::msgpack::Static;
 use crate::msgpack::{self, Leaves, MsgpackError, Position};
 use crate::value::{Block, Header, Value};
 
@@ -181,8 +183,8 @@ pub(crate) fn check_key_str(key: &str) -> Result<(), EncodeError> {
 #[cfg(feature = "serde")]
 #[inline]
 pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
-    const SERIALIZED: &[u8] = b"\xae__Serialized__";
-    const PICKLED: &[u8] = b"\xab__Pickled__";
+    const SERIALIZED: &[u8] = Static::new().str(SERIALIZED_KEY).bytes();
+    const PICKLED: &[u8] = Static::new().str(PICKLED_KEY).bytes();
     match key {
         SERIALIZED => Err(EncodeError::ReservedKey {
             key: SERIALIZED_KEY,
