@@ -10,7 +10,7 @@
 //! encode.rs   Value → the forms msgpack-python writes; out-of-band values via
 //!             Leaves; Static encodings built at compile time
 //! stream.rs   a frame item by item, for callers that build their own values
-//! peek.rs     looks without limits: a map or a str at a byte
+//! peek.rs     looks without limits: a map or a str at a byte, a lenient Walk
 //! header.rs   Header::map, decoded from the header's bytes on first use
 //! error.rs    MsgpackError, Position
 //! ```
@@ -52,6 +52,7 @@ pub use error::{MsgpackError, Position};
 pub(crate) use head::fixpos;
 #[cfg(feature = "serde")]
 pub(crate) use peek::{is_map_at, one_entry_map_keyed, str_at};
+pub(crate) use peek::{Seen, Walk};
 pub(crate) use raw::{decode_range, set_entries, set_entries_with, skim, value_end, RawMap};
 #[cfg(feature = "serde")]
 pub(crate) use raw::{lookup_str, value_at};
