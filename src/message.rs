@@ -20,7 +20,9 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::EncodeError;
 use crate::limits::Limits;
-use crate::msgpack::{self, Leaves, MsgpackError, Position};
+#[cfg(feature = "serde")]
+use crate::msgpack::Static;
+use crate::msgpack::{self, Leaves, MsgpackError, Position, Seen, Walk};
 use crate::value::{Block, Header, Value};
 
 /// The key in a sub-header that says how many payload frames follow it.
@@ -181,8 +183,8 @@ pub(crate) fn check_key_str(key: &str) -> Result<(), EncodeError> {
 #[cfg(feature = "serde")]
 #[inline]
 pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
-    const SERIALIZED: &[u8] = b"\xae__Serialized__";
-    const PICKLED: &[u8] = b"\xab__Pickled__";
+    const SERIALIZED: &[u8] = Static::new().str(SERIALIZED_KEY).bytes();
+    const PICKLED: &[u8] = Static::new().str(PICKLED_KEY).bytes();
     match key {
         SERIALIZED => Err(EncodeError::ReservedKey {
             key: SERIALIZED_KEY,
@@ -198,6 +200,114 @@ pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
 #[inline]
 pub(crate) fn is_placeholder_at(buf: &[u8], pos: usize) -> bool {
     msgpack::one_entry_map_keyed(buf, pos, SERIALIZED_KEY, PICKLED_KEY)
+}
+
+/// The key only a handshake has among the messages (SPEC.md §6).
+const HANDSHAKE_KEY: &str = "pickle-protocol";
+
+/// What frame 0 of a message says of its op, as [`peek_ops`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ops<'a> {
+    /// A map whose first `"op"` key has a str value: one message.
+    Op(&'a str),
+    /// An array: a batched stream's list of messages, each item's op in
+    /// order (`None` for an item that is not a map with a str `"op"`).
+    Batch(Vec<Option<&'a str>>),
+    /// A map without an `"op"` key that has `"pickle-protocol"`: the
+    /// handshake each side sends first (SPEC.md §6).
+    Handshake,
+    /// Anything else: a map whose `"op"` is missing or not a str, or a
+    /// value that is neither a map nor an array (a reply such as `"OK"`).
+    Other,
+}
+
+/// The op of a message, or the ops of a batched list, read from its frame 0
+/// alone without decoding it: only the keys of the top-level map (or of the
+/// maps in a top-level array) are looked at, everything else is stepped
+/// over in place. A placeholder is a map like any other here, so the
+/// blocks after frame 0 need not have arrived.
+///
+/// It looks rather than checks: no [`Limits`] apply, and every form
+/// msgpack can encode is stepped over (ext types, float 32, a str that is
+/// not UTF-8), where [`loads`] would refuse some. `None` when frame 0 is not
+/// one whole msgpack value (cut short, a byte msgpack never uses, or bytes
+/// after the value).
+///
+/// ```
+/// use framewire::message::{dumps, peek_ops, Ops};
+/// use framewire::Value;
+///
+/// let op = |name: &str| Value::map_of([("op", Value::str(name))]);
+/// let frames = dumps(&op("compute-task"))?;
+/// assert_eq!(peek_ops(&frames[0]), Some(Ops::Op("compute-task")));
+///
+/// let batch = dumps(&Value::Array(vec![op("task-finished"), Value::str("OK")]))?;
+/// assert_eq!(peek_ops(&batch[0]), Some(Ops::Batch(vec![Some("task-finished"), None])));
+/// assert_eq!(peek_ops(&frames[0][..3]), None); // cut short
+/// # Ok::<(), framewire::EncodeError>(())
+/// ```
+pub fn peek_ops(frame0: &[u8]) -> Option<Ops<'_>> {
+    let mut walk = Walk::new(frame0);
+    let ops = match walk.next()? {
+        Seen::Map(n) => {
+            let keys = peek_keys(&mut walk, n)?;
+            match keys.op {
+                Some(op) => Ops::Op(op),
+                None if !keys.has_op && keys.has_handshake_key => Ops::Handshake,
+                None => Ops::Other,
+            }
+        }
+        Seen::Array(n) => {
+            let mut ops = Vec::new();
+            for _ in 0..n {
+                ops.push(match walk.next()? {
+                    Seen::Map(n) => peek_keys(&mut walk, n)?.op,
+                    other => {
+                        walk.skip_rest(other)?;
+                        None
+                    }
+                });
+            }
+            Ops::Batch(ops)
+        }
+        other => {
+            walk.skip_rest(other)?;
+            Ops::Other
+        }
+    };
+    walk.at_end().then_some(ops)
+}
+
+/// What [`peek_ops`] learns of a map's keys.
+#[derive(Default)]
+struct PeekedKeys<'a> {
+    /// The value of its first `"op"` key, if that is a str.
+    op: Option<&'a str>,
+    has_op: bool,
+    has_handshake_key: bool,
+}
+
+/// The `n` entries of the map whose head `walk` has just read.
+fn peek_keys<'a>(walk: &mut Walk<'a>, n: u64) -> Option<PeekedKeys<'a>> {
+    let mut keys = PeekedKeys::default();
+    for _ in 0..n {
+        let key = match walk.next()? {
+            Seen::Str(s) => Some(s),
+            other => {
+                walk.skip_rest(other)?;
+                None
+            }
+        };
+        let first_op = key == Some("op") && !keys.has_op;
+        keys.has_op |= key == Some("op");
+        keys.has_handshake_key |= key == Some(HANDSHAKE_KEY);
+        match walk.next()? {
+            Seen::Str(s) if first_op => keys.op = Some(s),
+            value => walk.skip_rest(value)?,
+        }
+    }
+    Some(keys)
 }
 
 /// Which placeholder a block was reached through.

@@ -1,12 +1,13 @@
-//! Property tests (reference/hostile-inputs.md §4.2): value round trips through
-//! the message layer and the envelope, pass-through stability, zero-copy
-//! block frames, the prefix property and mutation robustness.
+//! Property tests: value round trips through the message layer and the
+//! envelope, pass-through stability, zero-copy block frames, the prefix
+//! property, mutation robustness, and the ops `peek_ops` reads from frame 0
+//! alone against those of the decoded message.
 
 mod common;
 
 use bytes::Bytes;
 use framewire::envelope::{parse_prelude, PreludeStatus};
-use framewire::message::{dumps, loads, loads_detailed, BlockKind, NUM_SUB_FRAMES};
+use framewire::message::{dumps, loads, loads_detailed, peek_ops, BlockKind, Ops, NUM_SUB_FRAMES};
 use framewire::EnvelopeError;
 use framewire::{Block, Envelope, Header, Integer, Limits, Value};
 use proptest::prelude::*;
@@ -189,7 +190,65 @@ fn value() -> impl Strategy<Value = Value> {
     })
 }
 
+/// A message's ops: an op map (its op any scalar, sometimes a str), a
+/// batch of them beside other values, a map with the handshake's key, or
+/// any value.
+fn message() -> impl Strategy<Value = Value> {
+    let op = prop_oneof![
+        3 => select(vec!["compute-task", "op", "pickle-protocol", ""]).prop_map(Value::str),
+        1 => leaf(),
+    ];
+    let entry_key = prop_oneof![
+        2 => select(vec!["op", "pickle-protocol", "reply"]).prop_map(Value::str),
+        3 => key(),
+    ];
+    let op_map = (op, prop::collection::vec((entry_key, value()), 0..4))
+        .prop_map(|(op, rest)| {
+            let mut m = vec![(Value::str("op"), op)];
+            m.extend(rest);
+            Value::Map(m)
+        })
+        .boxed();
+    let keyed = prop::collection::vec(
+        (
+            prop_oneof![
+                2 => select(vec!["op", "pickle-protocol"]).prop_map(Value::str),
+                3 => key(),
+            ],
+            value(),
+        ),
+        0..5,
+    )
+    .prop_map(Value::Map)
+    .boxed();
+    let item = prop_oneof![3 => op_map.clone(), 1 => keyed.clone(), 1 => value()];
+    prop_oneof![
+        2 => op_map,
+        2 => keyed,
+        2 => prop::collection::vec(item, 0..6).prop_map(Value::Array),
+        1 => value(),
+    ]
+}
+
 // ---- oracles ------------------------------------------------------------------
+
+/// What `peek_ops` must say of a message, from the message decoded.
+fn ops_of(v: &Value) -> Ops<'_> {
+    fn op(m: &Value) -> Option<&str> {
+        match m {
+            Value::Map(_) => m.get("op").and_then(Value::as_str),
+            _ => None,
+        }
+    }
+    match v {
+        Value::Map(_) if v.get("op").is_none() && v.get("pickle-protocol").is_some() => {
+            Ops::Handshake
+        }
+        Value::Map(_) => op(v).map_or(Ops::Other, Ops::Op),
+        Value::Array(items) => Ops::Batch(items.iter().map(op).collect()),
+        _ => Ops::Other,
+    }
+}
 
 fn limits() -> Limits {
     Limits::dask_compat()
@@ -473,7 +532,62 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config(512))]
+
+    /// Frame 0 alone gives the ops the whole message decoded gives, for
+    /// messages of every shape (placeholders and their blocks included);
+    /// every strict prefix of frame 0, and frame 0 with a byte after it,
+    /// gives none.
+    #[test]
+    fn peek_ops_reads_the_ops_of_the_decoded_message(v in message(), cut in any::<usize>()) {
+        let frames = dumps(&v).unwrap();
+        let decoded = loads(&frames, &limits()).unwrap();
+        let frame0 = &frames[0];
+        prop_assert_eq!(peek_ops(frame0), Some(ops_of(&decoded)));
+        prop_assert_eq!(peek_ops(&frame0[..cut % frame0.len()]), None);
+        let mut trailing = frame0.to_vec();
+        trailing.push(0);
+        prop_assert_eq!(peek_ops(&trailing), None);
+    }
+
+    /// Random bytes as frame 0: an answer or `None`, never a panic; an
+    /// answer only for bytes that are one msgpack value.
+    #[test]
+    fn peek_ops_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        if let Some(ops) = peek_ops(&bytes) {
+            if let Ok(v) = loads(&[Bytes::from(bytes.clone())], &limits()) {
+                prop_assert_eq!(ops, ops_of(&v));
+            }
+        }
+    }
+}
+
 // ---- deterministic edges -----------------------------------------------------------
+
+/// `peek_ops` on forms Python's msgpack does not write, and on bytes that
+/// are not one msgpack value.
+#[test]
+fn peek_ops_steps_over_every_form_and_refuses_what_is_not_msgpack() {
+    // float 32, ext 8, fixext 16, a str that is not UTF-8, then the op.
+    let exotic = b"\x86\xa1a\xca\0\0\0\0\xa1b\xc7\x02\x05xy\xa1c\xd8\x01\
+                   0123456789abcdef\xa1d\xa2\xff\xfe\x07\x08\xa2op\xa1x";
+    assert_eq!(peek_ops(exotic), Some(Ops::Op("x")));
+    assert_eq!(peek_ops(&exotic[..exotic.len() - 1]), None);
+    // The byte msgpack never uses; nothing at all; a byte after the value.
+    assert_eq!(peek_ops(b"\xc1"), None);
+    assert_eq!(peek_ops(b""), None);
+    assert_eq!(peek_ops(b"\x81\xa2op\xa4ping\x00"), None);
+    // A declared count far beyond the frame ends at the frame's end.
+    assert_eq!(peek_ops(b"\xdf\xff\xff\xff\xff\xa2op"), None);
+    assert_eq!(peek_ops(b"\xdd\xff\xff\xff\xff\x80"), None);
+    // An op that is not a str, a handshake that has an op key, a reply.
+    assert_eq!(peek_ops(b"\x81\xa2op\x05"), Some(Ops::Other));
+    let hs_with_op = b"\x82\xa2op\xc0\xafpickle-protocol\x05";
+    assert_eq!(peek_ops(hs_with_op), Some(Ops::Other));
+    assert_eq!(peek_ops(b"\xa2OK"), Some(Ops::Other));
+    assert_eq!(peek_ops(b"\x90"), Some(Ops::Batch(vec![])));
+}
 
 /// msgpack-python's forms at the length boundaries (frame 0's first bytes).
 #[test]

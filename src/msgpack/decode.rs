@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use bytestring::ByteString;
 
+use super::head::{head, is_fixpos, Head};
 use super::reader::{read_item, Cursor, Item};
 use super::{MsgpackError, Position};
 use crate::limits::Limits;
@@ -64,12 +65,20 @@ pub(crate) fn decode_packed(
     limits: &Limits,
     pack_min: usize,
 ) -> Result<Value, MsgpackError> {
-    if let [b @ 0x00..=0x7f] = buf[..] {
-        if limits.max_msgpack_items > 0 && limits.max_header_len > 0 {
-            return Ok(Value::from(b)); // a lone positive fixint: an element's frame
-        }
+    if let Some(b) = lone_fixpos(buf, limits) {
+        return Ok(Value::from(b)); // an element's frame
     }
     decode_with(buf, frame, limits, &mut plain_map, pack_min)
+}
+
+/// The value of a frame that is one positive fixint, as [`decode`] gives
+/// it under `limits` (which must allow one item of one byte).
+#[inline]
+pub(crate) fn lone_fixpos(buf: &[u8], limits: &Limits) -> Option<u8> {
+    match *buf {
+        [b] if is_fixpos(b) && limits.max_msgpack_items > 0 && limits.max_header_len > 0 => Some(b),
+        _ => None,
+    }
 }
 
 fn decode_with<E: From<MsgpackError>>(
@@ -110,7 +119,10 @@ pub(super) fn decode_one<E: From<MsgpackError>>(
         let start = rd.pos;
         rd.count_item(items_seen, start, limits)?;
         let mut value = match read_item(rd)? {
-            Item::Scalar(v) => v,
+            Item::Nil => Value::Nil,
+            Item::Bool(b) => Value::Bool(b),
+            Item::Int(i) => Value::Int(i),
+            Item::Float(f) => Value::Float(f),
             Item::Bin { start, end } => Value::Bin(buf.slice(start..end)),
             Item::Str { start, end, at } => Value::Str(
                 ByteString::try_from(buf.slice(start..end))
@@ -219,7 +231,7 @@ fn read_ints(
         let window = &window[..window.len().min(todo - done)];
         let run = window
             .iter()
-            .position(|&b| b >= 0x80)
+            .position(|&b| !is_fixpos(b))
             .unwrap_or(window.len());
         if run > 0 {
             ints.extend(window[..run].iter().map(|&b| i64::from(b)));
@@ -227,32 +239,12 @@ fn read_ints(
             done += run;
             continue;
         }
-        let Some(&b) = buf.get(pos) else { break };
-        let (x, width) = match b {
-            0x00..=0x7f => (i64::from(b), 1),
-            0xe0..=0xff => (i64::from(b as i8), 1),
-            0xcc..=0xd3 => {
-                let width = 1usize << ((b - 0xcc) & 3);
-                let Some(be) = buf.get(pos + 1..pos + 1 + width) else {
-                    break;
-                };
-                let mut raw = [0u8; 8];
-                raw[8 - width..].copy_from_slice(be);
-                let u = u64::from_be_bytes(raw);
-                let x = if b >= 0xd0 {
-                    // Signed: sign-extend from `width` bytes.
-                    let shift = 64 - 8 * width as u32;
-                    ((u << shift) as i64) >> shift
-                } else {
-                    match i64::try_from(u) {
-                        Ok(x) => x,
-                        Err(_) => break, // above i64: the general loop unpacks
-                    }
-                };
-                (x, 1 + width)
-            }
-            _ => break,
+        // Any other integer in i64's range; the general loop unpacks
+        // above it.
+        let Some((Head::Int(i), width)) = head(buf, pos) else {
+            break;
         };
+        let Some(x) = i.as_i64() else { break };
         ints.push(x);
         pos += width;
         done += 1;

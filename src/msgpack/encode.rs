@@ -7,9 +7,11 @@
 //! through [`Leaves`].
 
 use bytes::{BufMut, Bytes, BytesMut};
+use rmp::Marker;
 
+use super::head::{fixpos, NIL};
 use crate::error::EncodeError;
-use crate::value::Value;
+use crate::value::{Integer, Value};
 
 /// msgpack-python's own nesting limit: it refuses to encode or decode more
 /// than 1024 nested containers.
@@ -149,12 +151,9 @@ fn put_fixints(items: &[Value], out: &mut BytesMut) -> usize {
     for chunk in items.chunks(CHUNK) {
         let mut n = 0;
         for x in chunk {
-            match x {
-                Value::Int(i) => match i.as_u64() {
-                    Some(u) if u < 0x80 => bytes[n] = u as u8,
-                    _ => break,
-                },
-                _ => break,
+            match x.as_int().and_then(Integer::as_u64).and_then(fixpos) {
+                Some(b) => bytes[n] = b,
+                None => break,
             }
             n += 1;
         }
@@ -172,8 +171,8 @@ fn put_fixints(items: &[Value], out: &mut BytesMut) -> usize {
 #[inline]
 fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
     match v {
-        Value::Nil => out.put_u8(0xc0),
-        Value::Bool(b) => out.put_u8(if *b { 0xc3 } else { 0xc2 }),
+        Value::Nil => put_nil(out),
+        Value::Bool(b) => put_bool(out, *b),
         Value::Int(i) => match i.as_u64() {
             Some(u) => put_uint(out, u),
             // Negative, so in i64's range: rmp picks the smallest signed
@@ -186,6 +185,23 @@ fn put_scalar(v: &Value, out: &mut BytesMut) -> Result<bool, EncodeError> {
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+#[inline]
+pub(crate) fn put_nil(out: &mut BytesMut) {
+    out.put_u8(NIL);
+}
+
+/// Writes `n` nils (the items of an array of nils, after its length).
+#[inline]
+pub(crate) fn put_nils(out: &mut BytesMut, n: usize) {
+    out.put_bytes(NIL, n);
+}
+
+#[inline]
+pub(crate) fn put_bool(out: &mut BytesMut, b: bool) {
+    let marker = if b { Marker::True } else { Marker::False };
+    out.put_u8(marker.to_u8());
 }
 
 /// Refuses a container inside `depth` others once msgpack-python could not
@@ -296,4 +312,108 @@ pub(crate) fn put_map_len(out: &mut BytesMut, len: u32) {
         return;
     }
     let _ = rmp::encode::write_map_len(&mut out.writer(), len);
+}
+
+/// How many bytes [`put_map_len`] and [`put_array_len`] write for `len`.
+#[inline]
+pub(crate) fn len_prefix_width(len: usize) -> usize {
+    match len {
+        0..=15 => 1,
+        16..=0xffff => 3,
+        _ => 5,
+    }
+}
+
+/// Rewrites, in place, the length of the map whose prefix starts at
+/// `buf[at]` to `len`. The prefix must already have the width `len` takes
+/// ([`len_prefix_width`]).
+#[inline]
+pub(crate) fn set_map_len(buf: &mut [u8], at: usize, len: u32) {
+    match len_prefix_width(len as usize) {
+        1 => buf[at] = Marker::FixMap(len as u8).to_u8(),
+        3 => buf[at + 1..at + 3].copy_from_slice(&(len as u16).to_be_bytes()),
+        _ => buf[at + 1..at + 5].copy_from_slice(&len.to_be_bytes()),
+    }
+}
+
+/// Counts one more entry in the map whose prefix is at `buf[at]`, a fixmap
+/// of fewer than 15 entries (its prefix keeps its one byte).
+///
+/// # Panics
+///
+/// When it is not such a fixmap.
+#[inline]
+pub(crate) fn add_map_entry(buf: &mut [u8], at: usize) {
+    match Marker::from_u8(buf[at]) {
+        Marker::FixMap(n) if n < 15 => buf[at] = Marker::FixMap(n + 1).to_u8(),
+        _ => panic!("add_map_entry: not a fixmap of fewer than 15 entries"),
+    }
+}
+
+/// msgpack bytes built at compile time, in the forms [`encode`] writes:
+/// the encodings the layers above copy or compare as they are (a leaf
+/// header, a reserved key). Every form is checked when the constant is
+/// built: a form this builder does not write fails the build.
+///
+/// ```text
+/// const LEAF: &[u8] = Static::new().map(1).str("serializer").str("msgpack").bytes();
+/// ```
+#[derive(Clone, Copy)]
+pub(crate) struct Static {
+    bytes: [u8; Static::CAP],
+    len: usize,
+}
+
+impl Static {
+    /// The longest encoding it builds.
+    const CAP: usize = 512;
+
+    /// No bytes yet.
+    pub(crate) const fn new() -> Static {
+        Static {
+            bytes: [0; Static::CAP],
+            len: 0,
+        }
+    }
+
+    /// A map of `len` entries (they follow): a fixmap, so fewer than 16.
+    pub(crate) const fn map(self, len: usize) -> Static {
+        assert!(len < 16, "a fixmap");
+        self.put(&[Marker::FixMap(len as u8).to_u8()])
+    }
+
+    /// A str, in the form [`put_str`] writes: a fixstr, or a str 8 from 32
+    /// bytes; fewer than 256 bytes.
+    pub(crate) const fn str(self, s: &str) -> Static {
+        let n = s.len();
+        let head = if n < 32 {
+            self.put(&[Marker::FixStr(n as u8).to_u8()])
+        } else {
+            assert!(n < 256, "a str 8");
+            self.put(&[Marker::Str8.to_u8(), n as u8])
+        };
+        head.put(s.as_bytes())
+    }
+
+    /// A bin, in the form [`put_bin`] writes: a bin 8, so fewer than 256
+    /// bytes.
+    pub(crate) const fn bin(self, b: &[u8]) -> Static {
+        assert!(b.len() < 256, "a bin 8");
+        self.put(&[Marker::Bin8.to_u8(), b.len() as u8]).put(b)
+    }
+
+    /// The bytes built.
+    pub(crate) const fn bytes(&self) -> &[u8] {
+        self.bytes.split_at(self.len).0
+    }
+
+    const fn put(mut self, b: &[u8]) -> Static {
+        let mut i = 0;
+        while i < b.len() {
+            self.bytes[self.len] = b[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
 }

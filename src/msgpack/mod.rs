@@ -1,12 +1,16 @@
 //! msgpack ⇄ [`Value`](crate::Value), on top of `rmp`'s marker table and
-//! writers (SPEC.md §3).
+//! writers (SPEC.md §3). Every msgpack byte the crate reads or writes is
+//! decided here; the layers above call these functions.
 //!
 //! ```text
-//! reader.rs   the byte reader every path shares: items, lengths, depth, item budget
+//! head.rs     what an item's first bytes say (Head), for every walker below
+//! reader.rs   the checked reader: items, lengths, depth, item budget
 //! decode.rs   a frame → Value: iterative, zero-copy, bounded by Limits
 //! raw.rs      in place: RawMap (entries found, not decoded), set_entries, skim
-//! encode.rs   Value → the forms msgpack-python writes; out-of-band values via Leaves
+//! encode.rs   Value → the forms msgpack-python writes; out-of-band values via
+//!             Leaves; Static encodings built at compile time
 //! stream.rs   a frame item by item, for callers that build their own values
+//! peek.rs     looks without limits: a map or a str at a byte, a lenient Walk
 //! header.rs   Header::map, decoded from the header's bytes on first use
 //! error.rs    MsgpackError, Position
 //! ```
@@ -27,7 +31,9 @@
 mod decode;
 mod encode;
 mod error;
+mod head;
 mod header;
+mod peek;
 mod raw;
 mod reader;
 #[cfg(feature = "serde")]
@@ -35,16 +41,20 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use decode::{decode, decode_packed};
+pub(crate) use decode::{decode, decode_packed, lone_fixpos};
 pub(crate) use encode::{
-    check_depth, encode, encode_at, encode_into, put_array_len, put_ints, put_map_len, put_str,
-    put_uint, Leaves,
+    add_map_entry, check_depth, encode, encode_at, encode_into, put_array_len, put_bool, put_ints,
+    put_map_len, put_nils, put_str, put_uint, set_map_len, Leaves, Static,
 };
 #[cfg(feature = "serde")]
-pub(crate) use encode::{put_bin, put_f64, put_int};
+pub(crate) use encode::{len_prefix_width, put_bin, put_f64, put_int, put_nil};
 pub use error::{MsgpackError, Position};
+pub(crate) use head::fixpos;
+#[cfg(feature = "serde")]
+pub(crate) use peek::{is_map_at, one_entry_map_keyed, str_at};
+pub(crate) use peek::{Seen, Walk};
 pub(crate) use raw::{decode_range, set_entries, set_entries_with, skim, value_end, RawMap};
 #[cfg(feature = "serde")]
-pub(crate) use raw::{is_map_at, lookup_str, value_at};
+pub(crate) use raw::{lookup_str, value_at};
 #[cfg(feature = "serde")]
-pub(crate) use stream::{one_entry_map_keyed, str_at, Stream, Token};
+pub(crate) use stream::{Stream, Token};

@@ -5,11 +5,12 @@
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
-use rmp::Marker;
 use smallvec::SmallVec;
 
 use super::decode::decode_packed;
-use super::encode::{encode_into, put_map_len, put_str, Leaves};
+use super::encode::{encode_into, len_prefix_width, put_map_len, put_str, set_map_len, Leaves};
+use super::head::{head, Head, NIL};
+use super::peek::is_map_at;
 use super::reader::{read_item, skip_value, Cursor, Item, CHECKED};
 use super::MsgpackError;
 use crate::error::EncodeError;
@@ -74,11 +75,8 @@ impl<'a> RawMap<'a> {
     ) -> Result<Option<(RawMap<'a>, usize)>, MsgpackError> {
         let mut rd = Cursor::new(buf, 0, &CHECKED)?;
         rd.pos = pos;
-        let len = match Marker::from_u8(rd.u8()?) {
-            Marker::FixMap(n) => u64::from(n),
-            Marker::Map16 => u64::from(rd.u16()?),
-            Marker::Map32 => u64::from(rd.u32()?),
-            _ => return Ok(None),
+        let Item::Container { len, is_map: true } = read_item(&mut rd)? else {
+            return Ok(None);
         };
         rd.check_len(pos, len, 2)?;
         let mut entries: SmallVec<[RawEntry; 6]> = SmallVec::new();
@@ -172,7 +170,7 @@ impl<'a> RawMap<'a> {
         };
         let items = &self.buf[first..range.end];
         let len = usize::try_from(len).ok()?;
-        (items.len() == len && items.iter().all(|&b| b == 0xc0)).then_some(len)
+        (items.len() == len && items.iter().all(|&b| b == NIL)).then_some(len)
     }
 
     /// The text under `key`, if it is a str.
@@ -205,14 +203,9 @@ fn array_items(
     known: &impl Fn(&[u8]) -> Option<usize>,
 ) -> Result<Option<ArrayItems>, MsgpackError> {
     let pos = rd.pos;
-    let len = match Marker::from_u8(rd.u8()?) {
-        Marker::FixArray(n) => u64::from(n),
-        Marker::Array16 => u64::from(rd.u16()?),
-        Marker::Array32 => u64::from(rd.u32()?),
-        _ => {
-            rd.pos = pos;
-            return Ok(None);
-        }
+    let Item::Container { len, is_map: false } = read_item(rd)? else {
+        rd.pos = pos;
+        return Ok(None);
     };
     rd.check_len(pos, len, 1)?;
     let start = rd.pos;
@@ -250,16 +243,6 @@ fn container_at(buf: &Bytes, pos: usize) -> Option<(u64, bool, usize)> {
         Item::Container { len, is_map } => Some((len, is_map, rd.pos)),
         _ => None,
     }
-}
-
-/// Whether the value at `buf[pos]` is a map.
-pub(crate) fn is_map_at(buf: &[u8], pos: usize) -> bool {
-    buf.get(pos).is_some_and(|&b| {
-        matches!(
-            Marker::from_u8(b),
-            Marker::FixMap(_) | Marker::Map16 | Marker::Map32
-        )
-    })
 }
 
 /// `raw` (a msgpack map) with `entries` set as Python dict assignment does:
@@ -360,13 +343,9 @@ pub(crate) fn append_entries_with(
         .ok()
         .and_then(|n| old_len.checked_add(n))
         .ok_or_else(bad)?;
-    let mut buf = if prefix == map_prefix_len(new_len) && raw.is_unique() {
+    let mut buf = if prefix == len_prefix_width(new_len as usize) && raw.is_unique() {
         let mut buf = raw.try_into_mut().map_err(|_| bad())?;
-        match prefix {
-            1 => buf[0] = 0x80 | new_len as u8,
-            3 => buf[1..3].copy_from_slice(&(new_len as u16).to_be_bytes()),
-            _ => buf[1..5].copy_from_slice(&new_len.to_be_bytes()),
-        }
+        set_map_len(&mut buf, 0, new_len);
         buf
     } else {
         let mut out = BytesMut::with_capacity(raw.len() + 64);
@@ -379,15 +358,6 @@ pub(crate) fn append_entries_with(
         write(i, &mut buf)?;
     }
     Ok(buf.freeze())
-}
-
-/// How many bytes [`put_map_len`] writes for a map of `len` entries.
-fn map_prefix_len(len: u32) -> usize {
-    match len {
-        0..=15 => 1,
-        16..=0xffff => 3,
-        _ => 5,
-    }
 }
 
 /// What [`skim`] learns about a frame without building it.
@@ -429,12 +399,7 @@ pub(crate) fn skim(
     let mut stack: Vec<Open> = Vec::new();
     let mut done: Option<Done> = None;
     let mut out = Skimmed {
-        is_map: buf.first().is_some_and(|&b| {
-            matches!(
-                Marker::from_u8(b),
-                Marker::FixMap(_) | Marker::Map16 | Marker::Map32
-            )
-        }),
+        is_map: is_map_at(buf, 0),
         int_at_key: None,
     };
     let mut items_seen: usize = 0;
@@ -462,12 +427,14 @@ pub(crate) fn skim(
         if let (true, Some(d)) = (copy, &done) {
             rd.pos = start + d.bytes.len();
             items_seen += d.items;
-        } else if buf.get(start).is_some_and(|&b| {
+        } else if !(top_level_value && want_value)
+            && matches!(
+                head(buf, start),
+                Some((Head::Nil | Head::Bool(_) | Head::Int(_), 1))
+            )
+        {
             // A one-byte scalar (the bulk of a table: small integers, nils)
             // where its value is not wanted: counted and stepped over.
-            matches!(b, 0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff)
-                && !(top_level_value && want_value)
-        }) {
             rd.count_item(&mut items_seen, start, limits)?;
             rd.pos = start + 1;
         } else {
@@ -503,10 +470,10 @@ pub(crate) fn skim(
                         continue;
                     }
                 }
-                Item::Scalar(Value::Int(i)) if top_level_value && want_value => {
+                Item::Int(i) if top_level_value && want_value => {
                     out.int_at_key = Some(i);
                 }
-                Item::Scalar(_) | Item::Bin { .. } => {}
+                Item::Nil | Item::Bool(_) | Item::Int(_) | Item::Float(_) | Item::Bin { .. } => {}
             }
         }
         want_value = false;

@@ -3,11 +3,10 @@
 //! [`decode`](super::decode), so a frame read this way is accepted or
 //! refused exactly as decoding it would be.
 
-use std::ops::Range;
-
 use bytes::Bytes;
 
 use super::decode::{decode_one, MapHook};
+use super::head::NIL;
 use super::reader::{read_item, Cursor, Item};
 use super::{MsgpackError, Position};
 use crate::limits::Limits;
@@ -90,41 +89,11 @@ impl<'a> Stream<'a> {
         self.rd
             .count_item(&mut self.items_seen, start, self.limits)?;
         let buf: &'a Bytes = self.rd.buf;
-        // The one-byte forms most of a message is made of, read in place;
-        // anything else (and every error) goes through `read_item`.
-        match buf.get(start) {
-            Some(&b @ 0x00..=0x7f) => {
-                self.rd.pos += 1;
-                return Ok(Token::Int(Integer::from(b)));
-            }
-            Some(&b @ 0xa0..=0xbf) => {
-                let end = start + 1 + usize::from(b & 0x1f);
-                if let Some(text) = buf.get(start + 1..end) {
-                    let text = std::str::from_utf8(text)
-                        .map_err(|_| MsgpackError::InvalidUtf8(self.rd.at(start)))?;
-                    self.rd.pos = end;
-                    return Ok(Token::Str(text));
-                }
-            }
-            Some(&b @ 0x80..=0x9f) => {
-                // fixmap, fixarray
-                let (len, is_map) = (u64::from(b & 0x0f), b < 0x90);
-                self.rd.pos += 1;
-                self.rd
-                    .open_container(start, len, is_map, self.depth, self.limits)?;
-                return Ok(match is_map {
-                    true => Token::Map(len),
-                    false => Token::Array(len),
-                });
-            }
-            _ => {}
-        }
         Ok(match read_item(&mut self.rd)? {
-            Item::Scalar(Value::Nil) => Token::Nil,
-            Item::Scalar(Value::Bool(b)) => Token::Bool(b),
-            Item::Scalar(Value::Int(i)) => Token::Int(i),
-            Item::Scalar(Value::Float(f)) => Token::Float(f),
-            Item::Scalar(_) => unreachable!("read_item gives only these scalars"),
+            Item::Nil => Token::Nil,
+            Item::Bool(b) => Token::Bool(b),
+            Item::Int(i) => Token::Int(i),
+            Item::Float(f) => Token::Float(f),
             Item::Str { start, end, at } => Token::Str(
                 std::str::from_utf8(&buf[start..end])
                     .map_err(|_| MsgpackError::InvalidUtf8(self.rd.at(at)))?,
@@ -139,6 +108,12 @@ impl<'a> Stream<'a> {
                 }
             }
         })
+    }
+
+    /// Whether the next item is nil (looked at, not read).
+    #[inline]
+    pub(crate) fn at_nil(&self) -> bool {
+        self.rd.buf.get(self.rd.pos) == Some(&NIL)
     }
 
     /// Steps into a container of `len` items (as [`Stream::next`] gave it,
@@ -187,49 +162,4 @@ impl<'a> Stream<'a> {
             false => Err(MsgpackError::TrailingBytes(self.rd.at(self.rd.pos))),
         }
     }
-}
-
-/// Whether the value at `buf[pos]` is a one-entry map whose key is the str
-/// `a` or `b`. Looks only: malformed bytes answer `false`.
-#[inline]
-pub(crate) fn one_entry_map_keyed(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
-    // Most values are no map of one entry: answered by their first byte.
-    matches!(buf.get(pos), Some(0x81 | 0xde | 0xdf)) && keyed(buf, pos, a, b)
-}
-
-fn keyed(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
-    let key_at = match buf.get(pos) {
-        Some(0x81) => pos + 1,
-        Some(0xde) if buf.get(pos + 1..pos + 3) == Some(&[0, 1]) => pos + 3,
-        Some(0xdf) if buf.get(pos + 1..pos + 5) == Some(&[0, 0, 0, 1]) => pos + 5,
-        _ => return false,
-    };
-    str_at(buf, key_at).is_some_and(|r| {
-        let key = &buf[r];
-        key == a.as_bytes() || key == b.as_bytes()
-    })
-}
-
-/// The bytes of the str at `pos`, if a whole str is there.
-pub(crate) fn str_at(buf: &[u8], pos: usize) -> Option<Range<usize>> {
-    let (len, from) = match *buf.get(pos)? {
-        b @ 0xa0..=0xbf => (usize::from(b & 0x1f), pos + 1),
-        0xd9 => (usize::from(*buf.get(pos + 1)?), pos + 2),
-        0xda => (
-            usize::from(u16::from_be_bytes(
-                buf.get(pos + 1..pos + 3)?.try_into().ok()?,
-            )),
-            pos + 3,
-        ),
-        0xdb => (
-            usize::try_from(u32::from_be_bytes(
-                buf.get(pos + 1..pos + 5)?.try_into().ok()?,
-            ))
-            .ok()?,
-            pos + 5,
-        ),
-        _ => return None,
-    };
-    let end = from.checked_add(len)?;
-    (end <= buf.len()).then_some(from..end)
 }

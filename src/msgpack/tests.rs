@@ -1,10 +1,12 @@
-//! Agreement tests across the msgpack paths: `skim`, `decode_packed` and
-//! `RawMap` accept and refuse exactly what `decode` does.
+//! Agreement tests across the msgpack paths: `head` reads every marker as
+//! rmp does; `skim`, `decode_packed` and `RawMap` accept and refuse exactly
+//! what `decode` does; `Static` builds the bytes the encoder writes.
 
 use bytes::{Bytes, BytesMut};
 
 use super::decode::plain_map;
-use super::encode::Plain;
+use super::encode::{len_prefix_width, put_bin, Plain};
+use super::head::{head, is_fixpos, Head};
 use super::reader::CHECKED;
 use super::*;
 use crate::error::EncodeError;
@@ -416,4 +418,99 @@ fn set_entries_appends_in_place_to_a_buffer_it_owns() {
         decode(&other, 0, &CHECKED, &mut plain_map).unwrap(),
         map_of(3)
     );
+}
+
+/// `head` reads every marker's head as rmp's decoders do (the value or
+/// length, and how many bytes that took), and no head from fewer bytes.
+#[test]
+fn head_reads_every_marker_as_rmp_does() {
+    use rmp::decode as rmp;
+    for b in 0..=255u8 {
+        let mut buf = vec![b];
+        buf.extend((1..=16u8).map(|x| x.wrapping_mul(0x3b)));
+        let (h, width) = head(&buf, 0).expect("a whole head");
+        let mut rd = &buf[..];
+        match h {
+            Head::Nil => rmp::read_nil(&mut rd).unwrap(),
+            Head::Bool(v) => assert_eq!(rmp::read_bool(&mut rd).unwrap(), v),
+            Head::Int(i) => assert_eq!(rmp::read_int::<i128, _>(&mut rd).unwrap(), i.as_i128()),
+            Head::Float(f) => {
+                let g = match rmp::read_f64(&mut &buf[..]) {
+                    Ok(g) => g,
+                    Err(_) => rmp::read_f32(&mut &buf[..]).unwrap().into(),
+                };
+                assert_eq!(f.to_bits(), g.to_bits());
+                rd = &buf[width..];
+            }
+            Head::Str(n) => assert_eq!(rmp::read_str_len(&mut rd).unwrap(), n),
+            Head::Bin(n) => assert_eq!(rmp::read_bin_len(&mut rd).unwrap(), n),
+            Head::Array(n) => assert_eq!(rmp::read_array_len(&mut rd).unwrap(), n),
+            Head::Map(n) => assert_eq!(rmp::read_map_len(&mut rd).unwrap(), n),
+            Head::Ext(n) => assert_eq!(rmp::read_ext_meta(&mut rd).unwrap().size, n),
+            Head::Reserved => {
+                assert!(matches!(
+                    rmp::read_marker(&mut rd),
+                    Ok(::rmp::Marker::Reserved)
+                ));
+            }
+        }
+        assert_eq!(buf.len() - rd.len(), width, "marker {b:#04x}");
+        let fixpos = matches!(::rmp::Marker::from_u8(b), ::rmp::Marker::FixPos(_));
+        assert_eq!(is_fixpos(b), fixpos, "marker {b:#04x}");
+        for cut in 0..width {
+            assert_eq!(head(&buf[..cut], 0), None, "marker {b:#04x} cut at {cut}");
+        }
+    }
+}
+
+/// The compile-time encodings are byte for byte what the encoder writes,
+/// at every boundary of their forms.
+#[test]
+fn static_encodings_are_what_the_encoder_writes() {
+    for n in [0, 1, 15] {
+        let mut out = BytesMut::new();
+        put_map_len(&mut out, n as u32);
+        assert_eq!(Static::new().map(n).bytes(), &out[..], "map of {n}");
+    }
+    for n in [0, 1, 31, 32, 255] {
+        let s = "s".repeat(n);
+        let mut out = BytesMut::new();
+        put_str(&mut out, &s).unwrap();
+        assert_eq!(Static::new().str(&s).bytes(), &out[..], "str of {n}");
+        let b = vec![7u8; n];
+        let mut out = BytesMut::new();
+        put_bin(&mut out, &b).unwrap();
+        assert_eq!(Static::new().bin(&b).bytes(), &out[..], "bin of {n}");
+    }
+    let built = Static::new().map(2).str("a").bin(b"x").str("b").map(0);
+    let want = Value::map_of([
+        ("a", Value::Bin(Bytes::from_static(b"x"))),
+        ("b", Value::Map(vec![])),
+    ]);
+    assert_eq!(built.bytes(), &encode(&want, &mut Plain).unwrap()[..]);
+}
+
+/// A map's length rewritten in place is the prefix `put_map_len` writes,
+/// at every width; one more entry in a fixmap is one more in its prefix.
+#[test]
+fn map_lengths_rewritten_in_place() {
+    for (from, to) in [(0u32, 15u32), (16, 0xffff), (0x1_0000, u32::MAX)] {
+        assert_eq!(
+            len_prefix_width(from as usize),
+            len_prefix_width(to as usize)
+        );
+        let mut buf = BytesMut::new();
+        put_map_len(&mut buf, from);
+        set_map_len(&mut buf, 0, to);
+        let mut want = BytesMut::new();
+        put_map_len(&mut want, to);
+        assert_eq!(buf, want, "{from} -> {to}");
+        assert_eq!(buf.len(), len_prefix_width(to as usize));
+    }
+    let mut buf = BytesMut::new();
+    put_map_len(&mut buf, 3);
+    add_map_entry(&mut buf, 0);
+    let mut want = BytesMut::new();
+    put_map_len(&mut want, 4);
+    assert_eq!(buf, want);
 }

@@ -271,13 +271,7 @@ impl Family for MsgpackFamily {
 #[inline]
 pub(super) fn fixint_frame(frames: &[Bytes], limits: &Limits) -> Option<u8> {
     match frames {
-        [one] => match one[..] {
-            // The limits `decode_packed`'s own fast path needs.
-            [b @ 0x00..=0x7f] if limits.max_msgpack_items > 0 && limits.max_header_len > 0 => {
-                Some(b)
-            }
-            _ => None,
-        },
+        [one] => msgpack::lone_fixpos(one, limits),
         _ => None,
     }
 }

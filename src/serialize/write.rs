@@ -2,17 +2,17 @@
 //! the value is walked, no `Value` per element) and frames of its own
 //! (SPEC.md §5.2–5.6).
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use super::collection::CollectionKind;
 use super::compression;
-use super::families::Encoded;
+use super::families::{DaskFamily, Encoded, MsgpackFamily, BYTES_TYPE};
 use super::options::{IterateCollection, SerializeOptions};
 use super::read::known_leaf_len;
 use super::shards;
 use crate::error::EncodeError;
 use crate::message::{self, HeaderRules};
-use crate::msgpack::{self, Leaves};
+use crate::msgpack::{self, Leaves, Static};
 use crate::value::{Block, Header, Value};
 
 /// What serializing a value builds: its header (msgpack bytes) and its
@@ -85,7 +85,7 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
             }
             None => {
                 msgpack::put_array_len(out, shards)?;
-                out.put_bytes(0xc0, shards); // nil
+                msgpack::put_nils(out, shards);
                 Ok(())
             }
         },
@@ -203,7 +203,11 @@ impl Leaves for Blob {
 pub(super) const SERIALIZER: &str = "serializer";
 
 /// `{"serializer": "msgpack"}` in msgpack.
-pub(super) const MSGPACK_LEAF_HEADER: &[u8] = b"\x81\xaaserializer\xa7msgpack";
+pub(super) const MSGPACK_LEAF_HEADER: &[u8] = Static::new()
+    .map(1)
+    .str(SERIALIZER)
+    .str(MsgpackFamily::NAME)
+    .bytes();
 
 /// Writes a header map from its entries, with `key` set (Python dict
 /// assignment); returns its `compression` list, if it has one.
@@ -229,9 +233,17 @@ fn write_entries(
 /// "type": "bytes", "type-serialized": <pickled bytes class>, "serializer":
 /// "dask"}`, in msgpack (checked against what the family's entries encode
 /// to by a test).
-pub(super) const DASK_BYTES_LEAF_HEADER: &[u8] = b"\x84\xaasub-header\x80\xa4type\xa5bytes\
-\xaftype-serialized\xc4\x21\x80\x05\x95\x16\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x05bytes\x94\x93\x94.\
-\xaaserializer\xa4dask";
+pub(super) const DASK_BYTES_LEAF_HEADER: &[u8] = Static::new()
+    .map(4)
+    .str("sub-header")
+    .map(0)
+    .str("type")
+    .str("bytes")
+    .str("type-serialized")
+    .bin(BYTES_TYPE)
+    .str(SERIALIZER)
+    .str(DaskFamily::NAME)
+    .bytes();
 
 /// Writes `{"serializer": "msgpack"}`, with `key` when given.
 #[inline]
@@ -258,7 +270,7 @@ fn write_leaf_header(
     let at = header.len();
     header.extend_from_slice(leaf);
     if let Some(k) = key {
-        header[at] += 1; // one more entry in the fixmap
+        msgpack::add_map_entry(header, at);
         msgpack::put_str(header, "key")?;
         msgpack::encode_at(k, header, &mut HeaderRules, depth + 1)?;
     }
@@ -334,7 +346,7 @@ fn builtin_leaf(
         }
         Value::Int(i) => {
             // A positive fixint: its one byte, from the static table.
-            let b = i.as_u64().filter(|&u| u < 0x80)? as usize;
+            let b = usize::from(i.as_u64().and_then(msgpack::fixpos)?);
             out.frames.push(Bytes::from_static(&ONE_BYTE[b..=b]));
             Some(write_msgpack_header(key, &mut out.header, depth))
         }
@@ -408,7 +420,7 @@ fn iterate_collection(
     out.frames.reserve(len);
     out.header.reserve(len * MSGPACK_LEAF_HEADER.len() + 64);
     let map_at = out.header.len();
-    out.header.put_u8(0x80); // a fixmap; its entry count (4 to 6) is set below
+    msgpack::put_map_len(&mut out.header, 0); // a fixmap; its entry count (4 to 6) is set below
     msgpack::put_str(&mut out.header, "sub-headers")?;
     msgpack::put_array_len(&mut out.header, len)?;
     // `frame-lengths`, its items written as they come (one byte each but
@@ -449,7 +461,7 @@ fn iterate_collection(
     }
     let header = &mut out.header;
     msgpack::put_str(header, "is-collection")?;
-    header.put_u8(0xc3); // true
+    msgpack::put_bool(header, true);
     msgpack::put_str(header, "frame-lengths")?;
     msgpack::put_array_len(header, len)?;
     header.extend_from_slice(&lengths);
@@ -469,7 +481,7 @@ fn iterate_collection(
         msgpack::encode_at(k, header, &mut HeaderRules, depth + 1)?;
         entries += 1;
     }
-    header[map_at] = 0x80 | entries;
+    msgpack::set_map_len(header, map_at, entries);
     Ok(compressions)
 }
 

@@ -236,13 +236,11 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
         if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_option(visitor);
         }
-        match self.d.frame0.get(self.d.stream.pos()) {
-            Some(0xc0) => {
-                self.d.stream.next()?;
-                visitor.visit_none()
-            }
-            _ => visitor.visit_some(self),
+        if self.d.stream.at_nil() {
+            self.d.stream.next()?;
+            return visitor.visit_none();
         }
+        visitor.visit_some(self)
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(

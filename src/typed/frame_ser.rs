@@ -77,7 +77,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
 
     #[inline]
     fn serialize_bool(self, v: bool) -> Result<(), Error> {
-        self.f.out.extend_from_slice(&[if v { 0xc3 } else { 0xc2 }]);
+        msgpack::put_bool(&mut self.f.out, v);
         Ok(())
     }
     #[inline]
@@ -165,7 +165,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     }
     #[inline]
     fn serialize_unit(self) -> Result<(), Error> {
-        self.f.out.extend_from_slice(&[0xc0]);
+        msgpack::put_nil(&mut self.f.out);
         Ok(())
     }
     #[inline]
@@ -288,16 +288,6 @@ pub(super) struct Compound<'f, 's> {
     variant: Option<&'static str>,
 }
 
-/// Bytes of the length prefix of an array or a map of `n` items.
-#[inline]
-fn prefix_len(n: usize) -> usize {
-    match n {
-        0..=15 => 1,
-        16..=0xffff => 3,
-        _ => 5,
-    }
-}
-
 #[inline]
 fn put_len(out: &mut BytesMut, n: usize, is_map: bool) -> Result<(), Error> {
     match is_map {
@@ -382,7 +372,7 @@ impl<'f, 's> Compound<'f, 's> {
         if self.count != self.announced {
             // Another number of items than announced: the prefix again.
             let out = &mut self.f.out;
-            let tail = out.split_off(self.start + prefix_len(self.announced));
+            let tail = out.split_off(self.start + msgpack::len_prefix_width(self.announced));
             out.truncate(self.start);
             put_len(out, self.count, self.is_map)?;
             out.unsplit(tail);
