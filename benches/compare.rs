@@ -258,7 +258,7 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             let value = cache.collection(&name, n).clone();
             let msg = Value::map_of([
                 ("op", Value::str("update-data")),
-                ("data", Value::Serialize(Box::new(value))),
+                ("data", Value::ToSerialize(Box::new(value))),
             ]);
             let opts = serialize_options(mode("always"));
             let de = deserialize_options();

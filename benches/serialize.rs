@@ -145,7 +145,7 @@ fn dumps_collection(c: &mut Criterion) {
             let value = collection(name, n);
             let msg = Value::map_of([
                 ("op", Value::str("update-data")),
-                ("data", Value::Serialize(Box::new(value.clone()))),
+                ("data", Value::ToSerialize(Box::new(value.clone()))),
             ]);
             g.bench_function(BenchmarkId::new("serialize", n), |b| {
                 b.iter(|| black_box(serialize(black_box(&value), &opts).unwrap()))

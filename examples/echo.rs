@@ -44,7 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("key", Value::str("x-1")),
         (
             "data",
-            Value::Serialize(Box::new(Value::NdArray(Box::new(array.clone())))),
+            Value::ToSerialize(Box::new(Value::NdArray(Box::new(array.clone())))),
         ),
     ]);
     conn.send_value(&msg).await?;

@@ -26,11 +26,11 @@ pub enum EncodeError {
     OutOfBandInHeader,
     /// A block's header is not a map.
     HeaderNotMap,
-    /// A `Serialize` or `NdArray` value given to the message layer alone
+    /// A `ToSerialize` or `NdArray` value given to the message layer alone
     /// (`message::dumps`); `framewire::dumps` serializes them.
     NotSerialized,
     /// `IterateCollection::Never` was asked to put a value that needs frames
-    /// of its own (`Serialized`, `Pickled`, `Serialize`, an array, or bytes
+    /// of its own (`Serialized`, `Pickled`, `ToSerialize`, an array, or bytes
     /// over the out-of-band threshold) into a single blob. framewire never
     /// glues such frames into a blob.
     OutOfBandInBlob,

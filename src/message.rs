@@ -511,7 +511,7 @@ fn claim_block(
 /// block of its sub-header and its own payload frames (the same `Bytes`, never
 /// copied). Sub-headers that came off the wire are re-emitted byte for byte.
 ///
-/// This is layer 2 alone: a [`Value::Serialize`] or [`Value::NdArray`] leaf is
+/// This is layer 2 alone: a [`Value::ToSerialize`] or [`Value::NdArray`] leaf is
 /// refused ([`EncodeError::NotSerialized`]); [`crate::dumps`] serializes them.
 /// A plain map that uses `__Serialized__` or `__Pickled__` as a key is refused
 /// ([`EncodeError::ReservedKey`]): Dask would misread it.
@@ -519,7 +519,7 @@ pub fn dumps(value: &Value) -> Result<Vec<Bytes>, EncodeError> {
     dumps_with(value, &mut |_| Err(EncodeError::NotSerialized))
 }
 
-/// [`dumps`], with `serialize` turning each [`Value::Serialize`] or
+/// [`dumps`], with `serialize` turning each [`Value::ToSerialize`] or
 /// [`Value::NdArray`] leaf into the block that replaces it.
 pub(crate) fn dumps_with(
     value: &Value,
@@ -541,7 +541,7 @@ pub(crate) struct Placeholders<'s> {
 }
 
 impl<'s> Placeholders<'s> {
-    /// No block yet; `serialize` turns a [`Value::Serialize`] or
+    /// No block yet; `serialize` turns a [`Value::ToSerialize`] or
     /// [`Value::NdArray`] leaf into the block that replaces it.
     pub(crate) fn new(
         serialize: &'s mut dyn FnMut(&Value) -> Result<Block, EncodeError>,

@@ -30,7 +30,7 @@ use crate::serialize::{
 use crate::value::Value;
 
 /// A message as frames, as Dask's `distributed.protocol.dumps` makes them:
-/// every [`Value::Serialize`] leaf (and every bare [`Value::NdArray`]) is
+/// every [`Value::ToSerialize`] leaf (and every bare [`Value::NdArray`]) is
 /// serialized and split into a block of its own with
 /// [`SerializeOptions::default()`], pre-serialized blocks pass through
 /// untouched, and frame 0 is the msgpack of the rest
@@ -43,7 +43,7 @@ use crate::value::Value;
 /// let payload = Bytes::from(vec![7u8; 1 << 20]);
 /// let msg = Value::map_of([
 ///     ("op", "store".into()),
-///     ("data", Value::Serialize(Box::new(Value::Bin(payload.clone())))),
+///     ("data", Value::ToSerialize(Box::new(Value::Bin(payload.clone())))),
 /// ]);
 /// let frames = dumps(&msg)?;
 /// assert_eq!(frames.len(), 3); // frame 0, the sub-header, the payload
@@ -76,7 +76,7 @@ pub fn dumps_with(value: &Value, opts: &SerializeOptions) -> Result<Vec<Bytes>, 
 ///
 /// let msg = Value::map_of([
 ///     ("op", "store".into()),
-///     ("data", Value::Serialize(Box::new(Value::from(vec![1i64, 2, 3])))),
+///     ("data", Value::ToSerialize(Box::new(Value::from(vec![1i64, 2, 3])))),
 /// ]);
 /// let back = loads(&dumps(&msg)?, &DeserializeOptions::default())?;
 /// assert_eq!(back.get("data"), Some(&Value::from(vec![1i64, 2, 3])));

@@ -354,10 +354,10 @@ pub enum Value {
     Pickled(Box<Block>),
     /// A value to be serialized out of band into a block of its own (Dask's
     /// `to_serialize(x)`): see [`crate::serialize`].
-    Serialize(Box<Value>),
+    ToSerialize(Box<Value>),
     /// An n-dimensional array. It always travels out of band (Dask's
     /// `numpy.ndarray` header and one data frame): in frame 0 it is
-    /// serialized as if wrapped in [`Value::Serialize`].
+    /// serialized as if wrapped in [`Value::ToSerialize`].
     NdArray(Box<NdArray>),
 }
 
@@ -517,7 +517,7 @@ impl PartialEq for Value {
             }
             (Map(a), Map(b)) => a == b,
             (Serialized(a), Serialized(b)) | (Pickled(a), Pickled(b)) => a == b,
-            (Serialize(a), Serialize(b)) => a == b,
+            (ToSerialize(a), ToSerialize(b)) => a == b,
             (NdArray(a), NdArray(b)) => a == b,
             _ => false,
         }

@@ -236,7 +236,7 @@ fn golden_topickle_lz4_stays_opaque_and_its_buffer_decompresses() {
 /// `Serialize(its value)`.
 fn reserializable(v: &Value, opts: &DeserializeOptions) -> Value {
     match v {
-        Value::Serialized(b) => Value::Serialize(Box::new(deserialize(b, opts).unwrap())),
+        Value::Serialized(b) => Value::ToSerialize(Box::new(deserialize(b, opts).unwrap())),
         Value::Map(m) => Value::Map(
             m.iter()
                 .map(|(k, x)| (k.clone(), reserializable(x, opts)))
@@ -337,7 +337,7 @@ fn round_trip_every_codec_and_shard_size() {
                 let mut opts = SerializeOptions::default();
                 opts.compression = Some(codec);
                 opts.shard_size = shard_size;
-                let msg = Value::map_of([("v", Value::Serialize(Box::new(v.clone())))]);
+                let msg = Value::map_of([("v", Value::ToSerialize(Box::new(v.clone())))]);
                 let wire = Envelope::new(dumps_with(&msg, &opts).unwrap())
                     .unwrap()
                     .to_bytes();
@@ -512,7 +512,7 @@ fn serialized_inside_a_serialize_collection_is_compressed_as_dask_does() {
     );
     let msg = Value::map_of([(
         "v",
-        Value::Serialize(Box::new(Value::Array(vec![
+        Value::ToSerialize(Box::new(Value::Array(vec![
             Value::Serialized(Box::new(inner)),
             Value::Serialized(Box::new(pickle)),
         ]))),

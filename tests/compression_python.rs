@@ -65,7 +65,7 @@ fn py(v: &Value) -> J {
                 .map(|(k, x)| (k.as_str().expect("str keys").to_owned(), py(x)))
                 .collect(),
         ),
-        Value::Serialize(x) => py(x),
+        Value::ToSerialize(x) => py(x),
         Value::NdArray(a) => {
             let c = a.to_c_order();
             let mut body = json!({ "dtype": a.dtype(), "shape": a.logical_shape() });
@@ -160,7 +160,7 @@ fn dask_decodes_what_framewire_compresses() {
     let noise: Vec<u8> = (0..30_000u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
-    let ser = |v: Value| Value::Serialize(Box::new(v));
+    let ser = |v: Value| Value::ToSerialize(Box::new(v));
     let msgs: Vec<(&str, Value, usize)> = vec![
         (
             "zeros",

@@ -220,7 +220,7 @@ fn metrics() -> Value {
 /// framewire sent it (tests/dask/ops-2026.8.0.md §0): maps are dicts in the
 /// same order, arrays tuples (`use_list=False`), `{"__Set__": true,
 /// "as-list"}` a set, bin bytes, floats the same double, a
-/// `Value::Serialize` the value it wraps, an array a numpy array with its
+/// `Value::ToSerialize` the value it wraps, an array a numpy array with its
 /// dtype, shape and values, a `__Pickled__` block the unpickled object.
 #[track_caller]
 fn assert_python_sees(path: &str, v: &Value, py: &Json) {
@@ -289,7 +289,7 @@ fn python_sees(path: &str, v: &Value, py: &Json) -> Result<(), String> {
             }
             Ok(())
         }
-        Value::Serialize(inner) => python_sees(path, inner, py),
+        Value::ToSerialize(inner) => python_sees(path, inner, py),
         Value::NdArray(a) => {
             let nd = tag("ndarray")?;
             check(nd["dtype"].as_str() == Some(a.dtype()), differs)?;

@@ -4,7 +4,7 @@
 //!
 //! * framewire → Python: values built with framewire (bytes, arrays of many
 //!   dtypes and layouts, mixed collections under every `IterateCollection`
-//!   mode, a sharded 200 KB payload) wrapped in `Value::Serialize`, encoded
+//!   mode, a sharded 200 KB payload) wrapped in `Value::ToSerialize`, encoded
 //!   with `dumps` + `Envelope`, piped as one stream to the peer, which splits
 //!   it itself and prints `py_json(loads(frames, deserialize=True))` per
 //!   message; each line must equal the tagged JSON framewire expects.
@@ -89,7 +89,7 @@ fn py(v: &Value) -> J {
                 json!({ "$dict": m.iter().map(|(k, x)| json!([py(k), py(x)])).collect::<Vec<_>>() })
             }
         }
-        Value::Serialize(x) => py(x),
+        Value::ToSerialize(x) => py(x),
         Value::NdArray(a) => nd_json(a.dtype(), a.logical_shape(), &a.to_c_order()),
         other => panic!("no Python form for {other:?}"),
     }
@@ -156,7 +156,7 @@ fn strided_array(
 }
 
 fn ser(v: Value) -> Value {
-    Value::Serialize(Box::new(v))
+    Value::ToSerialize(Box::new(v))
 }
 
 fn msg(entries: Vec<(&str, Value)>) -> Value {
@@ -769,7 +769,7 @@ fn framewire_deserializes_what_python_dumps() {
 /// Wraps every out-of-band value of a decoded message back in `Serialize`.
 fn reserialize(v: &Value) -> Value {
     match v {
-        Value::Bin(_) | Value::NdArray(_) => Value::Serialize(Box::new(v.clone())),
+        Value::Bin(_) | Value::NdArray(_) => Value::ToSerialize(Box::new(v.clone())),
         Value::Array(a) => Value::Array(a.iter().map(reserialize).collect()),
         Value::Map(m) => Value::Map(m.iter().map(|(k, x)| (k.clone(), reserialize(x))).collect()),
         other => other.clone(),

@@ -471,7 +471,7 @@ fn reserialize(
     opts.shard_size = shard_size;
     opts.compression = compression;
     let frames = framewire::dumps_with(
-        &Value::Array(vec![Value::Serialize(Box::new(v.clone()))]),
+        &Value::Array(vec![Value::ToSerialize(Box::new(v.clone()))]),
         &opts,
     )
     .unwrap();
@@ -748,7 +748,7 @@ fn shards_merge_in_place_with_backing_and_copy_once_without() {
     let mut sopts = SerializeOptions::default();
     sopts.shard_size = 3000;
     let frames = framewire::dumps_with(
-        &Value::Serialize(Box::new(Value::NdArray(Box::new(a)))),
+        &Value::ToSerialize(Box::new(Value::NdArray(Box::new(a)))),
         &sopts,
     )
     .unwrap();
@@ -1322,7 +1322,7 @@ fn collection_view_element_equals_full_deserialize_on_1e5_elements() {
     let items: Vec<Value> = (0..N)
         .map(|i| match i % 4 {
             0 => Value::from(i as u64),
-            1 => Value::Serialize(Box::new(Value::Bin(Bytes::from(format!("b{i}"))))),
+            1 => Value::ToSerialize(Box::new(Value::Bin(Bytes::from(format!("b{i}"))))),
             2 => opaque(i),
             _ => Value::Array(vec![Value::from(i as u64), Value::str("x")]),
         })

@@ -133,7 +133,7 @@ fn value() -> impl Strategy<Value = Value> {
                 }
                 Value::Map(out)
             }),
-            inner.prop_map(|v| Value::Serialize(Box::new(v))),
+            inner.prop_map(|v| Value::ToSerialize(Box::new(v))),
         ]
     })
 }
@@ -255,7 +255,7 @@ proptest! {
     /// The full message path: dumps -> loads -> deserialize_blocks.
     #[test]
     fn message_path_roundtrips(v in value()) {
-        let msg = Value::map_of([("op", "x".into()), ("data", Value::Serialize(Box::new(v.clone())))]);
+        let msg = Value::map_of([("op", "x".into()), ("data", Value::ToSerialize(Box::new(v.clone())))]);
         let expected = Value::map_of([("op", "x".into()), ("data", norm(&v))]);
         // framewire::dumps (default options: Auto, 16 KiB threshold, 64 MiB shards).
         let frames = dumps(&msg).map_err(|e| TestCaseError::fail(format!("{e} for {v:?}")))?;
@@ -318,7 +318,7 @@ fn opaque_dict_element_comes_back_without_its_key() {
         IterateCollection::Never,
     ] {
         let block = serialize::serialize(
-            &Value::Serialize(Box::new(v.clone())),
+            &Value::ToSerialize(Box::new(v.clone())),
             &sopts(mode, THRESHOLD),
         )
         .unwrap();

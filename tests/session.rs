@@ -30,10 +30,10 @@ fn default_limits_accept_what_default_options_produce() {
     let elements: Vec<Value> = (0..100_000).map(|i| Value::from(i as i64)).collect();
     let msg = Value::map_of([
         ("op", Value::str("store")),
-        ("array", Value::Serialize(Box::new(floats(2_500_000)))),
+        ("array", Value::ToSerialize(Box::new(floats(2_500_000)))),
         (
             "many",
-            Value::Serialize(Box::new(Value::Array(elements.clone()))),
+            Value::ToSerialize(Box::new(Value::Array(elements.clone()))),
         ),
     ]);
     // What comes back: the values themselves (Dask's `loads` unwraps them).
@@ -104,7 +104,7 @@ fn session_after_a_handshake_compresses_with_the_agreed_codec() {
         );
         // Zeros compress: the sub-header on the wire names lz4, and the
         // receiver gets the array back whole.
-        let zeros = Value::Serialize(Box::new(Value::bin(vec![0u8; 1 << 20])));
+        let zeros = Value::ToSerialize(Box::new(Value::bin(vec![0u8; 1 << 20])));
         let msg = Value::map_of([("op", Value::str("store")), ("data", zeros.clone())]);
         left.send_value(&msg).await.unwrap();
         let env = right.recv().await.unwrap().unwrap();
@@ -152,7 +152,7 @@ fn recv_value_merges_shards_without_a_copy() {
         });
         let mut tx = builder.build(a);
         let mut rx = Connection::new(b);
-        let msg = Value::map_of([("x", Value::Serialize(Box::new(floats(1 << 20))))]);
+        let msg = Value::map_of([("x", Value::ToSerialize(Box::new(floats(1 << 20))))]);
         let sent = msg.clone();
         let send = tokio::spawn(async move { tx.send_value(&sent).await });
         let env = rx.recv().await.unwrap().unwrap();

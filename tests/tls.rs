@@ -97,7 +97,7 @@ fn mutual_tls_carries_the_dask_handshake_and_whole_messages() {
         let payload = Value::bin(vec![7u8; 1 << 20]);
         let msg = Value::map_of([
             ("op", Value::str("echo")),
-            ("data", Value::Serialize(Box::new(payload.clone()))),
+            ("data", Value::ToSerialize(Box::new(payload.clone()))),
         ]);
         conn.send_value(&msg).await.unwrap();
         let back = conn.recv_value().await.unwrap().unwrap();

@@ -1396,7 +1396,7 @@ async fn received_shards_merge_in_the_receive_buffer() {
         ("op", Value::str("put")),
         (
             "data",
-            Value::Serialize(Box::new(Value::Bin(payload.clone()))),
+            Value::ToSerialize(Box::new(Value::Bin(payload.clone()))),
         ),
     ]);
     let mut opts = SerializeOptions::default();

@@ -2,7 +2,7 @@
 //! 127.0.0.1, both directions, through `tests/dask/comm_peer.py`:
 //!
 //! * Python `listen` ↔ framewire `connect`: framewire sends numpy arrays
-//!   (`NdArray`), bytes (`Value::Serialize`), collections and an op that
+//!   (`NdArray`), bytes (`Value::ToSerialize`), collections and an op that
 //!   fails; Python's handler answers, framewire checks the replies.
 //! * framewire `accept` ↔ Python `connect`: Python sends
 //!   `to_serialize(np.arange(10))`, bytes, collections and a 24 MB array;
@@ -253,7 +253,7 @@ async fn framewire_connects_to_python(scheme: Scheme) {
         ("op", "bytes".into()),
         (
             "payload",
-            Value::Serialize(Box::new(Value::Bin(payload.clone()))),
+            Value::ToSerialize(Box::new(Value::Bin(payload.clone()))),
         ),
     ]))
     .await;
@@ -416,7 +416,7 @@ async fn python_connects_to_framewire(scheme: Scheme) {
         ("status", "OK".into()),
         ("received", 5.into()),
         ("array", Value::NdArray(Box::new(arr))),
-        ("payload", Value::Serialize(Box::new(Value::Bin(payload)))),
+        ("payload", Value::ToSerialize(Box::new(Value::Bin(payload)))),
     ]);
     conn.send(message(&reply)).await.expect("send reply");
 
@@ -472,7 +472,7 @@ async fn python_ignores_checksum_offers_and_reads_a_message_with_a_trailer() {
         ("x", Value::from(7u64)),
         (
             "payload",
-            Value::Serialize(Box::new(Value::bin(vec![5u8; 100_000]))),
+            Value::ToSerialize(Box::new(Value::bin(vec![5u8; 100_000]))),
         ),
     ]);
     let msg = Value::map_of([("op", Value::str("echo")), ("data", data.clone())]);

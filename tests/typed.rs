@@ -366,7 +366,7 @@ fn to_serialize_sends_a_field_out_of_band() {
         data: ToSerialize((0..100).collect()),
     };
     let v = to_value(&msg).unwrap();
-    assert!(matches!(v.get("data"), Some(Value::Serialize(_))));
+    assert!(matches!(v.get("data"), Some(Value::ToSerialize(_))));
     let frames = dumps(&v).unwrap();
     assert!(
         frames.len() >= 3,

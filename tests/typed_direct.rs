@@ -118,7 +118,7 @@ fn value() -> impl Strategy<Value = Value> {
             prop::collection::vec(("[a-c]{1,3}", inner.clone()), 0..4).prop_map(|e| {
                 Value::Map(e.into_iter().map(|(k, v)| (Value::str(&k), v)).collect())
             }),
-            inner.prop_map(|v| Value::Serialize(Box::new(v))),
+            inner.prop_map(|v| Value::ToSerialize(Box::new(v))),
         ]
     })
 }
@@ -631,7 +631,7 @@ fn batched_writer_writes_what_dumps_writes() {
         ("op", Value::str("x")),
         (
             "data",
-            Value::Serialize(Box::new(Value::bin(vec![7u8; 100]))),
+            Value::ToSerialize(Box::new(Value::bin(vec![7u8; 100]))),
         ),
         ("pickled", block(true, vec![1, 2])),
     ]);

@@ -117,7 +117,7 @@ fn a_held_block_is_served_from_the_frames_it_arrived_in() {
                 .await
                 .unwrap();
             let mut rpc = Rpc::new(conn);
-            let value = Value::Serialize(Box::new(Value::Bin(sent.clone())));
+            let value = Value::ToSerialize(Box::new(Value::Bin(sent.clone())));
             let reply: UpdateDataReply = rpc.call(&update("x", value)).await.unwrap();
             assert_eq!(reply.nbytes[&Key::from("x")], PAYLOAD as u64);
             let got = rpc.get_data(&get(&["x", "absent"])).await.unwrap();

@@ -203,7 +203,7 @@ fn task(payload: Bytes) -> Value {
             "run_spec",
             Value::Array(vec![
                 "f".into(),
-                Value::Serialize(Box::new(Value::Bin(payload))),
+                Value::ToSerialize(Box::new(Value::Bin(payload))),
             ]),
         ),
         ("priority", Value::Array(vec![0.into(), 1.into()])),

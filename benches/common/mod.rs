@@ -155,7 +155,7 @@ pub fn serialize_task(payload: Bytes) -> Value {
     Value::map_of([
         ("op", "compute-task".into()),
         ("key", Value::Array(vec!["x".into(), 0.into()])),
-        ("data", Value::Serialize(Box::new(Value::Bin(payload)))),
+        ("data", Value::ToSerialize(Box::new(Value::Bin(payload)))),
     ])
 }
 
@@ -181,7 +181,7 @@ pub fn small_task() -> Value {
             "run_spec",
             Value::Array(vec![
                 "f".into(),
-                Value::Serialize(Box::new(Value::Bin(Bytes::from(vec![0u8; 1024])))),
+                Value::ToSerialize(Box::new(Value::Bin(Bytes::from(vec![0u8; 1024])))),
             ]),
         ),
         ("priority", Value::Array(vec![0.into(), 1.into()])),

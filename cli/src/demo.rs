@@ -456,7 +456,7 @@ fn large_payloads(v: &Value, out: &mut Vec<Bytes>) {
                     stack.push(k);
                 }
             }
-            Value::Serialize(x) => stack.push(x),
+            Value::ToSerialize(x) => stack.push(x),
             _ => {}
         }
     }
@@ -482,7 +482,7 @@ fn pattern(len: usize, seed: u64) -> Bytes {
 /// What deserializing gives back: `Serialize` wrappers gone.
 fn unwrapped(v: &Value) -> Value {
     match v {
-        Value::Serialize(x) => unwrapped(x),
+        Value::ToSerialize(x) => unwrapped(x),
         Value::Array(a) => Value::Array(a.iter().map(unwrapped).collect()),
         Value::Map(m) => Value::Map(m.iter().map(|(k, x)| (k.clone(), unwrapped(x))).collect()),
         other => other.clone(),
@@ -490,7 +490,7 @@ fn unwrapped(v: &Value) -> Value {
 }
 
 fn ser(v: Value) -> Value {
-    Value::Serialize(Box::new(v))
+    Value::ToSerialize(Box::new(v))
 }
 
 fn s(text: &str) -> Value {

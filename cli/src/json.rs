@@ -234,7 +234,7 @@ struct Converter<'a> {
 impl Converter<'_> {
     fn convert(&mut self, v: &Value) -> Json {
         // The wildcard covers values that exist only before encoding (such as
-        // `Value::Serialize`): decoding never produces them.
+        // `Value::ToSerialize`): decoding never produces them.
         #[allow(unreachable_patterns)]
         match v {
             Value::Nil => Json::Null,
@@ -397,7 +397,7 @@ fn from_tag(tag: &str, obj: &Map<String, Json>) -> Result<Value, InputError> {
                 .collect::<Result<_, InputError>>()?;
             Ok(Value::Map(entries))
         }
-        "$serialize" => Ok(Value::Serialize(Box::new(from_json(body)?))),
+        "$serialize" => Ok(Value::ToSerialize(Box::new(from_json(body)?))),
         "$ndarray" => ndarray_from_json(body),
         _ => Err(bad(format!(
             "{tag} describes a decoded block and cannot be rebuilt"
@@ -520,7 +520,7 @@ mod tests {
                 Value::Map(vec![(Value::from(1u8), Value::from(2u8))]),
                 Value::map_of([(
                     "a",
-                    Value::Serialize(Box::new(Value::Array(vec![Value::from(1u8)])))
+                    Value::ToSerialize(Box::new(Value::Array(vec![Value::from(1u8)])))
                 )]),
             ])
         );

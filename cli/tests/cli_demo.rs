@@ -121,7 +121,10 @@ fn demo_reports_verified_zero_copy_transfer() {
     let copied_in = number(&lines, "bytes copied on receive");
     let relocated = number(&lines, "bytes relocated on receive");
     assert!(relocated <= copied_in, "{stdout}");
-    assert!(copied_in - relocated <= large_frames * (64 << 10), "{stdout}");
+    assert!(
+        copied_in - relocated <= large_frames * (64 << 10),
+        "{stdout}"
+    );
 
     // verified: N of N messages equal after deserialize, P payload bytes identical
     let verified = &lines["verified"];

@@ -340,7 +340,7 @@ mod raw {
             ("op", Value::str("update-data")),
             (
                 "data",
-                Value::Serialize(Box::new(Value::Bin(Bytes::from(
+                Value::ToSerialize(Box::new(Value::Bin(Bytes::from(
                     (0..3 << 20)
                         .map(|i| (i * 7 % 251) as u8)
                         .collect::<Vec<u8>>(),
@@ -502,7 +502,7 @@ mod raw {
             ("op", Value::str("update-data")),
             (
                 "data",
-                Value::Serialize(Box::new(Value::Bin(Bytes::from(payload)))),
+                Value::ToSerialize(Box::new(Value::Bin(Bytes::from(payload)))),
             ),
         ]))
     }

@@ -31,7 +31,7 @@ fn bytes_out(v: &Value) -> (usize, usize) {
         Value::NdArray(a) => (a.data().len(), 1),
         Value::IntArray(ints) => (0, ints.len().max(1)),
         Value::Serialized(b) | Value::Pickled(b) => block(b),
-        Value::Serialize(inner) => sum(&mut std::iter::once(bytes_out(inner))),
+        Value::ToSerialize(inner) => sum(&mut std::iter::once(bytes_out(inner))),
         Value::Array(items) => sum(&mut items.iter().map(bytes_out)),
         Value::Map(entries) => sum(&mut entries.iter().map(|(k, x)| {
             let (a, b) = (bytes_out(k), bytes_out(x));

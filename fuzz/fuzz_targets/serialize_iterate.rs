@@ -65,7 +65,7 @@ fn value(u: &mut Unstructured, depth: u32) -> Result<Value> {
                 let header = Header::new(Value::map_of([("serializer", "pickle".into())]));
                 Value::Serialized(Box::new(Block::new(header, frames)))
             }
-            1 => Value::Serialize(Box::new(value(u, depth + 1)?)),
+            1 => Value::ToSerialize(Box::new(value(u, depth + 1)?)),
             // A packed integer array, around PACK_MIN long.
             2 => {
                 let n = u.int_in_range(0..=40)?;
@@ -78,7 +78,7 @@ fn value(u: &mut Unstructured, depth: u32) -> Result<Value> {
                 Value::NdArray(Box::new(a))
             }
         },
-        _ => Value::Serialize(Box::new(value(u, depth + 1)?)),
+        _ => Value::ToSerialize(Box::new(value(u, depth + 1)?)),
     })
 }
 
@@ -86,7 +86,7 @@ fn value(u: &mut Unstructured, depth: u32) -> Result<Value> {
 fn leaf_frames(v: &Value, out: &mut Vec<Bytes>) {
     match v {
         Value::Serialized(b) => out.extend(b.frames().iter().cloned()),
-        Value::Serialize(x) => leaf_frames(x, out),
+        Value::ToSerialize(x) => leaf_frames(x, out),
         Value::Array(a) => a.iter().for_each(|x| leaf_frames(x, out)),
         Value::Map(m) => m.iter().for_each(|(_, x)| leaf_frames(x, out)),
         _ => {}

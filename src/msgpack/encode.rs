@@ -29,7 +29,7 @@ pub(crate) trait Leaves {
     }
 
     /// Writes what stands for `v` (a placeholder), or refuses it: every
-    /// value msgpack has no form for (`Serialized`, `Pickled`, `Serialize`,
+    /// value msgpack has no form for (`Serialized`, `Pickled`, `ToSerialize`,
     /// `NdArray`), and the bins [`Leaves::diverts_bin`] claims.
     fn write(&mut self, v: &Value, out: &mut BytesMut) -> Result<(), EncodeError>;
 
@@ -57,7 +57,9 @@ impl Leaves for Plain {
 #[inline]
 fn is_leaf(v: &Value, leaves: &impl Leaves) -> bool {
     match v {
-        Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => true,
+        Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_) | Value::NdArray(_) => {
+            true
+        }
         Value::Bin(b) => leaves.diverts_bin(b),
         _ => false,
     }

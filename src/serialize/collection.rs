@@ -52,7 +52,7 @@ impl CollectionKind {
 /// use framewire::serialize::{serialize, CollectionView, IterateCollection, SerializeOptions};
 /// use framewire::Value;
 ///
-/// let items = Value::Array((0..100).map(|i| Value::Serialize(Box::new(Value::from(i)))).collect());
+/// let items = Value::Array((0..100).map(|i| Value::ToSerialize(Box::new(Value::from(i)))).collect());
 /// let mut opts = SerializeOptions::default();
 /// opts.iterate = IterateCollection::Always;
 /// let block = serialize(&items, &opts)?;

@@ -21,7 +21,7 @@ pub enum IterateCollection {
     /// ([`EncodeError::OutOfBandInBlob`](crate::EncodeError::OutOfBandInBlob)), never glued into the blob.
     Never,
     /// Iterate exactly when something inside, at any depth, needs frames of
-    /// its own: a `Serialize`, `Serialized` or `Pickled` leaf, an array, or
+    /// its own: a `ToSerialize`, `Serialized` or `Pickled` leaf, an array, or
     /// bytes at or above [`SerializeOptions::out_of_band_threshold`].
     #[default]
     Auto,

@@ -61,7 +61,7 @@ pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, Encode
 
 /// [`serialize`], then cut long frames into shards and add Dask's
 /// `split-num-sub-frames`, `split-offsets` and `compression` keys, as Dask's
-/// `dumps` does for a `Serialize` value. Shards are slices: nothing is
+/// `dumps` does for a `ToSerialize` value. Shards are slices: nothing is
 /// copied. With [`SerializeOptions::compression`], each frame (shard) whose
 /// `compression` entry is nil then goes through
 /// [`maybe_compress`](super::maybe_compress).
@@ -145,7 +145,7 @@ fn write_value(
         Value::Pickled(_) => Err(EncodeError::Unserializable {
             what: "a Pickled block inside a serialized value",
         }),
-        Value::Serialize(inner) => write_value(inner, mode, true, opts, out, depth, key),
+        Value::ToSerialize(inner) => write_value(inner, mode, true, opts, out, depth, key),
         Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
             let iterate = force || mode == IterateCollection::Always;
             if !iterate {

@@ -37,7 +37,7 @@ use super::handshake::Negotiated;
 ///
 /// // One call each way: serialized with the agreed codec, deserialized
 /// // from the receive buffers.
-/// let msg = Value::map_of([("data", Value::Serialize(Box::new(Value::bin(vec![0u8; 100_000]))))]);
+/// let msg = Value::map_of([("data", Value::ToSerialize(Box::new(Value::bin(vec![0u8; 100_000]))))]);
 /// left.send_value(&msg).await?;
 /// assert_eq!(right.recv_value().await.expect("a message")?.get("data"), Some(&Value::bin(vec![0u8; 100_000])));
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -33,12 +33,13 @@ impl ValueDeserializer<'_> {
     /// An error when the value is one that travels through the side table.
     fn not_stashed(&self, expected: &str) -> Result<(), Error> {
         match self.value {
-            Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => {
-                Err(Error::new(format!(
-                    "expected {expected}, found {}",
-                    kind(self.value)
-                )))
-            }
+            Value::Serialized(_)
+            | Value::Pickled(_)
+            | Value::ToSerialize(_)
+            | Value::NdArray(_) => Err(Error::new(format!(
+                "expected {expected}, found {}",
+                kind(self.value)
+            ))),
             _ => Ok(()),
         }
     }
@@ -82,9 +83,10 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer<'de> {
                 entries: entries.iter(),
                 value: None,
             }),
-            Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => {
-                self.visit_stashed(visitor)
-            }
+            Value::Serialized(_)
+            | Value::Pickled(_)
+            | Value::ToSerialize(_)
+            | Value::NdArray(_) => self.visit_stashed(visitor),
         }
     }
 
@@ -177,7 +179,7 @@ pub(super) fn kind(v: &Value) -> &'static str {
         Value::Array(_) | Value::IntArray(_) => "an array",
         Value::Map(_) => "a map",
         Value::Serialized(_) | Value::Pickled(_) => "a block",
-        Value::Serialize(_) => "a value to serialize",
+        Value::ToSerialize(_) => "a value to serialize",
         Value::NdArray(_) => "an array (ndarray)",
     }
 }

@@ -184,7 +184,7 @@ pub mod bytes {
 
 /// Marks a value to be serialized out of band, as Dask's `to_serialize`:
 /// in the message it becomes a `{"__Serialized__": i}` block of its own
-/// ([`Value::Serialize`]), which the serialize layer writes with its
+/// ([`Value::ToSerialize`]), which the serialize layer writes with its
 /// families (an array as Dask's numpy family, bytes as the dask family, a
 /// collection iterated or as one blob).
 ///
@@ -199,7 +199,7 @@ impl<T: Serialize> Serialize for ToSerialize<T> {
             return self.0.serialize(s);
         }
         let inner = super::to_value(&self.0).map_err(serde::ser::Error::custom)?;
-        serialize_stashed(Value::Serialize(Box::new(inner)), s)
+        serialize_stashed(Value::ToSerialize(Box::new(inner)), s)
     }
 }
 
@@ -250,7 +250,7 @@ fn kind_of(v: &Value) -> &'static str {
         Value::Map(_) => "a map",
         Value::Serialized(_) => "a serialized block",
         Value::Pickled(_) => "a pickled block",
-        Value::Serialize(_) => "a value to serialize",
+        Value::ToSerialize(_) => "a value to serialize",
         Value::NdArray(_) => "an ndarray",
     }
 }
@@ -361,7 +361,7 @@ impl<'de> Deserialize<'de> for NdArray {
 impl Serialize for Value {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let _nested = match (side::mode(), self) {
-            (Some(side::Mode::Value), _) | (Some(side::Mode::Frames), Value::Serialize(_)) => {
+            (Some(side::Mode::Value), _) | (Some(side::Mode::Frames), Value::ToSerialize(_)) => {
                 return serialize_stashed(self.clone(), s);
             }
             // Written where it is, level by level, up to a depth: deeper,
@@ -387,7 +387,7 @@ impl Serialize for Value {
             Value::IntArray(items) => s.collect_seq(items),
             Value::Map(entries) => s.collect_map(entries.iter().map(|(k, v)| (k, v))),
             Value::Serialized(b) | Value::Pickled(b) => b.serialize(s),
-            Value::Serialize(v) => v.serialize(s),
+            Value::ToSerialize(v) => v.serialize(s),
             Value::NdArray(a) => a.serialize(s),
         }
     }

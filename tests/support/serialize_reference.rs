@@ -12,7 +12,9 @@ use framewire::{EncodeError, IterateCollection, Value};
 /// Whether `v` needs frames of its own anywhere inside (Auto's rule).
 pub fn needs_frames(v: &Value, threshold: usize) -> bool {
     match v {
-        Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => true,
+        Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_) | Value::NdArray(_) => {
+            true
+        }
         Value::Bin(b) => b.len() >= threshold,
         Value::Array(a) => a.iter().any(|x| needs_frames(x, threshold)),
         Value::Map(m) => m
@@ -44,7 +46,7 @@ pub fn iterated(v: &Value, mode: IterateCollection, forced: bool, threshold: usi
 /// outside this reference.
 pub fn refusal(v: &Value, mode: IterateCollection, forced: bool, thr: usize) -> Option<Refusal> {
     match v {
-        Value::Serialize(x) => refusal(x, mode, true, thr),
+        Value::ToSerialize(x) => refusal(x, mode, true, thr),
         Value::Pickled(_) => panic!("the reference has no rule for Pickled blocks"),
         Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
             if !forced && mode != IterateCollection::Always {
@@ -74,7 +76,7 @@ pub fn refusal(v: &Value, mode: IterateCollection, forced: bool, thr: usize) -> 
 /// its keys and values in order).
 pub fn blob_refusal(v: &Value, thr: usize) -> Option<Refusal> {
     match v {
-        Value::Serialized(_) | Value::Pickled(_) | Value::Serialize(_) | Value::NdArray(_) => {
+        Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_) | Value::NdArray(_) => {
             Some(Refusal::OutOfBandInBlob)
         }
         Value::Bin(b) if b.len() >= thr => Some(Refusal::OutOfBandInBlob),
@@ -118,7 +120,7 @@ impl Refusal {
 /// The frames `serialize` must produce.
 pub fn expected_frames(v: &Value, mode: IterateCollection, forced: bool, thr: usize) -> usize {
     match v {
-        Value::Serialize(x) => expected_frames(x, mode, true, thr),
+        Value::ToSerialize(x) => expected_frames(x, mode, true, thr),
         Value::Serialized(b) => b.frames().len(),
         Value::Array(a) if iterated(v, mode, forced, thr) => {
             a.iter().map(|x| expected_frames(x, mode, false, thr)).sum()
@@ -136,7 +138,7 @@ pub fn expected_frames(v: &Value, mode: IterateCollection, forced: bool, thr: us
 /// What deserializing gives back: `Serialize` wrappers unwrapped.
 pub fn norm(v: &Value) -> Value {
     match v {
-        Value::Serialize(x) => norm(x),
+        Value::ToSerialize(x) => norm(x),
         Value::Array(a) => Value::Array(a.iter().map(norm).collect()),
         Value::Map(m) => Value::Map(m.iter().map(|(k, x)| (k.clone(), norm(x))).collect()),
         other => other.clone(),
@@ -155,7 +157,7 @@ pub fn check_header(
     let serializer = h.get("serializer").and_then(Value::as_str);
     let err = |why: &str| Err(format!("{why}: value {v:?}\n header {h:?}"));
     match v {
-        Value::Serialize(x) => check_header(x, h, mode, true, thr),
+        Value::ToSerialize(x) => check_header(x, h, mode, true, thr),
         Value::Serialized(b) => {
             // The block's own header, plus "key" inside a dict.
             let strip = |m: &Value| -> Vec<(Value, Value)> {

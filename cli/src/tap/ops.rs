@@ -142,7 +142,7 @@ mod tests {
                 6 => Value::Bin(Bytes::from(vec![7u8; self.len()])),
                 7 => Value::str(&"x".repeat(self.len())),
                 8 => Value::str("op"),
-                9 => Value::Serialize(Box::new(Value::Bin(Bytes::from(vec![1u8; self.len()])))),
+                9 => Value::ToSerialize(Box::new(Value::Bin(Bytes::from(vec![1u8; self.len()])))),
                 10 => {
                     Value::str(["ping", "compute-task", "pickle-protocol"][self.below(3) as usize])
                 }
@@ -177,7 +177,7 @@ mod tests {
                 _ => Value::Map(
                     (0..n)
                         .map(|_| (self.scalar(), self.value(depth - 1)))
-                        .filter(|(k, _)| !matches!(k, Value::Serialize(_)))
+                        .filter(|(k, _)| !matches!(k, Value::ToSerialize(_)))
                         .collect(),
                 ),
             }

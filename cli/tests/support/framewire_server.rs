@@ -148,7 +148,7 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
         let data = msg.get("data").cloned().unwrap_or(Value::Nil);
         let reply = Value::map_of([
             ("status", Value::str("OK")),
-            ("data", Value::Serialize(Box::new(data))),
+            ("data", Value::ToSerialize(Box::new(data))),
         ]);
         let mut sopts = SerializeOptions::default();
         sopts.compression = codec;
