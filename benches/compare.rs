@@ -59,7 +59,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{deserialize, serialize};
 use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions, TlsConfig};
@@ -265,7 +265,7 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             let frames = framewire::dumps_with(&msg, &opts).expect("dumps").len();
             let (per_call, cpu, calls) = timed_cpu(min_time, || {
                 let f = framewire::dumps_with(std::hint::black_box(&msg), &opts).expect("dumps");
-                std::hint::black_box(framewire::loads(&f, &de).expect("loads"));
+                std::hint::black_box(framewire::loads_with(&f, &de).expect("loads"));
             });
             json!({"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": frames})
         }
@@ -622,7 +622,7 @@ fn typed(req: &Json, min_time: f64) -> Json {
     let frames = common::capture_frames(case);
     assert!(!frames.is_empty(), "no capture {case}");
     let opts = DeserializeOptions::default();
-    let loads = |f: &[Bytes]| framewire::loads(f, &opts).expect("loads");
+    let loads = |f: &[Bytes]| framewire::loads_with(f, &opts).expect("loads");
     let (per_call, calls) = match (case, req["path"].as_str().expect("path")) {
         (_, "loads") => timed(min_time, || {
             std::hint::black_box(loads(std::hint::black_box(&frames)));
@@ -720,7 +720,7 @@ fn rss_recv(deserialize: bool) {
         let env = rx.recv().await.expect("a message").expect("recv");
         let payload: usize = env.frames().iter().skip(1).map(Bytes::len).sum();
         let kept = if deserialize {
-            let value = loads(env.frames(), &limits).expect("loads");
+            let value = decode(env.frames(), &limits).expect("loads");
             // Shards merge into the receive buffer: no copy.
             let de = deserialize_options().backed_by(&env);
             drop(env);

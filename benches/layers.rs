@@ -6,7 +6,7 @@ use std::hint::black_box;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::{dumps, Block, Envelope, Header, Limits, Value};
 
 const SIZES: [(&str, usize); 4] = [
@@ -87,9 +87,9 @@ fn bench_message(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for (name, size) in SIZES {
         let frames = dumps(&task_message(payload(size))).unwrap();
-        let value = loads(&frames, &limits).unwrap();
+        let value = decode(&frames, &limits).unwrap();
         g.bench_function(BenchmarkId::new("loads_passthrough", name), |b| {
-            b.iter(|| black_box(loads(black_box(&frames), &limits).unwrap()))
+            b.iter(|| black_box(decode(black_box(&frames), &limits).unwrap()))
         });
         g.bench_function(BenchmarkId::new("dumps_passthrough", name), |b| {
             b.iter(|| black_box(dumps(black_box(&value)).unwrap()))

@@ -28,7 +28,7 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
     Throughput,
 };
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::IterateCollection;
 use framewire::serialize::{deserialize, serialize};
 use framewire::{dumps, dumps_with, Limits, Value};
@@ -124,7 +124,7 @@ fn big_payload(c: &mut Criterion) {
         });
         let frames = dumps(&msg).unwrap();
         g.bench_function(BenchmarkId::new("loads", &name), |b| {
-            b.iter(|| black_box(loads(black_box(&frames), &limits).unwrap()))
+            b.iter(|| black_box(decode(black_box(&frames), &limits).unwrap()))
         });
     }
     g.finish();
@@ -155,7 +155,7 @@ fn dumps_collection(c: &mut Criterion) {
             });
             let frames = dumps_with(&msg, &opts).unwrap();
             g.bench_function(BenchmarkId::new("loads", n), |b| {
-                b.iter(|| black_box(framewire::loads(black_box(&frames), &de).unwrap()))
+                b.iter(|| black_box(framewire::loads_with(black_box(&frames), &de).unwrap()))
             });
         }
         g.finish();

@@ -15,7 +15,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use framewire::dask::{SchedulerToWorker, WorkerToScheduler};
 use framewire::serialize::{DeserializeOptions, SerializeOptions};
 use framewire::typed::{from_frames, to_frames};
-use framewire::{dumps, from_value, loads, to_value, Value};
+use framewire::{dumps, from_value, loads_with, to_value, Value};
 use serde::{Deserialize, Serialize};
 
 mod common;
@@ -25,7 +25,7 @@ fn compute_task(c: &mut Criterion) {
     let frames = capture_frames("compute-task_1");
     let opts = DeserializeOptions::default();
     // The typed result must hold what the dynamic one does.
-    let typed: Vec<SchedulerToWorker> = from_value(loads(&frames, &opts).unwrap()).unwrap();
+    let typed: Vec<SchedulerToWorker> = from_value(loads_with(&frames, &opts).unwrap()).unwrap();
     assert!(matches!(typed[..], [SchedulerToWorker::ComputeTask(_)]));
     assert_eq!(
         from_frames::<Vec<SchedulerToWorker>>(&frames, &opts).unwrap(),
@@ -34,11 +34,11 @@ fn compute_task(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("typed/compute-task");
     g.bench_function("loads", |b| {
-        b.iter(|| black_box(loads(black_box(&frames), &opts).unwrap()))
+        b.iter(|| black_box(loads_with(black_box(&frames), &opts).unwrap()))
     });
     g.bench_function("loads+from_value", |b| {
         b.iter(|| {
-            let v = loads(black_box(&frames), &opts).unwrap();
+            let v = loads_with(black_box(&frames), &opts).unwrap();
             black_box(from_value::<Vec<SchedulerToWorker>>(v).unwrap())
         })
     });
@@ -53,7 +53,7 @@ fn compute_task(c: &mut Criterion) {
 fn task_finished(c: &mut Criterion) {
     let frames = capture_frames("task-finished_1");
     let opts = DeserializeOptions::default();
-    let batch: Vec<WorkerToScheduler> = from_value(loads(&frames, &opts).unwrap()).unwrap();
+    let batch: Vec<WorkerToScheduler> = from_value(loads_with(&frames, &opts).unwrap()).unwrap();
     assert!(matches!(batch[..], [WorkerToScheduler::TaskFinished(_)]));
     let value = to_value(&batch).unwrap();
     // The same bytes as the capture: equal work on both sides.

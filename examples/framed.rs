@@ -35,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Read until the peer closes; decode frame 0 of each message.
     while let Some(env) = right.next().await {
         let env = env?;
-        let value = message::loads(env.frames(), right.codec().limits())?;
+        let value = message::decode(env.frames(), right.codec().limits())?;
         let ops: Vec<&str> = value
             .as_array()
             .unwrap_or_default()

@@ -21,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while !rest.is_empty() {
         // Frames are slices of `wire`: nothing is copied.
         let (env, used) = Envelope::decode(&rest, &opts.limits)?;
-        let loaded = message::loads_detailed(env.frames(), &opts.limits)?;
+        let loaded = message::decode_detailed(env.frames(), &opts.limits)?;
         let lengths: Vec<usize> = env.frames().iter().map(Bytes::len).collect();
         println!("message #{index}: {} bytes, frames {lengths:?}", used);
         println!("  ops: {}", ops(&loaded.value).join(", "));

@@ -27,7 +27,7 @@ pub enum EncodeError {
     /// A block's header is not a map.
     HeaderNotMap,
     /// A `ToSerialize` or `NdArray` value given to the message layer alone
-    /// (`message::dumps`); `framewire::dumps` serializes them.
+    /// (`message::encode`); `framewire::dumps` serializes them.
     NotSerialized,
     /// `IterateCollection::Never` was asked to put a value that needs frames
     /// of its own (`Serialized`, `Pickled`, `ToSerialize`, an array, or bytes

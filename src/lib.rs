@@ -18,7 +18,7 @@
 //!   (families, collections with offset tables, shards, compression).
 //! * [`dumps`] / [`loads`]: a whole message through every layer, as Dask's
 //!   `distributed.protocol.dumps` / `loads` (`deserialize=True`);
-//!   [`message::dumps`] / [`message::loads`] are the pass-through layer alone.
+//!   [`message::encode`] / [`message::decode`] are the pass-through layer alone.
 //! * `typed` (feature `serde`): your serde types as messages,
 //!   [`to_value`] / [`from_value`],
 //!   blocks, arrays and bin fields kept zero-copy.
@@ -39,7 +39,7 @@
 //! each layer has its own error type, all of them in [`DecodeError`].
 //!
 //! ```
-//! use framewire::{dumps, loads, DeserializeOptions, Envelope, Limits, Value};
+//! use framewire::{dumps, loads, Envelope, Limits, Value};
 //!
 //! // A Dask RPC message, as a Python peer writes it.
 //! let msg = Value::map_of([("op", Value::str("identity")), ("reply", Value::Bool(true))]);
@@ -48,7 +48,7 @@
 //! // Read it back: split into frames (slices of `wire`), then decode them.
 //! let (env, used) = Envelope::decode(&wire, &Limits::default())?;
 //! assert_eq!(used, wire.len());
-//! assert_eq!(loads(env.frames(), &DeserializeOptions::default())?, msg);
+//! assert_eq!(loads(env.frames())?, msg);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -106,7 +106,7 @@ pub use limits::Limits;
 pub use message::MessageError;
 pub use msgpack::{MsgpackError, Position};
 pub use ndarray::NdArray;
-pub use protocol::{dumps, dumps_with, loads, DecodeError};
+pub use protocol::{dumps, dumps_with, loads, loads_with, DecodeError};
 pub use serialize::{
     CompressionError, DeserializeError, DeserializeOptions, IterateCollection, SerializeOptions,
 };

@@ -230,19 +230,19 @@ pub enum Ops<'a> {
 ///
 /// It looks rather than checks: no [`Limits`] apply, and every form
 /// msgpack can encode is stepped over (ext types, float 32, a str that is
-/// not UTF-8), where [`loads`] would refuse some. `None` when frame 0 is not
+/// not UTF-8), where [`decode`] would refuse some. `None` when frame 0 is not
 /// one whole msgpack value (cut short, a byte msgpack never uses, or bytes
 /// after the value).
 ///
 /// ```
-/// use framewire::message::{dumps, peek_ops, Ops};
+/// use framewire::message::{encode, peek_ops, Ops};
 /// use framewire::Value;
 ///
 /// let op = |name: &str| Value::map_of([("op", Value::str(name))]);
-/// let frames = dumps(&op("compute-task"))?;
+/// let frames = encode(&op("compute-task"))?;
 /// assert_eq!(peek_ops(&frames[0]), Some(Ops::Op("compute-task")));
 ///
-/// let batch = dumps(&Value::Array(vec![op("task-finished"), Value::str("OK")]))?;
+/// let batch = encode(&Value::Array(vec![op("task-finished"), Value::str("OK")]))?;
 /// assert_eq!(peek_ops(&batch[0]), Some(Ops::Batch(vec![Some("task-finished"), None])));
 /// assert_eq!(peek_ops(&frames[0][..3]), None); // cut short
 /// # Ok::<(), framewire::EncodeError>(())
@@ -332,7 +332,7 @@ pub struct BlockRef {
 
 /// A message decoded in pass-through mode, with where its blocks were.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Loaded {
+pub struct Decoded {
     /// Frame 0, with every placeholder replaced by its block.
     pub value: Value,
     /// The blocks, in the order their placeholders appear in frame 0.
@@ -348,26 +348,26 @@ pub struct Loaded {
 ///
 /// ```
 /// use bytes::Bytes;
-/// use framewire::message::{dumps, loads};
+/// use framewire::message::{encode, decode};
 /// use framewire::{Limits, Value};
 ///
 /// let frames = vec![Bytes::from_static(b"\x81\xa2op\xa4ping")];
-/// let value = loads(&frames, &Limits::strict())?;
+/// let value = decode(&frames, &Limits::strict())?;
 /// assert_eq!(value.get("op").and_then(Value::as_str), Some("ping"));
-/// assert_eq!(dumps(&value)?, frames);
+/// assert_eq!(encode(&value)?, frames);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn loads(frames: &[Bytes], limits: &Limits) -> Result<Value, MessageError> {
-    loads_detailed(frames, limits).map(|l| l.value)
+pub fn decode(frames: &[Bytes], limits: &Limits) -> Result<Value, MessageError> {
+    decode_detailed(frames, limits).map(|l| l.value)
 }
 
-/// [`loads`], also returning where each block was and which frames are orphans.
-pub fn loads_detailed(frames: &[Bytes], limits: &Limits) -> Result<Loaded, MessageError> {
+/// [`decode`], also returning where each block was and which frames are orphans.
+pub fn decode_detailed(frames: &[Bytes], limits: &Limits) -> Result<Decoded, MessageError> {
     let mut claims = Claims::new(frames, limits)?;
     let value = msgpack::decode(&frames[0], 0, limits, &mut |entries, at| {
         claims.resolve(entries, at)
     })?;
-    Ok(Loaded {
+    Ok(Decoded {
         value,
         orphans: claims.orphans(),
         blocks: claims.blocks,
@@ -375,7 +375,7 @@ pub fn loads_detailed(frames: &[Bytes], limits: &Limits) -> Result<Loaded, Messa
 }
 
 /// The blocks of one message as its placeholders claim them (SPEC.md §4.2):
-/// what [`loads`] does with each map of frame 0, for any reader of frame 0.
+/// what [`decode`] does with each map of frame 0, for any reader of frame 0.
 pub(crate) struct Claims<'f> {
     frames: &'f [Bytes],
     limits: &'f Limits,
@@ -515,13 +515,13 @@ fn claim_block(
 /// refused ([`EncodeError::NotSerialized`]); [`crate::dumps`] serializes them.
 /// A plain map that uses `__Serialized__` or `__Pickled__` as a key is refused
 /// ([`EncodeError::ReservedKey`]): Dask would misread it.
-pub fn dumps(value: &Value) -> Result<Vec<Bytes>, EncodeError> {
-    dumps_with(value, &mut |_| Err(EncodeError::NotSerialized))
+pub fn encode(value: &Value) -> Result<Vec<Bytes>, EncodeError> {
+    encode_with(value, &mut |_| Err(EncodeError::NotSerialized))
 }
 
-/// [`dumps`], with `serialize` turning each [`Value::ToSerialize`] or
+/// [`encode`], with `serialize` turning each [`Value::ToSerialize`] or
 /// [`Value::NdArray`] leaf into the block that replaces it.
-pub(crate) fn dumps_with(
+pub(crate) fn encode_with(
     value: &Value,
     serialize: &mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
 ) -> Result<Vec<Bytes>, EncodeError> {
@@ -533,7 +533,7 @@ pub(crate) fn dumps_with(
 
 /// Frame 0's rules for the msgpack encoder: every out-of-band leaf becomes
 /// a placeholder whose block is appended to the frames, and reserved keys
-/// are refused. A writer of frame 0 that is not [`dumps`] (the typed
+/// are refused. A writer of frame 0 that is not [`encode`] (the typed
 /// layer's direct path) hands it each value it cannot write itself.
 pub(crate) struct Placeholders<'s> {
     frames: Vec<Bytes>,

@@ -9,7 +9,7 @@
 //! ```text
 //! EnvelopeError     layer 1: the TCP framing                 envelope::parse_prelude, Envelope::decode
 //! MsgpackError      msgpack in frame 0, sub-headers, blobs    (inside the two below)
-//! MessageError      layer 2: frame 0 and placeholders         message::loads
+//! MessageError      layer 2: frame 0 and placeholders         message::decode
 //! DeserializeError  layer 3: headers, families, shards        serialize::deserialize
 //!   CompressionError  compressed frames (SPEC.md §5.12)
 //! DecodeError       any of these                              framewire::loads, the transport
@@ -34,7 +34,7 @@ use crate::value::Value;
 /// serialized and split into a block of its own with
 /// [`SerializeOptions::default()`], pre-serialized blocks pass through
 /// untouched, and frame 0 is the msgpack of the rest
-/// ([`message::dumps`] is the same without the serializing).
+/// ([`message::encode`] is the same without the serializing).
 ///
 /// ```
 /// use bytes::Bytes;
@@ -57,14 +57,33 @@ pub fn dumps(value: &Value) -> Result<Vec<Bytes>, EncodeError> {
 /// [`dumps`] with explicit options (a codec the handshake agreed, another
 /// shard size, [`IterateCollection`](crate::IterateCollection)...).
 pub fn dumps_with(value: &Value, opts: &SerializeOptions) -> Result<Vec<Bytes>, EncodeError> {
-    message::dumps_with(value, &mut |leaf| {
+    message::encode_with(value, &mut |leaf| {
         serialize::serialize_and_split(leaf, opts)
     })
 }
 
 /// A message from its frames, as Dask's `distributed.protocol.loads`
+/// (`deserialize=True`) reads it, with the default [`DeserializeOptions`]
+/// (limits that accept everything real Dask traffic holds): [`loads_with`]
+/// with `&DeserializeOptions::default()`.
+///
+/// ```
+/// use framewire::{dumps, loads, Value};
+///
+/// let msg = Value::map_of([("op", "ping".into())]);
+/// assert_eq!(loads(&dumps(&msg)?)?, msg);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn loads(frames: &[Bytes]) -> Result<Value, DecodeError> {
+    loads_with(frames, &DeserializeOptions::default())
+}
+
+/// [`loads`] with explicit options (other limits, a buffer the frames were
+/// sliced from, more serializer families).
+///
+/// A message from its frames, as Dask's `distributed.protocol.loads`
 /// (`deserialize=True`) reads it: frame 0 and its placeholders
-/// ([`message::loads`]), then every `Serialized` block deserialized
+/// ([`message::decode`]), then every `Serialized` block deserialized
 /// ([`serialize::deserialize_blocks`]) under one decompression budget.
 /// What framewire does not rebuild (pickle, unknown families) stays a
 /// block, and `Pickled` blocks are never unpickled.
@@ -72,18 +91,18 @@ pub fn dumps_with(value: &Value, opts: &SerializeOptions) -> Result<Vec<Bytes>, 
 /// ```
 /// use bytes::Bytes;
 /// use framewire::serialize::DeserializeOptions;
-/// use framewire::{dumps, loads, Value};
+/// use framewire::{dumps, loads_with, Value};
 ///
 /// let msg = Value::map_of([
 ///     ("op", "store".into()),
 ///     ("data", Value::ToSerialize(Box::new(Value::from(vec![1i64, 2, 3])))),
 /// ]);
-/// let back = loads(&dumps(&msg)?, &DeserializeOptions::default())?;
+/// let back = loads_with(&dumps(&msg)?, &DeserializeOptions::default())?;
 /// assert_eq!(back.get("data"), Some(&Value::from(vec![1i64, 2, 3])));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn loads(frames: &[Bytes], opts: &DeserializeOptions) -> Result<Value, DecodeError> {
-    let value = message::loads(frames, &opts.limits)?;
+pub fn loads_with(frames: &[Bytes], opts: &DeserializeOptions) -> Result<Value, DecodeError> {
+    let value = message::decode(frames, &opts.limits)?;
     Ok(serialize::deserialize_blocks(value, opts)?)
 }
 

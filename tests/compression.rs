@@ -18,7 +18,7 @@ use std::path::Path;
 use bytes::Bytes;
 use common::{bounded, measure, SMALL};
 use framewire::dumps_with;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{
     decompress, deserialize, deserialize_with_budget, maybe_compress, Codec, DecompressBudget,
@@ -177,7 +177,7 @@ const SERIALIZED_CASES: [&str; 3] = [
 fn golden_compressed_captures_deserialize_like_dask() {
     for name in SERIALIZED_CASES {
         let c = case(name);
-        let passthrough = loads(&c.frames, &Limits::dask_compat()).unwrap();
+        let passthrough = decode(&c.frames, &Limits::dask_compat()).unwrap();
         let mut opts = compat();
         opts.backing = vec![c.wire.clone()];
         let value = deserialize_blocks(passthrough, &opts).unwrap();
@@ -188,7 +188,7 @@ fn golden_compressed_captures_deserialize_like_dask() {
     }
     // The compression lists are Dask's: per shard, the tail raw.
     let c = case("lz4_compression_sharded");
-    let Value::Map(m) = loads(&c.frames, &Limits::dask_compat()).unwrap() else {
+    let Value::Map(m) = decode(&c.frames, &Limits::dask_compat()).unwrap() else {
         panic!()
     };
     let Value::Serialized(b) = &m[0].1 else {
@@ -209,8 +209,11 @@ fn golden_topickle_lz4_stays_opaque_and_its_buffer_decompresses() {
     // framewire never unpickles: a Pickled block stays as it came, its
     // out-of-band buffer still lz4-compressed, byte for byte.
     let c = case("topickle_lz4");
-    let value =
-        deserialize_blocks(loads(&c.frames, &Limits::dask_compat()).unwrap(), &compat()).unwrap();
+    let value = deserialize_blocks(
+        decode(&c.frames, &Limits::dask_compat()).unwrap(),
+        &compat(),
+    )
+    .unwrap();
     let Some(Value::Pickled(b)) = value.get("arr") else {
         panic!("{value:?}")
     };
@@ -260,7 +263,7 @@ fn golden_lz4_and_zstd_encoding_rebuilds_dasks_messages_byte_for_byte() {
         opts.compression = Some(codec);
         opts.shard_size = c.json["dumps_call"]["frame_split_size"].as_u64().unwrap() as usize;
         let msg = reserializable(
-            &loads(&c.frames, &Limits::dask_compat()).unwrap(),
+            &decode(&c.frames, &Limits::dask_compat()).unwrap(),
             &compat(),
         );
         let frames = dumps_with(&msg, &opts).unwrap();
@@ -280,7 +283,7 @@ fn golden_lz4_and_zstd_encoding_rebuilds_dasks_messages_byte_for_byte() {
 #[test]
 fn golden_topickle_lz4_passes_through_unchanged_with_compression_on() {
     let c = case("topickle_lz4");
-    let msg = loads(&c.frames, &Limits::dask_compat()).unwrap();
+    let msg = decode(&c.frames, &Limits::dask_compat()).unwrap();
     let mut opts = SerializeOptions::default();
     opts.compression = Some(Codec::Lz4);
     let frames = dumps_with(&msg, &opts).unwrap();
@@ -342,7 +345,7 @@ fn round_trip_every_codec_and_shard_size() {
                     .unwrap()
                     .to_bytes();
                 let (env, _) = Envelope::decode(&wire, &Limits::strict()).unwrap();
-                let passthrough = loads(env.frames(), &Limits::strict()).unwrap();
+                let passthrough = decode(env.frames(), &Limits::strict()).unwrap();
                 // What was compressed: only frames (shards) of 10 000 bytes or
                 // more, each on its own, and only when it paid.
                 let Some(Value::Serialized(b)) = passthrough.get("v") else {
@@ -520,7 +523,7 @@ fn serialized_inside_a_serialize_collection_is_compressed_as_dask_does() {
     let mut opts = SerializeOptions::default();
     opts.compression = Some(Codec::Zstd);
     let frames = dumps_with(&msg, &opts).unwrap();
-    let passthrough = loads(&frames, &Limits::strict()).unwrap();
+    let passthrough = decode(&frames, &Limits::strict()).unwrap();
     let Some(Value::Serialized(b)) = passthrough.get("v") else {
         panic!()
     };

@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 
 use bytes::Bytes;
 use framewire::dumps_with;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{Codec, DeserializeOptions, SerializeOptions};
 use framewire::{Envelope, Limits, NdArray, Value};
@@ -107,7 +107,7 @@ fn codecs_on_the_wire(frames: &[Bytes]) -> Vec<String> {
             _ => {}
         }
     }
-    walk(&loads(frames, &Limits::dask_compat()).unwrap(), &mut names);
+    walk(&decode(frames, &Limits::dask_compat()).unwrap(), &mut names);
     names
 }
 
@@ -139,7 +139,7 @@ fn framewire_decodes_what_dask_compresses() {
         assert!(used.iter().all(|c| c == codec), "{name}: {used:?}");
         let compressible = !name.ends_with("random_bytes") && !name.ends_with("small_bytes");
         assert_eq!(!used.is_empty(), compressible, "{name}: {used:?}");
-        let value = deserialize_blocks(loads(frames, &Limits::dask_compat()).unwrap(), &opts)
+        let value = deserialize_blocks(decode(frames, &Limits::dask_compat()).unwrap(), &opts)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(py(&value), exp["value"], "{name}");
     }

@@ -4,13 +4,13 @@
 //! `framewire::dask` goes through the typed layer:
 //!
 //! 1. `wire.bin` is decoded pass-through (`Envelope::decode` +
-//!    `message::loads`: blocks kept as they came);
+//!    `message::decode`: blocks kept as they came);
 //! 2. the message (each element of a batched list) is decoded into the
 //!    channel enum its channel and direction pick, or into its reply type,
 //!    and must be the variant of its op, never `Other`;
 //! 3. `to_value` of the typed value must give back exactly the same `Value`
 //!    (map order, int/float, bin/str, block kind included), and
-//!    `message::dumps` of it the capture's frames byte for byte;
+//!    `message::encode` of it the capture's frames byte for byte;
 //! 4. the same frames decoded with `framewire::loads` (deserialize=True, as
 //!    a Dask worker reads them) still decode into the same type, with the
 //!    blocks that framewire deserializes turned into their values.
@@ -265,14 +265,14 @@ fn decode_wire(case: &Case) -> (Envelope, Value) {
         "{}: wire.bin frames vs frame_NNN.bin",
         case.name
     );
-    let value = message::loads(env.frames(), &limits())
-        .unwrap_or_else(|e| panic!("{}: message::loads: {e}", case.name));
+    let value = message::decode(env.frames(), &limits())
+        .unwrap_or_else(|e| panic!("{}: message::decode: {e}", case.name));
     (env, value)
 }
 
 /// The same frames as a Dask worker reads them (`deserialize=True`).
 fn decode_deserialized(case: &Case, env: &Envelope) -> Value {
-    framewire::loads(
+    framewire::loads_with(
         env.frames(),
         &DeserializeOptions::with_limits(limits()).backed_by(env),
     )
@@ -418,7 +418,7 @@ fn direct_paths_agree<T: Serialize + DeserializeOwned + Debug + PartialEq>(
     frames: &[Bytes],
 ) -> Vec<Bytes> {
     let opts = DeserializeOptions::with_limits(limits());
-    let dynamic: T = framewire::loads(frames, &opts)
+    let dynamic: T = framewire::loads_with(frames, &opts)
         .and_then(framewire::from_value)
         .unwrap_or_else(|e| panic!("{what}: loads + from_value: {e}"));
     let direct: T = framewire::typed::from_frames(frames, &opts)
@@ -793,8 +793,8 @@ fn every_typed_capture_through_the_direct_paths() {
     fn whole<T: Serialize + DeserializeOwned + Debug + PartialEq>(case: &Case) {
         let frames = direct_paths_agree::<T>(&case.name, &case.frames);
         let opts = DeserializeOptions::with_limits(limits());
-        let deserialized = framewire::loads(&case.frames, &opts).unwrap();
-        if deserialized == message::loads(&case.frames, &limits()).unwrap() {
+        let deserialized = framewire::loads_with(&case.frames, &opts).unwrap();
+        if deserialized == message::decode(&case.frames, &limits()).unwrap() {
             assert_eq!(
                 frames, case.frames,
                 "{}: to_frames vs the capture",
@@ -838,7 +838,7 @@ fn every_typed_capture_through_the_direct_paths() {
     assert!(checked >= REQUIRED.len(), "only {checked} captures");
 }
 
-/// `message::dumps` of the retyped value gives the capture's frames byte
+/// `message::encode` of the retyped value gives the capture's frames byte
 /// for byte (framewire's msgpack is Dask's for all of these).
 #[test]
 fn every_typed_capture_re_encodes_byte_identical() {
@@ -851,12 +851,12 @@ fn every_typed_capture_re_encodes_byte_identical() {
     assert!(checked >= REQUIRED.len(), "only {checked} captures");
 }
 
-/// `message::dumps` of `value` is the case's frames byte for byte, and
+/// `message::encode` of `value` is the case's frames byte for byte, and
 /// enveloped its wire bytes.
 #[track_caller]
 fn assert_encodes_to_the_capture(case: &Case, value: &Value) {
     let frames =
-        message::dumps(value).unwrap_or_else(|e| panic!("{}: message::dumps: {e}", case.name));
+        message::encode(value).unwrap_or_else(|e| panic!("{}: message::encode: {e}", case.name));
     assert_eq!(
         frames.len(),
         case.frames.len(),

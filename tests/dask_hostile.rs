@@ -45,7 +45,7 @@ fn capture(name: &str) -> Value {
         .join("wire.bin");
     let wire = Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}")));
     let (env, _) = Envelope::decode(&wire, &limits()).unwrap();
-    message::loads(env.frames(), &limits()).unwrap()
+    message::decode(env.frames(), &limits()).unwrap()
 }
 
 /// The first op of a capture (the message itself when it is not a batch).
@@ -719,7 +719,7 @@ fn direct_agrees(ch: Channel, msg: &Value) -> Result<(), String> {
     ) -> Result<(), String> {
         let opts = framewire::DeserializeOptions::with_limits(limits());
         let direct = framewire::typed::from_frames::<T>(frames, &opts);
-        let dynamic = framewire::loads(frames, &opts).and_then(framewire::from_value::<T>);
+        let dynamic = framewire::loads_with(frames, &opts).and_then(framewire::from_value::<T>);
         // Compared as printed too: a NaN field is unequal to itself.
         match direct == dynamic || format!("{direct:?}") == format!("{dynamic:?}") {
             true => Ok(()),
@@ -783,7 +783,7 @@ fn a_key_nested_to_the_depth_limit_decodes_on_a_default_stack() {
     // The map is level 1, the keys array level 2: key arrays fill the rest.
     let deepest = max - 2;
     let ok = on_small_stack(2 << 20, move || {
-        let v = message::loads(&[frame(deepest)], &limits()).expect("within max_depth");
+        let v = message::decode(&[frame(deepest)], &limits()).expect("within max_depth");
         let SchedulerToWorker::FreeKeys(m) = SchedulerToWorker::from_value(v.clone()).unwrap()
         else {
             panic!("not free-keys")
@@ -804,7 +804,7 @@ fn a_key_nested_to_the_depth_limit_decodes_on_a_default_stack() {
         framewire::to_value(&m).unwrap() == v
     });
     assert!(ok, "the deep key round-trips");
-    let err = message::loads(&[frame(deepest + 1)], &limits()).unwrap_err();
+    let err = message::decode(&[frame(deepest + 1)], &limits()).unwrap_err();
     assert!(
         matches!(
             err,
@@ -839,7 +839,7 @@ fn decode_bounded(
     let frames = vec![Bytes::from(frame)];
     let len = frames[0].len();
     let dynamic = bounded(SMALL + len + extra, || {
-        let v = message::loads(&frames, limits)?;
+        let v = message::decode(&frames, limits)?;
         SchedulerToWorker::from_value(v)
     });
     // The direct path: the same result, within the same bound.
@@ -956,7 +956,7 @@ fn too_many_keys_for_strict_limits_are_refused_before_serde() {
     keys.extend_from_slice(&(n as u32).to_be_bytes());
     keys.extend(std::iter::repeat_n(0x07, n));
     let frames = vec![Bytes::from(free_keys_frame(&keys))];
-    let v = message::loads(&frames, &strict).unwrap();
+    let v = message::decode(&frames, &strict).unwrap();
     let SchedulerToWorker::FreeKeys(m) = SchedulerToWorker::from_value(v).unwrap() else {
         panic!("free-keys")
     };

@@ -95,8 +95,8 @@ fn captured_op(name: &str, deserialize: bool) -> Value {
     let wire = Bytes::from(std::fs::read(path.join("wire.bin")).unwrap());
     let (env, _) = Envelope::decode(&wire, &limits()).unwrap();
     let value = match deserialize {
-        false => message::loads(env.frames(), &limits()).unwrap(),
-        true => framewire::loads(
+        false => message::decode(env.frames(), &limits()).unwrap(),
+        true => framewire::loads_with(
             env.frames(),
             &DeserializeOptions::with_limits(limits()).backed_by(&env),
         )
@@ -129,7 +129,7 @@ fn captured_run_spec() -> Block {
         let offset = m["offset"].as_u64().unwrap() as usize;
         let wire = bin.slice(offset..offset + m["nbytes"].as_u64().unwrap() as usize);
         let (env, _) = Envelope::decode(&wire, &limits()).unwrap();
-        let Value::Array(ops) = message::loads(env.frames(), &limits()).unwrap() else {
+        let Value::Array(ops) = message::decode(env.frames(), &limits()).unwrap() else {
             panic!("a batch")
         };
         let slow_3 = Value::str("slow-3");

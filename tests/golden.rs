@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use common::json::Json;
 use framewire::envelope::{parse_prelude, PreludeStatus};
-use framewire::message::{dumps, loads_detailed, BlockKind, Loaded};
+use framewire::message::{decode_detailed, encode, BlockKind, Decoded};
 use framewire::{Envelope, Integer, Limits, Value};
 use sha2::{Digest, Sha256};
 
@@ -143,7 +143,7 @@ fn bin_matches(b: &[u8], j: &Json) -> bool {
 
 /// Compares a decoded value with its framewire JSON. Blocks are expected as
 /// `{"$serialized": i}` / `{"$pickled": i}`, with `i` taken in order from
-/// `offsets` (the depth-first order of `Loaded::blocks`).
+/// `offsets` (the depth-first order of `Decoded::blocks`).
 fn check_json(
     v: &Value,
     j: &Json,
@@ -206,7 +206,7 @@ fn check_json(
         Value::Serialized(_) | Value::Pickled(_) => {
             let (kind, offset) = *offsets
                 .next()
-                .ok_or(format!("{path}: more blocks than Loaded::blocks"))?;
+                .ok_or(format!("{path}: more blocks than Decoded::blocks"))?;
             let (want_kind, tag) = match v {
                 Value::Serialized(_) => (BlockKind::Serialized, "$serialized"),
                 _ => (BlockKind::Pickled, "$pickled"),
@@ -232,7 +232,7 @@ fn inside(inner: &[u8], outer: &[u8]) -> bool {
 
 /// Every str and bin of `v` points into `frame`; blocks' headers into their
 /// header frame and payload frames are the frame list's own bytes.
-fn check_views(v: &Value, frame: &Bytes, frames: &[Bytes], loaded: &Loaded, path: &str) {
+fn check_views(v: &Value, frame: &Bytes, frames: &[Bytes], loaded: &Decoded, path: &str) {
     let mut blocks = Vec::new();
     views(v, frame, &mut blocks, path);
     assert_eq!(blocks.len(), loaded.blocks.len(), "{path}: blocks");
@@ -339,7 +339,7 @@ fn from_owned(o: Owned) -> Value {
 
 struct Checked {
     frames: Vec<Bytes>,
-    loaded: Loaded,
+    loaded: Decoded,
 }
 
 /// Checks one captured message against its `case.json` entry (`wire`,
@@ -410,7 +410,7 @@ fn check_message(label: &str, wire: &Bytes, case: &Json, frame_files: Option<&[B
 
     // Message layer.
     let loaded =
-        loads_detailed(&frames, &limits()).unwrap_or_else(|e| panic!("{label}: loads: {e}"));
+        decode_detailed(&frames, &limits()).unwrap_or_else(|e| panic!("{label}: loads: {e}"));
     let blocks = case["blocks"].as_arr().unwrap();
     assert_eq!(
         loaded.blocks.len(),
@@ -473,7 +473,7 @@ fn check_message(label: &str, wire: &Bytes, case: &Json, frame_files: Option<&[B
 
     // Re-encoding.
     if orphans.is_empty() {
-        let again = dumps(&loaded.value).unwrap_or_else(|e| panic!("{label}: dumps: {e}"));
+        let again = encode(&loaded.value).unwrap_or_else(|e| panic!("{label}: dumps: {e}"));
         assert_eq!(again.len(), frames.len(), "{label}: re-encoded frame count");
         for (i, (a, b)) in again.iter().zip(&frames).enumerate() {
             assert!(
@@ -562,7 +562,7 @@ fn msgpack_only_frame0_reencodes_from_a_freshly_built_value() {
             !shared,
             "{n}: the rebuilt value still points into the capture"
         );
-        let out = dumps(&fresh).unwrap();
+        let out = encode(&fresh).unwrap();
         assert_eq!(out.len(), 1, "{n}");
         assert!(
             out[0] == files[0],
@@ -611,7 +611,7 @@ fn handshakes_decode_to_compression_python_pickle_protocol() {
         }
         // Fresh rebuild re-encodes identically too.
         let fresh = from_owned(to_owned(v));
-        assert!(dumps(&fresh).unwrap()[0] == checked.frames[0], "{label}");
+        assert!(encode(&fresh).unwrap()[0] == checked.frames[0], "{label}");
     }
 }
 
@@ -648,7 +648,7 @@ fn json_comparison_catches_differences() {
     let dir = captures().join("plain_dict");
     let frames = frame_files(&dir);
     let case = read_json(&dir.join("case.json"));
-    let v = loads_detailed(&frames, &limits()).unwrap().value;
+    let v = decode_detailed(&frames, &limits()).unwrap().value;
     let good = &case["message"];
     assert!(check_json(&v, good, "plain_dict", &mut [].iter()).is_ok());
     let text = good.to_string();
@@ -676,7 +676,7 @@ fn json_comparison_catches_differences() {
     let dir = captures().join("task_with_numpy");
     let frames = frame_files(&dir);
     let case = read_json(&dir.join("case.json"));
-    let l = loads_detailed(&frames, &limits()).unwrap();
+    let l = decode_detailed(&frames, &limits()).unwrap();
     let offsets: Vec<_> = l.blocks.iter().map(|b| (b.kind, b.offset)).collect();
     assert!(check_json(&l.value, &case["message"], "t", &mut offsets.iter()).is_ok());
     let shifted: Vec<_> = offsets.iter().map(|&(k, o)| (k, o + 1)).collect();

@@ -13,7 +13,7 @@ mod common;
 
 use bytes::Bytes;
 use framewire::envelope::{parse_prelude, PreludeStatus};
-use framewire::message::{dumps, loads_detailed, BlockKind, BlockRef, Loaded};
+use framewire::message::{decode_detailed, encode, BlockKind, BlockRef, Decoded};
 use framewire::{
     Block, EncodeError, Envelope, EnvelopeError, Header, Limits, MessageError, MsgpackError,
     Position, Value,
@@ -99,11 +99,11 @@ fn frames(list: &[&[u8]]) -> Vec<Bytes> {
 /// `loads_detailed`, with the peak allocation bounded by 64 KiB + input +
 /// `prealloc_cap` (what one container may reserve ahead of its items).
 #[track_caller]
-fn loads_bounded(list: &[&[u8]], limits: &Limits) -> Result<Loaded, MessageError> {
+fn loads_bounded(list: &[&[u8]], limits: &Limits) -> Result<Decoded, MessageError> {
     let fr = frames(list);
     let total: usize = list.iter().map(|f| f.len()).sum();
     bounded(SMALL + total + limits.prealloc_cap, || {
-        loads_detailed(&fr, limits)
+        decode_detailed(&fr, limits)
     })
 }
 
@@ -116,10 +116,10 @@ fn items_cost(items: usize) -> usize {
 /// `loads_detailed` of one deeply nested frame: each nesting level may cost
 /// a container on the decoder's stack plus its first item (about 100 bytes).
 #[track_caller]
-fn loads_deep(frame: &[u8], limits: &Limits) -> Result<Loaded, MessageError> {
+fn loads_deep(frame: &[u8], limits: &Limits) -> Result<Decoded, MessageError> {
     let fr = frames(&[frame]);
     let bound = SMALL + frame.len() + limits.max_depth.min(frame.len()) * 128;
-    bounded(bound, || loads_detailed(&fr, limits))
+    bounded(bound, || decode_detailed(&fr, limits))
 }
 
 #[track_caller]
@@ -389,7 +389,7 @@ fn p8_zero_frames_is_empty_message() {
             );
         }
         assert_eq!(
-            loads_detailed(&[], &limits).unwrap_err(),
+            decode_detailed(&[], &limits).unwrap_err(),
             MessageError::NoFrames
         );
     }
@@ -411,7 +411,7 @@ fn p9_max_frames_empty_frames_accepted_with_linear_memory() {
         assert_eq!(env.frames().len(), n);
         assert!(env.frames()[1..].iter().all(|f| f.is_empty()));
         // The message layer: every empty frame is an orphan.
-        let loaded = bounded(SMALL + n * 16, || loads_detailed(env.frames(), &limits)).unwrap();
+        let loaded = bounded(SMALL + n * 16, || decode_detailed(env.frames(), &limits)).unwrap();
         assert_eq!(loaded.value, Value::Nil);
         assert_eq!(loaded.orphans, (1..n).collect::<Vec<_>>());
         // One more is refused.
@@ -443,7 +443,7 @@ fn p10_empty_messages_always_make_progress_and_never_decode_as_values() {
         assert_eq!(used, 24);
         assert_eq!(env.frames(), &[Bytes::new()]);
         assert_eq!(
-            loads_detailed(env.frames(), &limits).unwrap_err(),
+            decode_detailed(env.frames(), &limits).unwrap_err(),
             MessageError::Msgpack(MsgpackError::Truncated(at(0, 0)))
         );
         rest = rest.slice(used..);
@@ -610,7 +610,7 @@ fn h3_100k_nested_fixarrays_is_depth_exceeded_on_a_128k_stack() {
             let fr = vec![Bytes::from(input)];
             let len = fr[0].len();
             bounded(SMALL + len + limits.max_depth * 128, || {
-                loads_detailed(&fr, &limits)
+                decode_detailed(&fr, &limits)
             })
             .map(|l| l.blocks.len())
         });
@@ -623,9 +623,9 @@ fn h3_100k_nested_fixarrays_is_depth_exceeded_on_a_128k_stack() {
         let sub_bomb = nested_arrays(100_000);
         let limit = limits.max_depth;
         let (a, b) = on_small_stack(128 * 1024, move || {
-            let a = loads_detailed(&[Bytes::from(maps)], &limits).map(|_| ());
+            let a = decode_detailed(&[Bytes::from(maps)], &limits).map(|_| ());
             let fr = vec![Bytes::from(ph(SER, &[1])), Bytes::from(sub_bomb)];
-            let b = loads_detailed(&fr, &limits).map(|_| ());
+            let b = decode_detailed(&fr, &limits).map(|_| ());
             (a, b)
         });
         assert_eq!(
@@ -674,7 +674,7 @@ fn h3_depth_1024_accepted_1025_rejected_under_dask_compat() {
 fn child_decode_and_drop_1024_deep_value_on_512k_stack() {
     let ok = on_small_stack(512 * 1024, || {
         let fr = vec![Bytes::from(nested_arrays(1024))];
-        let loaded = loads_detailed(&fr, &compat());
+        let loaded = decode_detailed(&fr, &compat());
         let ok = loaded.is_ok();
         drop(loaded); // dropping must not need a deep stack either
         ok
@@ -784,7 +784,7 @@ fn h4_nested_containers_cannot_multiply_prealloc_cap() {
         input.resize(input.len() + per_level as usize, 0);
         let fr = vec![Bytes::from(input)];
         let len = fr[0].len();
-        let (r, stats) = measure(|| loads_detailed(&fr, &limits).map(|_| ()));
+        let (r, stats) = measure(|| decode_detailed(&fr, &limits).map(|_| ()));
         assert_eq!(
             r.unwrap_err(),
             MessageError::Msgpack(MsgpackError::InvalidMarker {
@@ -868,7 +868,7 @@ fn h5_bin32_and_str32_declaring_4_gib() {
         }
         // In bounds: the bin is a slice of the frame.
         let fr = frames(&[b"\xc6\x00\x00\x00\x03abc"]);
-        let v = loads_detailed(&fr, &limits).unwrap().value;
+        let v = decode_detailed(&fr, &limits).unwrap().value;
         let Value::Bin(b) = &v else { panic!("{v:?}") };
         assert_eq!(&b[..], b"abc");
         assert_eq!(b.as_ptr(), fr[0][5..].as_ptr());
@@ -887,7 +887,7 @@ fn h6_item_count_bomb_is_item_budget_exceeded() {
     let fr = vec![Bytes::from(input)];
     // The items actually read cost memory, bounded by the budget.
     let bound = SMALL + items_cost(limit);
-    let err = bounded(bound, || loads_detailed(&fr, &limits).map(|_| ())).unwrap_err();
+    let err = bounded(bound, || decode_detailed(&fr, &limits).map(|_| ())).unwrap_err();
     assert_eq!(
         err,
         MessageError::Msgpack(MsgpackError::ItemBudgetExceeded {
@@ -902,7 +902,7 @@ fn h6_item_count_bomb_is_item_budget_exceeded() {
     }
     let fr = frames(&[&maps]);
     let bound = SMALL + maps.len() + items_cost(limit);
-    let err = bounded(bound, || loads_detailed(&fr, &limits).map(|_| ())).unwrap_err();
+    let err = bounded(bound, || decode_detailed(&fr, &limits).map(|_| ())).unwrap_err();
     // Items: the outer map (1) then key, value alternate; item limit+1 is a
     // value (an even item number when counting from the map as 1).
     assert_eq!(
@@ -1307,7 +1307,7 @@ fn scatter_message(keys: usize) -> Envelope {
         (Value::str("data"), Value::Map(data)),
         (Value::str("broadcast"), Value::Bool(false)),
     ]);
-    Envelope::new(dumps(&msg).unwrap()).unwrap()
+    Envelope::new(encode(&msg).unwrap()).unwrap()
 }
 
 /// A header as it came off the wire (decoded from its bytes).
@@ -1317,7 +1317,7 @@ fn wire_header(raw: &Bytes) -> Header {
         raw.clone(),
         Bytes::new(),
     ];
-    match loads_detailed(&frames, &compat()).unwrap().value {
+    match decode_detailed(&frames, &compat()).unwrap().value {
         Value::Serialized(b) => b.header().clone(),
         other => panic!("{other:?}"),
     }
@@ -1340,7 +1340,7 @@ fn compat_scatter_of_a_million_keys_is_accepted_in_memory_linear_in_its_bytes() 
     // The message layer: a block per key (about 330 bytes each: the map
     // entry, the boxed block and its frame handles), within a small
     // multiple of the message's own bytes (about 125 bytes a key here).
-    let loaded = bounded(3 * wire.len(), || loads_detailed(back.frames(), &compat())).unwrap();
+    let loaded = bounded(3 * wire.len(), || decode_detailed(back.frames(), &compat())).unwrap();
     assert_eq!(loaded.blocks.len(), keys);
     assert!(loaded.orphans.is_empty());
     assert_eq!(loaded.blocks[keys - 1].offset, 2 * keys - 1);
@@ -1591,7 +1591,7 @@ fn limit_max_msgpack_items_boundary() {
         let ok = arr(n - 1);
         let fr = frames(&[&ok]);
         let bound = SMALL + ok.len() + items_cost(n);
-        let v = bounded(bound, || loads_detailed(&fr, &limits))
+        let v = bounded(bound, || decode_detailed(&fr, &limits))
             .unwrap()
             .value;
         assert_eq!(v.as_array().unwrap().len(), n - 1);
@@ -1599,7 +1599,7 @@ fn limit_max_msgpack_items_boundary() {
         let fr = frames(&[&over]);
         let bound = SMALL + over.len() + items_cost(n);
         assert_eq!(
-            bounded(bound, || loads_detailed(&fr, &limits).map(|_| ())).unwrap_err(),
+            bounded(bound, || decode_detailed(&fr, &limits).map(|_| ())).unwrap_err(),
             MessageError::Msgpack(MsgpackError::ItemBudgetExceeded {
                 at: at(0, 4 + n),
                 limit: n
@@ -1627,7 +1627,7 @@ fn limit_prealloc_cap_bounds_reservation_not_acceptance() {
     for cap in [0usize, 4096, 64 << 10, 1 << 20] {
         let mut limits = compat();
         limits.prealloc_cap = cap;
-        let (r, stats) = measure(|| loads_detailed(&fr, &limits).map(|_| ()));
+        let (r, stats) = measure(|| decode_detailed(&fr, &limits).map(|_| ()));
         assert_eq!(
             r.unwrap_err(),
             MessageError::Msgpack(MsgpackError::InvalidMarker {
@@ -1651,7 +1651,7 @@ fn limit_prealloc_cap_bounds_reservation_not_acceptance() {
     for cap in [0usize, 1, 4096, 1 << 20] {
         let mut limits = compat();
         limits.prealloc_cap = cap;
-        let v = loads_detailed(&fr, &limits).unwrap().value;
+        let v = decode_detailed(&fr, &limits).unwrap().value;
         assert_eq!(v.as_array().unwrap().len(), 65_536);
     }
 }
@@ -1663,7 +1663,7 @@ fn encode_plain_map_with_reserved_key_is_reserved_key() {
     for (key, expected) in [(SER, "__Serialized__"), (PIC, "__Pickled__")] {
         let m = Value::map_of([(key, Value::int(1u8))]);
         assert_eq!(
-            dumps(&m).unwrap_err(),
+            encode(&m).unwrap_err(),
             EncodeError::ReservedKey { key: expected }
         );
         let nested = Value::Array(vec![
@@ -1671,7 +1671,7 @@ fn encode_plain_map_with_reserved_key_is_reserved_key() {
             Value::map_of([("a", Value::Nil), (key, Value::Nil)]),
         ]);
         assert_eq!(
-            dumps(&nested).unwrap_err(),
+            encode(&nested).unwrap_err(),
             EncodeError::ReservedKey { key: expected }
         );
         // Inside a block's header too.
@@ -1680,7 +1680,7 @@ fn encode_plain_map_with_reserved_key_is_reserved_key() {
             [Bytes::from_static(b"x")],
         );
         assert_eq!(
-            dumps(&Value::Serialized(Box::new(block))).unwrap_err(),
+            encode(&Value::Serialized(Box::new(block))).unwrap_err(),
             EncodeError::ReservedKey { key: expected }
         );
     }
@@ -1689,7 +1689,7 @@ fn encode_plain_map_with_reserved_key_is_reserved_key() {
         Value::bin(Bytes::from_static(SER.as_bytes())),
         Value::Nil,
     )]);
-    assert!(dumps(&m).is_ok());
+    assert!(encode(&m).is_ok());
 }
 
 fn deep(depth: usize, map: bool) -> Value {
@@ -1708,10 +1708,10 @@ fn deep(depth: usize, map: bool) -> Value {
 fn encode_1025_deep_value_is_depth_exceeded() {
     for map in [false, true] {
         let ok = deep(1024, map);
-        let frames = dumps(&ok).unwrap();
-        assert_eq!(loads_detailed(&frames, &compat()).unwrap().value, ok);
+        let frames = encode(&ok).unwrap();
+        assert_eq!(decode_detailed(&frames, &compat()).unwrap().value, ok);
         assert_eq!(
-            dumps(&deep(1025, map)).unwrap_err(),
+            encode(&deep(1025, map)).unwrap_err(),
             EncodeError::DepthExceeded { limit: 1024 }
         );
     }
@@ -1719,7 +1719,7 @@ fn encode_1025_deep_value_is_depth_exceeded() {
     let header = Value::Map(vec![(Value::str("deep"), deep(1024, false))]);
     let block = Block::new(Header::new(header), []);
     assert_eq!(
-        dumps(&Value::Serialized(Box::new(block))).unwrap_err(),
+        encode(&Value::Serialized(Box::new(block))).unwrap_err(),
         EncodeError::DepthExceeded { limit: 1024 }
     );
 }
@@ -1752,11 +1752,11 @@ fn fuzz_msgpack_decode_1000_deep_fixarray_chain_fits_the_documented_stack() {
     bytes.extend_from_slice(b"\xc0\xc0"); // the outer array's other two items
     let ok = on_small_stack(1 << 20, move || {
         let frames = vec![Bytes::from(bytes)];
-        let v = framewire::message::loads(&frames, &compat())
+        let v = framewire::message::decode(&frames, &compat())
             .expect("1 000 levels are within dask_compat");
-        let again = dumps(&v).expect("re-encodes");
+        let again = encode(&v).expect("re-encodes");
         assert_eq!(again, frames, "byte for byte");
-        let back = framewire::message::loads(&again, &compat()).unwrap();
+        let back = framewire::message::decode(&again, &compat()).unwrap();
         assert_eq!(back, v);
         drop((v, back));
         true
@@ -1767,7 +1767,7 @@ fn fuzz_msgpack_decode_1000_deep_fixarray_chain_fits_the_documented_stack() {
     strict.extend(std::iter::repeat_n(0x91, 999));
     strict.extend_from_slice(b"\xc4\x01\x93\xc0\xc0");
     assert!(matches!(
-        framewire::message::loads(&[Bytes::from(strict)], &Limits::strict()),
+        framewire::message::decode(&[Bytes::from(strict)], &Limits::strict()),
         Err(MessageError::Msgpack(MsgpackError::DepthExceeded {
             limit: 64,
             ..
@@ -1801,7 +1801,7 @@ fn iterated_nesting_stops_where_the_header_would_exceed_1024_containers() {
     on_small_stack(8 << 20, move || {
         let block = serialize(&deepest, &opts).unwrap();
         let frames = framewire::dumps(&Value::Serialized(Box::new(block))).unwrap();
-        let Value::Serialized(sent) = loads_detailed(&frames, &compat()).unwrap().value else {
+        let Value::Serialized(sent) = decode_detailed(&frames, &compat()).unwrap().value else {
             panic!("one block");
         };
         let back = deserialize(&sent, &DeserializeOptions::with_limits(compat())).unwrap();

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::mmap;
 use framewire::transport::Connection;
 use framewire::EnvelopeError;
@@ -170,7 +170,7 @@ async fn a_sealed_file_region_is_sent_from_its_mapping() {
     // Only frame 0 was copied (next to the prelude), counted at the copy.
     assert_eq!(stats.bytes_copied_on_send, head_len);
     assert_eq!(
-        loads(&got.frames()[..1], &Limits::dask_compat()).unwrap(),
+        decode(&got.frames()[..1], &Limits::dask_compat()).unwrap(),
         head
     );
     assert_eq!(got.frames()[1].len(), LEN);

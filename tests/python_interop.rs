@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use bytes::{Bytes, BytesMut};
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::{dumps, envelope, Envelope, Limits, Value};
 use serde_json::json;
 
@@ -189,7 +189,7 @@ fn python_comm_reads_what_framewire_writes() {
         let case = parse_deep_json(&std::fs::read_to_string(dir.join("case.json")).unwrap());
         let wire = Bytes::from(std::fs::read(dir.join("wire.bin")).unwrap());
         let (env, _) = Envelope::decode(&wire, &limits).unwrap();
-        let value = loads(env.frames(), &limits).unwrap();
+        let value = decode(env.frames(), &limits).unwrap();
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         sends.push((name, dumps(&value).unwrap(), case["value"].clone()));
     }
@@ -210,7 +210,7 @@ fn python_comm_reads_what_framewire_writes() {
     // The Dask handshake, both ways.
     let hs = Envelope::new(dumps(&handshake()).unwrap()).unwrap();
     sock.write_all(&hs.to_bytes()).unwrap();
-    let theirs = loads(&read_message(&mut sock), &limits).unwrap();
+    let theirs = decode(&read_message(&mut sock), &limits).unwrap();
     assert_eq!(theirs.get("pickle-protocol"), Some(&Value::from(5)));
 
     // Alternate the first read between the whole message and the prelude

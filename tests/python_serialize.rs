@@ -6,7 +6,7 @@
 //!   dtypes and layouts, mixed collections under every `IterateCollection`
 //!   mode, a sharded 200 KB payload) wrapped in `Value::ToSerialize`, encoded
 //!   with `dumps` + `Envelope`, piped as one stream to the peer, which splits
-//!   it itself and prints `py_json(loads(frames, deserialize=True))` per
+//!   it itself and prints `py_json(decode(frames, deserialize=True))` per
 //!   message; each line must equal the tagged JSON framewire expects.
 //! * Python → framewire: the peer writes messages made by
 //!   `distributed.protocol.dumps` (C / F-order / broadcast / 0-d / strided
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{deserialize, DeserializeOptions, SerializeOptions};
 use framewire::{Block, Envelope, Header, IterateCollection, Limits, NdArray, Value};
@@ -655,7 +655,7 @@ fn framewire_deserializes_what_python_dumps() {
     while pos < wire.len() {
         let (env, used) = Envelope::decode(&wire.slice(pos..), &limits).unwrap();
         pos += used;
-        let value = deserialize_blocks(loads(env.frames(), &limits).unwrap(), &opts).unwrap();
+        let value = deserialize_blocks(decode(env.frames(), &limits).unwrap(), &opts).unwrap();
         decoded.push((env.frames().len(), value));
     }
     assert_eq!(

@@ -7,7 +7,9 @@ mod common;
 
 use bytes::Bytes;
 use framewire::envelope::{parse_prelude, PreludeStatus};
-use framewire::message::{dumps, loads, loads_detailed, peek_ops, BlockKind, Ops, NUM_SUB_FRAMES};
+use framewire::message::{
+    decode, decode_detailed, encode, peek_ops, BlockKind, Ops, NUM_SUB_FRAMES,
+};
 use framewire::EnvelopeError;
 use framewire::{Block, Envelope, Header, Integer, Limits, Value};
 use proptest::prelude::*;
@@ -328,25 +330,25 @@ fn config(cases: u32) -> ProptestConfig {
 proptest! {
     #![proptest_config(config(256))]
 
-    /// loads(dumps(v)) == v, headers gaining `num-sub-frames`.
+    /// decode(encode(v)) == v, headers gaining `num-sub-frames`.
     #[test]
     fn loads_dumps_roundtrip(v in value()) {
-        let frames = dumps(&v).unwrap();
-        let back = loads(&frames, &limits()).unwrap();
+        let frames = encode(&v).unwrap();
+        let back = decode(&frames, &limits()).unwrap();
         prop_assert_eq!(back, normalize(&v));
     }
 
-    /// dumps(loads(dumps(v))) == dumps(v), byte for byte; and once more.
+    /// encode(decode(encode(v))) == encode(v), byte for byte; and once more.
     #[test]
     fn reencoding_is_byte_stable(v in value()) {
-        let frames = dumps(&v).unwrap();
-        let again = dumps(&loads(&frames, &limits()).unwrap()).unwrap();
+        let frames = encode(&v).unwrap();
+        let again = encode(&decode(&frames, &limits()).unwrap()).unwrap();
         prop_assert_eq!(&again, &frames);
         // Decoded sub-headers are re-emitted as the very same bytes.
         for (a, b) in again.iter().zip(&frames).skip(1) {
             prop_assert!(a.is_empty() || a.as_ptr() == b.as_ptr());
         }
-        let normalized = dumps(&normalize(&v)).unwrap();
+        let normalized = encode(&normalize(&v)).unwrap();
         prop_assert_eq!(&normalized, &frames);
     }
 
@@ -355,10 +357,10 @@ proptest! {
     /// frame list.
     #[test]
     fn block_frames_travel_separately_and_zero_copy(v in value()) {
-        let frames = dumps(&v).unwrap();
+        let frames = encode(&v).unwrap();
         let mut expected = Vec::new();
         blocks_of(&v, &mut expected);
-        let loaded = loads_detailed(&frames, &limits()).unwrap();
+        let loaded = decode_detailed(&frames, &limits()).unwrap();
         prop_assert!(loaded.orphans.is_empty());
         prop_assert_eq!(loaded.blocks.len(), expected.len());
         let mut next = 1;
@@ -389,7 +391,7 @@ proptest! {
     /// Envelope::decode(with_first_read_frames(frames, k)) for every k.
     #[test]
     fn envelope_roundtrip_for_every_first_read(v in value()) {
-        let frames = dumps(&v).unwrap();
+        let frames = encode(&v).unwrap();
         let n = frames.len();
         for k in 0..=n {
             let env = Envelope::with_first_read_frames(frames.clone(), k).unwrap();
@@ -424,7 +426,7 @@ proptest! {
     /// error, never a message.
     #[test]
     fn every_strict_prefix_is_truncated(v in value(), k_seed in any::<usize>()) {
-        let frames = dumps(&v).unwrap();
+        let frames = encode(&v).unwrap();
         let k = k_seed % (frames.len() + 1);
         let wire = Envelope::with_first_read_frames(frames, k).unwrap().to_bytes();
         let cuts: Vec<usize> = if wire.len() <= 4096 {
@@ -455,7 +457,7 @@ proptest! {
         let mut stream = Vec::new();
         let mut all = Vec::new();
         for (v, k) in vs.iter().zip(&ks) {
-            let frames = dumps(v).unwrap();
+            let frames = encode(v).unwrap();
             let k = k % (frames.len() + 1);
             stream.extend_from_slice(&Envelope::with_first_read_frames(frames.clone(), k).unwrap().to_bytes());
             all.push(frames);
@@ -482,7 +484,7 @@ proptest! {
         k_seed in any::<usize>(),
         edits in prop::collection::vec((any::<usize>(), any::<u8>()), 1..4),
     ) {
-        let frames = dumps(&v).unwrap();
+        let frames = encode(&v).unwrap();
         let k = k_seed % (frames.len() + 1);
         let env = Envelope::with_first_read_frames(frames.clone(), k).unwrap();
         let prelude_len = env.prelude().len();
@@ -498,11 +500,11 @@ proptest! {
             match Envelope::decode(&wire, &limits) {
                 Ok((env2, used)) => {
                     prop_assert!(used <= wire.len());
-                    let _ = loads_detailed(env2.frames(), &limits);
-                    if let Ok(value) = loads(env2.frames(), &limits) {
+                    let _ = decode_detailed(env2.frames(), &limits);
+                    if let Ok(value) = decode(env2.frames(), &limits) {
                         // What decodes re-encodes.
-                        let again = dumps(&value).unwrap();
-                        let _ = loads(&again, &limits).unwrap();
+                        let again = encode(&value).unwrap();
+                        let _ = decode(&again, &limits).unwrap();
                     }
                 }
                 Err(e) => {
@@ -525,8 +527,8 @@ proptest! {
         for limits in [Limits::strict(), Limits::dask_compat()] {
             let _ = Envelope::decode(&b, &limits);
             let _ = parse_prelude(&b, &limits);
-            if let Ok(v) = loads(std::slice::from_ref(&b), &limits) {
-                prop_assert_eq!(loads(&dumps(&v).unwrap(), &limits).unwrap(), v);
+            if let Ok(v) = decode(std::slice::from_ref(&b), &limits) {
+                prop_assert_eq!(decode(&encode(&v).unwrap(), &limits).unwrap(), v);
             }
         }
     }
@@ -541,8 +543,8 @@ proptest! {
     /// gives none.
     #[test]
     fn peek_ops_reads_the_ops_of_the_decoded_message(v in message(), cut in any::<usize>()) {
-        let frames = dumps(&v).unwrap();
-        let decoded = loads(&frames, &limits()).unwrap();
+        let frames = encode(&v).unwrap();
+        let decoded = decode(&frames, &limits()).unwrap();
         let frame0 = &frames[0];
         prop_assert_eq!(peek_ops(frame0), Some(ops_of(&decoded)));
         prop_assert_eq!(peek_ops(&frame0[..cut % frame0.len()]), None);
@@ -556,7 +558,7 @@ proptest! {
     #[test]
     fn peek_ops_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         if let Some(ops) = peek_ops(&bytes) {
-            if let Ok(v) = loads(&[Bytes::from(bytes.clone())], &limits()) {
+            if let Ok(v) = decode(&[Bytes::from(bytes.clone())], &limits()) {
                 prop_assert_eq!(ops, ops_of(&v));
             }
         }
@@ -603,14 +605,14 @@ fn str_and_bin_forms_at_length_boundaries() {
     ];
     for &(n, str_head, bin_head) in cases {
         let s = Value::from("s".repeat(n));
-        let f = dumps(&s).unwrap();
+        let f = encode(&s).unwrap();
         assert_eq!(&f[0][..str_head.len()], str_head, "str of {n}");
         assert_eq!(f[0].len(), str_head.len() + n);
-        assert_eq!(loads(&f, &limits()).unwrap(), s);
+        assert_eq!(decode(&f, &limits()).unwrap(), s);
         let b = Value::bin(vec![7u8; n]);
-        let f = dumps(&b).unwrap();
+        let f = encode(&b).unwrap();
         assert_eq!(&f[0][..bin_head.len()], bin_head, "bin of {n}");
-        assert_eq!(loads(&f, &limits()).unwrap(), b);
+        assert_eq!(decode(&f, &limits()).unwrap(), b);
     }
 }
 
@@ -632,9 +634,9 @@ fn integer_and_float_forms() {
     ];
     for &(i, bytes) in cases {
         let v = Value::Int(Integer::try_from_i128(i).unwrap());
-        let f = dumps(&v).unwrap();
+        let f = encode(&v).unwrap();
         assert_eq!(&f[0][..], bytes, "{i}");
-        assert_eq!(loads(&f, &limits()).unwrap(), v);
+        assert_eq!(decode(&f, &limits()).unwrap(), v);
     }
     for x in [
         0.0,
@@ -644,11 +646,11 @@ fn integer_and_float_forms() {
         f64::INFINITY,
         1.5,
     ] {
-        let f = dumps(&Value::Float(x)).unwrap();
+        let f = encode(&Value::Float(x)).unwrap();
         let mut want = vec![0xcb];
         want.extend_from_slice(&x.to_bits().to_be_bytes());
         assert_eq!(&f[0][..], &want[..]);
-        let Value::Float(y) = loads(&f, &limits()).unwrap() else {
+        let Value::Float(y) = decode(&f, &limits()).unwrap() else {
             panic!()
         };
         assert_eq!(y.to_bits(), x.to_bits());
@@ -665,11 +667,11 @@ fn num_sub_frames_kept_in_place_or_appended() {
         (Value::str("x"), Value::Nil),
     ]);
     let v = Value::Serialized(Box::new(Block::new(Header::new(header), frames.clone())));
-    let out = dumps(&v).unwrap();
+    let out = encode(&v).unwrap();
     assert_eq!(&out[1][..], b"\x82\xaenum-sub-frames\x02\xa1x\xc0");
     let header = Value::Map(vec![(Value::str("x"), Value::Nil)]);
     let v = Value::Pickled(Box::new(Block::new(Header::new(header), frames.clone())));
-    let out = dumps(&v).unwrap();
+    let out = encode(&v).unwrap();
     assert_eq!(&out[0][..], b"\x81\xab__Pickled__\x01");
     assert_eq!(&out[1][..], b"\x82\xa1x\xc0\xaenum-sub-frames\x02");
     assert_eq!(&out[2..], &frames[..]);

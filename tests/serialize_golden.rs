@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::{
     self, deserialize, CollectionView, DeserializeOptions, IterateCollection, SerializeOptions,
 };
@@ -475,7 +475,7 @@ fn reserialize(
         &opts,
     )
     .unwrap();
-    let Value::Array(items) = loads(&frames, &Limits::dask_compat()).unwrap() else {
+    let Value::Array(items) = decode(&frames, &Limits::dask_compat()).unwrap() else {
         panic!("frame 0 is not an array");
     };
     let Value::Serialized(b) = &items[0] else {
@@ -509,7 +509,7 @@ fn golden_blocks_deserialize_like_dask_and_reserialize_byte_for_byte() {
         if case.json["blocks"].as_array().is_none_or(|b| b.is_empty()) {
             continue;
         }
-        let value = loads(&case.frames, &Limits::dask_compat()).unwrap();
+        let value = decode(&case.frames, &Limits::dask_compat()).unwrap();
         let mut found = Vec::new();
         collect_blocks(&value, expected, format!("{}:$", case.name), &mut found);
         // The codec the capture's connection negotiated: framewire
@@ -754,7 +754,7 @@ fn shards_merge_in_place_with_backing_and_copy_once_without() {
     .unwrap();
     let wire = Envelope::new(frames).unwrap().to_bytes();
     let (env, _) = Envelope::decode(&wire, &Limits::dask_compat()).unwrap();
-    let Value::Serialized(block) = loads(env.frames(), &Limits::dask_compat()).unwrap() else {
+    let Value::Serialized(block) = decode(env.frames(), &Limits::dask_compat()).unwrap() else {
         panic!()
     };
     assert_eq!(block.frames().len(), 7, "20000 bytes in 3000-byte shards");
@@ -843,7 +843,7 @@ fn de(h: Value, frames: Vec<Bytes>) -> Result<Value, DeserializeError> {
     // has `num-sub-frames`. Headers too deep to write are not sent.
     if !matches!(direct, Ok(Value::Serialized(_))) {
         if let Ok(wire) = framewire::dumps(&Value::Serialized(Box::new(block))) {
-            let Value::Serialized(sent) = loads(&wire, &Limits::dask_compat()).unwrap() else {
+            let Value::Serialized(sent) = decode(&wire, &Limits::dask_compat()).unwrap() else {
                 panic!("one block")
             };
             assert_eq!(deserialize(&sent, &opts()), direct, "off the wire");

@@ -18,7 +18,7 @@
 //! `deserialize_blocks`.
 
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions};
 
@@ -259,7 +259,7 @@ proptest! {
         let expected = Value::map_of([("op", "x".into()), ("data", norm(&v))]);
         // framewire::dumps (default options: Auto, 16 KiB threshold, 64 MiB shards).
         let frames = dumps(&msg).map_err(|e| TestCaseError::fail(format!("{e} for {v:?}")))?;
-        let got = deserialize_blocks(loads(&frames, &Limits::dask_compat()).unwrap(), &dopts()).unwrap();
+        let got = deserialize_blocks(decode(&frames, &Limits::dask_compat()).unwrap(), &dopts()).unwrap();
         prop_assert!(same_modulo_transport(&got, &expected), "got {:?}\nexpected {:?}", got, expected);
         check_same_memory(&expected, &got).map_err(TestCaseError::fail)?;
         // Every mode, small threshold, tiny shards (zero-copy shards merge by copy).
@@ -272,7 +272,7 @@ proptest! {
                 }
                 Ok(frames) => {
                     prop_assert_eq!(refusal(&v, mode, true, THRESHOLD), None);
-                    let got = deserialize_blocks(loads(&frames, &Limits::dask_compat()).unwrap(), &dopts()).unwrap();
+                    let got = deserialize_blocks(decode(&frames, &Limits::dask_compat()).unwrap(), &dopts()).unwrap();
                     prop_assert!(same_modulo_transport(&got, &expected), "{:?}: got {:?}\nexpected {:?}", mode, got, expected);
                 }
             }

@@ -46,17 +46,17 @@ fn default_limits_accept_what_default_options_produce() {
     // The defaults agree without a connection too.
     let frames = dumps(&msg).unwrap();
     assert!(same(
-        &framewire::loads(&frames, &DeserializeOptions::default()).unwrap()
+        &framewire::loads_with(&frames, &DeserializeOptions::default()).unwrap()
     ));
     let mut opts = SerializeOptions::default();
     opts.iterate = IterateCollection::Always;
     let iterated = framewire::dumps_with(&msg, &opts).unwrap();
     assert!(iterated.len() > 100_000);
     assert!(same(
-        &framewire::loads(&iterated, &DeserializeOptions::default()).unwrap()
+        &framewire::loads_with(&iterated, &DeserializeOptions::default()).unwrap()
     ));
     // strict() is not the default, and refuses them.
-    assert!(framewire::loads(
+    assert!(framewire::loads_with(
         &iterated,
         &DeserializeOptions::with_limits(Limits::strict())
     )
@@ -113,7 +113,7 @@ fn session_after_a_handshake_compresses_with_the_agreed_codec() {
             "compressed: {} bytes",
             env.wire_len()
         );
-        let raw = framewire::message::loads(env.frames(), right.session().limits()).unwrap();
+        let raw = framewire::message::decode(env.frames(), right.session().limits()).unwrap();
         let Some(Value::Serialized(block)) = raw.get("data") else {
             panic!("{raw:?}")
         };
@@ -121,7 +121,7 @@ fn session_after_a_handshake_compresses_with_the_agreed_codec() {
             block.header().get("compression"),
             Some(&Value::Array(vec![Value::str("lz4")]))
         );
-        let back = framewire::loads(env.frames(), &right.session().deserialize_options(&env));
+        let back = framewire::loads_with(env.frames(), &right.session().deserialize_options(&env));
         assert_eq!(
             back.unwrap().get("data"),
             Some(&Value::bin(vec![0u8; 1 << 20]))
@@ -159,7 +159,7 @@ fn recv_value_merges_shards_without_a_copy() {
         send.await.unwrap().unwrap();
         assert!(env.frames().len() >= 2 + 8, "8 shards of 1 MiB");
         let value =
-            framewire::loads(env.frames(), &rx.session().deserialize_options(&env)).unwrap();
+            framewire::loads_with(env.frames(), &rx.session().deserialize_options(&env)).unwrap();
         assert!(
             value.get("x") == Some(&floats(1 << 20)),
             "the array comes back"

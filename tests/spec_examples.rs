@@ -23,8 +23,8 @@
 //! bytes exactly, or `reencoded` when it is given.
 
 use bytes::Bytes;
-use framewire::message::loads_detailed;
-use framewire::message::{BlockKind, Loaded};
+use framewire::message::decode_detailed;
+use framewire::message::{BlockKind, Decoded};
 use framewire::serialize::{deserialize, DeserializeOptions};
 use framewire::{dumps, Block, Envelope, Limits, Value};
 use serde_json::{json, Map, Value as Json};
@@ -185,11 +185,11 @@ fn variant_name(e: &impl std::fmt::Debug) -> String {
 }
 
 /// Frame 0 as JSON. Placeholders are numbered in the order the walk meets
-/// them (map keys before values), which is the order of `Loaded::blocks`.
+/// them (map keys before values), which is the order of `Decoded::blocks`.
 /// With `deserialized`, the value is a block's layer-3 result instead:
 /// arrays become `{"$ndarray": ..}`, blocks kept opaque `{"$opaque": serializer}`.
 struct ToJson<'a> {
-    loaded: &'a Loaded,
+    loaded: &'a Decoded,
     next_block: usize,
     sub_headers: Map<String, Json>,
     /// Every block met, in placeholder order.
@@ -264,7 +264,7 @@ impl ToJson<'_> {
     fn block(&mut self, kind: BlockKind, block: &framewire::Block) -> Json {
         let Some(r) = self.loaded.blocks.get(self.next_block).copied() else {
             self.errors
-                .push("more blocks in the value than in Loaded::blocks".into());
+                .push("more blocks in the value than in Decoded::blocks".into());
             return Json::Null;
         };
         self.next_block += 1;
@@ -356,7 +356,7 @@ fn check(name: &str, input: &Bytes, exp: &Json) -> Result<(), String> {
     };
     let decoded = Envelope::decode(input, &limits).map_err(|e| (variant_name(&e), e.to_string()));
     let decoded = decoded.and_then(|(env, used)| {
-        loads_detailed(env.frames(), &limits)
+        decode_detailed(env.frames(), &limits)
             .map(|loaded| (env, used, loaded))
             .map_err(|e| (variant_name(&e), e.to_string()))
     });
@@ -408,7 +408,7 @@ fn check(name: &str, input: &Bytes, exp: &Json) -> Result<(), String> {
     };
     let message = conv.convert(&loaded.value);
     if conv.next_block != loaded.blocks.len() {
-        problems.push("Loaded::blocks has blocks the value does not".into());
+        problems.push("Decoded::blocks has blocks the value does not".into());
     }
     problems.append(&mut conv.errors);
     if obj.contains_key("message") {

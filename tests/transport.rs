@@ -1108,7 +1108,7 @@ fn capture(name: &str) -> Bytes {
 
 fn peer_map(bytes: &Bytes) -> Value {
     let (env, _) = Envelope::decode(bytes, &Limits::strict()).unwrap();
-    framewire::message::loads(env.frames(), &Limits::strict()).unwrap()
+    framewire::message::decode(env.frames(), &Limits::strict()).unwrap()
 }
 
 #[test]
@@ -1409,7 +1409,7 @@ async fn received_shards_merge_in_the_receive_buffer() {
     let (sent, got) = tokio::join!(tx.send(Envelope::new(frames).unwrap()), rx.recv());
     sent.unwrap();
     let env = got.unwrap().unwrap();
-    let value = framewire::message::loads(env.frames(), &dask()).unwrap();
+    let value = framewire::message::decode(env.frames(), &dask()).unwrap();
     let de = DeserializeOptions::with_limits(dask()).backed_by(&env);
     let value = deserialize_blocks(value, &de).unwrap();
     let Some(Value::Bin(data)) = value.get("data") else {
@@ -1424,7 +1424,7 @@ async fn received_shards_merge_in_the_receive_buffer() {
     assert!(inside, "the merged payload was copied");
     // Without the backing, the same merge copies (one copy, same bytes).
     let copy = deserialize_blocks(
-        framewire::message::loads(env.frames(), &dask()).unwrap(),
+        framewire::message::decode(env.frames(), &dask()).unwrap(),
         &DeserializeOptions::with_limits(dask()),
     )
     .unwrap();

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::DeserializeOptions;
 use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions, TlsConfig};
@@ -106,7 +106,7 @@ fn opts() -> HandshakeOptions {
 }
 
 fn decode(env: &Envelope) -> Value {
-    let value = loads(env.frames(), &limits()).expect("loads");
+    let value = message::decode(env.frames(), &limits()).expect("loads");
     deserialize_blocks(value, &DeserializeOptions::with_limits(limits())).expect("deserialize")
 }
 

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use framewire::serialize::Codec;
 use framewire::typed::{from_frames, to_frames, Bin, ToSerialize};
 use framewire::{
-    dumps, from_value, loads, to_value, Block, DecodeError, DeserializeOptions, EncodeError,
+    dumps, from_value, loads_with, to_value, Block, DecodeError, DeserializeOptions, EncodeError,
     Header, NdArray, SerializeOptions, Value,
 };
 use proptest::prelude::*;
@@ -36,7 +36,7 @@ fn agree<T: Serialize + DeserializeOwned + PartialEq + Debug>(x: &T) -> Result<T
     let frames = frames.expect("encodes");
     let opts = DeserializeOptions::default();
     let direct = from_frames::<T>(&frames, &opts);
-    let dynamic = loads(&frames, &opts).and_then(from_value::<T>);
+    let dynamic = loads_with(&frames, &opts).and_then(from_value::<T>);
     assert_eq!(direct, dynamic, "from_frames vs loads + from_value");
     direct
 }
@@ -47,7 +47,7 @@ fn agree_on<T: DeserializeOwned + PartialEq + Debug>(v: &Value) -> Result<T, Dec
     let frames = dumps(v).expect("dumps");
     let opts = DeserializeOptions::default();
     let direct = from_frames::<T>(&frames, &opts);
-    let dynamic = loads(&frames, &opts).and_then(from_value::<T>);
+    let dynamic = loads_with(&frames, &opts).and_then(from_value::<T>);
     assert_eq!(direct, dynamic, "from_frames vs loads + from_value");
     direct
 }
@@ -335,7 +335,7 @@ fn typed_decode_of_64_mib_fields_copies_no_payload() {
     let frames = dumps(&value).unwrap();
     let wire = framewire::Envelope::new(frames).unwrap().to_bytes();
     let (env, _) = framewire::Envelope::decode(&wire, &Default::default()).unwrap();
-    let value = loads(env.frames(), &DeserializeOptions::default().backed_by(&env)).unwrap();
+    let value = loads_with(env.frames(), &DeserializeOptions::default().backed_by(&env)).unwrap();
     let (back, stats) = measure(|| from_value::<Big>(value).unwrap());
     assert!(
         stats.peak < 4096,
@@ -372,7 +372,8 @@ fn to_serialize_sends_a_field_out_of_band() {
         frames.len() >= 3,
         "frame 0, a sub-header and a payload frame"
     );
-    let back: Msg = from_value(loads(&frames, &DeserializeOptions::default()).unwrap()).unwrap();
+    let back: Msg =
+        from_value(loads_with(&frames, &DeserializeOptions::default()).unwrap()).unwrap();
     assert_eq!(back, msg);
     assert_eq!(agree(&msg).unwrap(), msg);
 }
@@ -729,7 +730,7 @@ proptest! {
         prop_assert_eq!(from_value::<Prop>(v.clone()).unwrap(), p.clone());
         // And through the wire: dumps, then loads.
         let frames = dumps(&v).unwrap();
-        let back = loads(&frames, &DeserializeOptions::default()).unwrap();
+        let back = loads_with(&frames, &DeserializeOptions::default()).unwrap();
         prop_assert_eq!(from_value::<Prop>(back).unwrap(), p.clone());
         // And the direct paths.
         prop_assert_eq!(agree(&p).unwrap(), p);

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use framewire::dask::{GetDataReply, SchedulerToWorker, WorkerRequest, WorkerToScheduler};
 use framewire::typed::{from_frames, to_frames, Bin, ToSerialize};
 use framewire::{
-    dumps, dumps_with, from_value, loads, message, to_value, Block, DecodeError,
+    dumps, dumps_with, from_value, loads_with, message, to_value, Block, DecodeError,
     DeserializeOptions, EncodeError, Header, Limits, MessageError, MsgpackError, NdArray,
     SerializeOptions, Value,
 };
@@ -50,7 +50,7 @@ fn agree<T: Serialize + DeserializeOwned + PartialEq + Debug>(
     Ok(())
 }
 
-/// `from_frames::<T>(frames)` is `from_value(loads(frames))`.
+/// `from_frames::<T>(frames)` is `from_value(loads_with(frames))`.
 fn decode_agrees<T: DeserializeOwned + PartialEq + Debug>(
     frames: &[Bytes],
     opts: &DeserializeOptions,
@@ -59,7 +59,7 @@ fn decode_agrees<T: DeserializeOwned + PartialEq + Debug>(
         from_frames::<T>(frames, opts)
     }))
     .map_err(|_| TestCaseError::fail("from_frames panicked"))?;
-    let dynamic = loads(frames, opts).and_then(from_value::<T>);
+    let dynamic = loads_with(frames, opts).and_then(from_value::<T>);
     prop_assert_eq!(direct, dynamic, "from_frames vs loads + from_value");
     Ok(())
 }
@@ -567,7 +567,7 @@ fn decode_errors_are_the_message_layers() {
             frames: 1
         })
     );
-    assert_eq!(Err(err), loads(&[frame0], &d).map(|_| ()));
+    assert_eq!(Err(err), loads_with(&[frame0], &d).map(|_| ()));
     // An ignored field holding a bad placeholder is still refused.
     let frame0 = Bytes::from_static(b"\x82\xa1a\x01\xa1b\x81\xae__Serialized__\x05");
     assert!(from_frames::<Small>(&[frame0], &d).is_err());
@@ -597,10 +597,10 @@ fn decode_errors_are_the_message_layers() {
     ));
     assert_eq!(
         from_frames::<Small>(&frames, &d).map(|_| ()),
-        loads(&frames, &d).map(|_| ())
+        loads_with(&frames, &d).map(|_| ())
     );
     // The pass-through decoding of the same frames refuses it too.
-    assert!(message::loads(&frames, &d.limits).is_err());
+    assert!(message::decode(&frames, &d.limits).is_err());
 }
 
 // ---- batched streams and calls ------------------------------------------------------

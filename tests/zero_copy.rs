@@ -24,7 +24,7 @@ use std::net::{TcpListener, TcpStream};
 
 use bytes::{Bytes, BytesMut};
 use framewire::dumps_with;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{DeserializeOptions, SerializeOptions};
 use framewire::transport::{Connection, FrameCodec};
@@ -357,7 +357,7 @@ fn recv_reads_the_payload_once_into_the_buffer_frames_slice() {
         // First message: one large allocation, the payload lands in it, once.
         let ((env, value), report) = measure(|| {
             let env = rt.block_on(rx.recv()).unwrap().unwrap();
-            let value = loads(env.frames(), &Limits::dask_compat()).unwrap();
+            let value = decode(env.frames(), &Limits::dask_compat()).unwrap();
             let value = deserialize_blocks(value, &de()).unwrap();
             (env, value)
         });
@@ -430,7 +430,7 @@ fn envelope_decode_and_loads_slice_the_wire_buffer() {
     let ((env, value), report) = measure(|| {
         let (env, used) = Envelope::decode(&wire, &Limits::dask_compat()).unwrap();
         assert_eq!(used, wire.len());
-        let value = loads(env.frames(), &Limits::dask_compat()).unwrap();
+        let value = decode(env.frames(), &Limits::dask_compat()).unwrap();
         let value = deserialize_blocks(value, &de()).unwrap();
         (env, value)
     });
@@ -518,7 +518,7 @@ fn received_shards_merge_without_copy() {
         });
         let (rt, mut rx) = connection(b);
         let env = rt.block_on(rx.recv()).unwrap().unwrap();
-        let value = loads(env.frames(), &Limits::dask_compat()).unwrap();
+        let value = decode(env.frames(), &Limits::dask_compat()).unwrap();
         let backed = de().backed_by(&env);
         let (value, report) = measure(|| deserialize_blocks(value, &backed).unwrap());
         println!(

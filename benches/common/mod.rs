@@ -8,7 +8,7 @@ use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{serialize, DeserializeOptions, IterateCollection, SerializeOptions};
 use framewire::transport::{Connection, ConnectionBuilder, FrameCodec, ReadHalf, WriteHalf};
@@ -475,7 +475,7 @@ impl Receiver {
                 let de = deserialize_options();
                 for _ in 0..count {
                     let env = rx.recv().await.expect("a message").expect("recv");
-                    let value = loads(env.frames(), &limits).expect("loads");
+                    let value = decode(env.frames(), &limits).expect("loads");
                     let de = de.clone().backed_by(&env);
                     drop(env);
                     std::hint::black_box(deserialize_blocks(value, &de).expect("deserialize"));
@@ -590,7 +590,7 @@ pub async fn pong_server(stream: TcpStream) {
     let limits = Limits::dask_compat();
     let mut server = Connection::builder().limits(limits.clone()).build(stream);
     while let Some(env) = server.recv().await {
-        let value = loads(env.expect("recv").frames(), &limits).expect("loads");
+        let value = decode(env.expect("recv").frames(), &limits).expect("loads");
         assert_eq!(value.as_str(), Some("ping"));
         let pong = Envelope::new(dumps(&Value::str("pong")).expect("dumps")).expect("env");
         server.send(pong).await.expect("send");
@@ -606,7 +606,7 @@ pub async fn ping_client(client: &mut Connection<TcpStream>, count: u64) {
         let ping = Envelope::new(dumps(&Value::str("ping")).expect("dumps")).expect("env");
         client.send(ping).await.expect("send");
         let env = client.recv().await.expect("a reply").expect("recv");
-        let value = loads(env.frames(), &limits).expect("loads");
+        let value = decode(env.frames(), &limits).expect("loads");
         assert_eq!(value.as_str(), Some("pong"));
     }
 }

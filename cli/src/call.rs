@@ -25,7 +25,7 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use framewire::message::{self, BlockKind, Loaded};
+use framewire::message::{self, BlockKind, Decoded};
 use framewire::serialize::{self, Codec, DecompressBudget, DeserializeOptions};
 use framewire::transport::{
     Address, Checksums, Connection, ConnectionBuilder, HandshakeError, HandshakeOptions, TlsConfig,
@@ -204,7 +204,7 @@ async fn converse(
     request: Request<'_>,
     opts: &HandshakeOptions,
     timeout: Duration,
-) -> Result<Option<Loaded>, Failure> {
+) -> Result<Option<Decoded>, Failure> {
     let Request { msg, wants_reply } = request;
     let deadline = Instant::now() + timeout;
     let within = seconds(timeout);
@@ -244,7 +244,7 @@ async fn converse(
                 ))
             }
         };
-        let loaded = message::loads_detailed(env.frames(), &Limits::dask_compat())
+        let loaded = message::decode_detailed(env.frames(), &Limits::dask_compat())
             .map_err(|e| format!("the reply: {e}"))?;
         Some(loaded)
     } else {
@@ -263,7 +263,7 @@ async fn converse(
 }
 
 /// The reply's JSON with every block deserialized, or the error it reports.
-fn reply_json(loaded: &Loaded) -> Result<Json, String> {
+fn reply_json(loaded: &Decoded) -> Result<Json, String> {
     if let Some(err) = remote_error(&loaded.value) {
         return Err(err);
     }

@@ -245,7 +245,7 @@ async fn demo() -> Result<String, String> {
             };
             // Backed by the receive buffers: shards merge without a copy.
             let opts = opts.clone().backed_by(&env);
-            let got = framewire::loads(env.frames(), &opts)
+            let got = framewire::loads_with(env.frames(), &opts)
                 .map_err(|e| format!("demo: message #{i} ({label}): {e}"))?;
             if &got != want {
                 return Err(format!(

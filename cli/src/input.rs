@@ -4,7 +4,7 @@
 use std::io::Read;
 
 use bytes::Bytes;
-use framewire::message::{self, BlockRef, Loaded};
+use framewire::message::{self, BlockRef};
 use framewire::{DecodeError, Envelope, EnvelopeError, Limits, Position};
 
 /// A whole input file in one buffer: frames are slices of it.
@@ -59,7 +59,7 @@ pub struct Decoded {
     /// The envelope (frames are slices of the file).
     pub env: Envelope,
     /// Frame 0 decoded in pass-through mode.
-    pub loaded: Loaded,
+    pub loaded: message::Decoded,
 }
 
 /// The messages of an [`Input`]; stops after the first error.
@@ -98,7 +98,7 @@ impl Iterator for Messages<'_> {
                 return Some(Err(fail(&e.into(), None)));
             }
         };
-        let loaded = match message::loads_detailed(env.frames(), &self.limits) {
+        let loaded = match message::decode_detailed(env.frames(), &self.limits) {
             Ok(l) => l,
             Err(e) => {
                 let msg = fail(&e.into(), Some(env.frames()));

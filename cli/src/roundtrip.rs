@@ -38,7 +38,7 @@ fn compare(msg: &Decoded, limits: &framewire::Limits) -> Option<String> {
             loaded.orphans
         ));
     }
-    let frames = match message::dumps(&loaded.value) {
+    let frames = match message::encode(&loaded.value) {
         Ok(f) => f,
         Err(e) => return Some(format!("differs: re-encoding failed: {e}")),
     };

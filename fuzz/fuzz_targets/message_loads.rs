@@ -4,8 +4,8 @@
 //! value with the same payload frames.
 #![no_main]
 use bytes::Bytes;
-use framewire::message::loads;
-use framewire::message::loads_detailed;
+use framewire::message::decode;
+use framewire::message::decode_detailed;
 use framewire::{message, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -14,7 +14,7 @@ fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
     let mut frames = vec![Bytes::from(frame0)];
     frames.extend(rest.into_iter().take(64).map(Bytes::from));
     let limits = Limits::strict();
-    let Ok(loaded) = loads_detailed(&frames, &limits) else {
+    let Ok(loaded) = decode_detailed(&frames, &limits) else {
         return;
     };
     let mut claimed = vec![false; frames.len()];
@@ -28,6 +28,6 @@ fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
     for &o in &loaded.orphans {
         assert!(!claimed[o]);
     }
-    let again = message::dumps(&loaded.value).expect("a decoded value encodes");
-    assert_eq!(loads(&again, &limits).expect("re-encoding decodes"), loaded.value);
+    let again = message::encode(&loaded.value).expect("a decoded value encodes");
+    assert_eq!(decode(&again, &limits).expect("re-encoding decodes"), loaded.value);
 });

@@ -10,7 +10,7 @@
 //! `tests/hostile.rs` h3 checks 1024 levels on 512 KiB in debug builds).
 #![no_main]
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::{message, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -23,15 +23,15 @@ fuzz_target!(|data: &[u8]| {
         std::thread::Builder::new()
             .stack_size(stack)
             .spawn(move || {
-                let Ok(value) = loads(&frames, &limits) else {
+                let Ok(value) = decode(&frames, &limits) else {
                     return;
                 };
                 // Placeholders need more frames; a lone frame 0 has none.
-                let again = message::dumps(&value).expect("a decoded value encodes");
-                let back = loads(&again, &limits).expect("our encoding decodes");
+                let again = message::encode(&value).expect("a decoded value encodes");
+                let back = decode(&again, &limits).expect("our encoding decodes");
                 assert_eq!(back, value);
                 assert_eq!(
-                    message::dumps(&back).unwrap(),
+                    message::encode(&back).unwrap(),
                     again,
                     "encoding is canonical"
                 );

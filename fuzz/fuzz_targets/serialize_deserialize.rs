@@ -9,7 +9,7 @@
 //! (sent through a message) gives the same result as its map.
 #![no_main]
 use bytes::Bytes;
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::{deserialize, DeserializeOptions};
 use framewire::{Block, Header, Limits, Value};
 use libfuzzer_sys::fuzz_target;
@@ -46,7 +46,7 @@ fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
     let header_len = header.len();
     let limits = Limits::strict();
     // Decode the header bytes as msgpack through the message layer.
-    let Ok(map) = loads(&[Bytes::from(header)], &limits) else {
+    let Ok(map) = decode(&[Bytes::from(header)], &limits) else {
         return;
     };
     if map.as_map().is_none() {
@@ -62,7 +62,7 @@ fuzz_target!(|input: (Vec<u8>, Vec<Vec<u8>>)| {
     // top-level opaque block comes back as itself, `num-sub-frames` added.)
     if !matches!(result, Ok(Value::Serialized(_))) {
         if let Ok(wire) = framewire::dumps(&Value::Serialized(Box::new(block.clone()))) {
-            if let Ok(Value::Serialized(sent)) = loads(&wire, &Limits::dask_compat()) {
+            if let Ok(Value::Serialized(sent)) = decode(&wire, &Limits::dask_compat()) {
                 assert_eq!(deserialize(&sent, &opts), result, "off the wire");
             }
         }

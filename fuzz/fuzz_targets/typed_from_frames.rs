@@ -11,7 +11,7 @@ use bytes::Bytes;
 use framewire::dask::{SchedulerToWorker, WorkerRequest, WorkerToScheduler};
 use framewire::typed::{from_frames, to_frames};
 use framewire::{
-    dumps_with, from_value, loads, to_value, DeserializeOptions, Limits, SerializeOptions, Value,
+    dumps_with, from_value, loads_with, to_value, DeserializeOptions, Limits, SerializeOptions, Value,
 };
 use libfuzzer_sys::fuzz_target;
 use serde::de::DeserializeOwned;
@@ -19,7 +19,7 @@ use serde::Serialize;
 
 fn check<T: DeserializeOwned + Serialize + Debug>(frames: &[Bytes], opts: &DeserializeOptions) {
     let direct = from_frames::<T>(frames, opts);
-    let dynamic = loads(frames, opts).and_then(from_value::<T>);
+    let dynamic = loads_with(frames, opts).and_then(from_value::<T>);
     // Compared as printed: a NaN is unequal to itself.
     assert_eq!(format!("{direct:?}"), format!("{dynamic:?}"), "from_frames vs loads + from_value");
     if let Ok(typed) = direct {

@@ -327,7 +327,7 @@ fn batch_frames(ops: Vec<Queued>, opts: &SerializeOptions) -> Result<Vec<Bytes>,
         .map(|op| match op {
             Queued::Value(v) => Ok(v),
             // Written by `to_frames` under no limit tighter than these.
-            Queued::Frames(f) => message::loads(&f, &Limits::dask_compat())
+            Queued::Frames(f) => message::decode(&f, &Limits::dask_compat())
                 .map_err(|e| TransportError::Decode(DecodeError::Message(e))),
         })
         .collect::<Result<Vec<Value>, TransportError>>()?;

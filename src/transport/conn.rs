@@ -282,7 +282,7 @@ impl ConnectionBuilder {
 
     /// Whether [`Connection::recv_value`] deserializes the blocks of the
     /// messages it receives (`true`, the default: Dask's
-    /// `loads(deserialize=True)`), or keeps every block as it came
+    /// `loads_with(deserialize=True)`), or keeps every block as it came
     /// (`false`: Dask's `deserialize=False`, what a relay or a data store
     /// that serves blocks back unchanged wants).
     pub fn deserialize_blocks(&mut self, on: bool) -> &mut ConnectionBuilder {
@@ -398,7 +398,7 @@ impl ConnectionBuilder {
 /// ```no_run
 /// use framewire::transport::{Connection, HandshakeOptions};
 /// use framewire::serialize::DeserializeOptions;
-/// use framewire::{dumps, loads, Envelope, Limits, Value};
+/// use framewire::{dumps, loads_with, Envelope, Limits, Value};
 ///
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 /// // A Dask scheduler's RPC port: connect, handshake, one request and its reply.
@@ -410,7 +410,7 @@ impl ConnectionBuilder {
 /// let msg = Value::map_of([("op", Value::str("identity")), ("reply", Value::Bool(true))]);
 /// conn.send(Envelope::new(dumps(&msg)?)?).await?;
 /// let reply = conn.recv().await.ok_or("closed")??;
-/// println!("{:?}", loads(reply.frames(), &DeserializeOptions::default().backed_by(&reply))?);
+/// println!("{:?}", loads_with(reply.frames(), &DeserializeOptions::default().backed_by(&reply))?);
 /// # Ok(())
 /// # }
 /// ```

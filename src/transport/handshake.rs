@@ -339,7 +339,7 @@ pub(crate) async fn exchange<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let frames = message::dumps(&opts.to_value()?)?;
+    let frames = message::encode(&opts.to_value()?)?;
     if frames.len() != 1 {
         return Err(HandshakeError::UnexpectedFrames(frames.len()).into());
     }
@@ -391,7 +391,7 @@ where
         }
     };
     reader.replace_limits(limits);
-    let peer = message::loads(env.frames(), &HANDSHAKE_LIMITS)?;
+    let peer = message::decode(env.frames(), &HANDSHAKE_LIMITS)?;
     let agreed = Negotiated::new(opts, peer)?;
     reader.set_checksums(agreed.checksums);
     writer.set_checksums(agreed.checksums);

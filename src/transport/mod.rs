@@ -27,7 +27,6 @@
 //! ```
 //! use bytes::Bytes;
 //! use framewire::transport::{handshake, HandshakeOptions};
-//! use framewire::serialize::DeserializeOptions;
 //! use framewire::{dumps, loads, Envelope, Value};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
@@ -40,7 +39,7 @@
 //! let msg = Value::map_of([("op", Value::str("ping"))]);
 //! left.send(Envelope::new(dumps(&msg)?)?).await?;
 //! let env = right.recv().await.expect("a message")?;
-//! assert_eq!(loads(env.frames(), &DeserializeOptions::default())?, msg);
+//! assert_eq!(loads(env.frames())?, msg);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # })?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -158,10 +158,10 @@ pub(crate) fn decode_msg<M: serde::de::DeserializeOwned>(
 /// the session is pass-through ([`Session::deserializes_blocks`]).
 pub(crate) fn decode_value(env: &Envelope, session: &Session) -> Result<Value, TransportError> {
     if !session.deserializes_blocks() {
-        return Ok(crate::message::loads(env.frames(), session.limits())
+        return Ok(crate::message::decode(env.frames(), session.limits())
             .map_err(crate::DecodeError::from)?);
     }
-    Ok(protocol::loads(
+    Ok(protocol::loads_with(
         env.frames(),
         &session.deserialize_options(env),
     )?)

@@ -13,7 +13,7 @@
 //! read as serde walks the type; blocks, arrays and `Value` fields go
 //! through the message and serialize layers as `dumps` and `loads` take
 //! them): `to_frames(x)` is byte for byte `dumps_with(&to_value(x)?)`, and
-//! `from_frames(f)` is `from_value(loads(f)?)`, same value, same error,
+//! `from_frames(f)` is `from_value(loads_with(f)?)`, same value, same error,
 //! the same checks and [`Limits`](crate::Limits), at a fraction of the cost
 //! (`BENCHMARKS.md`). The transport's typed calls take the direct path:
 //! `Connection::send_msg` / `recv_msg`, `MessageCodec`, and
@@ -192,7 +192,7 @@ pub(crate) fn to_frames_at<T: Serialize + ?Sized>(
 ///
 /// ```
 /// use framewire::typed::{from_frames, from_value};
-/// use framewire::{dumps, loads, DeserializeOptions, Value};
+/// use framewire::{dumps, loads_with, DeserializeOptions, Value};
 /// use serde::Deserialize;
 ///
 /// #[derive(Deserialize, Debug, PartialEq)]
@@ -201,7 +201,7 @@ pub(crate) fn to_frames_at<T: Serialize + ?Sized>(
 /// let frames = dumps(&Value::map_of([("op", Value::str("ping")), ("n", Value::from(3u8))]))?;
 /// let opts = DeserializeOptions::default();
 /// let ping: Ping = from_frames(&frames, &opts)?;
-/// assert_eq!(ping, from_value(loads(&frames, &opts)?)?);
+/// assert_eq!(ping, from_value(loads_with(&frames, &opts)?)?);
 /// assert_eq!(ping.n, 3);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -214,7 +214,7 @@ pub fn from_frames<T: DeserializeOwned>(
         // reports it: the direct path meets the message's errors and the
         // fields' in another order (a block's before a later placeholder's,
         // a field's before anything after it).
-        protocol::loads(frames, opts)
+        protocol::loads_with(frames, opts)
             .err()
             .unwrap_or_else(|| e.into_decode())
     })

@@ -335,7 +335,7 @@ impl Agreement {
 /// Whether a handshake (its frame 0) offers checksum trailers:
 /// `"framewire-checksum": "crc32"`.
 fn offers_checksums(frame0: Bytes) -> bool {
-    let Ok(v) = message::loads(&[frame0], &Limits::dask_compat()) else {
+    let Ok(v) = message::decode(&[frame0], &Limits::dask_compat()) else {
         return false;
     };
     let key = format!("{EXTENSION_PREFIX}{CHECKSUM_EXTENSION}");

@@ -65,7 +65,7 @@ mod tests {
     /// The tap's `op=` before it read frame 0 alone: the message decoded in
     /// pass-through mode (every frame), then its ops.
     fn reference(frames: &[Bytes], first: bool) -> String {
-        let Ok(loaded) = message::loads_detailed(frames, &Limits::dask_compat()) else {
+        let Ok(loaded) = message::decode_detailed(frames, &Limits::dask_compat()) else {
             return "?".into();
         };
         let v = &loaded.value;

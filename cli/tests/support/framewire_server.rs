@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use framewire::message::loads;
+use framewire::message::decode;
 use framewire::serialize::{self, Codec, DeserializeOptions, SerializeOptions};
 use framewire::transport::{Checksums, Connection, HandshakeOptions};
 use framewire::{Envelope, Limits, Value};
@@ -124,7 +124,7 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
             Some(Err(e)) => return format!("recv: {e}"),
             Some(Ok(env)) => env,
         };
-        let msg = match loads(env.frames(), &limits) {
+        let msg = match decode(env.frames(), &limits) {
             Ok(v) => v,
             Err(e) => return format!("loads: {e}"),
         };
@@ -154,7 +154,7 @@ async fn serve(stream: tokio::net::TcpStream, record: &Recorder) -> String {
         sopts.compression = codec;
         let frames = framewire::dumps_with(&reply, &sopts).unwrap();
         let mut sent = Vec::new();
-        codecs(&loads(&frames, &limits).unwrap(), &mut sent);
+        codecs(&decode(&frames, &limits).unwrap(), &mut sent);
         record.update(|s| s.reply_codecs.push(sent));
         if let Err(e) = conn.send(Envelope::new(frames).unwrap()).await {
             return format!("send: {e}");
