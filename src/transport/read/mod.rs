@@ -38,7 +38,7 @@
 //!   message's head (for its log line) and then its bytes as they arrive.
 //!
 //! **Where frames go** (a connection's reader). A message whose frames are
-//! all small (under [`OWN_BUFFER_THRESHOLD`]) costs no copy and, when
+//! all small (under 64 KiB) costs no copy and, when
 //! several are in flight, one read for many messages. Large frames get a
 //! buffer of their own, so that the small frame 0 (which decoded strings
 //! point into) never pins a payload's memory, and consecutive large frames
