@@ -92,6 +92,8 @@ pub mod message;
 pub mod mmap;
 mod msgpack;
 mod ndarray;
+#[cfg(feature = "pickle")]
+pub mod pickle;
 mod protocol;
 pub mod serialize;
 #[cfg(feature = "transport")]

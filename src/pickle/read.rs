@@ -1,0 +1,1168 @@
+//! The reader: pickle's stack machine, for the opcodes CPython writes for
+//! plain values at protocols 2 to 5, every opcode bounded (see the module
+//! docs of [`crate::pickle`]). Nothing is imported or called: the few
+//! globals it knows are interpreted by name.
+
+use std::mem;
+use std::ops::Range;
+
+use bytes::Bytes;
+use bytestring::ByteString;
+
+use super::error::{shown, PickleError};
+use super::numpy::{self, Dtype};
+use crate::limits::Limits;
+use crate::ndarray::NdArray;
+use crate::serialize::PACK_MIN;
+use crate::value::{Integer, Value};
+
+/// Reads one pickle, its `NEXT_BUFFER`s taken from `buffers` in order.
+///
+/// A first pass moves every container into the one holding it. If a memo
+/// `GET` then asks for a container already moved (one object referenced
+/// twice, which a [`Value`] tree holds as two copies), the pickle is read
+/// again knowing which memo entries are ever fetched: those are copied
+/// where they are used, the others still moved.
+pub(super) fn loads(
+    data: &Bytes,
+    buffers: &[Bytes],
+    limits: &Limits,
+) -> Result<Value, PickleError> {
+    match Reader::new(data, buffers, limits, None).run() {
+        Ok(v) => Ok(v),
+        Err(Stop::Error(e)) => Err(e),
+        Err(Stop::Shared) => {
+            let fetched = fetched_ids(data);
+            match Reader::new(data, buffers, limits, Some(fetched)).run() {
+                Ok(v) => Ok(v),
+                Err(Stop::Error(e)) => Err(e),
+                Err(Stop::Shared) => unreachable!("the sharing pass never moves a fetched entry"),
+            }
+        }
+    }
+}
+
+/// Why a pass stopped.
+enum Stop {
+    Error(PickleError),
+    /// The fast pass needs a container it has moved: read again, sharing.
+    Shared,
+}
+
+impl From<PickleError> for Stop {
+    fn from(e: PickleError) -> Stop {
+        Stop::Error(e)
+    }
+}
+
+/// The globals framewire interprets, by name; none is ever imported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Global {
+    /// `numpy._core.multiarray._reconstruct` (`numpy.core` before numpy 2).
+    Reconstruct,
+    /// `numpy.ndarray`, as `_reconstruct`'s first argument.
+    NdArray,
+    /// `numpy.dtype`.
+    Dtype,
+    /// `numpy._core.numeric._frombuffer`: protocol 5 arrays.
+    FromBuffer,
+    /// `numpy._core.multiarray.scalar`: numpy scalars.
+    Scalar,
+    /// `builtins.complex`.
+    Complex,
+    /// `builtins.bytearray` (protocols 2 to 4).
+    Bytearray,
+    /// `builtins.bytes` (`b""` at protocol 2).
+    Bytes,
+    /// `builtins.set` (protocols 2 and 3).
+    Set,
+    /// `builtins.frozenset` (protocols 2 and 3).
+    Frozenset,
+    /// `_codecs.encode`: bytes at protocol 2, as a latin-1 str.
+    Encode,
+}
+
+impl Global {
+    fn find(module: &[u8], name: &[u8]) -> Result<Global, PickleError> {
+        let builtins = matches!(module, b"builtins" | b"__builtin__");
+        Ok(match (module, name) {
+            (b"numpy._core.multiarray" | b"numpy.core.multiarray", b"_reconstruct") => {
+                Global::Reconstruct
+            }
+            (b"numpy._core.multiarray" | b"numpy.core.multiarray", b"scalar") => Global::Scalar,
+            (b"numpy._core.numeric" | b"numpy.core.numeric", b"_frombuffer") => Global::FromBuffer,
+            (b"numpy", b"ndarray") => Global::NdArray,
+            (b"numpy", b"dtype") => Global::Dtype,
+            (_, b"complex") if builtins => Global::Complex,
+            (_, b"bytearray") if builtins => Global::Bytearray,
+            (_, b"bytes") if builtins => Global::Bytes,
+            (_, b"set") if builtins => Global::Set,
+            (_, b"frozenset") if builtins => Global::Frozenset,
+            (b"_codecs", b"encode") => Global::Encode,
+            _ => {
+                return Err(PickleError::GlobalNotAllowed {
+                    module: shown(module),
+                    name: shown(name),
+                })
+            }
+        })
+    }
+}
+
+/// What the machine's stack (and memo) hold.
+#[derive(Clone, Debug)]
+enum Item {
+    /// A plain value. Lists and sets are kept as [`Value::IntArray`] while
+    /// they hold only integers (unpacked again under [`PACK_MIN`] items).
+    Value(Value),
+    /// A writable buffer: a `bytearray`, or an out-of-band buffer not marked
+    /// read-only. A [`Value::Bin`] once it is placed anywhere.
+    Buffer(Bytes),
+    /// A memoized object that can still change (a container, a dtype, an
+    /// array awaiting its state), kept in the arena: its index there.
+    Ref(u32),
+    /// A global.
+    Global(Global),
+    /// A `numpy.dtype`.
+    Dtype(Dtype),
+    /// `_reconstruct(ndarray, (0,), b"b")`: an array awaiting its state.
+    Reconstructing,
+    /// A tuple holding something other than values: the arguments of a
+    /// numpy call.
+    Args(Vec<Item>),
+    /// An arena object moved into the container that holds it.
+    Moved,
+}
+
+impl Item {
+    /// What it is, for [`PickleError::NotPlainData`].
+    fn what(&self) -> &'static str {
+        match self {
+            Item::Global(_) => "a global",
+            Item::Dtype(_) => "a numpy.dtype",
+            Item::Reconstructing => "a numpy array without its state",
+            Item::Args(_) => "a tuple holding a global or a numpy.dtype",
+            _ => "an object",
+        }
+    }
+}
+
+/// A stack entry: an item and how deeply its containers nest (0 for a
+/// scalar; for a [`Item::Ref`], the arena object's own depth counts).
+struct Slot {
+    item: Item,
+    depth: u32,
+}
+
+/// A memo entry.
+enum Entry {
+    /// A value that cannot change: `GET` pushes a copy (a handle to the same
+    /// bytes).
+    Copy(Item),
+    /// An arena object: `GET` pushes a reference to it.
+    Obj(u32),
+}
+
+/// A memoized object that can change.
+struct Obj {
+    item: Item,
+    depth: u32,
+    /// Some memo `GET` fetches it: copied where it is used, never moved.
+    shared: bool,
+    /// Copied out at least once: changing it now would make the copies
+    /// stale (only a cycle does that).
+    copied: bool,
+}
+
+struct Reader<'a> {
+    data: &'a Bytes,
+    pos: usize,
+    /// Where the current opcode starts.
+    at: usize,
+    buffers: &'a [Bytes],
+    next_buffer: usize,
+    limits: &'a Limits,
+    /// The sharing pass: which memo ids some `GET` fetches.
+    fetched: Option<Vec<bool>>,
+    stack: Vec<Slot>,
+    marks: Vec<usize>,
+    /// Memo id → 1 + index in `entries`; 0 when unset.
+    memo: Vec<u32>,
+    /// Distinct ids set: where `MEMOIZE` puts the next one.
+    memo_len: usize,
+    entries: Vec<Entry>,
+    arena: Vec<Obj>,
+    /// Values pushed plus values copied out of shared objects: never more
+    /// than the pickle's bytes.
+    values: usize,
+}
+
+/// An [`Value::IntArray`] too short to stay packed becomes an array.
+fn unpacked(v: Value) -> Value {
+    match v {
+        Value::IntArray(ints) if ints.len() < PACK_MIN => {
+            Value::Array(ints.into_iter().map(Value::from).collect())
+        }
+        v => v,
+    }
+}
+
+/// Values in `v`, containers and their items (an [`Value::IntArray`] counts
+/// its integers).
+fn count(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(count).sum::<usize>(),
+        Value::IntArray(ints) => 1 + ints.len(),
+        Value::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(k, x)| count(k) + count(x))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+/// Items, as the arguments of a call: each one.
+fn item_count(item: &Item) -> usize {
+    match item {
+        Item::Value(v) => count(v),
+        Item::Args(items) => 1 + items.iter().map(item_count).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// Appends `values` to a list or set (packed while they are integers).
+fn extend(target: &mut Value, values: Vec<Value>) -> Result<(), &'static str> {
+    match target {
+        Value::Array(items) => items.extend(values),
+        Value::IntArray(ints) => {
+            let mut values = values.into_iter();
+            while let Some(v) = values.next() {
+                match v.as_int().and_then(Integer::as_i64) {
+                    Some(x) => ints.push(x),
+                    None => {
+                        let mut items: Vec<Value> =
+                            Vec::with_capacity(ints.len() + 1 + values.len());
+                        items.extend(ints.drain(..).map(Value::from));
+                        items.push(v);
+                        items.extend(values);
+                        *target = Value::Array(items);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        _ => return Err("items appended to something not a list or set"),
+    }
+    Ok(())
+}
+
+/// `bytes` as a latin-1 str encodes them (`_codecs.encode(s, "latin1")`).
+fn latin1(s: &str) -> Option<Bytes> {
+    s.chars()
+        .map(|c| u8::try_from(u32::from(c)).ok())
+        .collect::<Option<Vec<u8>>>()
+        .map(Bytes::from)
+}
+
+impl<'a> Reader<'a> {
+    fn new(
+        data: &'a Bytes,
+        buffers: &'a [Bytes],
+        limits: &'a Limits,
+        fetched: Option<Vec<bool>>,
+    ) -> Reader<'a> {
+        Reader {
+            data,
+            pos: 0,
+            at: 0,
+            buffers,
+            next_buffer: 0,
+            limits,
+            fetched,
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: Vec::new(),
+            memo_len: 0,
+            entries: Vec::new(),
+            arena: Vec::new(),
+            values: 0,
+        }
+    }
+
+    fn invalid(&self, reason: &'static str) -> Stop {
+        Stop::Error(PickleError::Invalid {
+            reason,
+            at: self.at,
+        })
+    }
+
+    /// The next `n` bytes, as a range of `data`: none is allocated before
+    /// they are all there.
+    fn span(&mut self, n: u64) -> Result<Range<usize>, Stop> {
+        let left = (self.data.len() - self.pos) as u64;
+        if n > left {
+            return Err(PickleError::Truncated { at: self.at }.into());
+        }
+        let start = self.pos;
+        self.pos += n as usize;
+        Ok(start..self.pos)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Stop> {
+        let r = self.span(N as u64)?;
+        Ok(self.data[r].try_into().expect("N bytes"))
+    }
+
+    fn byte(&mut self) -> Result<u8, Stop> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, Stop> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, Stop> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn push(&mut self, item: Item, depth: u32) {
+        self.values += 1;
+        self.stack.push(Slot { item, depth });
+    }
+
+    fn push_value(&mut self, v: Value) {
+        self.push(Item::Value(v), 0);
+    }
+
+    fn pop(&mut self) -> Result<Slot, Stop> {
+        match self.stack.len() > self.marks.last().copied().unwrap_or(0) {
+            true => Ok(self.stack.pop().expect("a slot above the mark")),
+            false => Err(self.invalid("an item is popped past a mark or the stack's bottom")),
+        }
+    }
+
+    fn pop_mark(&mut self) -> Result<usize, Stop> {
+        self.marks
+            .pop()
+            .ok_or_else(|| self.invalid("no mark on the stack"))
+    }
+
+    /// Runs the machine to `STOP`.
+    fn run(mut self) -> Result<Value, Stop> {
+        loop {
+            self.at = self.pos;
+            let op = self
+                .byte()
+                .map_err(|_| PickleError::Truncated { at: self.at })?;
+            match op {
+                b'(' => self.marks.push(self.stack.len()),
+                b'.' => {
+                    let top = self.pop()?;
+                    return self.place(top);
+                }
+                b'0' => {
+                    self.pop()?;
+                }
+                b'1' => {
+                    let m = self.pop_mark()?;
+                    self.stack.truncate(m);
+                }
+                b'N' => self.push_value(Value::Nil),
+                0x88 => self.push_value(Value::Bool(true)),
+                0x89 => self.push_value(Value::Bool(false)),
+                b'K' => {
+                    let b = self.byte()?;
+                    self.push_value(b.into());
+                }
+                b'M' => {
+                    let b = u16::from_le_bytes(self.array()?);
+                    self.push_value(b.into());
+                }
+                b'J' => {
+                    let b = i32::from_le_bytes(self.array()?);
+                    self.push_value(b.into());
+                }
+                0x8a | 0x8b => {
+                    let n = match op {
+                        0x8a => u64::from(self.byte()?),
+                        _ => {
+                            let n = i32::from_le_bytes(self.array()?);
+                            u64::try_from(n).map_err(|_| self.invalid("negative LONG4 length"))?
+                        }
+                    };
+                    let r = self.span(n)?;
+                    let v = self.long(r)?;
+                    self.push_value(v);
+                }
+                b'G' => {
+                    let b = f64::from_be_bytes(self.array()?);
+                    self.push_value(Value::Float(b));
+                }
+                0x8c | b'X' | 0x8d => {
+                    let n = match op {
+                        0x8c => u64::from(self.byte()?),
+                        b'X' => u64::from(self.u32()?),
+                        _ => self.u64()?,
+                    };
+                    let r = self.span(n)?;
+                    let s = ByteString::try_from(self.data.slice(r))
+                        .map_err(|_| PickleError::InvalidUtf8 { at: self.at })?;
+                    self.push_value(Value::Str(s));
+                }
+                b'C' | b'B' | 0x8e | 0x96 => {
+                    let n = match op {
+                        b'C' => u64::from(self.byte()?),
+                        b'B' => u64::from(self.u32()?),
+                        _ => self.u64()?,
+                    };
+                    let r = self.span(n)?;
+                    let b = self.data.slice(r);
+                    match op {
+                        0x96 => self.push(Item::Buffer(b), 0),
+                        _ => self.push_value(Value::Bin(b)),
+                    }
+                }
+                b')' => self.push(Item::Value(Value::Array(Vec::new())), 1),
+                0x85..=0x87 => {
+                    let n = usize::from(op - 0x84);
+                    let from = self.stack.len().checked_sub(n);
+                    match from.filter(|&f| f >= self.marks.last().copied().unwrap_or(0)) {
+                        Some(from) => self.tuple(from)?,
+                        None => return Err(self.invalid("TUPLE1-3 with too few items")),
+                    }
+                }
+                b't' => {
+                    let m = self.pop_mark()?;
+                    self.tuple(m)?;
+                }
+                0x91 => {
+                    let m = self.pop_mark()?;
+                    let (values, depth) = self.values_from(m)?;
+                    self.push_container(Value::Array(values), depth)?;
+                }
+                b']' | 0x8f => self.push(Item::Value(Value::IntArray(Vec::new())), 1),
+                b'}' => self.push(Item::Value(Value::Map(Vec::new())), 1),
+                b'l' => {
+                    let m = self.pop_mark()?;
+                    let (values, depth) = self.values_from(m)?;
+                    self.push_container(Value::Array(values), depth)?;
+                }
+                b'd' => {
+                    let m = self.pop_mark()?;
+                    let (entries, depth) = self.entries_from(m)?;
+                    self.push_container(Value::Map(entries), depth)?;
+                }
+                b'a' => self.append(self.stack.len().saturating_sub(1))?,
+                b'e' | 0x90 => {
+                    let m = self.pop_mark()?;
+                    self.append(m)?;
+                }
+                b's' => self.set_items(self.stack.len().saturating_sub(2))?,
+                b'u' => {
+                    let m = self.pop_mark()?;
+                    self.set_items(m)?;
+                }
+                b'h' => {
+                    let id = self.byte()?;
+                    self.get(u64::from(id))?;
+                }
+                b'j' => {
+                    let id = self.u32()?;
+                    self.get(u64::from(id))?;
+                }
+                b'q' => {
+                    let id = self.byte()?;
+                    self.put(u64::from(id))?;
+                }
+                b'r' => {
+                    let id = self.u32()?;
+                    self.put(u64::from(id))?;
+                }
+                0x94 => self.put(self.memo_len as u64)?,
+                b'c' => {
+                    let module = self.line()?;
+                    let name = self.line()?;
+                    let g = Global::find(&self.data[module], &self.data[name])?;
+                    self.push(Item::Global(g), 0);
+                }
+                0x93 => {
+                    let name = self.pop()?;
+                    let module = self.pop()?;
+                    match (module.item, name.item) {
+                        (Item::Value(Value::Str(m)), Item::Value(Value::Str(n))) => {
+                            let g = Global::find(m.as_bytes(), n.as_bytes())?;
+                            self.push(Item::Global(g), 0);
+                        }
+                        _ => return Err(self.invalid("STACK_GLOBAL of something not two str")),
+                    }
+                }
+                b'R' => self.reduce()?,
+                b'b' => self.build()?,
+                0x97 => {
+                    let given = self.buffers.len();
+                    let b = self
+                        .buffers
+                        .get(self.next_buffer)
+                        .cloned()
+                        .ok_or(PickleError::MissingBuffer { given, at: self.at })?;
+                    self.next_buffer += 1;
+                    self.push(Item::Buffer(b), 0);
+                }
+                0x98 => {
+                    let top = self.pop()?;
+                    match top.item {
+                        Item::Buffer(b) | Item::Value(Value::Bin(b)) => self.stack.push(Slot {
+                            item: Item::Value(Value::Bin(b)),
+                            depth: 0,
+                        }),
+                        _ => return Err(self.invalid("READONLY_BUFFER without a buffer")),
+                    }
+                }
+                0x80 => {
+                    let protocol = self.byte()?;
+                    if protocol > 5 {
+                        return Err(PickleError::UnsupportedProtocol { protocol }.into());
+                    }
+                }
+                0x95 => {
+                    // A framing hint: the frame must be there; nothing else.
+                    let n = self.u64()?;
+                    if n > (self.data.len() - self.pos) as u64 {
+                        return Err(PickleError::Truncated { at: self.at }.into());
+                    }
+                }
+                opcode => {
+                    return Err(PickleError::UnsupportedOpcode {
+                        opcode,
+                        at: self.at,
+                    }
+                    .into())
+                }
+            }
+        }
+    }
+
+    /// `LONG1` / `LONG4`: little-endian two's complement, any width.
+    fn long(&self, r: Range<usize>) -> Result<Value, Stop> {
+        let b = &self.data[r];
+        let Some(&last) = b.last() else {
+            return Ok(Value::from(0u8));
+        };
+        let neg = last & 0x80 != 0;
+        let fill = if neg { 0xff } else { 0 };
+        // Sign-extension bytes carry nothing.
+        let mut n = b.len();
+        while n > 1 && b[n - 1] == fill && (b[n - 2] & 0x80 != 0) == neg {
+            n -= 1;
+        }
+        let out = PickleError::IntegerOutOfRange { at: self.at };
+        if n > 16 {
+            return Err(out.into());
+        }
+        let mut wide = [fill; 16];
+        wide[..n].copy_from_slice(&b[..n]);
+        Ok(Value::Int(
+            Integer::try_from_i128(i128::from_le_bytes(wide)).ok_or(out)?,
+        ))
+    }
+
+    /// `GLOBAL`'s newline-terminated argument.
+    fn line(&mut self) -> Result<Range<usize>, Stop> {
+        let rest = &self.data[self.pos..];
+        let n = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or(PickleError::Truncated { at: self.at })?;
+        let r = self.span(n as u64)?;
+        self.pos += 1;
+        Ok(r)
+    }
+
+    /// The arena object `a`, unless it was moved (the fast pass then starts
+    /// over, sharing).
+    fn obj(&self, a: u32) -> Result<&Obj, Stop> {
+        let obj = &self.arena[a as usize];
+        match obj.item {
+            Item::Moved => Err(self.moved()),
+            _ => Ok(obj),
+        }
+    }
+
+    fn moved(&self) -> Stop {
+        match self.fetched {
+            None => Stop::Shared,
+            // Only an object no GET fetches is moved in the sharing pass,
+            // and its one reference is gone with it.
+            Some(_) => self.invalid("an object is used after it was placed"),
+        }
+    }
+
+    fn depth_of(&self, slot: &Slot) -> Result<u32, Stop> {
+        match slot.item {
+            Item::Ref(a) => Ok(self.obj(a)?.depth),
+            _ => Ok(slot.depth),
+        }
+    }
+
+    /// The arena object `a`'s item, to place it: moved out, or copied when
+    /// some `GET` fetches it too (charged to the values bound).
+    fn take(&mut self, a: u32) -> Result<Item, Stop> {
+        self.obj(a)?;
+        let obj = &mut self.arena[a as usize];
+        if !obj.shared {
+            return Ok(mem::replace(&mut obj.item, Item::Moved));
+        }
+        obj.copied = true;
+        let n = item_count(&obj.item);
+        let copy = obj.item.clone();
+        self.values = self.values.saturating_add(n);
+        if self.values > self.data.len() {
+            return Err(PickleError::TooManyValues {
+                limit: self.data.len(),
+            }
+            .into());
+        }
+        Ok(copy)
+    }
+
+    /// The item of a slot, a reference followed.
+    fn resolve(&mut self, slot: Slot) -> Result<Item, Stop> {
+        match slot.item {
+            Item::Ref(a) => self.take(a),
+            item => Ok(item),
+        }
+    }
+
+    /// A slot as the value placed in a container.
+    fn place(&mut self, slot: Slot) -> Result<Value, Stop> {
+        match self.resolve(slot)? {
+            Item::Value(v) => Ok(unpacked(v)),
+            Item::Buffer(b) => Ok(Value::Bin(b)),
+            other => Err(PickleError::NotPlainData {
+                what: other.what(),
+                at: self.at,
+            }
+            .into()),
+        }
+    }
+
+    /// Whether an item becomes a value when placed.
+    fn is_value(&self, item: &Item) -> Result<bool, Stop> {
+        let item = match item {
+            Item::Ref(a) => &self.obj(*a)?.item,
+            item => item,
+        };
+        Ok(matches!(item, Item::Value(_) | Item::Buffer(_)))
+    }
+
+    /// The values of `stack[from..]`, taken off the stack, and the depth of
+    /// the deepest.
+    fn values_from(&mut self, from: usize) -> Result<(Vec<Value>, u32), Stop> {
+        let slots = self.stack.split_off(from);
+        let mut depth = 0;
+        let mut values = Vec::with_capacity(slots.len());
+        for slot in slots {
+            depth = depth.max(self.depth_of(&slot)?);
+            values.push(self.place(slot)?);
+        }
+        Ok((values, depth))
+    }
+
+    /// `stack[from..]` as key, value pairs, taken off the stack.
+    fn entries_from(&mut self, from: usize) -> Result<(Vec<(Value, Value)>, u32), Stop> {
+        if !(self.stack.len() - from).is_multiple_of(2) {
+            return Err(self.invalid("a dict key without its value"));
+        }
+        let (values, depth) = self.values_from(from)?;
+        let mut values = values.into_iter();
+        let mut entries = Vec::with_capacity(values.len() / 2);
+        while let (Some(k), Some(v)) = (values.next(), values.next()) {
+            entries.push((k, v));
+        }
+        Ok((entries, depth))
+    }
+
+    /// Pushes a container whose items nest `depth` deep.
+    fn push_container(&mut self, v: Value, depth: u32) -> Result<(), Stop> {
+        let depth = depth + 1;
+        if depth as usize > self.limits.max_depth {
+            return Err(PickleError::DepthExceeded {
+                limit: self.limits.max_depth,
+            }
+            .into());
+        }
+        self.push(Item::Value(v), depth);
+        Ok(())
+    }
+
+    /// A tuple of `stack[from..]`: a value when its items are values, else
+    /// the arguments of a call.
+    fn tuple(&mut self, from: usize) -> Result<(), Stop> {
+        let mut plain = true;
+        for slot in &self.stack[from..] {
+            plain &= self.is_value(&slot.item)?;
+        }
+        if plain {
+            let (values, depth) = self.values_from(from)?;
+            let packed = values.len() >= PACK_MIN
+                && values
+                    .iter()
+                    .all(|v| v.as_int().and_then(Integer::as_i64).is_some());
+            let v = match packed {
+                true => Value::IntArray(
+                    values
+                        .iter()
+                        .filter_map(|v| v.as_int().and_then(Integer::as_i64))
+                        .collect(),
+                ),
+                false => Value::Array(values),
+            };
+            return self.push_container(v, depth);
+        }
+        let items = self
+            .stack
+            .split_off(from)
+            .into_iter()
+            .map(|slot| slot.item)
+            .collect();
+        self.push(Item::Args(items), 0);
+        Ok(())
+    }
+
+    /// The list, set or dict at `stack[index]` (or the arena object it
+    /// refers to), to change it, and its depth.
+    fn target(&mut self, index: usize) -> Result<(&mut Value, &mut u32), Stop> {
+        let at = self.at;
+        let not_container = || {
+            Stop::Error(PickleError::Invalid {
+                reason: "items added to something not a list, set or dict",
+                at,
+            })
+        };
+        let (item, depth) = match self.stack[index].item {
+            Item::Ref(a) => {
+                if self.obj(a)?.copied {
+                    return Err(PickleError::Recursive { at }.into());
+                }
+                let Obj { item, depth, .. } = &mut self.arena[a as usize];
+                (item, depth)
+            }
+            _ => {
+                let Slot { item, depth } = &mut self.stack[index];
+                (item, depth)
+            }
+        };
+        match item {
+            Item::Value(v) => Ok((v, depth)),
+            _ => Err(not_container()),
+        }
+    }
+
+    /// Raises the depth of the container at `stack[index]` to hold items
+    /// `depth` deep.
+    fn deepen(depth: &mut u32, items: u32, limit: usize) -> Result<(), Stop> {
+        *depth = (*depth).max(items + 1);
+        match *depth as usize > limit {
+            true => Err(PickleError::DepthExceeded { limit }.into()),
+            false => Ok(()),
+        }
+    }
+
+    /// The stack's bottom for the items of the innermost mark: nothing at or
+    /// below it is popped or changed (CPython's `fence`).
+    fn fence(&self) -> usize {
+        self.marks.last().copied().unwrap_or(0)
+    }
+
+    /// The index of the container that items from `from` on are added to:
+    /// the slot below them, above the innermost mark.
+    fn container_below(&self, from: usize) -> Result<usize, Stop> {
+        match from > self.fence() && from <= self.stack.len() {
+            true => Ok(from - 1),
+            false => Err(self.invalid("items added to nothing")),
+        }
+    }
+
+    /// `APPEND`, `APPENDS`, `ADDITEMS`: `stack[from..]` into the list or set
+    /// below them.
+    fn append(&mut self, from: usize) -> Result<(), Stop> {
+        let index = self.container_below(from)?;
+        let (values, depth) = self.values_from(from)?;
+        let limit = self.limits.max_depth;
+        let at = self.at;
+        let (target, target_depth) = self.target(index)?;
+        extend(target, values).map_err(|reason| PickleError::Invalid { reason, at })?;
+        Self::deepen(target_depth, depth, limit)
+    }
+
+    /// `SETITEM`, `SETITEMS`: the pairs of `stack[from..]` into the dict
+    /// below them.
+    fn set_items(&mut self, from: usize) -> Result<(), Stop> {
+        let index = self.container_below(from)?;
+        let (entries, depth) = self.entries_from(from)?;
+        let limit = self.limits.max_depth;
+        let at = self.at;
+        let (target, target_depth) = self.target(index)?;
+        match target {
+            Value::Map(m) => m.extend(entries),
+            _ => {
+                return Err(PickleError::Invalid {
+                    reason: "items set in something not a dict",
+                    at,
+                }
+                .into())
+            }
+        }
+        Self::deepen(target_depth, depth, limit)
+    }
+
+    /// `GET`: a copy of a value, or a reference to an object.
+    fn get(&mut self, id: u64) -> Result<(), Stop> {
+        let at = self.at;
+        let entry = usize::try_from(id)
+            .ok()
+            .and_then(|i| self.memo.get(i))
+            .copied()
+            .filter(|&e| e != 0)
+            .ok_or(PickleError::MemoIndex { index: id, at })?;
+        match &self.entries[entry as usize - 1] {
+            Entry::Copy(item) => {
+                let item = item.clone();
+                self.push(item, 0);
+            }
+            &Entry::Obj(a) => {
+                let depth = self.obj(a)?.depth;
+                self.push(Item::Ref(a), depth);
+            }
+        }
+        Ok(())
+    }
+
+    /// `PUT`, `MEMOIZE`: the top item under `id`. An object that can still
+    /// change moves to the arena, a reference to it left on the stack.
+    fn put(&mut self, id: u64) -> Result<(), Stop> {
+        let at = self.at;
+        // One memo slot (4 bytes) per byte of pickle at most.
+        let index = usize::try_from(id)
+            .ok()
+            .filter(|&i| i < self.data.len())
+            .ok_or(PickleError::MemoIndex { index: id, at })?;
+        let fetched = self
+            .fetched
+            .as_ref()
+            .is_some_and(|f| f.get(index).copied().unwrap_or(false));
+        if self.stack.len() <= self.fence() {
+            return Err(self.invalid("PUT without an item above the mark"));
+        }
+        let top = self.stack.last_mut().expect("an item above the mark");
+        let entry = match &top.item {
+            Item::Value(Value::Array(_) | Value::IntArray(_) | Value::Map(_))
+            | Item::Dtype(_)
+            | Item::Reconstructing
+            | Item::Args(_) => {
+                let a = self.arena.len() as u32;
+                let item = mem::replace(&mut top.item, Item::Ref(a));
+                self.arena.push(Obj {
+                    item,
+                    depth: top.depth,
+                    shared: fetched,
+                    copied: false,
+                });
+                Entry::Obj(a)
+            }
+            &Item::Ref(a) => {
+                self.arena[a as usize].shared |= fetched;
+                Entry::Obj(a)
+            }
+            item => Entry::Copy(item.clone()),
+        };
+        if index >= self.memo.len() {
+            self.memo.resize(index + 1, 0);
+        }
+        if self.memo[index] == 0 {
+            self.memo_len += 1;
+        }
+        self.entries.push(entry);
+        self.memo[index] = self.entries.len() as u32;
+        Ok(())
+    }
+
+    /// A call's arguments: the items of a tuple, references to values
+    /// followed (a dtype stays a reference: arrays share it).
+    fn arguments(&mut self, slot: Slot) -> Result<Vec<Item>, Stop> {
+        match self.resolve(slot)? {
+            Item::Args(items) => items
+                .into_iter()
+                .map(|item| match item {
+                    Item::Ref(a) if self.is_value(&item)? => self.take(a),
+                    item => Ok(item),
+                })
+                .collect(),
+            Item::Value(Value::Array(values)) => Ok(values.into_iter().map(Item::Value).collect()),
+            Item::Value(Value::IntArray(ints)) => {
+                Ok(ints.into_iter().map(|i| Item::Value(i.into())).collect())
+            }
+            _ => Err(self.invalid("arguments that are not a tuple")),
+        }
+    }
+
+    /// An argument that must be a value.
+    fn value_arg(&mut self, item: Item) -> Result<Value, Stop> {
+        self.place(Slot { item, depth: 0 })
+    }
+
+    /// numpy's `dtype.str` of a dtype argument (read, never moved: arrays
+    /// share their dtype through the memo).
+    fn dtype_arg(&self, item: &Item) -> Result<String, Stop> {
+        let item = match item {
+            &Item::Ref(a) => &self.obj(a)?.item,
+            item => item,
+        };
+        match item {
+            Item::Dtype(d) => d
+                .str()
+                .map(str::to_owned)
+                .ok_or_else(|| self.invalid("a numpy.dtype used before its state is set")),
+            _ => Err(self.invalid("a numpy argument that is not a dtype")),
+        }
+    }
+
+    /// A shape argument: a tuple of non-negative integers.
+    fn shape_arg(&mut self, item: Item) -> Result<Vec<u64>, Stop> {
+        let v = self.value_arg(item)?;
+        v.int_items()
+            .and_then(|items| items.map(|i| i.and_then(Integer::as_u64)).collect())
+            .ok_or_else(|| self.invalid("a numpy shape that is not a tuple of sizes"))
+    }
+
+    /// A data argument: bytes (read-only) or a writable buffer.
+    fn data_arg(&mut self, item: Item) -> Result<(Bytes, bool), Stop> {
+        let item = match item {
+            Item::Ref(a) => self.take(a)?,
+            item => item,
+        };
+        match item {
+            Item::Buffer(b) => Ok((b, true)),
+            Item::Value(Value::Bin(b)) => Ok((b, false)),
+            _ => Err(self.invalid("numpy data that is not bytes or a buffer")),
+        }
+    }
+
+    fn array_value(&self, r: Result<NdArray, PickleError>) -> Result<Item, Stop> {
+        Ok(Item::Value(Value::NdArray(Box::new(r?))))
+    }
+
+    /// `REDUCE`: the globals framewire knows, with the arguments their
+    /// pickles carry.
+    fn reduce(&mut self) -> Result<(), Stop> {
+        let args = self.pop()?;
+        let func = self.pop()?;
+        let Item::Global(g) = func.item else {
+            return Err(self.invalid("REDUCE of something not a global"));
+        };
+        let bad = |s: &Self| s.invalid("arguments that are not what this global's pickles carry");
+        let mut args = self.arguments(args)?;
+        let item = match (g, args.as_mut_slice()) {
+            (Global::Complex, [Item::Value(Value::Float(re)), Item::Value(Value::Float(im))]) => {
+                let mut data = re.to_le_bytes().to_vec();
+                data.extend_from_slice(&im.to_le_bytes());
+                let a = numpy::array("<c16", vec![], false, true, Bytes::from(data));
+                self.array_value(a)?
+            }
+            (Global::Bytearray, []) => Item::Buffer(Bytes::new()),
+            (Global::Bytearray, [Item::Value(Value::Bin(b))]) => Item::Buffer(b.clone()),
+            (
+                Global::Bytearray | Global::Encode,
+                [Item::Value(Value::Str(s)), Item::Value(Value::Str(enc))],
+            ) if matches!(&**enc, "latin1" | "latin-1") => {
+                let b = latin1(s).ok_or_else(|| self.invalid("a latin-1 str above U+00FF"))?;
+                match g {
+                    Global::Bytearray => Item::Buffer(b),
+                    _ => Item::Value(Value::Bin(b)),
+                }
+            }
+            (Global::Bytes, []) => Item::Value(Value::Bin(Bytes::new())),
+            (Global::Set | Global::Frozenset, []) => Item::Value(Value::Array(Vec::new())),
+            (Global::Set | Global::Frozenset, [items]) => {
+                let items = mem::replace(items, Item::Moved);
+                match self.value_arg(items)? {
+                    v @ (Value::Array(_) | Value::IntArray(_)) => Item::Value(v),
+                    _ => return Err(bad(self)),
+                }
+            }
+            (Global::Dtype, [Item::Value(spec), Item::Value(align), Item::Value(copy)]) => {
+                let args = [spec.clone(), align.clone(), copy.clone()];
+                Item::Dtype(Dtype::new(&args).ok_or_else(|| bad(self))?)
+            }
+            (
+                Global::Reconstruct,
+                [Item::Global(Global::NdArray), Item::Value(shape), Item::Value(Value::Bin(kind))],
+            ) if shape.int_items().is_some_and(|s| s.len() == 1) && &kind[..] == b"b" => {
+                Item::Reconstructing
+            }
+            (Global::FromBuffer, [data, dtype, shape, Item::Value(Value::Str(order))])
+                if matches!(&**order, "C" | "F") =>
+            {
+                let fortran = &**order == "F";
+                let dtype = self.dtype_arg(dtype)?;
+                let shape = self.shape_arg(mem::replace(shape, Item::Moved))?;
+                let (data, writeable) = self.data_arg(mem::replace(data, Item::Moved))?;
+                self.array_value(numpy::array(&dtype, shape, fortran, writeable, data))?
+            }
+            (Global::Scalar, [dtype, Item::Value(Value::Bin(data))]) => {
+                let dtype = self.dtype_arg(dtype)?;
+                self.array_value(numpy::array(&dtype, vec![], false, true, data.clone()))?
+            }
+            _ => return Err(bad(self)),
+        };
+        let depth = match &item {
+            Item::Value(Value::Array(_) | Value::IntArray(_)) => 1,
+            _ => 0,
+        };
+        self.push(item, depth);
+        Ok(())
+    }
+
+    /// `BUILD`: the state of a numpy dtype, or of an array `_reconstruct`
+    /// made.
+    fn build(&mut self) -> Result<(), Stop> {
+        let state = self.pop()?;
+        if self.stack.len() <= self.fence() {
+            return Err(self.invalid("BUILD without an object"));
+        }
+        let index = self.stack.len() - 1;
+        let target = match self.stack[index].item {
+            Item::Ref(a) => {
+                if self.obj(a)?.copied {
+                    return Err(PickleError::Recursive { at: self.at }.into());
+                }
+                Some(a)
+            }
+            _ => None,
+        };
+        let current = match target {
+            Some(a) => &self.arena[a as usize].item,
+            None => &self.stack[index].item,
+        };
+        let dtype = match current {
+            Item::Dtype(d) => Some(d.clone()),
+            Item::Reconstructing => None,
+            _ => return Err(self.invalid("BUILD of something not a numpy dtype or array")),
+        };
+        let built = match dtype {
+            Some(mut d) => {
+                let state: Vec<Value> = self
+                    .arguments(state)?
+                    .into_iter()
+                    .map(|item| self.value_arg(item))
+                    .collect::<Result<_, _>>()?;
+                d.build(&state)?;
+                Item::Dtype(d)
+            }
+            None => {
+                let mut args = self.arguments(state)?;
+                let [Item::Value(version), shape, dtype, Item::Value(Value::Bool(fortran)), data] =
+                    args.as_mut_slice()
+                else {
+                    return Err(self.invalid("a numpy array state that is not numpy's"));
+                };
+                if version.as_int().and_then(|v| v.as_u64()) != Some(1) {
+                    return Err(self.invalid("a numpy array state that is not version 1"));
+                }
+                let fortran = *fortran;
+                let dtype = self.dtype_arg(dtype)?;
+                let shape = self.shape_arg(mem::replace(shape, Item::Moved))?;
+                let (data, _) = self.data_arg(mem::replace(data, Item::Moved))?;
+                // numpy copies the data into an array of its own.
+                self.array_value(numpy::array(&dtype, shape, fortran, true, data))?
+            }
+        };
+        match target {
+            Some(a) => self.arena[a as usize].item = built,
+            None => self.stack[index].item = built,
+        }
+        Ok(())
+    }
+}
+
+/// The memo ids some `GET` fetches, by walking the opcodes without
+/// building anything (for the sharing pass). It stops at the first byte it
+/// cannot step over; the pass that follows fails there too.
+fn fetched_ids(data: &[u8]) -> Vec<bool> {
+    let mut fetched = vec![false; 0];
+    let mut pos = 0usize;
+    let le = |b: &[u8]| b.iter().rev().fold(0u64, |n, &x| (n << 8) | u64::from(x));
+    while let Some(&op) = data.get(pos) {
+        pos += 1;
+        let rest = &data[pos..];
+        let fixed = |n: usize| (rest.len() >= n).then_some(n);
+        let counted = |width: usize| {
+            let n = usize::try_from(le(rest.get(..width)?)).ok()?;
+            let total = width.checked_add(n)?;
+            (rest.len() >= total).then_some(total)
+        };
+        let skip = match op {
+            b'.' => break,
+            b'K' | b'q' | 0x80 => fixed(1),
+            b'M' => fixed(2),
+            b'J' | b'r' => fixed(4),
+            b'G' | 0x95 => fixed(8),
+            b'h' | b'j' => {
+                let width = if op == b'h' { 1 } else { 4 };
+                if let Some(id) = rest.get(..width).map(le) {
+                    if let Some(i) = usize::try_from(id).ok().filter(|&i| i < data.len()) {
+                        if i >= fetched.len() {
+                            fetched.resize(i + 1, false);
+                        }
+                        fetched[i] = true;
+                    }
+                }
+                fixed(width)
+            }
+            0x8a | 0x8c | b'C' => counted(1),
+            0x8b | b'X' | b'B' => counted(4),
+            0x8d | 0x8e | 0x96 => counted(8),
+            b'c' => {
+                let first = rest.iter().position(|&b| b == b'\n');
+                first.and_then(|i| {
+                    let second = rest[i + 1..].iter().position(|&b| b == b'\n')?;
+                    Some(i + 1 + second + 1)
+                })
+            }
+            b'('
+            | b'0'
+            | b'1'
+            | b'N'
+            | 0x88
+            | 0x89
+            | b')'
+            | 0x85..=0x87
+            | b't'
+            | 0x91
+            | b']'
+            | 0x8f
+            | b'}'
+            | b'l'
+            | b'd'
+            | b'a'
+            | b'e'
+            | 0x90
+            | b's'
+            | b'u'
+            | 0x94
+            | 0x93
+            | b'R'
+            | b'b'
+            | 0x97
+            | 0x98 => Some(0),
+            _ => None,
+        };
+        match skip {
+            Some(n) => pos += n,
+            None => break,
+        }
+    }
+    fetched
+}
