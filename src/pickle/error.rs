@@ -74,14 +74,16 @@ pub enum PickleError {
         /// The limit.
         limit: usize,
     },
-    /// More values than the pickle has bytes: shared references (memo
-    /// `GET`s of one container) that would be copied out past that.
+    /// More values than the pickle has bytes, or than
+    /// [`Limits::max_pickle_values`](crate::Limits): a value-count bomb, or
+    /// shared references (memo `GET`s of one container) that would be copied
+    /// out past that.
     TooManyValues {
-        /// The bound: the pickle's length.
+        /// The bound: the smaller of the two.
         limit: usize,
     },
     /// A memo `GET` of an index never `PUT`, or a `PUT` at an index past the
-    /// pickle's length.
+    /// bound on values.
     MemoIndex {
         /// The index.
         index: u64,
@@ -151,7 +153,7 @@ impl fmt::Display for PickleError {
             DepthExceeded { limit } => write!(f, "pickle containers nested deeper than {limit}"),
             TooManyValues { limit } => write!(
                 f,
-                "pickle references expand to more values than its {limit} bytes"
+                "pickle makes more than {limit} values (its length, or Limits::max_pickle_values)"
             ),
             MemoIndex { index, at } => write!(f, "pickle memo index {index} at byte {at}"),
             Recursive { at } => write!(f, "pickle container contains itself (byte {at})"),

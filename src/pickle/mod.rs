@@ -24,7 +24,7 @@
 //! numpy dtypes are those [`NdArray`](crate::NdArray) holds: booleans,
 //! integers, floats, complex, `S`, `U`, `datetime64`, `timedelta64`, either
 //! byte order. Shared references (one list twice in a dict) come out as
-//! copies, at most one value per byte of pickle in all
+//! copies, within the bound on values below
 //! ([`PickleError::TooManyValues`]); a container inside itself is
 //! [`PickleError::Recursive`].
 //!
@@ -42,10 +42,14 @@
 //!
 //! **Bounded.** Every length is checked against the bytes that are there
 //! before anything is sliced (a declared length allocates nothing), nesting
-//! against [`Limits::max_depth`], memo indices against the pickle's length
-//! (4 bytes of memo per byte of pickle at most), and the values built
-//! against the pickle's length. The machine has no recursion. A pickle
-//! within these bounds that Python reads differently is a bug.
+//! against [`Limits::max_depth`], the values made (and copied out of
+//! shared references) against the pickle's length and
+//! [`Limits::max_pickle_values`], memo indices against the same bound (4
+//! bytes of memo per value at most). Reading costs at most about 120 bytes
+//! per byte of pickle (a stack slot per one-byte opcode; Python builds an
+//! object per opcode too). The machine never recurses (the values it has
+//! built are dropped recursively, as any [`Value`] is). A pickle within
+//! these bounds that Python reads differently is a bug.
 //!
 //! **Writing** ([`dumps`], [`serialize`]): protocol 5, numpy arrays out of
 //! band as numpy 2 pickles them (`numpy._core.numeric._frombuffer`; the

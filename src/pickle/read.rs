@@ -124,7 +124,7 @@ enum Item {
     /// A global.
     Global(Global),
     /// A `numpy.dtype`.
-    Dtype(Dtype),
+    Dtype(Box<Dtype>),
     /// `_reconstruct(ndarray, (0,), b"b")`: an array awaiting its state.
     Reconstructing,
     /// A tuple holding something other than values: the arguments of a
@@ -192,9 +192,11 @@ struct Reader<'a> {
     memo_len: usize,
     entries: Vec<Entry>,
     arena: Vec<Obj>,
-    /// Values pushed plus values copied out of shared objects: never more
-    /// than the pickle's bytes.
+    /// Values pushed plus values copied out of shared objects...
     values: usize,
+    /// ...at most this many: the pickle's length, or
+    /// [`Limits::max_pickle_values`] if less.
+    max_values: usize,
 }
 
 /// An [`Value::IntArray`] too short to stay packed becomes an array.
@@ -288,6 +290,7 @@ impl<'a> Reader<'a> {
             entries: Vec::new(),
             arena: Vec::new(),
             values: 0,
+            max_values: data.len().min(limits.max_pickle_values),
         }
     }
 
@@ -327,13 +330,26 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    fn push(&mut self, item: Item, depth: u32) {
-        self.values += 1;
-        self.stack.push(Slot { item, depth });
+    /// Counts `n` more values, within the bound.
+    fn count(&mut self, n: usize) -> Result<(), Stop> {
+        self.values = self.values.saturating_add(n);
+        match self.values > self.max_values {
+            true => Err(PickleError::TooManyValues {
+                limit: self.max_values,
+            }
+            .into()),
+            false => Ok(()),
+        }
     }
 
-    fn push_value(&mut self, v: Value) {
-        self.push(Item::Value(v), 0);
+    fn push(&mut self, item: Item, depth: u32) -> Result<(), Stop> {
+        self.count(1)?;
+        self.stack.push(Slot { item, depth });
+        Ok(())
+    }
+
+    fn push_value(&mut self, v: Value) -> Result<(), Stop> {
+        self.push(Item::Value(v), 0)
     }
 
     fn pop(&mut self) -> Result<Slot, Stop> {
@@ -369,20 +385,20 @@ impl<'a> Reader<'a> {
                     let m = self.pop_mark()?;
                     self.stack.truncate(m);
                 }
-                b'N' => self.push_value(Value::Nil),
-                0x88 => self.push_value(Value::Bool(true)),
-                0x89 => self.push_value(Value::Bool(false)),
+                b'N' => self.push_value(Value::Nil)?,
+                0x88 => self.push_value(Value::Bool(true))?,
+                0x89 => self.push_value(Value::Bool(false))?,
                 b'K' => {
                     let b = self.byte()?;
-                    self.push_value(b.into());
+                    self.push_value(b.into())?;
                 }
                 b'M' => {
                     let b = u16::from_le_bytes(self.array()?);
-                    self.push_value(b.into());
+                    self.push_value(b.into())?;
                 }
                 b'J' => {
                     let b = i32::from_le_bytes(self.array()?);
-                    self.push_value(b.into());
+                    self.push_value(b.into())?;
                 }
                 0x8a | 0x8b => {
                     let n = match op {
@@ -394,11 +410,11 @@ impl<'a> Reader<'a> {
                     };
                     let r = self.span(n)?;
                     let v = self.long(r)?;
-                    self.push_value(v);
+                    self.push_value(v)?;
                 }
                 b'G' => {
                     let b = f64::from_be_bytes(self.array()?);
-                    self.push_value(Value::Float(b));
+                    self.push_value(Value::Float(b))?;
                 }
                 0x8c | b'X' | 0x8d => {
                     let n = match op {
@@ -409,7 +425,7 @@ impl<'a> Reader<'a> {
                     let r = self.span(n)?;
                     let s = ByteString::try_from(self.data.slice(r))
                         .map_err(|_| PickleError::InvalidUtf8 { at: self.at })?;
-                    self.push_value(Value::Str(s));
+                    self.push_value(Value::Str(s))?;
                 }
                 b'C' | b'B' | 0x8e | 0x96 => {
                     let n = match op {
@@ -420,11 +436,11 @@ impl<'a> Reader<'a> {
                     let r = self.span(n)?;
                     let b = self.data.slice(r);
                     match op {
-                        0x96 => self.push(Item::Buffer(b), 0),
-                        _ => self.push_value(Value::Bin(b)),
+                        0x96 => self.push(Item::Buffer(b), 0)?,
+                        _ => self.push_value(Value::Bin(b))?,
                     }
                 }
-                b')' => self.push(Item::Value(Value::Array(Vec::new())), 1),
+                b')' => self.push(Item::Value(Value::Array(Vec::new())), 1)?,
                 0x85..=0x87 => {
                     let n = usize::from(op - 0x84);
                     let from = self.stack.len().checked_sub(n);
@@ -442,8 +458,8 @@ impl<'a> Reader<'a> {
                     let (values, depth) = self.values_from(m)?;
                     self.push_container(Value::Array(values), depth)?;
                 }
-                b']' | 0x8f => self.push(Item::Value(Value::IntArray(Vec::new())), 1),
-                b'}' => self.push(Item::Value(Value::Map(Vec::new())), 1),
+                b']' | 0x8f => self.push(Item::Value(Value::IntArray(Vec::new())), 1)?,
+                b'}' => self.push(Item::Value(Value::Map(Vec::new())), 1)?,
                 b'l' => {
                     let m = self.pop_mark()?;
                     let (values, depth) = self.values_from(m)?;
@@ -485,7 +501,7 @@ impl<'a> Reader<'a> {
                     let module = self.line()?;
                     let name = self.line()?;
                     let g = Global::find(&self.data[module], &self.data[name])?;
-                    self.push(Item::Global(g), 0);
+                    self.push(Item::Global(g), 0)?;
                 }
                 0x93 => {
                     let name = self.pop()?;
@@ -493,7 +509,7 @@ impl<'a> Reader<'a> {
                     match (module.item, name.item) {
                         (Item::Value(Value::Str(m)), Item::Value(Value::Str(n))) => {
                             let g = Global::find(m.as_bytes(), n.as_bytes())?;
-                            self.push(Item::Global(g), 0);
+                            self.push(Item::Global(g), 0)?;
                         }
                         _ => return Err(self.invalid("STACK_GLOBAL of something not two str")),
                     }
@@ -508,7 +524,7 @@ impl<'a> Reader<'a> {
                         .cloned()
                         .ok_or(PickleError::MissingBuffer { given, at: self.at })?;
                     self.next_buffer += 1;
-                    self.push(Item::Buffer(b), 0);
+                    self.push(Item::Buffer(b), 0)?;
                 }
                 0x98 => {
                     let top = self.pop()?;
@@ -614,17 +630,12 @@ impl<'a> Reader<'a> {
         if !obj.shared {
             return Ok(mem::replace(&mut obj.item, Item::Moved));
         }
-        obj.copied = true;
+        // Counted before it is copied: a copy past the bound never exists.
         let n = item_count(&obj.item);
-        let copy = obj.item.clone();
-        self.values = self.values.saturating_add(n);
-        if self.values > self.data.len() {
-            return Err(PickleError::TooManyValues {
-                limit: self.data.len(),
-            }
-            .into());
-        }
-        Ok(copy)
+        self.count(n)?;
+        let obj = &mut self.arena[a as usize];
+        obj.copied = true;
+        Ok(obj.item.clone())
     }
 
     /// The item of a slot, a reference followed.
@@ -693,7 +704,7 @@ impl<'a> Reader<'a> {
             }
             .into());
         }
-        self.push(Item::Value(v), depth);
+        self.push(Item::Value(v), depth)?;
         Ok(())
     }
 
@@ -727,7 +738,7 @@ impl<'a> Reader<'a> {
             .into_iter()
             .map(|slot| slot.item)
             .collect();
-        self.push(Item::Args(items), 0);
+        self.push(Item::Args(items), 0)?;
         Ok(())
     }
 
@@ -830,11 +841,11 @@ impl<'a> Reader<'a> {
         match &self.entries[entry as usize - 1] {
             Entry::Copy(item) => {
                 let item = item.clone();
-                self.push(item, 0);
+                self.push(item, 0)?;
             }
             &Entry::Obj(a) => {
                 let depth = self.obj(a)?.depth;
-                self.push(Item::Ref(a), depth);
+                self.push(Item::Ref(a), depth)?;
             }
         }
         Ok(())
@@ -844,10 +855,10 @@ impl<'a> Reader<'a> {
     /// change moves to the arena, a reference to it left on the stack.
     fn put(&mut self, id: u64) -> Result<(), Stop> {
         let at = self.at;
-        // One memo slot (4 bytes) per byte of pickle at most.
+        // One memo slot (4 bytes) per value at most.
         let index = usize::try_from(id)
             .ok()
-            .filter(|&i| i < self.data.len())
+            .filter(|&i| i < self.max_values)
             .ok_or(PickleError::MemoIndex { index: id, at })?;
         let fetched = self
             .fetched
@@ -994,7 +1005,7 @@ impl<'a> Reader<'a> {
             }
             (Global::Dtype, [Item::Value(spec), Item::Value(align), Item::Value(copy)]) => {
                 let args = [spec.clone(), align.clone(), copy.clone()];
-                Item::Dtype(Dtype::new(&args).ok_or_else(|| bad(self))?)
+                Item::Dtype(Box::new(Dtype::new(&args).ok_or_else(|| bad(self))?))
             }
             (
                 Global::Reconstruct,
@@ -1021,7 +1032,7 @@ impl<'a> Reader<'a> {
             Item::Value(Value::Array(_) | Value::IntArray(_)) => 1,
             _ => 0,
         };
-        self.push(item, depth);
+        self.push(item, depth)?;
         Ok(())
     }
 
@@ -1047,7 +1058,7 @@ impl<'a> Reader<'a> {
             None => &self.stack[index].item,
         };
         let dtype = match current {
-            Item::Dtype(d) => Some(d.clone()),
+            Item::Dtype(d) => Some((**d).clone()),
             Item::Reconstructing => None,
             _ => return Err(self.invalid("BUILD of something not a numpy dtype or array")),
         };
@@ -1059,7 +1070,7 @@ impl<'a> Reader<'a> {
                     .map(|item| self.value_arg(item))
                     .collect::<Result<_, _>>()?;
                 d.build(&state)?;
-                Item::Dtype(d)
+                Item::Dtype(Box::new(d))
             }
             None => {
                 let mut args = self.arguments(state)?;
@@ -1165,4 +1176,16 @@ fn fetched_ids(data: &[u8]) -> Vec<bool> {
         }
     }
     fetched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_slot_stays_small() {
+        // What a one-byte opcode can cost while the pickle is read (the
+        // Limits::max_pickle_values docs say about 120 bytes with growth).
+        assert!(mem::size_of::<Slot>() <= 56, "{}", mem::size_of::<Slot>());
+    }
 }

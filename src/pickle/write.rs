@@ -20,7 +20,7 @@ pub(super) fn dumps(value: &Value) -> Result<(Bytes, Vec<(Bytes, bool)>), Encode
         out: vec![0x80, 5],
         buffers: Vec::new(),
     };
-    w.value(value, 0, false)?;
+    w.value(value)?;
     w.out.push(b'.');
     Ok((Bytes::from(w.out), w.buffers))
 }
@@ -35,62 +35,100 @@ const UNHASHABLE: EncodeError = EncodeError::Unserializable {
     what: "a dict key Python cannot hash (a map or an array)",
 };
 
+/// What is left to write: a value (how deep, and whether inside a dict
+/// key), or the opcode that closes a container.
+enum Task<'v> {
+    Value(&'v Value, usize, bool),
+    Close(u8),
+}
+
 impl Writer {
-    fn value(&mut self, v: &Value, depth: usize, key: bool) -> Result<(), EncodeError> {
-        match v {
-            Value::Nil => self.out.push(b'N'),
-            Value::Bool(true) => self.out.push(0x88),
-            Value::Bool(false) => self.out.push(0x89),
-            Value::Int(i) => self.int(i.as_i128()),
-            Value::Float(f) => {
-                self.out.push(b'G');
-                self.out.extend_from_slice(&f.to_be_bytes());
-            }
-            Value::Str(s) => self.str(s),
-            Value::Bin(b) => self.counted([b'C', b'B', 0x8e], b),
-            Value::Array(items) => {
-                let depth = nested(depth)?;
-                self.tuple(items.len(), |w| {
-                    items.iter().try_for_each(|x| w.value(x, depth, key))
-                })?;
-            }
-            Value::IntArray(ints) => {
-                nested(depth)?;
-                self.tuple(ints.len(), |w| {
-                    ints.iter().for_each(|&x| w.int(x.into()));
-                    Ok(())
-                })?;
-            }
-            Value::Map(entries) => {
-                if key {
-                    return Err(UNHASHABLE);
+    /// Writes `root` with an explicit stack: nesting costs heap, never call
+    /// stack.
+    fn value(&mut self, root: &Value) -> Result<(), EncodeError> {
+        let mut tasks = vec![Task::Value(root, 0, false)];
+        while let Some(task) = tasks.pop() {
+            let (v, depth, key) = match task {
+                Task::Close(op) => {
+                    self.out.push(op);
+                    continue;
                 }
-                let depth = nested(depth)?;
-                self.out.push(b'}');
-                if !entries.is_empty() {
-                    self.out.push(b'(');
-                    for (k, x) in entries {
-                        self.value(k, depth, true)?;
-                        self.value(x, depth, false)?;
+                Task::Value(v, depth, key) => (v, depth, key),
+            };
+            match v {
+                Value::Nil => self.out.push(b'N'),
+                Value::Bool(true) => self.out.push(0x88),
+                Value::Bool(false) => self.out.push(0x89),
+                Value::Int(i) => self.int(i.as_i128()),
+                Value::Float(f) => {
+                    self.out.push(b'G');
+                    self.out.extend_from_slice(&f.to_be_bytes());
+                }
+                Value::Str(s) => self.str(s),
+                Value::Bin(b) => self.counted([b'C', b'B', 0x8e], b),
+                Value::Array(items) => {
+                    let depth = nested(depth)?;
+                    if let Some(close) = self.open_tuple(items.len()) {
+                        tasks.push(Task::Close(close));
                     }
-                    self.out.push(b'u');
+                    tasks.extend(items.iter().rev().map(|x| Task::Value(x, depth, key)));
                 }
-            }
-            Value::NdArray(a) if a.logical_shape().is_empty() => self.scalar(a)?,
-            Value::NdArray(_) if key => return Err(UNHASHABLE),
-            Value::NdArray(a) => self.array(a)?,
-            Value::Serialized(_) | Value::Pickled(_) => {
-                return Err(EncodeError::Unserializable {
-                    what: "a block (it is serialized already)",
-                })
-            }
-            Value::Serialize(_) => {
-                return Err(EncodeError::Unserializable {
-                    what: "a Serialize wrapper (pickle its value)",
-                })
+                Value::IntArray(ints) => {
+                    nested(depth)?;
+                    self.tuple(ints.len(), |w| ints.iter().for_each(|&x| w.int(x.into())));
+                }
+                Value::Map(_) if key => return Err(UNHASHABLE),
+                Value::Map(entries) => {
+                    let depth = nested(depth)?;
+                    self.out.push(b'}');
+                    if !entries.is_empty() {
+                        self.out.push(b'(');
+                        tasks.push(Task::Close(b'u'));
+                        for (k, x) in entries.iter().rev() {
+                            tasks.push(Task::Value(x, depth, false));
+                            tasks.push(Task::Value(k, depth, true));
+                        }
+                    }
+                }
+                Value::NdArray(a) if a.logical_shape().is_empty() => self.scalar(a)?,
+                Value::NdArray(_) if key => return Err(UNHASHABLE),
+                Value::NdArray(a) => self.array(a)?,
+                Value::Serialized(_) | Value::Pickled(_) => {
+                    return Err(EncodeError::Unserializable {
+                        what: "a block (it is serialized already)",
+                    })
+                }
+                Value::Serialize(_) => {
+                    return Err(EncodeError::Unserializable {
+                        what: "a Serialize wrapper (pickle its value)",
+                    })
+                }
             }
         }
         Ok(())
+    }
+
+    /// Opens a tuple of `n` items, and gives the opcode that closes it
+    /// after them (none for `EMPTY_TUPLE`, which is whole).
+    fn open_tuple(&mut self, n: usize) -> Option<u8> {
+        match n {
+            0 => {
+                self.out.push(b')');
+                None
+            }
+            1..=3 => Some(0x84 + n as u8),
+            _ => {
+                self.out.push(b'(');
+                Some(b't')
+            }
+        }
+    }
+
+    /// A tuple of `n` leaves that `items` writes.
+    fn tuple(&mut self, n: usize, items: impl FnOnce(&mut Writer)) {
+        let close = self.open_tuple(n);
+        items(self);
+        self.out.extend(close);
     }
 
     /// The smallest of `BININT1`, `BININT2`, `BININT`, `LONG1`.
@@ -140,27 +178,6 @@ impl Writer {
         self.out.extend_from_slice(b);
     }
 
-    /// A tuple of `n` items that `items` writes.
-    fn tuple(
-        &mut self,
-        n: usize,
-        items: impl FnOnce(&mut Writer) -> Result<(), EncodeError>,
-    ) -> Result<(), EncodeError> {
-        match n {
-            0 => self.out.push(b')'),
-            1..=3 => {
-                items(self)?;
-                self.out.push(0x84 + n as u8);
-            }
-            _ => {
-                self.out.push(b'(');
-                items(self)?;
-                self.out.push(b't');
-            }
-        }
-        Ok(())
-    }
-
     fn global(&mut self, module: &str, name: &str) {
         self.str(module);
         self.str(name);
@@ -185,8 +202,7 @@ impl Writer {
                 w.int(num.into());
                 w.int(1);
                 w.int(1);
-                Ok(())
-            })?;
+            });
             self.out.push(0x86);
         }
         self.out.extend_from_slice(b"tb");
@@ -220,10 +236,7 @@ impl Writer {
         self.buffers.push((data, a.writeable()));
         self.dtype(a.dtype())?;
         let shape = a.logical_shape();
-        self.tuple(shape.len(), |w| {
-            shape.iter().for_each(|&n| w.int(n.into()));
-            Ok(())
-        })?;
+        self.tuple(shape.len(), |w| shape.iter().for_each(|&n| w.int(n.into())));
         self.str(order);
         self.out.extend_from_slice(b"tR");
         Ok(())
