@@ -501,6 +501,70 @@ fn malformed_machines_are_typed_errors() {
     }
 }
 
+#[test]
+fn batched_scalars_read_as_the_machine_reads_them() {
+    // Python pickles a list or dict of scalars as MARK, a thousand scalars
+    // (strs memoized, repeats fetched), APPENDS or SETITEMS: the reader takes
+    // such a batch in one step. What it reads and refuses is the machine's.
+    let list = |items: Vec<Value>| Value::Array(items);
+    let ok: [(&[u8], Value); 6] = [
+        (
+            b"\x80\x05]\x94(K\x01K\x02e.",
+            list(vec![1.into(), 2.into()]),
+        ),
+        (
+            b"\x80\x05}\x94(\x8c\x01a\x94G?\xe0\x00\x00\x00\x00\x00\x00\x8c\x01b\x94h\x01u.",
+            Value::Map(vec![(s("a"), Value::Float(0.5)), (s("b"), s("a"))]),
+        ),
+        // A str the batch memoizes, fetched in the same batch.
+        (
+            b"\x80\x05]\x94(\x8c\x01a\x94h\x01e.",
+            list(vec![s("a"), s("a")]),
+        ),
+        // MEMOIZE over an id a PUT set before: a GET in the batch fetches
+        // the batch's value, not the one it replaced.
+        (
+            b"\x80\x05Nr\x02\x00\x00\x000]\x94(K\x07\x94h\x02e.",
+            list(vec![7.into(), 7.into()]),
+        ),
+        // A frame boundary inside the batch.
+        (
+            b"\x80\x05]\x94(K\x01\x95\x04\x00\x00\x00\x00\x00\x00\x00K\x02e.",
+            list(vec![1.into(), 2.into()]),
+        ),
+        (b"\x80\x05]\x94(e.", list(vec![])),
+    ];
+    for (p, want) in ok {
+        assert_eq!(hostile(p, &Limits::strict()), Ok(want), "{p:02x?}");
+    }
+    let invalid: [&[u8]; 4] = [
+        // The list is below the mark before the batch's own.
+        b"\x80\x05]\x94((K\x01e.",
+        b"\x80\x05}\x94(K\x01u.",
+        b"\x80\x05}\x94(K\x01K\x02e.",
+        b"\x80\x05]\x94(K\x01K\x02u.",
+    ];
+    for p in invalid {
+        let r = hostile(p, &Limits::strict());
+        assert!(
+            matches!(r, Err(PickleError::Invalid { .. })),
+            "{p:02x?}: {r:?}"
+        );
+    }
+    let mut shallow = Limits::strict();
+    shallow.max_depth = 0;
+    assert_eq!(
+        hostile(b"\x80\x05]\x94(K\x01e.", &shallow),
+        Err(PickleError::DepthExceeded { limit: 0 })
+    );
+    let mut few = Limits::strict();
+    few.max_pickle_values = 3;
+    assert_eq!(
+        hostile(b"\x80\x05]\x94(K\x01K\x02K\x03e.", &few),
+        Err(PickleError::TooManyValues { limit: 3 })
+    );
+}
+
 // ---- writing ----------------------------------------------------------------------
 
 #[test]

@@ -197,6 +197,11 @@ struct Reader<'a> {
     /// ...at most this many: the pickle's length, or
     /// [`Limits::max_pickle_values`] if less.
     max_values: usize,
+    /// The values of the run [`Reader::scalar_run`] is reading, and the
+    /// memo ids its `MEMOIZE`s set with the index of the value each holds
+    /// (kept to reuse their memory).
+    run: Vec<Value>,
+    run_memo: Vec<(usize, usize)>,
 }
 
 /// An [`Value::IntArray`] too short to stay packed becomes an array.
@@ -234,12 +239,31 @@ fn item_count(item: &Item) -> usize {
     }
 }
 
+/// Whether an item is a value as it stands: no reference to follow, no
+/// numpy object. What the fast paths move straight into a container.
+fn is_plain(item: &Item) -> bool {
+    matches!(item, Item::Value(_) | Item::Buffer(_))
+}
+
+/// An item [`is_plain`] says is a value, as that value.
+fn plain(item: Item) -> Value {
+    match item {
+        Item::Value(v) => unpacked(v),
+        Item::Buffer(b) => Value::Bin(b),
+        _ => unreachable!("is_plain is checked first"),
+    }
+}
+
 /// Appends `values` to a list or set (packed while they are integers).
-fn extend(target: &mut Value, values: Vec<Value>) -> Result<(), &'static str> {
+fn extend(
+    target: &mut Value,
+    values: impl ExactSizeIterator<Item = Value>,
+) -> Result<(), &'static str> {
     match target {
         Value::Array(items) => items.extend(values),
         Value::IntArray(ints) => {
-            let mut values = values.into_iter();
+            let mut values = values;
+            ints.reserve(values.len());
             while let Some(v) = values.next() {
                 match v.as_int().and_then(Integer::as_i64) {
                     Some(x) => ints.push(x),
@@ -291,6 +315,8 @@ impl<'a> Reader<'a> {
             arena: Vec::new(),
             values: 0,
             max_values: data.len().min(limits.max_pickle_values),
+            run: Vec::new(),
+            run_memo: Vec::new(),
         }
     }
 
@@ -372,8 +398,16 @@ impl<'a> Reader<'a> {
             let op = self
                 .byte()
                 .map_err(|_| PickleError::Truncated { at: self.at })?;
+            if let Some((v, n)) = self.scalar(op, self.pos)? {
+                self.pos += n;
+                self.push_value(v)?;
+                continue;
+            }
             match op {
-                b'(' => self.marks.push(self.stack.len()),
+                b'(' => {
+                    self.marks.push(self.stack.len());
+                    self.scalar_run()?;
+                }
                 b'.' => {
                     let top = self.pop()?;
                     return self.place(top);
@@ -385,60 +419,10 @@ impl<'a> Reader<'a> {
                     let m = self.pop_mark()?;
                     self.stack.truncate(m);
                 }
-                b'N' => self.push_value(Value::Nil)?,
-                0x88 => self.push_value(Value::Bool(true))?,
-                0x89 => self.push_value(Value::Bool(false))?,
-                b'K' => {
-                    let b = self.byte()?;
-                    self.push_value(b.into())?;
-                }
-                b'M' => {
-                    let b = u16::from_le_bytes(self.array()?);
-                    self.push_value(b.into())?;
-                }
-                b'J' => {
-                    let b = i32::from_le_bytes(self.array()?);
-                    self.push_value(b.into())?;
-                }
-                0x8a | 0x8b => {
-                    let n = match op {
-                        0x8a => u64::from(self.byte()?),
-                        _ => {
-                            let n = i32::from_le_bytes(self.array()?);
-                            u64::try_from(n).map_err(|_| self.invalid("negative LONG4 length"))?
-                        }
-                    };
+                0x96 => {
+                    let n = self.u64()?;
                     let r = self.span(n)?;
-                    let v = self.long(r)?;
-                    self.push_value(v)?;
-                }
-                b'G' => {
-                    let b = f64::from_be_bytes(self.array()?);
-                    self.push_value(Value::Float(b))?;
-                }
-                0x8c | b'X' | 0x8d => {
-                    let n = match op {
-                        0x8c => u64::from(self.byte()?),
-                        b'X' => u64::from(self.u32()?),
-                        _ => self.u64()?,
-                    };
-                    let r = self.span(n)?;
-                    let s = ByteString::try_from(self.data.slice(r))
-                        .map_err(|_| PickleError::InvalidUtf8 { at: self.at })?;
-                    self.push_value(Value::Str(s))?;
-                }
-                b'C' | b'B' | 0x8e | 0x96 => {
-                    let n = match op {
-                        b'C' => u64::from(self.byte()?),
-                        b'B' => u64::from(self.u32()?),
-                        _ => self.u64()?,
-                    };
-                    let r = self.span(n)?;
-                    let b = self.data.slice(r);
-                    match op {
-                        0x96 => self.push(Item::Buffer(b), 0)?,
-                        _ => self.push_value(Value::Bin(b))?,
-                    }
+                    self.push(Item::Buffer(self.data.slice(r)), 0)?;
                 }
                 b')' => self.push(Item::Value(Value::Array(Vec::new())), 1)?,
                 0x85..=0x87 => {
@@ -560,8 +544,230 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The scalar value the opcode `op` pushes, its argument starting at
+    /// `pos`, and the argument's length; `None` for an opcode that is not
+    /// one of these (`NONE`, `NEWTRUE`, `NEWFALSE`, the ints, `BINFLOAT`,
+    /// the strs, the bytes).
+    #[inline]
+    fn scalar(&self, op: u8, pos: usize) -> Result<Option<(Value, usize)>, PickleError> {
+        let data = &self.data[..];
+        let at = self.at;
+        let arg = |n: usize| data.get(pos..pos + n).ok_or(PickleError::Truncated { at });
+        // A length in `width` bytes, then that many bytes: their range.
+        let counted = |width: usize| -> Result<Range<usize>, PickleError> {
+            let n = arg(width)?
+                .iter()
+                .rev()
+                .fold(0u64, |n, &b| (n << 8) | u64::from(b));
+            let start = pos + width;
+            match n <= (data.len() - start) as u64 {
+                true => Ok(start..start + n as usize),
+                false => Err(PickleError::Truncated { at }),
+            }
+        };
+        let width = |op: u8| match op {
+            0x8a | 0x8c | b'C' => 1,
+            0x8b | b'X' | b'B' => 4,
+            _ => 8,
+        };
+        Ok(Some(match op {
+            b'N' => (Value::Nil, 0),
+            0x88 => (Value::Bool(true), 0),
+            0x89 => (Value::Bool(false), 0),
+            b'K' => (arg(1)?[0].into(), 1),
+            b'M' => (
+                u16::from_le_bytes(arg(2)?.try_into().expect("2 bytes")).into(),
+                2,
+            ),
+            b'J' => (
+                i32::from_le_bytes(arg(4)?.try_into().expect("4 bytes")).into(),
+                4,
+            ),
+            b'G' => {
+                let b = f64::from_be_bytes(arg(8)?.try_into().expect("8 bytes"));
+                (Value::Float(b), 8)
+            }
+            0x8b if arg(4)?[3] & 0x80 != 0 => {
+                return Err(PickleError::Invalid {
+                    reason: "negative LONG4 length",
+                    at,
+                })
+            }
+            0x8a | 0x8b => {
+                let r = counted(width(op))?;
+                (self.long(r.clone())?, r.end - pos)
+            }
+            0x8c | b'X' | 0x8d => {
+                let r = counted(width(op))?;
+                let end = r.end;
+                let s = ByteString::try_from(self.data.slice(r))
+                    .map_err(|_| PickleError::InvalidUtf8 { at })?;
+                (Value::Str(s), end - pos)
+            }
+            b'C' | b'B' | 0x8e => {
+                let r = counted(width(op))?;
+                (Value::Bin(self.data.slice(r.clone())), r.end - pos)
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Right after a `MARK` above a memoized list, set or dict: a run of
+    /// scalars (each maybe memoized, or fetched from the memo) that ends in
+    /// the `APPENDS`, `ADDITEMS` or `SETITEMS` closing the mark (how Python
+    /// pickles a container of plain values, a thousand items at a time)
+    /// goes straight into the container, never through stack slots. Its
+    /// `MEMOIZE`s take effect once the run is whole (a `GET` inside the run
+    /// of an id the run sets is the run's own value). Anything else (an
+    /// error included) leaves the machine to read the run from the `MARK`
+    /// on as usual, so that the result and the errors are the machine's; a
+    /// run stops at the first other opcode and the next `MARK` comes after
+    /// it, so runs never overlap: at most one more pass over the bytes.
+    fn scalar_run(&mut self) -> Result<(), Stop> {
+        // The container must be above the mark before this one, as
+        // `container_below` asks of `APPENDS` and `SETITEMS`.
+        let outer = match self.marks.len() {
+            n if n >= 2 => self.marks[n - 2],
+            _ => 0,
+        };
+        if self.stack.len() <= outer {
+            return Ok(());
+        }
+        let Some(&Slot {
+            item: Item::Ref(a), ..
+        }) = self.stack.last()
+        else {
+            return Ok(());
+        };
+        let dict = match &self.arena[a as usize] {
+            Obj { copied: true, .. } => return Ok(()),
+            Obj {
+                item: Item::Value(Value::Map(_)),
+                ..
+            } => true,
+            Obj {
+                item: Item::Value(Value::IntArray(_) | Value::Array(_)),
+                ..
+            } => false,
+            _ => return Ok(()),
+        };
+        let mut run = mem::take(&mut self.run);
+        let mut memoized = mem::take(&mut self.run_memo);
+        // What `memo_len` becomes as the run's `MEMOIZE`s are read.
+        let mut memo_len = self.memo_len;
+        let mut pos = self.pos;
+        let whole = loop {
+            let Some(&op) = self.data.get(pos) else {
+                break false;
+            };
+            if let Ok(Some((v, n))) = self.scalar(op, pos + 1) {
+                run.push(v);
+                pos += 1 + n;
+                continue;
+            }
+            match op {
+                0x94 if !run.is_empty() && memo_len < self.max_values => {
+                    memoized.push((memo_len, run.len() - 1));
+                    // As `memo_set` will: an id not set yet lengthens it.
+                    if self.memo.get(memo_len).is_none_or(|&e| e == 0) {
+                        memo_len += 1;
+                    }
+                }
+                b'h' | b'j' => {
+                    let width = if op == b'h' { 1 } else { 4 };
+                    let Some(id) = self.data.get(pos + 1..pos + 1 + width) else {
+                        break false;
+                    };
+                    let id = id
+                        .iter()
+                        .rev()
+                        .fold(0usize, |n, &b| (n << 8) | usize::from(b));
+                    // The ids the run sets never decrease: the last one
+                    // set to `id`, if any, is the value fetched.
+                    let i = memoized.partition_point(|&(m, _)| m <= id);
+                    let v = match i.checked_sub(1).map(|i| memoized[i]) {
+                        Some((m, v)) if m == id => Some(run[v].clone()),
+                        _ => self.memo_value(id),
+                    };
+                    match v {
+                        Some(v) => run.push(v),
+                        None => break false,
+                    }
+                    pos += width;
+                }
+                0x95 => {
+                    // A frame boundary: the frame must be there.
+                    let Some(n) = self.data.get(pos + 1..pos + 9) else {
+                        break false;
+                    };
+                    let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
+                    if n > (self.data.len() - (pos + 9)) as u64 {
+                        break false;
+                    }
+                    pos += 8;
+                }
+                b'u' => break dict && run.len().is_multiple_of(2),
+                b'e' | 0x90 => break !dict,
+                _ => break false,
+            }
+            pos += 1;
+        };
+        let result = match whole {
+            true => self.commit_run(a, &mut run, &memoized, pos + 1),
+            false => Ok(()),
+        };
+        run.clear();
+        memoized.clear();
+        self.run = run;
+        self.run_memo = memoized;
+        result
+    }
+
+    /// The value a `GET` of memo id `id` pushes, if it is a scalar value
+    /// (for [`Reader::scalar_run`]).
+    fn memo_value(&self, id: usize) -> Option<Value> {
+        let entry = self.memo.get(id)?.checked_sub(1)?;
+        match &self.entries[entry as usize] {
+            Entry::Copy(Item::Value(v)) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    /// A whole run of [`Reader::scalar_run`] into the arena object `a`:
+    /// counted, its memo entries set, its values moved in, the mark popped
+    /// and the closing opcode read (`end` is past it).
+    fn commit_run(
+        &mut self,
+        a: u32,
+        run: &mut Vec<Value>,
+        memoized: &[(usize, usize)],
+        end: usize,
+    ) -> Result<(), Stop> {
+        self.count(run.len())?;
+        for &(id, i) in memoized {
+            self.memo_set(id, Entry::Copy(Item::Value(run[i].clone())));
+        }
+        let limit = self.limits.max_depth;
+        let target = &mut self.arena[a as usize];
+        Self::deepen(&mut target.depth, 0, limit)?;
+        match &mut target.item {
+            Item::Value(Value::Map(m)) => {
+                let mut items = run.drain(..);
+                m.reserve(items.len() / 2);
+                while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                    m.push((k, v));
+                }
+            }
+            Item::Value(list) => extend(list, run.drain(..)).expect("a list or set"),
+            _ => unreachable!("scalar_run checks the target"),
+        }
+        self.marks.pop();
+        self.pos = end;
+        Ok(())
+    }
+
     /// `LONG1` / `LONG4`: little-endian two's complement, any width.
-    fn long(&self, r: Range<usize>) -> Result<Value, Stop> {
+    fn long(&self, r: Range<usize>) -> Result<Value, PickleError> {
         let b = &self.data[r];
         let Some(&last) = b.last() else {
             return Ok(Value::from(0u8));
@@ -575,7 +781,7 @@ impl<'a> Reader<'a> {
         }
         let out = PickleError::IntegerOutOfRange { at: self.at };
         if n > 16 {
-            return Err(out.into());
+            return Err(out);
         }
         let mut wide = [fill; 16];
         wide[..n].copy_from_slice(&b[..n]);
@@ -796,15 +1002,51 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The fast path of `APPENDS` and `SETITEMS`, for the items Python's
+    /// pickles hold most: plain values going into a memoized container
+    /// (every list and dict Python pickles is memoized). The container, its
+    /// depth, the items drained off the stack, and how deep they nest;
+    /// `None` when the general path must run.
+    #[allow(clippy::type_complexity)]
+    fn plain_into_memoized(
+        &mut self,
+        index: usize,
+        from: usize,
+    ) -> Option<(&mut Value, &mut u32, std::vec::Drain<'_, Slot>, u32)> {
+        let Item::Ref(a) = self.stack[index].item else {
+            return None;
+        };
+        let items = &self.stack[from..];
+        if !items.iter().all(|slot| is_plain(&slot.item)) {
+            return None;
+        }
+        let depth = items.iter().map(|slot| slot.depth).max().unwrap_or(0);
+        let Reader { stack, arena, .. } = self;
+        match &mut arena[a as usize] {
+            Obj {
+                item: Item::Value(target),
+                depth: target_depth,
+                copied: false,
+                ..
+            } => Some((target, target_depth, stack.drain(from..), depth)),
+            _ => None,
+        }
+    }
+
     /// `APPEND`, `APPENDS`, `ADDITEMS`: `stack[from..]` into the list or set
     /// below them.
     fn append(&mut self, from: usize) -> Result<(), Stop> {
         let index = self.container_below(from)?;
-        let (values, depth) = self.values_from(from)?;
         let limit = self.limits.max_depth;
         let at = self.at;
+        let invalid = |reason| PickleError::Invalid { reason, at };
+        if let Some((target, target_depth, items, depth)) = self.plain_into_memoized(index, from) {
+            extend(target, items.map(|slot| plain(slot.item))).map_err(invalid)?;
+            return Self::deepen(target_depth, depth, limit);
+        }
+        let (values, depth) = self.values_from(from)?;
         let (target, target_depth) = self.target(index)?;
-        extend(target, values).map_err(|reason| PickleError::Invalid { reason, at })?;
+        extend(target, values.into_iter()).map_err(invalid)?;
         Self::deepen(target_depth, depth, limit)
     }
 
@@ -812,19 +1054,31 @@ impl<'a> Reader<'a> {
     /// below them.
     fn set_items(&mut self, from: usize) -> Result<(), Stop> {
         let index = self.container_below(from)?;
-        let (entries, depth) = self.entries_from(from)?;
         let limit = self.limits.max_depth;
-        let at = self.at;
+        let not_dict = PickleError::Invalid {
+            reason: "items set in something not a dict",
+            at: self.at,
+        };
+        if (self.stack.len() - from).is_multiple_of(2) {
+            if let Some((target, target_depth, items, depth)) =
+                self.plain_into_memoized(index, from)
+            {
+                let Value::Map(m) = target else {
+                    return Err(not_dict.into());
+                };
+                let mut items = items.map(|slot| plain(slot.item));
+                m.reserve(items.len() / 2);
+                while let (Some(k), Some(v)) = (items.next(), items.next()) {
+                    m.push((k, v));
+                }
+                return Self::deepen(target_depth, depth, limit);
+            }
+        }
+        let (entries, depth) = self.entries_from(from)?;
         let (target, target_depth) = self.target(index)?;
         match target {
             Value::Map(m) => m.extend(entries),
-            _ => {
-                return Err(PickleError::Invalid {
-                    reason: "items set in something not a dict",
-                    at,
-                }
-                .into())
-            }
+            _ => return Err(not_dict.into()),
         }
         Self::deepen(target_depth, depth, limit)
     }
@@ -854,12 +1108,7 @@ impl<'a> Reader<'a> {
     /// `PUT`, `MEMOIZE`: the top item under `id`. An object that can still
     /// change moves to the arena, a reference to it left on the stack.
     fn put(&mut self, id: u64) -> Result<(), Stop> {
-        let at = self.at;
-        // One memo slot (4 bytes) per value at most.
-        let index = usize::try_from(id)
-            .ok()
-            .filter(|&i| i < self.max_values)
-            .ok_or(PickleError::MemoIndex { index: id, at })?;
+        let index = self.memo_index(id)?;
         let fetched = self
             .fetched
             .as_ref()
@@ -889,6 +1138,21 @@ impl<'a> Reader<'a> {
             }
             item => Entry::Copy(item.clone()),
         };
+        self.memo_set(index, entry);
+        Ok(())
+    }
+
+    /// A memo id as an index, below the bound on values: one memo slot (4
+    /// bytes) per value at most.
+    fn memo_index(&self, id: u64) -> Result<usize, Stop> {
+        let at = self.at;
+        usize::try_from(id)
+            .ok()
+            .filter(|&i| i < self.max_values)
+            .ok_or(PickleError::MemoIndex { index: id, at }.into())
+    }
+
+    fn memo_set(&mut self, index: usize, entry: Entry) {
         if index >= self.memo.len() {
             self.memo.resize(index + 1, 0);
         }
@@ -897,7 +1161,6 @@ impl<'a> Reader<'a> {
         }
         self.entries.push(entry);
         self.memo[index] = self.entries.len() as u32;
-        Ok(())
     }
 
     /// A call's arguments: the items of a tuple, references to values
