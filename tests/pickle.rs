@@ -507,7 +507,7 @@ fn batched_scalars_read_as_the_machine_reads_them() {
     // (strs memoized, repeats fetched), APPENDS or SETITEMS: the reader takes
     // such a batch in one step. What it reads and refuses is the machine's.
     let list = |items: Vec<Value>| Value::Array(items);
-    let ok: [(&[u8], Value); 6] = [
+    let ok: [(&[u8], Value); 8] = [
         (
             b"\x80\x05]\x94(K\x01K\x02e.",
             list(vec![1.into(), 2.into()]),
@@ -533,6 +533,23 @@ fn batched_scalars_read_as_the_machine_reads_them() {
             list(vec![1.into(), 2.into()]),
         ),
         (b"\x80\x05]\x94(e.", list(vec![])),
+        // Fetched after their batch: in the next batch, by the machine.
+        (
+            b"\x80\x05]\x94(\x8c\x01a\x94e(h\x01e.",
+            list(vec![s("a"), s("a")]),
+        ),
+        (
+            b"\x80\x05]\x94(C\x01x\x94\x8c\x01a\x94eh\x01h\x02h\x01\x87a.",
+            list(vec![
+                Value::Bin(Bytes::from_static(b"x")),
+                s("a"),
+                list(vec![
+                    Value::Bin(Bytes::from_static(b"x")),
+                    s("a"),
+                    Value::Bin(Bytes::from_static(b"x")),
+                ]),
+            ]),
+        ),
     ];
     for (p, want) in ok {
         assert_eq!(hostile(p, &Limits::strict()), Ok(want), "{p:02x?}");

@@ -186,11 +186,16 @@ struct Reader<'a> {
     fetched: Option<Vec<bool>>,
     stack: Vec<Slot>,
     marks: Vec<usize>,
-    /// Memo id → 1 + index in `entries`; 0 when unset.
+    /// Memo id → 1 + index in `entries`; 0 when unset; with [`SPAN`] set,
+    /// an index in `spans`.
     memo: Vec<u32>,
     /// Distinct ids set: where `MEMOIZE` puts the next one.
     memo_len: usize,
     entries: Vec<Entry>,
+    /// Where the scalars [`Reader::scalar_run`] memoizes start (their
+    /// opcode): decoded again when a `GET` first fetches them, so that a
+    /// memoized str costs 8 bytes and no reference count until then.
+    spans: Vec<usize>,
     arena: Vec<Obj>,
     /// Values pushed plus values copied out of shared objects...
     values: usize,
@@ -199,10 +204,14 @@ struct Reader<'a> {
     max_values: usize,
     /// The values of the run [`Reader::scalar_run`] is reading, and the
     /// memo ids its `MEMOIZE`s set with the index of the value each holds
-    /// (kept to reuse their memory).
+    /// and where that value's opcode starts (`None` for a value a `GET`
+    /// fetched) (kept to reuse their memory).
     run: Vec<Value>,
-    run_memo: Vec<(usize, usize)>,
+    run_memo: Vec<(usize, usize, Option<usize>)>,
 }
+
+/// A memo slot with this bit set is an index in [`Reader::spans`].
+const SPAN: u32 = 1 << 31;
 
 /// An [`Value::IntArray`] too short to stay packed becomes an array.
 fn unpacked(v: Value) -> Value {
@@ -312,6 +321,7 @@ impl<'a> Reader<'a> {
             memo: Vec::new(),
             memo_len: 0,
             entries: Vec::new(),
+            spans: Vec::new(),
             arena: Vec::new(),
             values: 0,
             max_values: data.len().min(limits.max_pickle_values),
@@ -656,18 +666,21 @@ impl<'a> Reader<'a> {
         // What `memo_len` becomes as the run's `MEMOIZE`s are read.
         let mut memo_len = self.memo_len;
         let mut pos = self.pos;
+        // Where the last value of the run was decoded, if it was.
+        let mut last = None;
         let whole = loop {
             let Some(&op) = self.data.get(pos) else {
                 break false;
             };
             if let Ok(Some((v, n))) = self.scalar(op, pos + 1) {
                 run.push(v);
+                last = Some(pos);
                 pos += 1 + n;
                 continue;
             }
             match op {
                 0x94 if !run.is_empty() && memo_len < self.max_values => {
-                    memoized.push((memo_len, run.len() - 1));
+                    memoized.push((memo_len, run.len() - 1, last));
                     // As `memo_set` will: an id not set yet lengthens it.
                     if self.memo.get(memo_len).is_none_or(|&e| e == 0) {
                         memo_len += 1;
@@ -684,15 +697,16 @@ impl<'a> Reader<'a> {
                         .fold(0usize, |n, &b| (n << 8) | usize::from(b));
                     // The ids the run sets never decrease: the last one
                     // set to `id`, if any, is the value fetched.
-                    let i = memoized.partition_point(|&(m, _)| m <= id);
+                    let i = memoized.partition_point(|&(m, _, _)| m <= id);
                     let v = match i.checked_sub(1).map(|i| memoized[i]) {
-                        Some((m, v)) if m == id => Some(run[v].clone()),
+                        Some((m, v, _)) if m == id => Some(run[v].clone()),
                         _ => self.memo_value(id),
                     };
                     match v {
                         Some(v) => run.push(v),
                         None => break false,
                     }
+                    last = None;
                     pos += width;
                 }
                 0x95 => {
@@ -725,9 +739,9 @@ impl<'a> Reader<'a> {
 
     /// The value a `GET` of memo id `id` pushes, if it is a scalar value
     /// (for [`Reader::scalar_run`]).
-    fn memo_value(&self, id: usize) -> Option<Value> {
-        let entry = self.memo.get(id)?.checked_sub(1)?;
-        match &self.entries[entry as usize] {
+    fn memo_value(&mut self, id: usize) -> Option<Value> {
+        let entry = self.memo_entry(id)?;
+        match &self.entries[entry] {
             Entry::Copy(Item::Value(v)) => Some(v.clone()),
             _ => None,
         }
@@ -740,12 +754,18 @@ impl<'a> Reader<'a> {
         &mut self,
         a: u32,
         run: &mut Vec<Value>,
-        memoized: &[(usize, usize)],
+        memoized: &[(usize, usize, Option<usize>)],
         end: usize,
     ) -> Result<(), Stop> {
         self.count(run.len())?;
-        for &(id, i) in memoized {
-            self.memo_set(id, Entry::Copy(Item::Value(run[i].clone())));
+        for &(id, i, at) in memoized {
+            match at {
+                Some(at) if self.spans.len() < SPAN as usize - 1 => {
+                    self.spans.push(at);
+                    self.memo_slot(id, SPAN | (self.spans.len() - 1) as u32);
+                }
+                _ => self.memo_set(id, Entry::Copy(Item::Value(run[i].clone()))),
+            }
         }
         let limit = self.limits.max_depth;
         let target = &mut self.arena[a as usize];
@@ -1088,11 +1108,9 @@ impl<'a> Reader<'a> {
         let at = self.at;
         let entry = usize::try_from(id)
             .ok()
-            .and_then(|i| self.memo.get(i))
-            .copied()
-            .filter(|&e| e != 0)
+            .and_then(|i| self.memo_entry(i))
             .ok_or(PickleError::MemoIndex { index: id, at })?;
-        match &self.entries[entry as usize - 1] {
+        match &self.entries[entry] {
             Entry::Copy(item) => {
                 let item = item.clone();
                 self.push(item, 0)?;
@@ -1153,14 +1171,34 @@ impl<'a> Reader<'a> {
     }
 
     fn memo_set(&mut self, index: usize, entry: Entry) {
+        self.entries.push(entry);
+        self.memo_slot(index, self.entries.len() as u32);
+    }
+
+    /// Memo id `index` set to `slot` (see [`Reader::memo`]).
+    fn memo_slot(&mut self, index: usize, slot: u32) {
         if index >= self.memo.len() {
             self.memo.resize(index + 1, 0);
         }
         if self.memo[index] == 0 {
             self.memo_len += 1;
         }
-        self.entries.push(entry);
-        self.memo[index] = self.entries.len() as u32;
+        self.memo[index] = slot;
+    }
+
+    /// The index in `entries` of memo id `id`, if it is set. A scalar kept
+    /// as where it starts is decoded into an entry of its own the first
+    /// time (each memoized scalar is decoded at most twice).
+    fn memo_entry(&mut self, id: usize) -> Option<usize> {
+        let slot = *self.memo.get(id)?;
+        if slot & SPAN == 0 {
+            return (slot as usize).checked_sub(1);
+        }
+        let at = *self.spans.get((slot & !SPAN) as usize)?;
+        let (v, _) = self.scalar(*self.data.get(at)?, at + 1).ok()??;
+        self.entries.push(Entry::Copy(Item::Value(v)));
+        self.memo[id] = self.entries.len() as u32;
+        Some(self.entries.len() - 1)
     }
 
     /// A call's arguments: the items of a tuple, references to values
