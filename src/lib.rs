@@ -31,6 +31,8 @@
 //!   per channel, RPC calls and batched streams.
 //! * `mmap` (feature `mmap`, Linux): payload frames in sealed memfds or
 //!   spill files, mapped instead of read; the only module with `unsafe` code.
+//! * `pickle` (feature `pickle`): plain Python values and numpy arrays out
+//!   of Dask's pickle blocks and into them, nothing imported or run.
 //!
 //! Decoding never copies payloads: frames are slices of the receive buffer,
 //! and so are the str and bin values inside frame 0. Encoding never copies
@@ -63,6 +65,7 @@
 //! | `lz4` | yes | Dask's `"lz4"` frames, written byte for byte as Python writes them |
 //! | `zstd`, `snappy`, `zlib` | no | Dask's other codecs |
 //! | `mmap` | no | Linux: frames in sealed memfds, large runs received into spill files |
+//! | `pickle` | no | `pickle`: plain Python values (numpy arrays zero-copy) out of pickles and into them |
 //!
 //! Without a codec's feature, a frame compressed with it is
 //! [`CompressionError::CodecNotEnabled`], never a panic.
@@ -92,6 +95,8 @@ pub mod message;
 pub mod mmap;
 mod msgpack;
 mod ndarray;
+#[cfg(feature = "pickle")]
+pub mod pickle;
 mod protocol;
 pub mod serialize;
 #[cfg(feature = "transport")]
@@ -117,6 +122,6 @@ pub use typed::{from_value, to_value};
 pub use value::{Block, BlockFrames, Header, Integer, Value};
 
 /// The README's Rust examples, compiled and run as doctests.
-#[cfg(all(doctest, feature = "dask", feature = "tls"))]
+#[cfg(all(doctest, feature = "dask", feature = "tls", feature = "pickle"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -57,6 +57,14 @@ pub struct Limits {
     /// Every item takes at least one byte of the frame, so without this
     /// limit the items are bounded by [`max_header_len`](Limits::max_header_len).
     pub max_msgpack_items: usize,
+    /// Values one pickle makes ([`crate::pickle`], feature `pickle`): every
+    /// opcode that pushes one counts, and every value copied out of a shared
+    /// reference. Stops value-count bombs that stay within the byte limits,
+    /// and bounds the memo (indices below it). A pickle never makes more
+    /// values than it has bytes, whatever this says; each costs up to about
+    /// 120 bytes while it is read (a stack slot, as Python builds an object
+    /// per opcode).
+    pub max_pickle_values: usize,
     /// Bytes that the compressed frames of one message may decompress to,
     /// together (each frame is also bounded by `max_frame_len` and by Dask's
     /// own 2 GiB ceiling for a compressed frame). Compression is the one
@@ -77,6 +85,7 @@ impl Limits {
             prealloc_cap: 64 << 10,
             max_depth: 64,
             max_msgpack_items: 64 << 10,
+            max_pickle_values: 64 << 10,
             max_decompressed_len: 64 << 20,
         }
     }
@@ -103,6 +112,7 @@ impl Limits {
             prealloc_cap: 1 << 20,
             max_depth: 1024,
             max_msgpack_items: usize::MAX,
+            max_pickle_values: usize::MAX,
             max_decompressed_len: 16 << 30,
         }
     }
@@ -117,6 +127,7 @@ impl Limits {
             prealloc_cap: 64 << 10,
             max_depth: usize::MAX,
             max_msgpack_items: usize::MAX,
+            max_pickle_values: usize::MAX,
             max_decompressed_len: u64::MAX,
         }
     }

@@ -50,6 +50,8 @@ pub use options::{
     DeserializeOptions, IterateCollection, Registry, SerializeOptions,
     DEFAULT_OUT_OF_BAND_THRESHOLD, DEFAULT_SHARD_SIZE,
 };
+#[cfg(feature = "pickle")]
+pub(crate) use read::merged_frames;
 pub use read::{deserialize, deserialize_blocks, deserialize_with_budget};
 pub use shards::merge_frames;
 pub use write::{serialize, serialize_and_split};

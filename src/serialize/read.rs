@@ -60,6 +60,22 @@ pub fn deserialize_with_budget(
     }
 }
 
+/// The frames of a block that is not a collection, decompressed and with
+/// their shards merged (§5.8 steps 1–8), for what reads such a block
+/// outside the families (the pickle module).
+#[cfg(feature = "pickle")]
+pub(crate) fn merged_frames<'f>(
+    header: &Value,
+    frames: &'f [Bytes],
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<std::borrow::Cow<'f, [Bytes]>, DeserializeError> {
+    if header.as_map().is_none() {
+        return Err(DeserializeError::InvalidHeader { field: "header" });
+    }
+    shards::merge(&Tables::of(header), frames, opts, budget)
+}
+
 /// A leaf header the built-in families write, known by its bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Leaf {

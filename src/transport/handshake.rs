@@ -66,6 +66,7 @@ const HANDSHAKE_LIMITS: Limits = Limits {
     prealloc_cap: 64 << 10,
     max_depth: 32,
     max_msgpack_items: 4096,
+    max_pickle_values: 0,
     max_decompressed_len: 0,
 };
 
