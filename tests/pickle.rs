@@ -50,7 +50,7 @@ fn capture(name: &str) -> (Value, Bytes) {
     let wire = Bytes::from(std::fs::read(path).unwrap());
     let (env, used) = Envelope::decode(&wire, &Limits::default()).unwrap();
     assert_eq!(used, wire.len());
-    let msg = framewire::message::loads(env.frames(), &Limits::default()).unwrap();
+    let msg = framewire::message::decode(env.frames(), &Limits::default()).unwrap();
     (msg, wire)
 }
 
@@ -142,9 +142,10 @@ fn pickle_family_reads_collection_elements() {
         matches!(&without.as_array().unwrap()[0], Value::Serialized(_)),
         "opaque without the family"
     );
-    let opts = DeserializeOptions {
-        registry: Registry::default().with(PickleFamily),
-        ..Default::default()
+    let opts = {
+        let mut o = DeserializeOptions::default();
+        o.registry = Registry::default().with(PickleFamily);
+        o
     };
     assert_eq!(
         deserialize(block, &opts).unwrap(),
@@ -589,7 +590,7 @@ fn the_writer_refuses_what_python_cannot_read() {
     let block = pickle::serialize(&Value::Nil).unwrap();
     for v in [
         block.clone().into_value(),
-        Value::Serialize(Box::new(Value::Nil)),
+        Value::ToSerialize(Box::new(Value::Nil)),
         Value::Map(vec![(Value::Map(vec![]), Value::Nil)]),
         Value::Map(vec![(
             Value::Array(vec![Value::NdArray(Box::new(

@@ -107,7 +107,7 @@ pub fn loads(data: &Bytes, buffers: &[Bytes], limits: &Limits) -> Result<Value, 
 
 /// Writes a value as a protocol 5 pickle, and its out-of-band buffers (one
 /// per numpy array, in order: Python's `pickle.dumps(x, protocol=5,
-/// buffer_callback=...)`). Blocks and [`Value::Serialize`] have no pickle
+/// buffer_callback=...)`). Blocks and [`Value::ToSerialize`] have no pickle
 /// ([`EncodeError::Unserializable`]), nor does a dict key that is a map or
 /// an array; containers nest at most 1024 deep.
 pub fn dumps(value: &Value) -> Result<(Bytes, Vec<Bytes>), EncodeError> {
@@ -185,10 +185,8 @@ pub fn serialize(value: &Value) -> Result<Block, EncodeError> {
 /// use framewire::serialize::{deserialize_blocks, DeserializeOptions, Registry};
 /// use framewire::Value;
 ///
-/// let opts = DeserializeOptions {
-///     registry: Registry::default().with(PickleFamily),
-///     ..Default::default()
-/// };
+/// let mut opts = DeserializeOptions::default();
+/// opts.registry = Registry::default().with(PickleFamily);
 /// let message = Value::map_of([("data", pickle::serialize(&Value::from(7u8))?.into_value())]);
 /// let value = deserialize_blocks(message, &opts)?;
 /// assert_eq!(value.get("data"), Some(&Value::from(7u8)));

@@ -98,7 +98,7 @@ impl Writer {
                         what: "a block (it is serialized already)",
                     })
                 }
-                Value::Serialize(_) => {
+                Value::ToSerialize(_) => {
                     return Err(EncodeError::Unserializable {
                         what: "a Serialize wrapper (pickle its value)",
                     })
