@@ -53,6 +53,14 @@ pub(crate) fn dtype_item_size(dtype: &str) -> Option<usize> {
     }
 }
 
+/// Where an array's elements lie in its data frame, as a Dask header gives
+/// it: the shape sent, strides in bytes, and the shape it is broadcast to.
+pub(crate) struct Geometry {
+    pub(crate) shape: Vec<u64>,
+    pub(crate) strides: Vec<u64>,
+    pub(crate) broadcast_to: Option<Vec<u64>>,
+}
+
 impl NdArray {
     /// A C-contiguous array over `data`, which must hold exactly
     /// `product(shape) × item size` bytes.
@@ -86,12 +94,15 @@ impl NdArray {
     /// error says what is wrong.
     pub(crate) fn from_parts(
         dtype: &str,
-        shape: Vec<u64>,
-        strides: Vec<u64>,
+        geometry: Geometry,
         writeable: bool,
-        broadcast_to: Option<Vec<u64>>,
         data: Bytes,
     ) -> Result<NdArray, &'static str> {
+        let Geometry {
+            shape,
+            strides,
+            broadcast_to,
+        } = geometry;
         let invalid = |reason| reason;
         let item_size = dtype_item_size(dtype).ok_or(invalid("unsupported dtype"))?;
         if shape.len() != strides.len() {

@@ -90,7 +90,7 @@ fn decode_with<E: From<MsgpackError>>(
 ) -> Result<Value, E> {
     let mut rd = Cursor::new(buf, frame, limits)?;
     let mut items_seen: usize = 0;
-    let value = decode_one(&mut rd, 0, &mut items_seen, limits, hook, pack_min)?;
+    let value = decode_one(&mut rd, 0, &mut items_seen, hook, pack_min)?;
     if rd.pos != buf.len() {
         return Err(MsgpackError::TrailingBytes(rd.at(rd.pos)).into());
     }
@@ -105,11 +105,11 @@ pub(super) fn decode_one<E: From<MsgpackError>>(
     rd: &mut Cursor<'_>,
     base: usize,
     items_seen: &mut usize,
-    limits: &Limits,
     hook: &mut MapHook<'_, E>,
     pack_min: usize,
 ) -> Result<Value, E> {
     let buf = rd.buf;
+    let limits = rd.limits;
     let mut stack: Vec<Open> = Vec::new();
     // How many `Value`s may be reserved ahead of data, shared by every open
     // container (nested containers must not each reserve `prealloc_cap`).
@@ -129,7 +129,7 @@ pub(super) fn decode_one<E: From<MsgpackError>>(
                     .map_err(|_| MsgpackError::InvalidUtf8(rd.at(at)))?,
             ),
             Item::Container { len, is_map } => {
-                let n = rd.open_container(start, len, is_map, base + stack.len(), limits)?;
+                let n = rd.open_container(start, len, is_map, base + stack.len())?;
                 if n == 0 {
                     let empty = if is_map {
                         Contents::Map(Vec::new(), None)

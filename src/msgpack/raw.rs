@@ -261,14 +261,22 @@ pub(crate) fn set_entries(
     if known_new {
         append_entries_with(raw, &keys, write)
     } else {
-        Ok(set_entries_with(raw, &keys, write, None, |_| None, None)?.0)
+        Ok(set_entries_with(raw, &keys, write, NOTING_NOTHING, None)?.0)
     }
 }
 
+/// What [`RawMap::read_noting_items`] may be told: the key of the array
+/// whose items to note, and the item encodings it may step over.
+type Noting<'a> = Option<(&'a str, fn(&[u8]) -> Option<usize>)>;
+
+/// No array's items noted while a map is read (see [`set_entries_with`]).
+const NOTING_NOTHING: Noting<'static> = None;
+
 /// [`set_entries`], the value of `keys[i]` written by `write(i, out)` (once
 /// each), and the map read as [`RawMap::read_noting_items`] reads it with
-/// `items_of` and `known` (a header's sub-headers stepped over by their
-/// bytes). Also says whether the map has the key `probe`, if one is given.
+/// `noting`'s `items_of` and `known` (a header's sub-headers stepped over by
+/// their bytes). Also says whether the map has the key `probe`, if one is
+/// given.
 ///
 /// When every key is new, the entries are appended as
 /// [`append_entries_with`] does. Otherwise the other entries are copied byte
@@ -277,15 +285,15 @@ pub(crate) fn set_entries_with(
     raw: Bytes,
     keys: &[&str],
     mut write: impl FnMut(usize, &mut BytesMut) -> Result<(), EncodeError>,
-    items_of: Option<&str>,
-    known: impl Fn(&[u8]) -> Option<usize>,
+    noting: Option<(&str, impl Fn(&[u8]) -> Option<usize>)>,
     probe: Option<&str>,
 ) -> Result<(Bytes, bool), EncodeError> {
     let bad = || EncodeError::HeaderNotMap;
-    let (map, end) = RawMap::read_noting_items(&raw, 0, items_of, known)
-        .ok()
-        .flatten()
-        .ok_or_else(bad)?;
+    let read = match noting {
+        Some((items_of, known)) => RawMap::read_noting_items(&raw, 0, Some(items_of), known),
+        None => RawMap::read_noting_items(&raw, 0, None, |_| None),
+    };
+    let (map, end) = read.ok().flatten().ok_or_else(bad)?;
     if end != raw.len() {
         return Err(bad());
     }
@@ -441,7 +449,7 @@ pub(crate) fn skim(
             rd.count_item(&mut items_seen, start, limits)?;
             match read_item(&mut rd)? {
                 Item::Container { len, is_map } => {
-                    let n = rd.open_container(start, len, is_map, stack.len(), limits)?;
+                    let n = rd.open_container(start, len, is_map, stack.len())?;
                     if n > 0 {
                         stack.push(Open {
                             left: n,

@@ -20,6 +20,8 @@ pub(super) struct Cursor<'a> {
     pub(super) buf: &'a Bytes,
     pub(super) pos: usize,
     frame: usize,
+    /// The limits the frame is read under.
+    pub(super) limits: &'a Limits,
 }
 
 impl<'a> Cursor<'a> {
@@ -28,7 +30,7 @@ impl<'a> Cursor<'a> {
     pub(super) fn new(
         buf: &'a Bytes,
         frame: usize,
-        limits: &Limits,
+        limits: &'a Limits,
     ) -> Result<Cursor<'a>, MsgpackError> {
         let len = buf.len() as u64;
         if len > limits.max_header_len {
@@ -38,7 +40,12 @@ impl<'a> Cursor<'a> {
                 limit: limits.max_header_len,
             });
         }
-        Ok(Cursor { buf, pos: 0, frame })
+        Ok(Cursor {
+            buf,
+            pos: 0,
+            frame,
+            limits,
+        })
     }
 
     /// Counts one more item against [`Limits::max_msgpack_items`].
@@ -67,8 +74,8 @@ impl<'a> Cursor<'a> {
         len: u64,
         is_map: bool,
         depth: usize,
-        limits: &Limits,
     ) -> Result<u64, MsgpackError> {
+        let limits = self.limits;
         if depth >= limits.max_depth {
             return Err(MsgpackError::DepthExceeded {
                 at: self.at(start),

@@ -100,8 +100,7 @@ impl<'a> Stream<'a> {
             ),
             Item::Bin { start, end } => Token::Bin(&buf[start..end]),
             Item::Container { len, is_map } => {
-                self.rd
-                    .open_container(start, len, is_map, self.depth, self.limits)?;
+                self.rd.open_container(start, len, is_map, self.depth)?;
                 match is_map {
                     true => Token::Map(len),
                     false => Token::Array(len),
@@ -149,7 +148,6 @@ impl<'a> Stream<'a> {
             &mut self.rd,
             self.depth,
             &mut self.items_seen,
-            self.limits,
             hook,
             usize::MAX,
         )

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::error::{shown, PickleError};
 use crate::error::EncodeError;
-use crate::ndarray::{dtype_item_size, NdArray};
+use crate::ndarray::{dtype_item_size, Geometry, NdArray};
 use crate::value::Value;
 
 /// The datetime units numpy pickles (`np.datetime_data`).
@@ -163,7 +163,12 @@ pub(super) fn array(
     if step != data.len() as u64 {
         return Err(invalid("the data is not shape × item size bytes"));
     }
-    NdArray::from_parts(dtype, shape, strides, writeable, None, data).map_err(invalid)
+    let geometry = Geometry {
+        shape,
+        strides,
+        broadcast_to: None,
+    };
+    NdArray::from_parts(dtype, geometry, writeable, data).map_err(invalid)
 }
 
 /// What `numpy.dtype(dtype).__reduce__()` gives for one of

@@ -8,7 +8,7 @@ use crate::error::EncodeError;
 use crate::limits::Limits;
 use crate::message::HeaderRules;
 use crate::msgpack;
-use crate::ndarray::NdArray;
+use crate::ndarray::{Geometry, NdArray};
 use crate::value::Value;
 
 /// What a family makes of a value: its header entries (without
@@ -217,15 +217,12 @@ fn ndarray(sub: &Value, frames: &[Bytes]) -> Result<Option<Value>, DeserializeEr
     let [frame] = frames else {
         return Err(invalid("an array has exactly one data frame"));
     };
-    let array = NdArray::from_parts(
-        dtype,
-        uints("shape")?,
-        uints("strides")?,
-        writeable,
+    let geometry = Geometry {
+        shape: uints("shape")?,
+        strides: uints("strides")?,
         broadcast_to,
-        frame.clone(),
-    )
-    .map_err(invalid)?;
+    };
+    let array = NdArray::from_parts(dtype, geometry, writeable, frame.clone()).map_err(invalid)?;
     Ok(Some(Value::NdArray(Box::new(array))))
 }
 

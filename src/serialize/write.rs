@@ -98,8 +98,7 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
         header,
         &["split-num-sub-frames", "split-offsets", "compression"],
         write,
-        Some("sub-headers"),
-        known_leaf_len,
+        Some(("sub-headers", known_leaf_len)),
         Some("num-sub-frames"),
     )?;
     let header = if has_count {
@@ -114,26 +113,41 @@ pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Blo
 /// what was built.
 fn write(value: &Value, opts: &SerializeOptions) -> Result<(Option<Vec<Value>>, Out), EncodeError> {
     let mut out = Out::default();
-    let given = write_value(value, opts.iterate, false, opts, &mut out, 0, None)?;
+    let top = Level {
+        mode: opts.iterate,
+        depth: 0,
+        key: None,
+    };
+    let given = write_value(value, top, false, opts, &mut out)?;
     Ok((given, out))
+}
+
+/// Where a value's header goes in the whole header, and how collections
+/// there are written.
+#[derive(Clone, Copy)]
+struct Level<'a> {
+    /// How a collection at this level is written.
+    mode: IterateCollection,
+    /// Containers of the whole header around this value's map.
+    depth: usize,
+    /// The map's last entry, when given (a dict element's key).
+    key: Option<&'a Value>,
 }
 
 /// Writes `v`'s header to `out.header` and pushes its frames; returns the
 /// header's `compression` list, if it has one.
 ///
 /// The header is written as msgpack straight away (no `Value` per element):
-/// a map inside `depth` containers of the whole header, with `key` as its
-/// last entry when given (a dict element's). `force` iterates a collection
-/// whatever `mode` says (the top of a `Serialize`).
+/// a map at `level` of the whole header. `force` iterates a collection
+/// whatever `level.mode` says (the top of a `ToSerialize`).
 fn write_value(
     v: &Value,
-    mode: IterateCollection,
+    level: Level<'_>,
     force: bool,
     opts: &SerializeOptions,
     out: &mut Out,
-    depth: usize,
-    key: Option<&Value>,
 ) -> Result<Option<Vec<Value>>, EncodeError> {
+    let Level { mode, depth, key } = level;
     match v {
         Value::Serialized(block) => {
             let Value::Map(entries) = block.header().map() else {
@@ -145,7 +159,7 @@ fn write_value(
         Value::Pickled(_) => Err(EncodeError::Unserializable {
             what: "a Pickled block inside a serialized value",
         }),
-        Value::ToSerialize(inner) => write_value(inner, mode, true, opts, out, depth, key),
+        Value::ToSerialize(inner) => write_value(inner, level, true, opts, out),
         Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
             let iterate = force || mode == IterateCollection::Always;
             if !iterate {
@@ -163,7 +177,7 @@ fn write_value(
                     Err(e) => return Err(e),
                 }
             }
-            iterate_collection(v, mode, opts, out, depth, key)
+            iterate_collection(v, level, opts, out)
         }
         _ => family_serialize(v, opts, out, depth, key),
     }
@@ -402,12 +416,11 @@ pub(crate) fn set_key(header: &mut Vec<(Value, Value)>, key: &'static str, value
 /// then `compression` when an element brought a codec, then `key`.
 fn iterate_collection(
     v: &Value,
-    mode: IterateCollection,
+    level: Level<'_>,
     opts: &SerializeOptions,
     out: &mut Out,
-    depth: usize,
-    key: Option<&Value>,
 ) -> Result<Option<Vec<Value>>, EncodeError> {
+    let Level { mode, depth, key } = level;
     // The map, and the sub-headers array inside it.
     msgpack::check_depth(depth + 1)?;
     let (len, kind) = match v {
@@ -437,7 +450,14 @@ fn iterate_collection(
             .flatten()
         {
             Some(written) => written.map(|()| None)?,
-            None => write_value(e, mode, false, opts, out, depth + 2, k)?,
+            None => {
+                let inner = Level {
+                    mode,
+                    depth: depth + 2,
+                    key: k,
+                };
+                write_value(e, inner, false, opts, out)?
+            }
         };
         let n = out.frames.len() - before;
         match (given, &mut compressions) {
