@@ -23,7 +23,8 @@
 //! `gen_conversation.py --session` with the pins of
 //! `tests/dask/requirements[-RELEASE].txt`): every message through the byte
 //! layers, every op map and reply through the typed channels, each typed op
-//! read on every release; the test prints what is not typed, per release.
+//! read on every release, and none untyped (no op map read as `Other`, no
+//! reply without its type).
 #![cfg(feature = "dask")]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,9 +33,11 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use framewire::dask::{
-    ErrorReply, GatherKeysReply, GatherReply, GetDataReply, HeartbeatReply, Key, Keys, Number,
-    RegisterWorkerReply, SchedulerRequest, SchedulerToClient, SchedulerToWorker, UpdateDataReply,
-    WorkerRequest, WorkerToScheduler,
+    BroadcastReply, ClientToScheduler, ErrorReply, GatherKeysReply, GatherReply, GetDataReply,
+    HasWhatReply, HeartbeatReply, Key, Keys, NcoresReply, Number, RegisterWorkerReply,
+    RetireWorkersReply, RunReply, SchedulerIdentity, SchedulerRequest, SchedulerToClient,
+    SchedulerToWorker, UpdateDataReply, WhoHasReply, WorkerIdentity, WorkerRequest,
+    WorkerToScheduler,
 };
 use framewire::envelope::{parse_prelude, PreludeStatus};
 use framewire::{message, DeserializeOptions, Envelope, Limits, Value};
@@ -287,9 +290,7 @@ enum Channel {
     SchedulerToWorker,
     WorkerToScheduler,
     SchedulerToClient,
-    /// The client's stream to the scheduler: framewire has no enum for it
-    /// (issue 14 does not ask for one); its typed ops decode into their
-    /// structs.
+    /// The client's stream to the scheduler (`register-client` first).
     ClientToScheduler,
     WorkerRequest,
     SchedulerRequest,
@@ -333,6 +334,8 @@ fn expected_variant(channel: Channel, op: &str) -> Option<&'static str> {
         (SchedulerToWorker, "worker-status-change") => "WorkerStatusChange",
         (SchedulerToWorker, "close") => "Close",
         (SchedulerToWorker, "close-stream") => "CloseStream",
+        (SchedulerToWorker, "remove-worker") => "RemoveWorker",
+        (WorkerToScheduler, "log-event") => "LogEvent",
         (WorkerToScheduler, "task-finished") => "TaskFinished",
         (WorkerToScheduler, "task-erred") => "TaskErred",
         (WorkerToScheduler, "release-worker-data") => "ReleaseWorkerData",
@@ -344,11 +347,31 @@ fn expected_variant(channel: Channel, op: &str) -> Option<&'static str> {
         (WorkerToScheduler, "close-stream") => "CloseStream",
         (SchedulerToClient, "stream-start") => "StreamStart",
         (SchedulerToClient, "task-erred") => "TaskErred",
+        (SchedulerToClient, "key-in-memory") => "KeyInMemory",
+        (SchedulerToClient, "lost-data") => "LostData",
+        (SchedulerToClient, "cancelled-keys") => "CancelledKeys",
+        (SchedulerToClient, "task-retried") => "TaskRetried",
+        (SchedulerToClient, "restart") => "Restart",
+        (SchedulerToClient, "error") => "Error",
+        (SchedulerToClient, "event") => "Event",
+        (SchedulerToClient, "adjust-heartbeat-interval") => "AdjustHeartbeatInterval",
+        (ClientToScheduler, "register-client") => "RegisterClient",
+        (ClientToScheduler, "update-graph") => "UpdateGraph",
+        (ClientToScheduler, "client-desires-keys") => "ClientDesiresKeys",
+        (ClientToScheduler, "report-key") => "ReportKey",
+        (ClientToScheduler, "client-releases-keys") => "ClientReleasesKeys",
+        (ClientToScheduler, "heartbeat-client") => "HeartbeatClient",
+        (ClientToScheduler, "subscribe-topic") => "SubscribeTopic",
+        (ClientToScheduler, "unsubscribe-topic") => "UnsubscribeTopic",
+        (ClientToScheduler, "cancel-keys") => "CancelKeys",
+        (ClientToScheduler, "close-client") => "CloseClient",
+        (ClientToScheduler, "close-stream") => "CloseStream",
         (WorkerRequest, "get_data") => "GetData",
         (WorkerRequest, "update_data") => "UpdateData",
         (WorkerRequest, "gather") => "Gather",
         (WorkerRequest, "free_keys") => "FreeKeys",
         (WorkerRequest, "identity") => "Identity",
+        (WorkerRequest, "run") => "Run",
         (WorkerRequest, "close") => "Close",
         (SchedulerRequest, "register-worker") => "RegisterWorker",
         (SchedulerRequest, "heartbeat_worker") => "HeartbeatWorker",
@@ -356,6 +379,15 @@ fn expected_variant(channel: Channel, op: &str) -> Option<&'static str> {
         (SchedulerRequest, "scatter") => "Scatter",
         (SchedulerRequest, "update_data") => "UpdateData",
         (SchedulerRequest, "identity") => "Identity",
+        (SchedulerRequest, "register-client") => "RegisterClient",
+        (SchedulerRequest, "who_has") => "WhoHas",
+        (SchedulerRequest, "has_what") => "HasWhat",
+        (SchedulerRequest, "ncores") => "Ncores",
+        (SchedulerRequest, "ncores_running") => "NcoresRunning",
+        (SchedulerRequest, "broadcast") => "Broadcast",
+        (SchedulerRequest, "retire_workers") => "RetireWorkers",
+        (SchedulerRequest, "replicate") => "Replicate",
+        (SchedulerRequest, "amm_handler") => "AmmHandler",
         (SchedulerRequest, "close") => "Close",
         _ => return None,
     })
@@ -471,15 +503,7 @@ fn check_op(case: &Case, channel: Channel, op_map: &Value, seen: &mut Seen) -> S
         Channel::SchedulerToClient => via_enum!(SchedulerToClient),
         Channel::WorkerRequest => via_enum!(WorkerRequest),
         Channel::SchedulerRequest => via_enum!(SchedulerRequest),
-        Channel::ClientToScheduler => match op.as_str() {
-            "close-stream" => {
-                typed_round_trip::<framewire::dask::CloseStream>(&what, op_map);
-                seen.add(case, &op, "CloseStream");
-                "CloseStream".into()
-            }
-            // Client ops framewire has no type for (close-client...).
-            _ => "Other".into(),
-        },
+        Channel::ClientToScheduler => via_enum!(ClientToScheduler),
     }
 }
 
@@ -496,14 +520,24 @@ enum Reply {
     GetData,
     /// The worker's `update_data` reply.
     UpdateData,
-    /// nil: the scheduler's `update_data`, the worker's `free_keys`.
+    /// nil: the scheduler's `update_data`, `replicate` and `amm_handler`
+    /// (`run_once`), the worker's `free_keys`.
     Nil,
     /// The worker's `gather` reply.
     Gather,
     /// The scheduler's `gather` reply.
     GatherKeys,
     Scatter,
-    Identity,
+    SchedulerIdentity,
+    WorkerIdentity,
+    WhoHas,
+    HasWhat,
+    /// `ncores`, `ncores_running`.
+    Ncores,
+    /// A broadcast of `run`.
+    Broadcast,
+    RetireWorkers,
+    Run,
 }
 
 /// What a reply decodes into, by its label, its request's op and its
@@ -522,7 +556,15 @@ fn reply_of(case: &Case) -> Option<Reply> {
         (_, "gather", true) => Reply::Gather,
         (_, "gather", false) => Reply::GatherKeys,
         (_, "scatter", false) => Reply::Scatter,
-        (_, "identity", _) => Reply::Identity,
+        (_, "identity", false) => Reply::SchedulerIdentity,
+        (_, "identity", true) => Reply::WorkerIdentity,
+        (_, "who_has", false) => Reply::WhoHas,
+        (_, "has_what", false) => Reply::HasWhat,
+        (_, "ncores" | "ncores_running", false) => Reply::Ncores,
+        (_, "broadcast", false) => Reply::Broadcast,
+        (_, "retire_workers", false) => Reply::RetireWorkers,
+        (_, "replicate" | "amm_handler", false) => Reply::Nil,
+        (_, "run", true) => Reply::Run,
         _ => return None,
     })
 }
@@ -587,10 +629,44 @@ fn check_reply(case: &Case, value: &Value, seen: &mut Seen) -> Option<&'static s
             typed_round_trip::<Vec<Key>>(&what, value);
             "Vec<Key>"
         }
-        Reply::Identity => {
-            let v: Value = typed_round_trip(&what, value);
-            assert!(v.get("type").is_some(), "{what}");
-            "Value"
+        Reply::SchedulerIdentity => {
+            let r: SchedulerIdentity = typed_round_trip(&what, value);
+            assert_eq!(r.type_, "Scheduler", "{what}");
+            "SchedulerIdentity"
+        }
+        Reply::WorkerIdentity => {
+            let r: WorkerIdentity = typed_round_trip(&what, value);
+            assert_eq!(r.type_, "Worker", "{what}");
+            "WorkerIdentity"
+        }
+        Reply::WhoHas => {
+            typed_round_trip::<WhoHasReply>(&what, value);
+            "WhoHasReply"
+        }
+        Reply::HasWhat => {
+            typed_round_trip::<HasWhatReply>(&what, value);
+            "HasWhatReply"
+        }
+        Reply::Ncores => {
+            let r: NcoresReply = typed_round_trip(&what, value);
+            assert!(r.values().all(|&n| n > 0), "{what}");
+            "NcoresReply"
+        }
+        Reply::Broadcast => {
+            let r: BroadcastReply = typed_round_trip(&what, value);
+            assert!(r.values().all(|r| r.status == "OK"), "{what}");
+            "BroadcastReply"
+        }
+        Reply::RetireWorkers => {
+            let r: RetireWorkersReply = typed_round_trip(&what, value);
+            assert!(r.values().all(|w| w.type_ == "Worker"), "{what}");
+            "RetireWorkersReply"
+        }
+        Reply::Run => {
+            let r: RunReply = typed_round_trip(&what, value);
+            assert_eq!(r.status, "OK", "{what}");
+            assert!(r.result.is_some(), "{what}");
+            "RunReply"
         }
     };
     seen.add(case, &case.op, kind);
@@ -650,12 +726,9 @@ fn retyped(case: &Case, value: &Value) -> Value {
             Some(Channel::SchedulerRequest) => {
                 framewire::to_value(&SchedulerRequest::from_value(v.clone()).unwrap())
             }
-            Some(Channel::ClientToScheduler) => match v.get("op").and_then(Value::as_str) {
-                Some("close-stream") => framewire::to_value(
-                    &framewire::from_value::<framewire::dask::CloseStream>(v.clone()).unwrap(),
-                ),
-                _ => Ok(v.clone()),
-            },
+            Some(Channel::ClientToScheduler) => {
+                framewire::to_value(&ClientToScheduler::from_value(v.clone()).unwrap())
+            }
             None => unreachable!(),
         };
         enc.unwrap_or_else(|e| panic!("{}: to_value: {e}", case.name))
@@ -687,7 +760,14 @@ fn reply_retyped(case: &Case, value: &Value) -> Value {
         Some(Reply::Gather) => via::<GatherReply>(value),
         Some(Reply::GatherKeys) => via::<GatherKeysReply>(value),
         Some(Reply::Scatter) => via::<Vec<Key>>(value),
-        Some(Reply::Identity) => via::<Value>(value),
+        Some(Reply::SchedulerIdentity) => via::<SchedulerIdentity>(value),
+        Some(Reply::WorkerIdentity) => via::<WorkerIdentity>(value),
+        Some(Reply::WhoHas) => via::<WhoHasReply>(value),
+        Some(Reply::HasWhat) => via::<HasWhatReply>(value),
+        Some(Reply::Ncores) => via::<NcoresReply>(value),
+        Some(Reply::Broadcast) => via::<BroadcastReply>(value),
+        Some(Reply::RetireWorkers) => via::<RetireWorkersReply>(value),
+        Some(Reply::Run) => via::<RunReply>(value),
         // A reply framewire does not type stays the value it is.
         None => value.clone(),
     }
@@ -723,7 +803,7 @@ const REQUIRED: &[&str] = &[
     "close as SchedulerRequest::Close",
     "close-reply as String",
     "close-stream as WorkerToScheduler::CloseStream",
-    "close-stream as CloseStream",
+    "close-stream as ClientToScheduler::CloseStream",
     "stream-start as SchedulerToClient::StreamStart",
     "get_data as WorkerRequest::GetData",
     "get_data-reply as GetDataReply",
@@ -740,8 +820,39 @@ const REQUIRED: &[&str] = &[
     "scatter-reply as Vec<Key>",
     "identity as WorkerRequest::Identity",
     "identity as SchedulerRequest::Identity",
-    "identity-reply as Value",
+    "identity-reply as SchedulerIdentity",
+    "identity-reply as WorkerIdentity",
     "uncaught-error-reply as ErrorReply",
+];
+
+/// The client's ops and the rest of what the sessions hold (not in the
+/// single captures of `tests/captures/conversation/`): each must be read on
+/// every release (`adjust-heartbeat-interval` from 2025.5.1 on).
+const SESSION_REQUIRED: &[&str] = &[
+    "register-client as ClientToScheduler::RegisterClient",
+    "update-graph as ClientToScheduler::UpdateGraph",
+    "client-releases-keys as ClientToScheduler::ClientReleasesKeys",
+    "heartbeat-client as ClientToScheduler::HeartbeatClient",
+    "subscribe-topic as ClientToScheduler::SubscribeTopic",
+    "close-client as ClientToScheduler::CloseClient",
+    "key-in-memory as SchedulerToClient::KeyInMemory",
+    "adjust-heartbeat-interval as SchedulerToClient::AdjustHeartbeatInterval",
+    "who_has as SchedulerRequest::WhoHas",
+    "who_has-reply as WhoHasReply",
+    "ncores_running as SchedulerRequest::NcoresRunning",
+    "ncores_running-reply as NcoresReply",
+    "broadcast as SchedulerRequest::Broadcast",
+    "broadcast-reply as BroadcastReply",
+    "retire_workers as SchedulerRequest::RetireWorkers",
+    "retire_workers-reply as RetireWorkersReply",
+    "replicate as SchedulerRequest::Replicate",
+    "replicate-reply as ()",
+    "amm_handler as SchedulerRequest::AmmHandler",
+    "amm_handler-reply as ()",
+    "run as WorkerRequest::Run",
+    "run-reply as RunReply",
+    "remove-worker as SchedulerToWorker::RemoveWorker",
+    "log-event as WorkerToScheduler::LogEvent",
 ];
 
 /// Decode, variant, exact `Value` round trip: every typed capture, and
@@ -817,19 +928,27 @@ fn every_typed_capture_through_the_direct_paths() {
                 Some(Reply::Gather) => whole::<GatherReply>(case),
                 Some(Reply::GatherKeys) => whole::<GatherKeysReply>(case),
                 Some(Reply::Scatter) => whole::<Vec<Key>>(case),
-                Some(Reply::Identity) => whole::<Value>(case),
+                Some(Reply::SchedulerIdentity) => whole::<SchedulerIdentity>(case),
+                Some(Reply::WorkerIdentity) => whole::<WorkerIdentity>(case),
+                Some(Reply::WhoHas) => whole::<WhoHasReply>(case),
+                Some(Reply::HasWhat) => whole::<HasWhatReply>(case),
+                Some(Reply::Ncores) => whole::<NcoresReply>(case),
+                Some(Reply::Broadcast) => whole::<BroadcastReply>(case),
+                Some(Reply::RetireWorkers) => whole::<RetireWorkersReply>(case),
+                Some(Reply::Run) => whole::<RunReply>(case),
                 None => panic!("{}: no reply type", case.name),
             },
             (None, Value::Array(_)) => match stream_channel(case) {
                 Channel::SchedulerToWorker => whole::<Vec<SchedulerToWorker>>(case),
                 Channel::WorkerToScheduler => whole::<Vec<WorkerToScheduler>>(case),
                 Channel::SchedulerToClient => whole::<Vec<SchedulerToClient>>(case),
-                Channel::ClientToScheduler => whole::<Vec<Value>>(case),
+                Channel::ClientToScheduler => whole::<Vec<ClientToScheduler>>(case),
                 other => panic!("{}: a batch on {other:?}", case.name),
             },
             (None, _) => match request_channel(case) {
                 Channel::WorkerRequest => whole::<WorkerRequest>(case),
                 Channel::SchedulerRequest => whole::<SchedulerRequest>(case),
+                Channel::ClientToScheduler => whole::<ClientToScheduler>(case),
                 other => panic!("{}: a request on {other:?}", case.name),
             },
         }
@@ -898,11 +1017,11 @@ fn channel_of(case: &Case, value: &Value) -> Channel {
 /// (`tests/captures/sessions/<release>/`): through the byte layers
 /// (decoded pass-through, deserialized as a Dask peer reads it, and
 /// re-encoded byte-identical, framing included), and every op map and
-/// reply through the typed channels: an op that `framewire::dask` types
-/// reads as its variant on every release, after deserializing too, and
-/// writes back the same bytes; one it does not type reads as `Other`, kept
-/// whole. Every typed op of [`REQUIRED`] is read on every release. Prints,
-/// per release, the messages and the op maps and replies not typed.
+/// reply through the typed channels: every op map reads as its variant
+/// (never `Other`) and every reply as its type, on every release, after
+/// deserializing too, and writes back the same bytes. Every typed op of
+/// [`REQUIRED`] and [`SESSION_REQUIRED`] is read on every release. Prints,
+/// per release, the messages and op maps read.
 #[test]
 fn every_release_session_through_the_byte_layers_and_the_typed_channels() {
     let sessions = sessions();
@@ -962,11 +1081,25 @@ fn every_release_session_through_the_byte_layers_and_the_typed_channels() {
         }
         let missing: Vec<&&str> = REQUIRED
             .iter()
+            .chain(SESSION_REQUIRED)
+            // 2024.12.1 does not answer heartbeat-client.
+            .filter(|k| {
+                session.release != "2024.12.1"
+                    || **k
+                        != "adjust-heartbeat-interval as SchedulerToClient::AdjustHeartbeatInterval"
+            })
             .filter(|k| !seen.kinds.contains(**k))
             .collect();
         assert!(
             missing.is_empty(),
             "{}: typed ops not read from its session: {missing:?}",
+            session.release
+        );
+        // Every op map and every reply of the session is typed.
+        assert_eq!(
+            (untyped_maps, &untyped_ops, &untyped_replies),
+            (0, &BTreeMap::new(), &BTreeSet::new()),
+            "{}: op maps and replies not typed ({op_maps} op maps)",
             session.release
         );
         // The workload's one bad call (identity with an unknown keyword).
@@ -1227,7 +1360,7 @@ fn typed_fields_hold_what_dask_wrote() {
     };
     assert_eq!(m.key, key_of(&json["key"]));
     assert!(matches!(m.exception, Value::Serialized(_)));
-    assert!(matches!(m.traceback, Value::Serialized(_)));
+    assert!(matches!(m.traceback, Some(Value::Serialized(_))));
 
     // compute-task: the run_spec is the __Pickled__ block, kept verbatim.
     let (json, v) = first_op(find(&cases, "compute-task_1"));

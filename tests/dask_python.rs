@@ -679,7 +679,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
             workers: Some(vec![w0.clone()]),
             client: "Client-e5af80aa-ed96-11f1-8c10-02fc00000001".into(),
             broadcast: false,
-            timeout: Value::from(30i64),
+            timeout: Number::Int(30),
             reply: Some(true),
         })
     );
@@ -713,7 +713,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
                 op: Op::new(),
                 key: nested_key.clone(),
                 exception: pickled_exc(),
-                traceback: Value::Nil,
+                traceback: Some(Value::Nil),
             }),
         ]
     );
