@@ -1501,3 +1501,98 @@ fn typed_fields_hold_what_dask_wrote() {
     assert_eq!(e.exception_text, text(&json["exception_text"]));
     assert_eq!(e.traceback_text, text(&json["traceback_text"]));
 }
+
+/// The request constructors write what Dask's `Client` sends (its
+/// defaults), given only what the call names: checked against every
+/// release's session, with `reply` set as `Rpc` sets it.
+#[test]
+fn request_constructors_write_what_dask_clients_send() {
+    use framewire::dask::{
+        AmmHandler, ClientReleasesKeys, GatherKeys, Replicate, RetireWorkers, Scatter,
+        SubscribeTopic, WhoHas,
+    };
+    let mut checked = BTreeSet::new();
+    for session in sessions() {
+        for case in &session.cases {
+            if case.request_op.is_some() || !is_typed(case) || case.failed {
+                continue;
+            }
+            let (_env, value) = decode_wire(case);
+            let what = format!("{} ({})", case.name, session.release);
+            let ours = match (channel_of(case, &value), &value) {
+                (Channel::SchedulerRequest, v) => match SchedulerRequest::from_value(v.clone()) {
+                    Ok(SchedulerRequest::WhoHas(m)) => {
+                        let mut c = WhoHas::new(m.keys.clone().unwrap());
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::Replicate(m)) => {
+                        let mut c = Replicate::new(m.keys.clone(), m.n);
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::AmmHandler(m)) => {
+                        let mut c = AmmHandler::new(m.method.clone());
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::RetireWorkers(m)) => {
+                        let mut c = RetireWorkers::new(m.workers.clone().unwrap());
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::Scatter(m)) => {
+                        let mut c = Scatter::new(m.data.clone(), m.client.clone());
+                        c.workers = m.workers.clone();
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::Gather(m)) => {
+                        let mut c = GatherKeys::new(m.keys.clone());
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    _ => continue,
+                },
+                (Channel::ClientToScheduler, Value::Array(items)) => {
+                    let built: Vec<Value> = items
+                        .iter()
+                        .map(
+                            |m| match ClientToScheduler::from_value(m.clone()).unwrap() {
+                                ClientToScheduler::ClientReleasesKeys(m) => framewire::to_value(
+                                    &ClientReleasesKeys::new(m.keys.clone(), m.client.clone()),
+                                )
+                                .unwrap(),
+                                ClientToScheduler::SubscribeTopic(m) => framewire::to_value(
+                                    &SubscribeTopic::new(m.topic.clone(), m.client.clone()),
+                                )
+                                .unwrap(),
+                                _ => m.clone(),
+                            },
+                        )
+                        .collect();
+                    Ok(Value::Array(built))
+                }
+                _ => continue,
+            };
+            let ours = ours.unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(ours, value, "{what}: the constructor's message");
+            checked.insert(case.ops.join(","));
+        }
+    }
+    for op in [
+        "who_has",
+        "replicate",
+        "amm_handler",
+        "retire_workers",
+        "scatter",
+        "gather",
+        "client-releases-keys",
+        "subscribe-topic",
+    ] {
+        assert!(
+            checked.iter().any(|c| c.split(',').any(|o| o == op)),
+            "no {op} checked: {checked:?}"
+        );
+    }
+}

@@ -1381,3 +1381,179 @@ pub struct LogEvent {
     /// The event (any msgpack value; a map usually).
     pub msg: Value,
 }
+
+// ---- constructors: a request names what it sets, the rest as Dask's callers
+// send it ------------------------------------------------------------------------
+
+impl GetData {
+    /// The values of `keys` (as a client asks: a list, `who` nil).
+    pub fn new(keys: impl IntoIterator<Item = Key>) -> GetData {
+        GetData {
+            op: Op::new(),
+            keys: Keys::List(keys.into_iter().collect()),
+            who: None,
+            reply: None,
+        }
+    }
+}
+
+impl UpdateData {
+    /// Hold these values (blocks, or values framewire serializes).
+    pub fn new(data: Map<Key, Value>) -> UpdateData {
+        UpdateData {
+            op: Op::new(),
+            data,
+            stimulus_id: None,
+            reply: None,
+        }
+    }
+}
+
+impl Gather {
+    /// Fetch these keys from the workers that hold them.
+    pub fn new(who_has: Map<Key, Vec<String>>) -> Gather {
+        Gather {
+            op: Op::new(),
+            who_has,
+            reply: None,
+        }
+    }
+}
+
+impl GatherKeys {
+    /// The values of `keys`, gathered by the scheduler.
+    pub fn new(keys: impl IntoIterator<Item = Key>) -> GatherKeys {
+        GatherKeys {
+            op: Op::new(),
+            keys: keys.into_iter().collect(),
+            reply: None,
+        }
+    }
+}
+
+impl Scatter {
+    /// Place these values on any workers, for `client`, with
+    /// `Client.scatter`'s timeout (the int `30`).
+    pub fn new(data: Map<Key, Value>, client: impl Into<String>) -> Scatter {
+        Scatter {
+            op: Op::new(),
+            data,
+            workers: None,
+            client: client.into(),
+            broadcast: false,
+            timeout: Number::Int(30),
+            reply: None,
+        }
+    }
+}
+
+impl UpdateWhoHas {
+    /// These keys, of these sizes, now live on these workers (for
+    /// `client`, which then holds a reference to them).
+    pub fn new(
+        who_has: Map<Key, Vec<String>>,
+        nbytes: Map<Key, u64>,
+        client: Option<String>,
+    ) -> UpdateWhoHas {
+        UpdateWhoHas {
+            op: Op::new(),
+            who_has,
+            nbytes,
+            client,
+            reply: None,
+        }
+    }
+}
+
+impl WhoHas {
+    /// The workers that hold `keys`.
+    pub fn new(keys: impl IntoIterator<Item = Key>) -> WhoHas {
+        WhoHas {
+            keys: Some(keys.into_iter().collect()),
+            ..WhoHas::default()
+        }
+    }
+}
+
+impl RetireWorkers {
+    /// Retire these workers and close them (`Client.retire_workers`).
+    pub fn new(workers: impl IntoIterator<Item = String>) -> RetireWorkers {
+        RetireWorkers {
+            workers: Some(workers.into_iter().collect()),
+            close_workers: true,
+            ..RetireWorkers::default()
+        }
+    }
+}
+
+impl Run {
+    /// Call the pickled `function` with the pickled `args` (a tuple) and
+    /// `kwargs` (a dict), awaiting a coroutine's result.
+    pub fn new(function: impl Into<Bin>, args: impl Into<Bin>, kwargs: impl Into<Bin>) -> Run {
+        Run {
+            close: None,
+            op: Op::new(),
+            function: function.into(),
+            args: args.into(),
+            wait: true,
+            kwargs: kwargs.into(),
+            reply: None,
+        }
+    }
+}
+
+impl ClientDesiresKeys {
+    /// Keep `keys` for the client on this stream.
+    pub fn new(keys: impl IntoIterator<Item = Key>) -> ClientDesiresKeys {
+        ClientDesiresKeys {
+            op: Op::new(),
+            keys: keys.into_iter().collect(),
+            client: None,
+        }
+    }
+}
+
+impl ClientReleasesKeys {
+    /// `client` no longer needs `keys`.
+    pub fn new(
+        keys: impl IntoIterator<Item = Key>,
+        client: impl Into<String>,
+    ) -> ClientReleasesKeys {
+        ClientReleasesKeys {
+            op: Op::new(),
+            keys: keys.into_iter().collect(),
+            client: client.into(),
+        }
+    }
+}
+
+impl ReportKey {
+    /// Where does `key` stand.
+    pub fn new(key: Key) -> ReportKey {
+        ReportKey { op: Op::new(), key }
+    }
+}
+
+impl SubscribeTopic {
+    /// Send `client` the events of `topic`.
+    pub fn new(topic: impl Into<String>, client: impl Into<String>) -> SubscribeTopic {
+        SubscribeTopic {
+            op: Op::new(),
+            topic: topic.into(),
+            client: client.into(),
+        }
+    }
+}
+
+impl CancelKeys {
+    /// Cancel `keys` (not forced, no reason).
+    pub fn new(keys: impl IntoIterator<Item = Key>) -> CancelKeys {
+        CancelKeys {
+            op: Op::new(),
+            keys: keys.into_iter().collect(),
+            force: false,
+            reason: None,
+            msg: None,
+        }
+    }
+}
