@@ -1596,3 +1596,120 @@ fn request_constructors_write_what_dask_clients_send() {
         );
     }
 }
+
+/// The client's channels hold what Dask wrote, field by field (the
+/// 2026.8.0 session; 2024.12.1's older update-graph too).
+#[test]
+fn client_channel_fields_hold_what_dask_wrote() {
+    use framewire::dask::{KeyInMemory, UpdateGraph, WhoHas};
+    let sessions = sessions();
+    let mut seen = BTreeSet::new();
+    for session in &sessions {
+        // One who_has per session: its request, for its reply.
+        let mut who_has_request: Option<Value> = None;
+        for case in &session.cases {
+            if !is_typed(case) || case.failed {
+                continue;
+            }
+            let (_env, value) = decode_wire(case);
+            let what = case.name.clone();
+            if case.request_op.is_none() {
+                let maps: Vec<&Value> = match &value {
+                    Value::Array(items) => items.iter().collect(),
+                    map => vec![map],
+                };
+                for m in maps {
+                    match ClientToScheduler::from_value(m.clone()) {
+                        Ok(ClientToScheduler::UpdateGraph(g))
+                            if case.channel.starts_with("client") =>
+                        {
+                            let g: UpdateGraph = g;
+                            let Keys::Set(keys) = &g.keys else {
+                                panic!("{what}: keys as a set: {:?}", g.keys)
+                            };
+                            assert!(!keys.is_empty(), "{what}");
+                            assert!(g.code.is_pickled() && g.annotations.is_pickled());
+                            assert!(g.span_metadata.is_pickled(), "{what}");
+                            if let Some(p) = &g.internal_priority {
+                                assert!(p.keys().all(|k| keys.contains(k)), "{what}");
+                            }
+                            let old = session.release == "2024.12.1";
+                            assert_eq!(g.expr_ser.is_none(), old, "{what}: expr_ser");
+                            assert_eq!(g.graph_frames.is_some(), old, "{what}: graph_frames");
+                            if let Some(e) = &g.expr_ser {
+                                assert!(matches!(e, Value::Serialized(_)), "{what}: {e:?}");
+                            }
+                            seen.insert(format!("update-graph {}", session.release));
+                        }
+                        _ => {}
+                    }
+                    if case.direction == "scheduler->client" {
+                        if let SchedulerToClient::KeyInMemory(k) =
+                            SchedulerToClient::from_value(m.clone()).unwrap()
+                        {
+                            let k: KeyInMemory = k;
+                            if let Some(t) = &k.type_ {
+                                let t = t.as_ref().expect("a pickled type");
+                                assert_eq!(t.first(), Some(&0x80), "{what}: a pickle");
+                                seen.insert("key-in-memory type".into());
+                            }
+                        }
+                    }
+                }
+                if case.op == "who_has" {
+                    who_has_request = Some(value);
+                }
+                continue;
+            }
+            match (case.request_op.as_deref(), reply_of(case)) {
+                (Some("who_has"), Some(Reply::WhoHas)) => {
+                    let r: WhoHasReply = framewire::from_value(value).unwrap();
+                    let req = who_has_request.take().expect("the who_has request");
+                    let SchedulerRequest::WhoHas(req) = SchedulerRequest::from_value(req).unwrap()
+                    else {
+                        panic!("{what}: the request")
+                    };
+                    let req: WhoHas = req;
+                    let asked = req.keys.expect("keys");
+                    assert_eq!(r.keys().cloned().collect::<Vec<_>>(), asked, "{what}");
+                    assert!(r
+                        .values()
+                        .all(|w| w.iter().all(|a| a.starts_with("tcp://"))));
+                    seen.insert("who_has".into());
+                }
+                (_, Some(Reply::SchedulerIdentity)) => {
+                    let r: SchedulerIdentity = framewire::from_value(value).unwrap();
+                    assert!(r.id.starts_with("Scheduler-") && r.address.starts_with("tcp://"));
+                    if let Some(n) = r.n_workers {
+                        assert_eq!(n, 2, "{what}: two workers");
+                        assert_eq!(r.total_threads, Some(2), "{what}");
+                    }
+                    for (addr, w) in &r.workers {
+                        assert!(addr.starts_with("tcp://127.0.0.1:"), "{what}: {addr}");
+                        assert_eq!(w.nthreads, 1, "{what}");
+                        assert_eq!(w.memory_limit, Some(2 << 30), "{what}");
+                        assert_eq!(w.host, "127.0.0.1", "{what}");
+                        seen.insert("identity workers".into());
+                    }
+                }
+                (_, Some(Reply::RetireWorkers)) => {
+                    let r: RetireWorkersReply = framewire::from_value(value).unwrap();
+                    assert_eq!(r.len(), 1, "{what}");
+                    assert_eq!(r[0].status, "closed", "{what}");
+                    seen.insert("retire_workers".into());
+                }
+                _ => {}
+            }
+        }
+    }
+    for want in [
+        "update-graph 2024.12.1",
+        "update-graph 2026.8.0",
+        "key-in-memory type",
+        "who_has",
+        "identity workers",
+        "retire_workers",
+    ] {
+        assert!(seen.contains(want), "{want} not checked: {seen:?}");
+    }
+}
