@@ -1152,3 +1152,22 @@ fn now() -> f64 {
         .unwrap()
         .as_secs_f64()
 }
+
+/// What the README says about handing keys between Rust and Python
+/// (`tests/dask/key_handoff.py`, the Rust side played by the same messages
+/// from Python): a bare `Future(key, client=c)` stays pending,
+/// `state="memory"` reads it without holding it, scattering under the
+/// Python client's id or `client-desires-keys` for it hands it over.
+#[test]
+fn key_handoff_between_rust_and_python() {
+    let out = Command::new(python())
+        .arg(script("key_handoff.py"))
+        .output()
+        .expect("run key_handoff.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "key_handoff.py: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
