@@ -110,7 +110,7 @@ pub use error::{EncodeError, LimitName};
 pub use limits::Limits;
 pub use message::MessageError;
 pub use msgpack::{MsgpackError, Position};
-pub use ndarray::NdArray;
+pub use ndarray::{ArrayElement, NdArray};
 pub use protocol::{dumps, dumps_with, loads, loads_with, DecodeError};
 pub use serialize::{
     CompressionError, DeserializeError, DeserializeOptions, IterateCollection, SerializeOptions,

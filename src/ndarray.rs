@@ -4,8 +4,37 @@
 //! ways (SPEC.md §5.4).
 
 use bytes::{Bytes, BytesMut};
+use zerocopy::{FromBytes, Immutable, KnownLayout};
 
 use crate::error::EncodeError;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A numpy number type an [`NdArray`]'s data can be read as: `f64` (`f8`),
+/// `f32` (`f4`), `i8`..`i64` (`i1`..`i8`), `u8`..`u64` (`u1`..`u8`).
+/// Sealed: framewire implements it for these types only (numpy `bool`,
+/// complex, datetime, string dtypes have no view; read [`NdArray::data`]).
+pub trait ArrayElement: FromBytes + Immutable + KnownLayout + Copy + sealed::Sealed {
+    /// numpy's dtype kind (`'f'`, `'i'`, `'u'`).
+    const KIND: char;
+}
+
+macro_rules! elements {
+    ($($t:ty => $kind:literal),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl ArrayElement for $t {
+            const KIND: char = $kind;
+        }
+    )*};
+}
+
+elements! {
+    f64 => 'f', f32 => 'f',
+    i8 => 'i', i16 => 'i', i32 => 'i', i64 => 'i',
+    u8 => 'u', u16 => 'u', u32 => 'u', u64 => 'u',
+}
 
 /// An n-dimensional array: numpy's `dtype.str`, shape, strides in bytes, and
 /// the data frame, exactly as Dask's `numpy.ndarray` header describes it.
@@ -212,6 +241,111 @@ impl NdArray {
         out.freeze()
     }
 
+    /// Whether the dtype is `T`, in any byte order; and whether that order
+    /// is this machine's.
+    fn dtype_is<T: ArrayElement>(&self) -> Option<bool> {
+        let mut chars = self.dtype.chars();
+        let order = chars.next()?;
+        let kind = chars.next()?;
+        if kind != T::KIND || self.item_size != std::mem::size_of::<T>() {
+            return None;
+        }
+        let native = match order {
+            '=' | '|' => true,
+            '<' => cfg!(target_endian = "little"),
+            '>' => cfg!(target_endian = "big"),
+            _ => return None,
+        };
+        // A one-byte type has no byte order.
+        Some(native || self.item_size == 1)
+    }
+
+    /// The number of elements the receiver sees (the logical shape's).
+    fn count(&self) -> Option<usize> {
+        self.logical_shape()
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .and_then(|n| usize::try_from(n).ok())
+    }
+
+    /// The elements as a `&[T]` in C order, borrowed from the data frame
+    /// (no copy), when that is what the bytes are: the dtype is `T` in this
+    /// machine's byte order, the array is C-contiguous and not broadcast,
+    /// and the data is aligned for `T` (a frame sliced out of a message
+    /// need not be). `None` otherwise: [`to_vec`](Self::to_vec) copies.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use framewire::NdArray;
+    /// let values = [1.5f64, 2.5, 3.5, 4.5];
+    /// let data: Vec<u8> = values.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    /// let dtype = if cfg!(target_endian = "little") { "<f8" } else { ">f8" };
+    /// let a = NdArray::from_c_order(dtype, &[2, 2], Bytes::from(data))?;
+    /// // A `Vec<u8>`'s buffer need not be aligned for f64: `as_slice` may
+    /// // decline; `to_vec` always reads it.
+    /// if let Some(view) = a.as_slice::<f64>() {
+    ///     assert_eq!(view, &values);
+    /// }
+    /// assert_eq!(a.to_vec::<f64>().as_deref(), Some(&values[..]));
+    /// assert_eq!(a.as_slice::<i64>(), None, "not the dtype");
+    /// # Ok::<(), framewire::EncodeError>(())
+    /// ```
+    pub fn as_slice<T: ArrayElement>(&self) -> Option<&[T]> {
+        if !self.dtype_is::<T>()? || self.broadcast_to.is_some() {
+            return None;
+        }
+        let len = self.count()?.checked_mul(self.item_size)?;
+        if !self.is_c_contiguous() || self.data.len() < len {
+            return None;
+        }
+        <[T]>::ref_from_bytes(&self.data[..len]).ok()
+    }
+
+    /// The elements as a `Vec<T>` in C order (numpy's `tolist()` order),
+    /// whatever the strides, broadcasting, alignment and byte order; `None`
+    /// when the dtype is not `T`.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use framewire::NdArray;
+    /// // Big-endian int32 read on any machine.
+    /// let data: Vec<u8> = [7i32, -1, 300].iter().flat_map(|x| x.to_be_bytes()).collect();
+    /// let a = NdArray::from_c_order(">i4", &[3], Bytes::from(data))?;
+    /// assert_eq!(a.to_vec::<i32>(), Some(vec![7, -1, 300]));
+    /// assert_eq!(a.to_vec::<u32>(), None);
+    /// # Ok::<(), framewire::EncodeError>(())
+    /// ```
+    pub fn to_vec<T: ArrayElement>(&self) -> Option<Vec<T>> {
+        let native = self.dtype_is::<T>()?;
+        if let Some(view) = self.as_slice::<T>() {
+            return Some(view.to_vec());
+        }
+        let bytes = self.to_c_order();
+        let size = self.item_size;
+        let mut item = [0u8; 8];
+        bytes
+            .chunks_exact(size)
+            .map(|chunk| {
+                let item = &mut item[..size];
+                item.copy_from_slice(chunk);
+                if !native {
+                    item.reverse();
+                }
+                T::read_from_bytes(item).ok()
+            })
+            .collect()
+    }
+
+    /// Whether the (unbroadcast) data is C-contiguous.
+    fn is_c_contiguous(&self) -> bool {
+        let mut c_stride = self.item_size as u64;
+        self.shape.iter().zip(&self.strides).rev().all(|(&n, &s)| {
+            let ok = n <= 1 || s == c_stride;
+            c_stride = c_stride.saturating_mul(n);
+            ok
+        })
+    }
+
     /// Dask's shard unit for this array's frame: the item size, or
     /// `gcd(item size, 8)` for items wider than 8 bytes.
     pub(crate) fn shard_unit(&self) -> usize {
@@ -228,5 +362,101 @@ fn gcd(a: usize, b: usize) -> usize {
         a
     } else {
         gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn le(dtype: &str) -> String {
+        match cfg!(target_endian = "little") {
+            true => dtype.to_owned(),
+            false => dtype.replacen('<', ">", 1),
+        }
+    }
+
+    /// `bytes` in a buffer whose start is `offset` bytes past an 8-aligned
+    /// address.
+    fn placed(bytes: &[u8], offset: usize) -> Bytes {
+        let mut out = BytesMut::with_capacity(bytes.len() + 16);
+        let pad = out.as_ptr().align_offset(8) + offset;
+        out.extend_from_slice(&vec![0u8; pad]);
+        out.extend_from_slice(bytes);
+        out.freeze().slice(pad..)
+    }
+
+    /// f64s, 8-aligned.
+    fn aligned_f64(values: &[f64]) -> Bytes {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        placed(&bytes, 0)
+    }
+
+    #[test]
+    fn as_slice_borrows_aligned_native_c_order_data() {
+        let data = aligned_f64(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let a = NdArray::from_c_order(&le("<f8"), &[2, 3], data.clone()).unwrap();
+        let view = a.as_slice::<f64>().expect("aligned, native, C order");
+        assert_eq!(view, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(view.as_ptr() as *const u8, data.as_ptr(), "no copy");
+        assert_eq!(a.as_slice::<i64>(), None, "another dtype");
+        assert_eq!(a.as_slice::<f32>(), None, "another size");
+        assert_eq!(a.to_vec::<f64>().unwrap(), view);
+    }
+
+    #[test]
+    fn as_slice_declines_what_is_not_a_plain_view() {
+        // Unaligned: one byte past an aligned address.
+        let bytes: Vec<u8> = [0.0f64, 1.0, 2.0]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        let a = NdArray::from_c_order(&le("<f8"), &[3], placed(&bytes, 1)).unwrap();
+        assert_eq!(a.as_slice::<f64>(), None, "unaligned");
+        assert_eq!(a.to_vec::<f64>(), Some(vec![0.0, 1.0, 2.0]));
+
+        // Foreign byte order.
+        let foreign = if cfg!(target_endian = "little") {
+            ">i2"
+        } else {
+            "<i2"
+        };
+        let data: Vec<u8> = [1i16, -2, 3]
+            .iter()
+            .flat_map(|x| x.swap_bytes().to_ne_bytes())
+            .collect();
+        let a = NdArray::from_c_order(foreign, &[3], Bytes::from(data)).unwrap();
+        assert_eq!(a.as_slice::<i16>(), None, "byte order");
+        assert_eq!(a.to_vec::<i16>(), Some(vec![1, -2, 3]));
+
+        // Fortran order (a transposed 2x3), and a broadcast row.
+        let data = aligned_f64(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        let geometry = |shape, strides, broadcast_to| Geometry {
+            shape,
+            strides,
+            broadcast_to,
+        };
+        let fortran = geometry(vec![2, 3], vec![8, 16], None);
+        let f = NdArray::from_parts(&le("<f8"), fortran, true, data).unwrap();
+        assert_eq!(f.as_slice::<f64>(), None, "not C order");
+        assert_eq!(f.to_vec::<f64>(), Some(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+        let row = aligned_f64(&[7.0, 8.0]);
+        let broadcast = geometry(vec![1, 2], vec![0, 8], Some(vec![3, 2]));
+        let b = NdArray::from_parts(&le("<f8"), broadcast, true, row).unwrap();
+        assert_eq!(b.as_slice::<f64>(), None, "broadcast");
+        assert_eq!(b.to_vec::<f64>(), Some(vec![7.0, 8.0, 7.0, 8.0, 7.0, 8.0]));
+    }
+
+    #[test]
+    fn one_byte_types_have_no_byte_order_and_other_dtypes_no_view() {
+        let a = NdArray::from_c_order("|u1", &[3], Bytes::from_static(&[1, 2, 255])).unwrap();
+        assert_eq!(a.as_slice::<u8>(), Some(&[1u8, 2, 255][..]));
+        assert_eq!(a.to_vec::<i8>(), None, "u1 is not i1");
+        let b = NdArray::from_c_order("|b1", &[3], Bytes::from_static(&[1, 0, 1])).unwrap();
+        assert_eq!(b.as_slice::<u8>(), None, "bool is not u1");
+        let s = NdArray::from_c_order("|S2", &[1], Bytes::from_static(b"ab")).unwrap();
+        assert_eq!(s.to_vec::<u16>(), None);
+        let c = NdArray::from_c_order("<c16", &[1], Bytes::from(vec![0u8; 16])).unwrap();
+        assert_eq!(c.to_vec::<f64>(), None);
     }
 }

@@ -23,7 +23,8 @@
 //! `gen_conversation.py --session` with the pins of
 //! `tests/dask/requirements[-RELEASE].txt`): every message through the byte
 //! layers, every op map and reply through the typed channels, each typed op
-//! read on every release; the test prints what is not typed, per release.
+//! read on every release, and none untyped (no op map read as `Other`, no
+//! reply without its type).
 #![cfg(feature = "dask")]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,9 +33,11 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use framewire::dask::{
-    ErrorReply, GatherKeysReply, GatherReply, GetDataReply, HeartbeatReply, Key, Keys, Number,
-    RegisterWorkerReply, SchedulerRequest, SchedulerToClient, SchedulerToWorker, UpdateDataReply,
-    WorkerRequest, WorkerToScheduler,
+    BroadcastReply, ClientToScheduler, ErrorReply, GatherKeysReply, GatherReply, GetDataReply,
+    HasWhatReply, HeartbeatReply, Key, Keys, NcoresReply, Number, RegisterWorkerReply,
+    RetireWorkersReply, RunReply, SchedulerIdentity, SchedulerRequest, SchedulerToClient,
+    SchedulerToWorker, UpdateDataReply, WhoHasReply, WorkerIdentity, WorkerRequest,
+    WorkerToScheduler,
 };
 use framewire::envelope::{parse_prelude, PreludeStatus};
 use framewire::{message, DeserializeOptions, Envelope, Limits, Value};
@@ -287,9 +290,7 @@ enum Channel {
     SchedulerToWorker,
     WorkerToScheduler,
     SchedulerToClient,
-    /// The client's stream to the scheduler: framewire has no enum for it
-    /// (issue 14 does not ask for one); its typed ops decode into their
-    /// structs.
+    /// The client's stream to the scheduler (`register-client` first).
     ClientToScheduler,
     WorkerRequest,
     SchedulerRequest,
@@ -333,6 +334,8 @@ fn expected_variant(channel: Channel, op: &str) -> Option<&'static str> {
         (SchedulerToWorker, "worker-status-change") => "WorkerStatusChange",
         (SchedulerToWorker, "close") => "Close",
         (SchedulerToWorker, "close-stream") => "CloseStream",
+        (SchedulerToWorker, "remove-worker") => "RemoveWorker",
+        (WorkerToScheduler, "log-event") => "LogEvent",
         (WorkerToScheduler, "task-finished") => "TaskFinished",
         (WorkerToScheduler, "task-erred") => "TaskErred",
         (WorkerToScheduler, "release-worker-data") => "ReleaseWorkerData",
@@ -344,11 +347,31 @@ fn expected_variant(channel: Channel, op: &str) -> Option<&'static str> {
         (WorkerToScheduler, "close-stream") => "CloseStream",
         (SchedulerToClient, "stream-start") => "StreamStart",
         (SchedulerToClient, "task-erred") => "TaskErred",
+        (SchedulerToClient, "key-in-memory") => "KeyInMemory",
+        (SchedulerToClient, "lost-data") => "LostData",
+        (SchedulerToClient, "cancelled-keys") => "CancelledKeys",
+        (SchedulerToClient, "task-retried") => "TaskRetried",
+        (SchedulerToClient, "restart") => "Restart",
+        (SchedulerToClient, "error") => "Error",
+        (SchedulerToClient, "event") => "Event",
+        (SchedulerToClient, "adjust-heartbeat-interval") => "AdjustHeartbeatInterval",
+        (ClientToScheduler, "register-client") => "RegisterClient",
+        (ClientToScheduler, "update-graph") => "UpdateGraph",
+        (ClientToScheduler, "client-desires-keys") => "ClientDesiresKeys",
+        (ClientToScheduler, "report-key") => "ReportKey",
+        (ClientToScheduler, "client-releases-keys") => "ClientReleasesKeys",
+        (ClientToScheduler, "heartbeat-client") => "HeartbeatClient",
+        (ClientToScheduler, "subscribe-topic") => "SubscribeTopic",
+        (ClientToScheduler, "unsubscribe-topic") => "UnsubscribeTopic",
+        (ClientToScheduler, "cancel-keys") => "CancelKeys",
+        (ClientToScheduler, "close-client") => "CloseClient",
+        (ClientToScheduler, "close-stream") => "CloseStream",
         (WorkerRequest, "get_data") => "GetData",
         (WorkerRequest, "update_data") => "UpdateData",
         (WorkerRequest, "gather") => "Gather",
         (WorkerRequest, "free_keys") => "FreeKeys",
         (WorkerRequest, "identity") => "Identity",
+        (WorkerRequest, "run") => "Run",
         (WorkerRequest, "close") => "Close",
         (SchedulerRequest, "register-worker") => "RegisterWorker",
         (SchedulerRequest, "heartbeat_worker") => "HeartbeatWorker",
@@ -356,6 +379,15 @@ fn expected_variant(channel: Channel, op: &str) -> Option<&'static str> {
         (SchedulerRequest, "scatter") => "Scatter",
         (SchedulerRequest, "update_data") => "UpdateData",
         (SchedulerRequest, "identity") => "Identity",
+        (SchedulerRequest, "register-client") => "RegisterClient",
+        (SchedulerRequest, "who_has") => "WhoHas",
+        (SchedulerRequest, "has_what") => "HasWhat",
+        (SchedulerRequest, "ncores") => "Ncores",
+        (SchedulerRequest, "ncores_running") => "NcoresRunning",
+        (SchedulerRequest, "broadcast") => "Broadcast",
+        (SchedulerRequest, "retire_workers") => "RetireWorkers",
+        (SchedulerRequest, "replicate") => "Replicate",
+        (SchedulerRequest, "amm_handler") => "AmmHandler",
         (SchedulerRequest, "close") => "Close",
         _ => return None,
     })
@@ -471,15 +503,7 @@ fn check_op(case: &Case, channel: Channel, op_map: &Value, seen: &mut Seen) -> S
         Channel::SchedulerToClient => via_enum!(SchedulerToClient),
         Channel::WorkerRequest => via_enum!(WorkerRequest),
         Channel::SchedulerRequest => via_enum!(SchedulerRequest),
-        Channel::ClientToScheduler => match op.as_str() {
-            "close-stream" => {
-                typed_round_trip::<framewire::dask::CloseStream>(&what, op_map);
-                seen.add(case, &op, "CloseStream");
-                "CloseStream".into()
-            }
-            // Client ops framewire has no type for (close-client...).
-            _ => "Other".into(),
-        },
+        Channel::ClientToScheduler => via_enum!(ClientToScheduler),
     }
 }
 
@@ -496,14 +520,24 @@ enum Reply {
     GetData,
     /// The worker's `update_data` reply.
     UpdateData,
-    /// nil: the scheduler's `update_data`, the worker's `free_keys`.
+    /// nil: the scheduler's `update_data`, `replicate` and `amm_handler`
+    /// (`run_once`), the worker's `free_keys`.
     Nil,
     /// The worker's `gather` reply.
     Gather,
     /// The scheduler's `gather` reply.
     GatherKeys,
     Scatter,
-    Identity,
+    SchedulerIdentity,
+    WorkerIdentity,
+    WhoHas,
+    HasWhat,
+    /// `ncores`, `ncores_running`.
+    Ncores,
+    /// A broadcast of `run`.
+    Broadcast,
+    RetireWorkers,
+    Run,
 }
 
 /// What a reply decodes into, by its label, its request's op and its
@@ -522,7 +556,15 @@ fn reply_of(case: &Case) -> Option<Reply> {
         (_, "gather", true) => Reply::Gather,
         (_, "gather", false) => Reply::GatherKeys,
         (_, "scatter", false) => Reply::Scatter,
-        (_, "identity", _) => Reply::Identity,
+        (_, "identity", false) => Reply::SchedulerIdentity,
+        (_, "identity", true) => Reply::WorkerIdentity,
+        (_, "who_has", false) => Reply::WhoHas,
+        (_, "has_what", false) => Reply::HasWhat,
+        (_, "ncores" | "ncores_running", false) => Reply::Ncores,
+        (_, "broadcast", false) => Reply::Broadcast,
+        (_, "retire_workers", false) => Reply::RetireWorkers,
+        (_, "replicate" | "amm_handler", false) => Reply::Nil,
+        (_, "run", true) => Reply::Run,
         _ => return None,
     })
 }
@@ -587,10 +629,44 @@ fn check_reply(case: &Case, value: &Value, seen: &mut Seen) -> Option<&'static s
             typed_round_trip::<Vec<Key>>(&what, value);
             "Vec<Key>"
         }
-        Reply::Identity => {
-            let v: Value = typed_round_trip(&what, value);
-            assert!(v.get("type").is_some(), "{what}");
-            "Value"
+        Reply::SchedulerIdentity => {
+            let r: SchedulerIdentity = typed_round_trip(&what, value);
+            assert_eq!(r.type_, "Scheduler", "{what}");
+            "SchedulerIdentity"
+        }
+        Reply::WorkerIdentity => {
+            let r: WorkerIdentity = typed_round_trip(&what, value);
+            assert_eq!(r.type_, "Worker", "{what}");
+            "WorkerIdentity"
+        }
+        Reply::WhoHas => {
+            typed_round_trip::<WhoHasReply>(&what, value);
+            "WhoHasReply"
+        }
+        Reply::HasWhat => {
+            typed_round_trip::<HasWhatReply>(&what, value);
+            "HasWhatReply"
+        }
+        Reply::Ncores => {
+            let r: NcoresReply = typed_round_trip(&what, value);
+            assert!(r.values().all(|&n| n > 0), "{what}");
+            "NcoresReply"
+        }
+        Reply::Broadcast => {
+            let r: BroadcastReply = typed_round_trip(&what, value);
+            assert!(r.values().all(|r| r.status == "OK"), "{what}");
+            "BroadcastReply"
+        }
+        Reply::RetireWorkers => {
+            let r: RetireWorkersReply = typed_round_trip(&what, value);
+            assert!(r.values().all(|w| w.type_ == "Worker"), "{what}");
+            "RetireWorkersReply"
+        }
+        Reply::Run => {
+            let r: RunReply = typed_round_trip(&what, value);
+            assert_eq!(r.status, "OK", "{what}");
+            assert!(r.result.is_some(), "{what}");
+            "RunReply"
         }
     };
     seen.add(case, &case.op, kind);
@@ -650,12 +726,9 @@ fn retyped(case: &Case, value: &Value) -> Value {
             Some(Channel::SchedulerRequest) => {
                 framewire::to_value(&SchedulerRequest::from_value(v.clone()).unwrap())
             }
-            Some(Channel::ClientToScheduler) => match v.get("op").and_then(Value::as_str) {
-                Some("close-stream") => framewire::to_value(
-                    &framewire::from_value::<framewire::dask::CloseStream>(v.clone()).unwrap(),
-                ),
-                _ => Ok(v.clone()),
-            },
+            Some(Channel::ClientToScheduler) => {
+                framewire::to_value(&ClientToScheduler::from_value(v.clone()).unwrap())
+            }
             None => unreachable!(),
         };
         enc.unwrap_or_else(|e| panic!("{}: to_value: {e}", case.name))
@@ -687,7 +760,14 @@ fn reply_retyped(case: &Case, value: &Value) -> Value {
         Some(Reply::Gather) => via::<GatherReply>(value),
         Some(Reply::GatherKeys) => via::<GatherKeysReply>(value),
         Some(Reply::Scatter) => via::<Vec<Key>>(value),
-        Some(Reply::Identity) => via::<Value>(value),
+        Some(Reply::SchedulerIdentity) => via::<SchedulerIdentity>(value),
+        Some(Reply::WorkerIdentity) => via::<WorkerIdentity>(value),
+        Some(Reply::WhoHas) => via::<WhoHasReply>(value),
+        Some(Reply::HasWhat) => via::<HasWhatReply>(value),
+        Some(Reply::Ncores) => via::<NcoresReply>(value),
+        Some(Reply::Broadcast) => via::<BroadcastReply>(value),
+        Some(Reply::RetireWorkers) => via::<RetireWorkersReply>(value),
+        Some(Reply::Run) => via::<RunReply>(value),
         // A reply framewire does not type stays the value it is.
         None => value.clone(),
     }
@@ -723,7 +803,7 @@ const REQUIRED: &[&str] = &[
     "close as SchedulerRequest::Close",
     "close-reply as String",
     "close-stream as WorkerToScheduler::CloseStream",
-    "close-stream as CloseStream",
+    "close-stream as ClientToScheduler::CloseStream",
     "stream-start as SchedulerToClient::StreamStart",
     "get_data as WorkerRequest::GetData",
     "get_data-reply as GetDataReply",
@@ -740,8 +820,39 @@ const REQUIRED: &[&str] = &[
     "scatter-reply as Vec<Key>",
     "identity as WorkerRequest::Identity",
     "identity as SchedulerRequest::Identity",
-    "identity-reply as Value",
+    "identity-reply as SchedulerIdentity",
+    "identity-reply as WorkerIdentity",
     "uncaught-error-reply as ErrorReply",
+];
+
+/// The client's ops and the rest of what the sessions hold (not in the
+/// single captures of `tests/captures/conversation/`): each must be read on
+/// every release (`adjust-heartbeat-interval` from 2025.5.1 on).
+const SESSION_REQUIRED: &[&str] = &[
+    "register-client as ClientToScheduler::RegisterClient",
+    "update-graph as ClientToScheduler::UpdateGraph",
+    "client-releases-keys as ClientToScheduler::ClientReleasesKeys",
+    "heartbeat-client as ClientToScheduler::HeartbeatClient",
+    "subscribe-topic as ClientToScheduler::SubscribeTopic",
+    "close-client as ClientToScheduler::CloseClient",
+    "key-in-memory as SchedulerToClient::KeyInMemory",
+    "adjust-heartbeat-interval as SchedulerToClient::AdjustHeartbeatInterval",
+    "who_has as SchedulerRequest::WhoHas",
+    "who_has-reply as WhoHasReply",
+    "ncores_running as SchedulerRequest::NcoresRunning",
+    "ncores_running-reply as NcoresReply",
+    "broadcast as SchedulerRequest::Broadcast",
+    "broadcast-reply as BroadcastReply",
+    "retire_workers as SchedulerRequest::RetireWorkers",
+    "retire_workers-reply as RetireWorkersReply",
+    "replicate as SchedulerRequest::Replicate",
+    "replicate-reply as ()",
+    "amm_handler as SchedulerRequest::AmmHandler",
+    "amm_handler-reply as ()",
+    "run as WorkerRequest::Run",
+    "run-reply as RunReply",
+    "remove-worker as SchedulerToWorker::RemoveWorker",
+    "log-event as WorkerToScheduler::LogEvent",
 ];
 
 /// Decode, variant, exact `Value` round trip: every typed capture, and
@@ -817,19 +928,27 @@ fn every_typed_capture_through_the_direct_paths() {
                 Some(Reply::Gather) => whole::<GatherReply>(case),
                 Some(Reply::GatherKeys) => whole::<GatherKeysReply>(case),
                 Some(Reply::Scatter) => whole::<Vec<Key>>(case),
-                Some(Reply::Identity) => whole::<Value>(case),
+                Some(Reply::SchedulerIdentity) => whole::<SchedulerIdentity>(case),
+                Some(Reply::WorkerIdentity) => whole::<WorkerIdentity>(case),
+                Some(Reply::WhoHas) => whole::<WhoHasReply>(case),
+                Some(Reply::HasWhat) => whole::<HasWhatReply>(case),
+                Some(Reply::Ncores) => whole::<NcoresReply>(case),
+                Some(Reply::Broadcast) => whole::<BroadcastReply>(case),
+                Some(Reply::RetireWorkers) => whole::<RetireWorkersReply>(case),
+                Some(Reply::Run) => whole::<RunReply>(case),
                 None => panic!("{}: no reply type", case.name),
             },
             (None, Value::Array(_)) => match stream_channel(case) {
                 Channel::SchedulerToWorker => whole::<Vec<SchedulerToWorker>>(case),
                 Channel::WorkerToScheduler => whole::<Vec<WorkerToScheduler>>(case),
                 Channel::SchedulerToClient => whole::<Vec<SchedulerToClient>>(case),
-                Channel::ClientToScheduler => whole::<Vec<Value>>(case),
+                Channel::ClientToScheduler => whole::<Vec<ClientToScheduler>>(case),
                 other => panic!("{}: a batch on {other:?}", case.name),
             },
             (None, _) => match request_channel(case) {
                 Channel::WorkerRequest => whole::<WorkerRequest>(case),
                 Channel::SchedulerRequest => whole::<SchedulerRequest>(case),
+                Channel::ClientToScheduler => whole::<ClientToScheduler>(case),
                 other => panic!("{}: a request on {other:?}", case.name),
             },
         }
@@ -898,11 +1017,11 @@ fn channel_of(case: &Case, value: &Value) -> Channel {
 /// (`tests/captures/sessions/<release>/`): through the byte layers
 /// (decoded pass-through, deserialized as a Dask peer reads it, and
 /// re-encoded byte-identical, framing included), and every op map and
-/// reply through the typed channels: an op that `framewire::dask` types
-/// reads as its variant on every release, after deserializing too, and
-/// writes back the same bytes; one it does not type reads as `Other`, kept
-/// whole. Every typed op of [`REQUIRED`] is read on every release. Prints,
-/// per release, the messages and the op maps and replies not typed.
+/// reply through the typed channels: every op map reads as its variant
+/// (never `Other`) and every reply as its type, on every release, after
+/// deserializing too, and writes back the same bytes. Every typed op of
+/// [`REQUIRED`] and [`SESSION_REQUIRED`] is read on every release. Prints,
+/// per release, the messages and op maps read.
 #[test]
 fn every_release_session_through_the_byte_layers_and_the_typed_channels() {
     let sessions = sessions();
@@ -962,11 +1081,25 @@ fn every_release_session_through_the_byte_layers_and_the_typed_channels() {
         }
         let missing: Vec<&&str> = REQUIRED
             .iter()
+            .chain(SESSION_REQUIRED)
+            // 2024.12.1 does not answer heartbeat-client.
+            .filter(|k| {
+                session.release != "2024.12.1"
+                    || **k
+                        != "adjust-heartbeat-interval as SchedulerToClient::AdjustHeartbeatInterval"
+            })
             .filter(|k| !seen.kinds.contains(**k))
             .collect();
         assert!(
             missing.is_empty(),
             "{}: typed ops not read from its session: {missing:?}",
+            session.release
+        );
+        // Every op map and every reply of the session is typed.
+        assert_eq!(
+            (untyped_maps, &untyped_ops, &untyped_replies),
+            (0, &BTreeMap::new(), &BTreeSet::new()),
+            "{}: op maps and replies not typed ({op_maps} op maps)",
             session.release
         );
         // The workload's one bad call (identity with an unknown keyword).
@@ -1227,7 +1360,7 @@ fn typed_fields_hold_what_dask_wrote() {
     };
     assert_eq!(m.key, key_of(&json["key"]));
     assert!(matches!(m.exception, Value::Serialized(_)));
-    assert!(matches!(m.traceback, Value::Serialized(_)));
+    assert!(matches!(m.traceback, Some(Value::Serialized(_))));
 
     // compute-task: the run_spec is the __Pickled__ block, kept verbatim.
     let (json, v) = first_op(find(&cases, "compute-task_1"));
@@ -1367,4 +1500,216 @@ fn typed_fields_hold_what_dask_wrote() {
     let e: ErrorReply = framewire::from_value(v).unwrap();
     assert_eq!(e.exception_text, text(&json["exception_text"]));
     assert_eq!(e.traceback_text, text(&json["traceback_text"]));
+}
+
+/// The request constructors write what Dask's `Client` sends (its
+/// defaults), given only what the call names: checked against every
+/// release's session, with `reply` set as `Rpc` sets it.
+#[test]
+fn request_constructors_write_what_dask_clients_send() {
+    use framewire::dask::{
+        AmmHandler, ClientReleasesKeys, GatherKeys, Replicate, RetireWorkers, Scatter,
+        SubscribeTopic, WhoHas,
+    };
+    let mut checked = BTreeSet::new();
+    for session in sessions() {
+        for case in &session.cases {
+            if case.request_op.is_some() || !is_typed(case) || case.failed {
+                continue;
+            }
+            let (_env, value) = decode_wire(case);
+            let what = format!("{} ({})", case.name, session.release);
+            let ours = match (channel_of(case, &value), &value) {
+                (Channel::SchedulerRequest, v) => match SchedulerRequest::from_value(v.clone()) {
+                    Ok(SchedulerRequest::WhoHas(m)) => {
+                        let mut c = WhoHas::new(m.keys.clone().unwrap());
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::Replicate(m)) => {
+                        let mut c = Replicate::new(m.keys.clone(), m.n);
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::AmmHandler(m)) => {
+                        let mut c = AmmHandler::new(m.method.clone());
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::RetireWorkers(m)) => {
+                        let mut c = RetireWorkers::new(m.workers.clone().unwrap());
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::Scatter(m)) => {
+                        let mut c = Scatter::new(m.data.clone(), m.client.clone());
+                        c.workers = m.workers.clone();
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    Ok(SchedulerRequest::Gather(m)) => {
+                        let mut c = GatherKeys::new(m.keys.clone());
+                        c.reply = Some(true);
+                        framewire::to_value(&c)
+                    }
+                    _ => continue,
+                },
+                (Channel::ClientToScheduler, Value::Array(items)) => {
+                    let built: Vec<Value> = items
+                        .iter()
+                        .map(
+                            |m| match ClientToScheduler::from_value(m.clone()).unwrap() {
+                                ClientToScheduler::ClientReleasesKeys(m) => framewire::to_value(
+                                    &ClientReleasesKeys::new(m.keys.clone(), m.client.clone()),
+                                )
+                                .unwrap(),
+                                ClientToScheduler::SubscribeTopic(m) => framewire::to_value(
+                                    &SubscribeTopic::new(m.topic.clone(), m.client.clone()),
+                                )
+                                .unwrap(),
+                                _ => m.clone(),
+                            },
+                        )
+                        .collect();
+                    Ok(Value::Array(built))
+                }
+                _ => continue,
+            };
+            let ours = ours.unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(ours, value, "{what}: the constructor's message");
+            checked.insert(case.ops.join(","));
+        }
+    }
+    for op in [
+        "who_has",
+        "replicate",
+        "amm_handler",
+        "retire_workers",
+        "scatter",
+        "gather",
+        "client-releases-keys",
+        "subscribe-topic",
+    ] {
+        assert!(
+            checked.iter().any(|c| c.split(',').any(|o| o == op)),
+            "no {op} checked: {checked:?}"
+        );
+    }
+}
+
+/// The client's channels hold what Dask wrote, field by field (the
+/// 2026.8.0 session; 2024.12.1's older update-graph too).
+#[test]
+fn client_channel_fields_hold_what_dask_wrote() {
+    use framewire::dask::{KeyInMemory, UpdateGraph, WhoHas};
+    let sessions = sessions();
+    let mut seen = BTreeSet::new();
+    for session in &sessions {
+        // One who_has per session: its request, for its reply.
+        let mut who_has_request: Option<Value> = None;
+        for case in &session.cases {
+            if !is_typed(case) || case.failed {
+                continue;
+            }
+            let (_env, value) = decode_wire(case);
+            let what = case.name.clone();
+            if case.request_op.is_none() {
+                let maps: Vec<&Value> = match &value {
+                    Value::Array(items) => items.iter().collect(),
+                    map => vec![map],
+                };
+                for m in maps {
+                    match ClientToScheduler::from_value(m.clone()) {
+                        Ok(ClientToScheduler::UpdateGraph(g))
+                            if case.channel.starts_with("client") =>
+                        {
+                            let g: UpdateGraph = g;
+                            let Keys::Set(keys) = &g.keys else {
+                                panic!("{what}: keys as a set: {:?}", g.keys)
+                            };
+                            assert!(!keys.is_empty(), "{what}");
+                            assert!(g.code.is_pickled() && g.annotations.is_pickled());
+                            assert!(g.span_metadata.is_pickled(), "{what}");
+                            if let Some(p) = &g.internal_priority {
+                                assert!(p.keys().all(|k| keys.contains(k)), "{what}");
+                            }
+                            let old = session.release == "2024.12.1";
+                            assert_eq!(g.expr_ser.is_none(), old, "{what}: expr_ser");
+                            assert_eq!(g.graph_frames.is_some(), old, "{what}: graph_frames");
+                            if let Some(e) = &g.expr_ser {
+                                assert!(matches!(e, Value::Serialized(_)), "{what}: {e:?}");
+                            }
+                            seen.insert(format!("update-graph {}", session.release));
+                        }
+                        _ => {}
+                    }
+                    if case.direction == "scheduler->client" {
+                        if let SchedulerToClient::KeyInMemory(k) =
+                            SchedulerToClient::from_value(m.clone()).unwrap()
+                        {
+                            let k: KeyInMemory = k;
+                            if let Some(t) = &k.type_ {
+                                let t = t.as_ref().expect("a pickled type");
+                                assert_eq!(t.first(), Some(&0x80), "{what}: a pickle");
+                                seen.insert("key-in-memory type".into());
+                            }
+                        }
+                    }
+                }
+                if case.op == "who_has" {
+                    who_has_request = Some(value);
+                }
+                continue;
+            }
+            match (case.request_op.as_deref(), reply_of(case)) {
+                (Some("who_has"), Some(Reply::WhoHas)) => {
+                    let r: WhoHasReply = framewire::from_value(value).unwrap();
+                    let req = who_has_request.take().expect("the who_has request");
+                    let SchedulerRequest::WhoHas(req) = SchedulerRequest::from_value(req).unwrap()
+                    else {
+                        panic!("{what}: the request")
+                    };
+                    let req: WhoHas = req;
+                    let asked = req.keys.expect("keys");
+                    assert_eq!(r.keys().cloned().collect::<Vec<_>>(), asked, "{what}");
+                    assert!(r
+                        .values()
+                        .all(|w| w.iter().all(|a| a.starts_with("tcp://"))));
+                    seen.insert("who_has".into());
+                }
+                (_, Some(Reply::SchedulerIdentity)) => {
+                    let r: SchedulerIdentity = framewire::from_value(value).unwrap();
+                    assert!(r.id.starts_with("Scheduler-") && r.address.starts_with("tcp://"));
+                    if let Some(n) = r.n_workers {
+                        assert_eq!(n, 2, "{what}: two workers");
+                        assert_eq!(r.total_threads, Some(2), "{what}");
+                    }
+                    for (addr, w) in &r.workers {
+                        assert!(addr.starts_with("tcp://127.0.0.1:"), "{what}: {addr}");
+                        assert_eq!(w.nthreads, 1, "{what}");
+                        assert_eq!(w.memory_limit, Some(2 << 30), "{what}");
+                        assert_eq!(w.host, "127.0.0.1", "{what}");
+                        seen.insert("identity workers".into());
+                    }
+                }
+                (_, Some(Reply::RetireWorkers)) => {
+                    let r: RetireWorkersReply = framewire::from_value(value).unwrap();
+                    assert_eq!(r.len(), 1, "{what}");
+                    assert_eq!(r[0].status, "closed", "{what}");
+                    seen.insert("retire_workers".into());
+                }
+                _ => {}
+            }
+        }
+    }
+    for want in [
+        "update-graph 2024.12.1",
+        "update-graph 2026.8.0",
+        "key-in-memory type",
+        "who_has",
+        "identity workers",
+        "retire_workers",
+    ] {
+        assert!(seen.contains(want), "{want} not checked: {seen:?}");
+    }
 }

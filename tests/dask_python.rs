@@ -679,7 +679,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
             workers: Some(vec![w0.clone()]),
             client: "Client-e5af80aa-ed96-11f1-8c10-02fc00000001".into(),
             broadcast: false,
-            timeout: Value::from(30i64),
+            timeout: Number::Int(30),
             reply: Some(true),
         })
     );
@@ -713,7 +713,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
                 op: Op::new(),
                 key: nested_key.clone(),
                 exception: pickled_exc(),
-                traceback: Value::Nil,
+                traceback: Some(Value::Nil),
             }),
         ]
     );
@@ -1151,4 +1151,23 @@ fn now() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
+}
+
+/// What the README says about handing keys between Rust and Python
+/// (`tests/dask/key_handoff.py`, the Rust side played by the same messages
+/// from Python): a bare `Future(key, client=c)` stays pending,
+/// `state="memory"` reads it without holding it, scattering under the
+/// Python client's id or `client-desires-keys` for it hands it over.
+#[test]
+fn key_handoff_between_rust_and_python() {
+    let out = Command::new(python())
+        .arg(script("key_handoff.py"))
+        .output()
+        .expect("run key_handoff.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "key_handoff.py: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -10,6 +10,7 @@
 //! requests to a worker (RPC)      WorkerRequest        worker.py handlers
 //! requests to the scheduler       SchedulerRequest     scheduler.py handlers
 //! scheduler → client stream       SchedulerToClient    client.py _stream_handlers
+//! client → scheduler stream       ClientToScheduler    scheduler.py client_handlers
 //! ```
 //!
 //! Every enum has a variant per op it knows and [`Other`](WorkerToScheduler::Other),
@@ -167,6 +168,18 @@ pub(crate) fn reply_flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Optio
     Ok(Some(Option::<bool>::deserialize(d)?.unwrap_or(false)))
 }
 
+/// A key that may be absent and may be nil, read as `Some` of what it holds
+/// (`Some(None)` or `Some(Value::Nil)` for a nil): with `default` (absent is
+/// `None`) and `skip_serializing_if = "Option::is_none"`, a nil is written
+/// back as nil and an absent key stays absent.
+pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
 macro_rules! channel {
     (
         $(#[$meta:meta])*
@@ -269,6 +282,8 @@ channel! {
         RemoveReplicas(RemoveReplicas),
         /// `steal-request`.
         StealRequest(StealRequest),
+        /// `remove-worker`.
+        RemoveWorker(RemoveWorker),
         /// `worker-status-change`.
         WorkerStatusChange(WorkerStatusChange),
         /// `close`.
@@ -293,6 +308,8 @@ channel! {
         Reschedule(Reschedule),
         /// `steal-response`.
         StealResponse(StealResponse),
+        /// `log-event`.
+        LogEvent(LogEvent),
         /// `worker-status-change`.
         WorkerStatusChange(WorkerStatusChange),
         /// `keep-alive`.
@@ -315,6 +332,8 @@ channel! {
         FreeKeys(FreeKeysRpc),
         /// `identity`.
         Identity(Identity),
+        /// `run`.
+        Run(Run),
         /// `close`.
         Close(Close),
     }
@@ -335,17 +354,83 @@ channel! {
         UpdateData(UpdateWhoHas),
         /// `identity`.
         Identity(Identity),
+        /// `register-client` (the first message of a client's stream, also
+        /// read by [`ClientToScheduler`]).
+        RegisterClient(RegisterClient),
+        /// `who_has`.
+        WhoHas(WhoHas),
+        /// `has_what`.
+        HasWhat(HasWhat),
+        /// `ncores`.
+        Ncores(Ncores),
+        /// `ncores_running`.
+        NcoresRunning(NcoresRunning),
+        /// `broadcast`.
+        Broadcast(Broadcast),
+        /// `retire_workers`.
+        RetireWorkers(RetireWorkers),
+        /// `replicate`.
+        Replicate(Replicate),
+        /// `amm_handler`.
+        AmmHandler(AmmHandler),
         /// `close`.
         Close(Close),
     }
 }
 
 channel! {
-    /// What the scheduler sends a client on its batched stream.
+    /// What the scheduler sends a client on its batched stream (2026.8.0's
+    /// `Client._stream_handlers`, and `stream-start`).
     pub enum SchedulerToClient {
         /// `stream-start`.
         StreamStart(StreamStart),
+        /// `key-in-memory`.
+        KeyInMemory(KeyInMemory),
+        /// `lost-data`.
+        LostData(LostData),
+        /// `cancelled-keys`.
+        CancelledKeys(CancelledKeys),
+        /// `task-retried`.
+        TaskRetried(TaskRetried),
         /// `task-erred`.
         TaskErred(ClientTaskErred),
+        /// `restart`.
+        Restart(Restart),
+        /// `error`.
+        Error(SchedulerError),
+        /// `event`.
+        Event(Event),
+        /// `adjust-heartbeat-interval`.
+        AdjustHeartbeatInterval(AdjustHeartbeatInterval),
+    }
+}
+
+channel! {
+    /// What a client sends the scheduler on its batched stream
+    /// (`register-client` first, then 2026.8.0's `Scheduler.client_handlers`
+    /// that `Client` sends, and `close-stream`).
+    pub enum ClientToScheduler {
+        /// `register-client`.
+        RegisterClient(RegisterClient),
+        /// `update-graph`.
+        UpdateGraph(UpdateGraph),
+        /// `client-desires-keys`.
+        ClientDesiresKeys(ClientDesiresKeys),
+        /// `report-key`.
+        ReportKey(ReportKey),
+        /// `client-releases-keys`.
+        ClientReleasesKeys(ClientReleasesKeys),
+        /// `heartbeat-client`.
+        HeartbeatClient(HeartbeatClient),
+        /// `subscribe-topic`.
+        SubscribeTopic(SubscribeTopic),
+        /// `unsubscribe-topic`.
+        UnsubscribeTopic(UnsubscribeTopic),
+        /// `cancel-keys`.
+        CancelKeys(CancelKeys),
+        /// `close-client`.
+        CloseClient(CloseClient),
+        /// `close-stream`.
+        CloseStream(CloseStream),
     }
 }

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     AddKeys, BatchedReader, BatchedWriter, HeartbeatReply, HeartbeatWorker, Key, Map, Op,
@@ -375,8 +375,9 @@ pub async fn versions_like_scheduler(
     Ok(Value::map_of([("host", host), ("packages", packages)]))
 }
 
-/// A worker's answer to `identity` (`Worker.identity`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// A worker's answer to `identity` (`Worker.identity`); a client reads it
+/// from a Dask worker as well.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerIdentity {
     /// `"Worker"`.
     #[serde(rename = "type")]
