@@ -1,0 +1,683 @@
+//! [`Client`]: a Rust program as a client of a Dask cluster, as
+//! `distributed.Client` 2026.8.0 is one — registered on a batched stream
+//! of its own, heartbeating, putting data on workers (`scatter`), fetching
+//! it (`gather`), waiting for keys to be in memory and letting them go.
+//!
+//! **Keys live as long as the client holds them**, as with Python futures:
+//! a key the client scattered or waited for is one the scheduler keeps for
+//! it (`client-desires-keys`) until [`Client::release`] or
+//! [`Client::close`] lets it go (`client-releases-keys`, `close-client`);
+//! then, when no other client wants it, the scheduler forgets it and the
+//! workers drop it.
+//!
+//! **Handing keys over.** A key the Rust client scattered is in the
+//! scheduler's memory under that key; a Python client picks it up with
+//! `Future(key, client=c, state="memory")` (in 2026.8.0 `Future(key,
+//! client=c)` alone registers a future the scheduler is never asked about,
+//! so it stays pending forever; `state="memory"` marks it finished at once).
+//! Keys a Python client computed are waited for ([`Client::wait`]) and
+//! gathered ([`Client::gather`]) by name, while the Python client holds them
+//! (or after, as long as the Rust client asked for them first).
+//!
+//! ```no_run
+//! use framewire::dask::{Client, ClientOptions, Key};
+//! use framewire::{NdArray, Value};
+//!
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::connect("tcp://127.0.0.1:8786", ClientOptions::default()).await?;
+//! // Scatter an array: the scheduler keeps "x" for this client.
+//! let data = bytes::Bytes::from(vec![0u8; 8 * 1000]);
+//! let x = NdArray::from_c_order("<f8", &[1000], data)?;
+//! let who_has = client
+//!     .scatter([(Key::from("x"), Value::NdArray(Box::new(x)))])
+//!     .await?;
+//! println!("x is on {:?}", who_has[&Key::from("x")]);
+//! // Python: Future("x", client=c, state="memory") computes on it.
+//!
+//! // Wait for a key Python computes, then fetch it from its worker.
+//! let y = Key::from("y");
+//! client.wait(std::slice::from_ref(&y)).await?;
+//! let values = client.gather(std::slice::from_ref(&y)).await?;
+//! println!("{:?}", values[&y]);
+//!
+//! client.release(&[Key::from("x"), y])?; // the scheduler may forget them now
+//! client.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::runtime::server_id;
+use super::{
+    gather_from_workers, BatchedReader, BatchedWriter, GatherKeys, GatherKeysReply, Key, Map, Op,
+    Rpc, RpcError, StreamStart, UpdateData, UpdateDataReply, UpdateWhoHas,
+};
+use crate::serialize::{deserialize_blocks, DeserializeError, DeserializeOptions};
+use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
+use crate::typed;
+use crate::value::Value;
+
+/// How a [`Client`] connects and behaves.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClientOptions {
+    /// Connections to the scheduler and the workers: the connect retry
+    /// ([`connect_timeout`](ConnectionBuilder::connect_timeout)), TCP
+    /// timeouts, and the certificates for `tls://`
+    /// ([`tls`](ConnectionBuilder::tls)).
+    pub connection: ConnectionBuilder,
+    /// The handshake (its `timeout` also bounds registering).
+    pub handshake: HandshakeOptions,
+    /// Time between `heartbeat-client`s until the scheduler says otherwise
+    /// (`adjust-heartbeat-interval`): 5 s, Dask's
+    /// `distributed.client.heartbeat`.
+    pub heartbeat_interval: Duration,
+    /// How the client's stream batches what it sends: 10 ms, as Dask's
+    /// client.
+    pub batch_interval: Duration,
+    /// How [`Client::gather`] deserializes the values (add
+    /// [`PickleFamily`](crate::pickle::PickleFamily) to the registry, feature
+    /// `pickle`, for the values Python pickles).
+    pub deserialize: DeserializeOptions,
+}
+
+impl Default for ClientOptions {
+    fn default() -> ClientOptions {
+        ClientOptions {
+            connection: ConnectionBuilder::new(),
+            handshake: HandshakeOptions::default(),
+            heartbeat_interval: Duration::from_secs(5),
+            batch_interval: Duration::from_millis(10),
+            deserialize: DeserializeOptions::default(),
+        }
+    }
+}
+
+/// What can stop a [`Client`] call.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// A call to the scheduler or a worker failed.
+    Rpc(RpcError),
+    /// The client's stream failed, or the client is closed.
+    Transport(TransportError),
+    /// The scheduler refused the client (`stream-start` with an error).
+    Refused(String),
+    /// No running worker to scatter to.
+    NoWorkers,
+    /// The task of this key erred.
+    Erred(Key),
+    /// The scheduler cancelled this key (or has forgotten it).
+    Cancelled(Key),
+    /// The data of this key was lost (its workers left).
+    Lost(Key),
+    /// These keys could be fetched neither from the workers nor through
+    /// the scheduler.
+    Missing(Vec<Key>),
+    /// A value could not be deserialized.
+    Deserialize(Key, DeserializeError),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Rpc(e) => e.fmt(f),
+            ClientError::Transport(e) => e.fmt(f),
+            ClientError::Refused(why) => write!(f, "the scheduler refused the client: {why}"),
+            ClientError::NoWorkers => f.write_str("no running worker"),
+            ClientError::Erred(k) => write!(f, "the task of {k} erred"),
+            ClientError::Cancelled(k) => write!(f, "{k} was cancelled"),
+            ClientError::Lost(k) => write!(f, "the data of {k} was lost"),
+            ClientError::Missing(keys) => write!(f, "could not gather {} keys", keys.len()),
+            ClientError::Deserialize(k, e) => write!(f, "the value of {k}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientError::Rpc(e) => Some(e),
+            ClientError::Transport(e) => Some(e),
+            ClientError::Deserialize(_, e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<RpcError> for ClientError {
+    fn from(e: RpcError) -> ClientError {
+        ClientError::Rpc(e)
+    }
+}
+
+impl From<TransportError> for ClientError {
+    fn from(e: TransportError) -> ClientError {
+        ClientError::Transport(e)
+    }
+}
+
+// ---- messages -------------------------------------------------------------
+// typed publicly by the client channels (issue 25 §1)
+
+/// `register-client`, the first message of the client's stream.
+#[derive(Serialize)]
+struct RegisterClient<'a> {
+    op: &'static str,
+    client: &'a str,
+    reply: bool,
+    versions: Value,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `ncores_running` to the scheduler: the running workers' threads.
+#[derive(Serialize)]
+struct NcoresRunning {
+    op: &'static str,
+    workers: Option<Vec<String>>,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `who_has` to the scheduler.
+#[derive(Serialize)]
+struct WhoHas<'a> {
+    op: &'static str,
+    keys: &'a [Key],
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `client-desires-keys` / `client-releases-keys` on the stream.
+#[derive(Serialize)]
+struct ClientKeys<'a> {
+    op: &'static str,
+    keys: &'a [Key],
+    client: &'a str,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// What the scheduler sends a client that this client acts on.
+#[derive(Deserialize)]
+struct ReportKey {
+    #[serde(default)]
+    key: Option<Key>,
+    #[serde(default)]
+    keys: Option<Vec<Key>>,
+    #[serde(default)]
+    interval: Option<f64>,
+}
+
+// ---- state ------------------------------------------------------------------
+
+/// Where a key the client follows is, as the scheduler reported it.
+#[derive(Clone, Debug, PartialEq)]
+enum KeyState {
+    Memory,
+    Erred,
+    Cancelled,
+    Lost,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// What the scheduler last reported of each key.
+    keys: HashMap<Key, KeyState>,
+    /// The keys this client holds.
+    held: HashSet<Key>,
+    /// The stream ended (the scheduler closed it, or it failed).
+    ended: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Bumped on each report, to wake [`Client::wait`].
+    changed: watch::Sender<u64>,
+    /// Milliseconds between heartbeats.
+    heartbeat_ms: AtomicU64,
+    writer: Mutex<Option<BatchedWriter>>,
+}
+
+impl Shared {
+    fn send<M: Serialize>(&self, msg: &M) -> Result<(), TransportError> {
+        match &*self.writer.lock().expect("not poisoned") {
+            Some(w) => w.send(msg),
+            None => Err(TransportError::Closed),
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut State)) {
+        f(&mut self.state.lock().expect("not poisoned"));
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+/// Dask's `scatter_to_workers` round-robin counter (process-wide, as
+/// `utils_comm._round_robin_counter`).
+static ROUND_ROBIN: AtomicUsize = AtomicUsize::new(0);
+
+/// A client of a Dask scheduler (`tcp://` or `tls://`). See the
+/// [module docs](self) for the lifetime of keys and the handoff to Python.
+///
+/// Every method takes `&self`; calls to the scheduler share one connection
+/// (made on first use). Must be used within a tokio runtime.
+#[derive(Debug)]
+pub struct Client {
+    id: String,
+    scheduler: String,
+    opts: ClientOptions,
+    shared: Arc<Shared>,
+    rpc: tokio::sync::Mutex<Option<Rpc<Socket>>>,
+    reader: JoinHandle<()>,
+    heartbeat: JoinHandle<()>,
+}
+
+impl Client {
+    /// Connects to the scheduler at `address` (retrying until the
+    /// connection builder's connect timeout), registers as Dask's client
+    /// does (`register-client` on a connection of its own, which becomes
+    /// the batched stream once the scheduler answers `stream-start`), and
+    /// starts heartbeating.
+    pub async fn connect(address: &str, opts: ClientOptions) -> Result<Client, ClientError> {
+        let id = server_id("Client");
+        let (mut conn, _) = opts
+            .connection
+            .connect_address(address, &opts.handshake)
+            .await
+            .map_err(RpcError::from)?;
+        // As `_ensure_connected`: the scheduler's information first (here
+        // its package versions, which this client, running no Python, takes
+        // as its own so that no version mismatch is reported).
+        let versions =
+            super::versions_like_scheduler(address, &opts.connection, &opts.handshake).await?;
+        let register = RegisterClient {
+            op: "register-client",
+            client: &id,
+            reply: false,
+            versions,
+        };
+        let exchange = async {
+            conn.send_msg(&register).await?;
+            conn.recv_value().await.ok_or(TransportError::Closed)?
+        };
+        let first = match opts.handshake.timeout {
+            Some(t) => tokio::time::timeout(t, exchange).await.map_err(|_| {
+                TransportError::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no stream-start from the scheduler",
+                ))
+            })??,
+            None => exchange.await?,
+        };
+        // The scheduler's batched stream: a list of one `stream-start`.
+        let start = match first {
+            Value::Array(mut ops) if ops.len() == 1 => ops.remove(0),
+            other => other,
+        };
+        let start: StreamStart = typed::from_value(start).map_err(RpcError::Decode)?;
+        if !start.error.is_empty() {
+            return Err(ClientError::Refused(start.error));
+        }
+        let (r, w) = conn.into_split();
+        let (changed, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed,
+            heartbeat_ms: AtomicU64::new(opts.heartbeat_interval.as_millis() as u64),
+            writer: Mutex::new(Some(BatchedWriter::new(w, opts.batch_interval))),
+        });
+        let reader = tokio::spawn(read_stream(BatchedReader::new(r), shared.clone()));
+        let heartbeat = tokio::spawn(heartbeats(shared.clone()));
+        Ok(Client {
+            id,
+            scheduler: address.to_owned(),
+            opts,
+            shared,
+            rpc: tokio::sync::Mutex::new(None),
+            reader,
+            heartbeat,
+        })
+    }
+
+    /// The client's id (`"Client-<32 hex digits>"`), as the scheduler
+    /// knows it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The keys this client holds (scattered or waited for, not released).
+    pub fn held(&self) -> Vec<Key> {
+        let state = self.shared.state.lock().expect("not poisoned");
+        state.held.iter().cloned().collect()
+    }
+
+    /// A call to the scheduler on the shared connection (reconnecting
+    /// after a failed call).
+    async fn call<Q: Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        request: &Q,
+    ) -> Result<R, RpcError> {
+        let mut rpc = self.rpc.lock().await;
+        if rpc.is_none() {
+            *rpc = Some(
+                Rpc::connect(&self.scheduler, &self.opts.connection, &self.opts.handshake).await?,
+            );
+        }
+        let result = rpc.as_mut().expect("connected above").call(request).await;
+        if result.is_err() {
+            *rpc = None;
+        }
+        result
+    }
+
+    /// Places values on the workers as `Client.scatter` does (direct):
+    /// asks the scheduler for the running workers (`ncores_running`),
+    /// spreads the keys round robin over them (sorted by address), sends
+    /// each worker its values (`update_data`), then tells the scheduler who
+    /// has what (`update_data` with this client's id: the scheduler holds
+    /// the keys for it, in memory). Returns where each key went.
+    ///
+    /// Values: bytes (`Value::Bin`, Python gets `bytes`), arrays
+    /// (`Value::NdArray`, numpy arrays), blocks (`Value::Serialized`,
+    /// `Value::Pickled`: sent as they are) and plain values (the `msgpack`
+    /// family: Python gets ints, strs, lists, dicts).
+    pub async fn scatter(
+        &self,
+        data: impl IntoIterator<Item = (Key, Value)>,
+    ) -> Result<Map<Key, Vec<String>>, ClientError> {
+        let data: Vec<(Key, Value)> = data.into_iter().collect();
+        if data.is_empty() {
+            return Ok(Map::new());
+        }
+        let nthreads: Map<String, u64> = self
+            .call(&NcoresRunning {
+                op: "ncores_running",
+                workers: None,
+            })
+            .await?;
+        let mut workers: Vec<String> = nthreads.into_keys().collect();
+        if workers.is_empty() {
+            return Err(ClientError::NoWorkers);
+        }
+        workers.sort();
+        let start = ROUND_ROBIN.fetch_add(data.len(), Ordering::Relaxed);
+        let mut groups: Map<String, Map<Key, Value>> = Map::new();
+        let mut who_has: Map<Key, Vec<String>> = Map::new();
+        for (i, (key, value)) in data.into_iter().enumerate() {
+            let worker = &workers[(start + i) % workers.len()];
+            let value = match value {
+                v @ (Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_)) => v,
+                v => Value::ToSerialize(Box::new(v)),
+            };
+            groups
+                .entry(worker.clone())
+                .or_default()
+                .insert(key.clone(), value);
+            who_has.insert(key, vec![worker.clone()]);
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (worker, values) in groups {
+            let (builder, handshake) = (self.opts.connection.clone(), self.opts.handshake.clone());
+            tasks.spawn(async move {
+                let mut rpc = Rpc::connect(&worker, &builder, &handshake).await?;
+                let reply: UpdateDataReply = rpc
+                    .call(&UpdateData {
+                        op: Op::new(),
+                        data: values,
+                        stimulus_id: None,
+                        reply: None,
+                    })
+                    .await?;
+                let _ = rpc.close().await;
+                Ok::<_, RpcError>(reply)
+            });
+        }
+        let mut nbytes = Map::new();
+        while let Some(done) = tasks.join_next().await {
+            let reply = done.expect("an update_data task does not panic")?;
+            nbytes.extend(reply.nbytes);
+        }
+        let keys: Vec<Key> = who_has.keys().cloned().collect();
+        self.shared.update(|s| s.held.extend(keys));
+        let () = self
+            .call(&UpdateWhoHas {
+                op: Op::new(),
+                who_has: who_has.clone(),
+                nbytes,
+                client: Some(self.id.clone()),
+                reply: None,
+            })
+            .await?;
+        Ok(who_has)
+    }
+
+    /// Where each key is in memory, as the scheduler knows (`who_has`; a
+    /// key it does not know has no workers).
+    pub async fn who_has(&self, keys: &[Key]) -> Result<Map<Key, Vec<String>>, ClientError> {
+        Ok(self
+            .call(&WhoHas {
+                op: "who_has",
+                keys,
+            })
+            .await?)
+    }
+
+    /// Holds `keys` (`client-desires-keys`): the scheduler keeps them for
+    /// this client and reports on them. A key the scheduler does not know
+    /// yet is ignored by it (with a warning in its log).
+    pub fn desire(&self, keys: &[Key]) -> Result<(), ClientError> {
+        self.shared.update(|s| s.held.extend(keys.iter().cloned()));
+        self.shared.send(&ClientKeys {
+            op: "client-desires-keys",
+            keys,
+            client: &self.id,
+        })?;
+        Ok(())
+    }
+
+    /// Lets `keys` go (`client-releases-keys`): when no other client holds
+    /// them, the scheduler forgets them and the workers drop them.
+    pub fn release(&self, keys: &[Key]) -> Result<(), ClientError> {
+        self.shared.update(|s| {
+            for k in keys {
+                s.held.remove(k);
+                s.keys.remove(k);
+            }
+        });
+        self.shared.send(&ClientKeys {
+            op: "client-releases-keys",
+            keys,
+            client: &self.id,
+        })?;
+        Ok(())
+    }
+
+    /// Waits until every key is in memory: holds them
+    /// ([`desire`](Client::desire)) and waits for the scheduler's
+    /// `key-in-memory` reports (sent at once for a key already in memory),
+    /// as Dask's `wait` on futures. A key whose task erred, was cancelled
+    /// or lost is an error. The keys must be known to the scheduler (a
+    /// graph submitted, or data scattered); bound the wait with
+    /// `tokio::time::timeout` otherwise.
+    pub async fn wait(&self, keys: &[Key]) -> Result<(), ClientError> {
+        let mut changed = self.shared.changed.subscribe();
+        self.desire(keys)?;
+        loop {
+            {
+                let state = self.shared.state.lock().expect("not poisoned");
+                let mut all = true;
+                for k in keys {
+                    match state.keys.get(k) {
+                        Some(KeyState::Memory) => {}
+                        Some(KeyState::Erred) => return Err(ClientError::Erred(k.clone())),
+                        Some(KeyState::Cancelled) => return Err(ClientError::Cancelled(k.clone())),
+                        Some(KeyState::Lost) => return Err(ClientError::Lost(k.clone())),
+                        None => all = false,
+                    }
+                }
+                if all {
+                    return Ok(());
+                }
+                if state.ended {
+                    return Err(TransportError::Closed.into());
+                }
+            }
+            if changed.changed().await.is_err() {
+                return Err(TransportError::Closed.into());
+            }
+        }
+    }
+
+    /// The values of `keys`, deserialized with the options'
+    /// [`deserialize`](ClientOptions::deserialize) (an array is an
+    /// [`NdArray`](crate::NdArray) over the frames it arrived in). See
+    /// [`gather_blocks`](Client::gather_blocks).
+    pub async fn gather(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
+        let blocks = self.gather_blocks(keys).await?;
+        blocks
+            .into_iter()
+            .map(
+                |(k, v)| match deserialize_blocks(v, &self.opts.deserialize) {
+                    Ok(v) => Ok((k, v)),
+                    Err(e) => Err(ClientError::Deserialize(k, e)),
+                },
+            )
+            .collect()
+    }
+
+    /// The values of `keys` as they arrived (blocks, views of the receive
+    /// buffers), fetched as `Client.gather` does: where they are from the
+    /// scheduler (`who_has`), then straight from the workers that hold
+    /// them (`get_data`), and what they could not give through the
+    /// scheduler (`gather`).
+    pub async fn gather_blocks(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
+        let who_has = self.who_has(keys).await?;
+        let mut builder = self.opts.connection.clone();
+        builder.deserialize_blocks(false);
+        let got = gather_from_workers(&who_has, None, &builder, &self.opts.handshake).await;
+        let mut data = got.data;
+        let missing: Vec<Key> = keys
+            .iter()
+            .filter(|k| !data.contains_key(*k))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let reply: GatherKeysReply = self
+                .call(&GatherKeys {
+                    op: Op::new(),
+                    keys: missing,
+                    reply: None,
+                })
+                .await?;
+            if reply.status != "OK" {
+                return Err(ClientError::Missing(reply.keys.unwrap_or_default()));
+            }
+            data.extend(reply.data.unwrap_or_default());
+        }
+        // In the order asked.
+        let mut out = Map::new();
+        for k in keys {
+            match data.swap_remove(k) {
+                Some(v) => {
+                    out.insert(k.clone(), v);
+                }
+                None => return Err(ClientError::Missing(vec![k.clone()])),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Closes the client as Dask's does: `close-client` (the scheduler
+    /// releases every key this client holds) and `close-stream` on the
+    /// stream, then the stream and the scheduler connection are closed.
+    pub async fn close(mut self) -> Result<(), ClientError> {
+        self.heartbeat.abort();
+        let writer = self.shared.writer.lock().expect("not poisoned").take();
+        let mut result = Ok(());
+        if let Some(w) = writer {
+            let bye = |op: &'static str| Value::map_of([("op", Value::from_static(op))]);
+            let _ = w.send_value(bye("close-client"));
+            let _ = w.send_value(bye("close-stream"));
+            result = w.close().await.map_err(ClientError::from);
+        }
+        // The scheduler answers with `stream-closed` and closes its end.
+        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.reader).await;
+        if let Some(rpc) = self.rpc.lock().await.take() {
+            let _ = rpc.close().await;
+        }
+        result
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // Without `close`: the stream's end tells the scheduler.
+        self.heartbeat.abort();
+        self.reader.abort();
+    }
+}
+
+/// Reads the client's stream: the reports on keys, heartbeat intervals.
+async fn read_stream(mut reader: BatchedReader<tokio::io::ReadHalf<Socket>>, shared: Arc<Shared>) {
+    while let Some(Ok(msg)) = reader.recv_value().await {
+        let op = msg.get("op").and_then(Value::as_str).map(str::to_owned);
+        let Ok(report) = typed::from_value::<ReportKey>(msg) else {
+            continue;
+        };
+        let one = |state: KeyState| {
+            let key = report.key.clone();
+            move |s: &mut State| {
+                if let Some(k) = key {
+                    s.keys.insert(k, state);
+                }
+            }
+        };
+        match op.as_deref() {
+            Some("key-in-memory") => shared.update(one(KeyState::Memory)),
+            Some("task-erred") => shared.update(one(KeyState::Erred)),
+            Some("lost-data") => shared.update(one(KeyState::Lost)),
+            Some("cancelled-keys") => shared.update(|s| {
+                for k in report.keys.clone().unwrap_or_default() {
+                    s.keys.insert(k, KeyState::Cancelled);
+                }
+            }),
+            Some("task-retried") => shared.update(|s| {
+                if let Some(k) = &report.key {
+                    s.keys.remove(k);
+                }
+            }),
+            Some("adjust-heartbeat-interval") => {
+                if let Some(secs) = report.interval.filter(|s| *s > 0.0 && s.is_finite()) {
+                    let ms = (secs.min(3600.0) * 1000.0) as u64;
+                    shared.heartbeat_ms.store(ms.max(1), Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
+    shared.update(|s| s.ended = true);
+}
+
+/// `heartbeat-client` on the stream, every interval (as `Client._heartbeat`).
+async fn heartbeats(shared: Arc<Shared>) {
+    loop {
+        let ms = shared.heartbeat_ms.load(Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let beat = Value::map_of([("op", Value::from_static("heartbeat-client"))]);
+        let sent = match &*shared.writer.lock().expect("not poisoned") {
+            Some(w) => w.send_value(beat),
+            None => Err(TransportError::Closed),
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
