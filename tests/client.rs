@@ -5,6 +5,8 @@
 //! scheduler knows. The tests fail, never skip, when Python Dask is
 //! missing.
 
+#[path = "support/certs.rs"]
+mod certs;
 #[path = "support/cluster.rs"]
 mod cluster;
 #[path = "support/dask_python.rs"]
@@ -111,7 +113,7 @@ async fn python_computes_on_what_rust_scattered() {
     for w in &placed {
         assert!([&a1, &a2].contains(&&w.to_string()), "{w}");
     }
-    assert_eq!(client.who_has(&[key.clone()]).await.unwrap(), {
+    assert_eq!(client.who_has(std::slice::from_ref(&key)).await.unwrap(), {
         let mut m = framewire::dask::Map::new();
         m.insert(key.clone(), who_has[&key].clone());
         m
@@ -131,7 +133,10 @@ async fn python_computes_on_what_rust_scattered() {
     assert_eq!(s["who_has"], serde_json::json!([who_has[&key][0]]));
 
     // Back from the workers, the bytes as they went.
-    let got = client.gather(&[small.clone()]).await.expect("gather");
+    let got = client
+        .gather(std::slice::from_ref(&small))
+        .await
+        .expect("gather");
     assert_eq!(got[&small], Value::bin(&b"hello from rust"[..]));
     client.close().await.expect("close");
 }
@@ -302,4 +307,49 @@ async fn heartbeats_then_close_forgets_keys() {
     }
     assert_eq!(last["registered"], false, "{last}");
     assert!(last["key_state"].is_null(), "the key is kept: {last}");
+}
+
+/// The same over `tls://`: the client's connections (scheduler, stream,
+/// workers) present the cluster's certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scatter_wait_gather_over_tls() {
+    let python = dask_python::python();
+    let dir = scratch_dir("client-tls");
+    let c = certs::make(&dir.path().join("certs"));
+    let files = [c.ca(), c.cert(), c.key()].map(|p| p.to_str().unwrap().to_owned());
+    let tls_args = [
+        "--tls-ca-file",
+        &files[0],
+        "--tls-cert",
+        &files[1],
+        "--tls-key",
+        &files[2],
+    ];
+    let sched_args: Vec<&str> = ["--protocol", "tls"].into_iter().chain(tls_args).collect();
+    let (sched, addr) = cluster::scheduler_with(&python, dir.path(), "scheduler", &[], &sched_args);
+    assert!(addr.starts_with("tls://"), "{addr}");
+    let (w1, w_addr) = cluster::python_worker_with(&python, dir.path(), &addr, "w1", &tls_args);
+
+    let mut opts = ClientOptions::default();
+    opts.connection.tls(
+        framewire::transport::TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key()))
+            .unwrap(),
+    );
+    let client = Client::connect(&addr, opts)
+        .await
+        .expect("connect over tls");
+    let key = Key::from(("rust-tls", 1));
+    let who_has = client
+        .scatter([(key.clone(), Value::bin(vec![7u8; 1 << 20]))])
+        .await
+        .unwrap_or_else(|e| panic!("scatter: {e}\n{}\n{}", sched.logs(), w1.logs()));
+    assert_eq!(who_has[&key], vec![w_addr.clone()]);
+    let keys = std::slice::from_ref(&key);
+    tokio::time::timeout(Duration::from_secs(30), client.wait(keys))
+        .await
+        .expect("in memory")
+        .expect("wait");
+    let got = client.gather(keys).await.expect("gather");
+    assert_eq!(got[&key], Value::bin(vec![7u8; 1 << 20]));
+    client.close().await.expect("close");
 }
