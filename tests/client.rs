@@ -21,7 +21,7 @@ use bytes::Bytes;
 use cluster::{python_worker, scheduler, scratch_dir, Daemon};
 use framewire::dask::{Client, ClientOptions, Key};
 use framewire::pickle::PickleFamily;
-use framewire::serialize::{deserialize_blocks, Registry};
+use framewire::serialize::{deserialize_blocks, DeserializeOptions, Registry};
 use framewire::{NdArray, Value};
 use serde_json::Value as Json;
 
@@ -166,7 +166,7 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
     });
 
     let mut opts = ClientOptions::default();
-    opts.deserialize.registry = Registry::default().with(PickleFamily);
+    opts.registry = Registry::default().with(PickleFamily);
     let client = Client::connect(&addr, opts.clone()).await.expect("connect");
     let keys: Vec<Key> = ["py-array", "py-int", "py-dict", "py-list"]
         .into_iter()
@@ -182,6 +182,19 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
     let who_has = client.who_has(&keys).await.unwrap();
     assert!(who_has.values().all(|w| w.len() == 1), "{who_has:?}");
 
+    // A task that raised: an error naming the key, not a hang.
+    let bad = Key::from("py-bad");
+    match tokio::time::timeout(
+        Duration::from_secs(60),
+        client.wait(std::slice::from_ref(&bad)),
+    )
+    .await
+    .expect("py-bad reported within 60 s")
+    {
+        Err(framewire::dask::ClientError::Erred(k)) => assert_eq!(k, bad),
+        other => panic!("py-bad: {other:?}"),
+    }
+
     // The array: an NdArray over the frame it arrived in.
     let blocks = client.gather_blocks(&keys[..1]).await.expect("gather");
     let block = blocks[&keys[0]].clone();
@@ -189,7 +202,9 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
         Value::Serialized(b) => b.frames().iter().map(|f| f.as_ptr()).collect(),
         other => panic!("not a block: {other:?}"),
     };
-    let array = match deserialize_blocks(block, &opts.deserialize).unwrap() {
+    let mut read = DeserializeOptions::default();
+    read.registry = opts.registry.clone();
+    let array = match deserialize_blocks(block, &read).unwrap() {
         Value::NdArray(a) => a,
         other => panic!("not an array: {other:?}"),
     };
@@ -257,6 +272,7 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
             .collect();
         assert!(wanted.contains(&client.id()), "{k}: {wanted:?}");
     }
+    assert_eq!(held["bad"], "error", "{held}");
     client.close().await.expect("close");
 }
 

@@ -61,7 +61,7 @@ use super::{
     gather_from_workers, BatchedReader, BatchedWriter, GatherKeys, GatherKeysReply, Key, Map, Op,
     Rpc, RpcError, StreamStart, UpdateData, UpdateDataReply, UpdateWhoHas,
 };
-use crate::serialize::{deserialize_blocks, DeserializeError, DeserializeOptions};
+use crate::serialize::{Registry, SerializeOptions};
 use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
 use crate::typed;
 use crate::value::Value;
@@ -84,10 +84,11 @@ pub struct ClientOptions {
     /// How the client's stream batches what it sends: 10 ms, as Dask's
     /// client.
     pub batch_interval: Duration,
-    /// How [`Client::gather`] deserializes the values (add
-    /// [`PickleFamily`](crate::pickle::PickleFamily) to the registry, feature
-    /// `pickle`, for the values Python pickles).
-    pub deserialize: DeserializeOptions,
+    /// The serializer families [`Client::gather`] reads values with, as
+    /// they arrive (add [`PickleFamily`](crate::pickle::PickleFamily),
+    /// feature `pickle`, for the values Python pickles: ints, dicts, lists
+    /// of arrays...).
+    pub registry: Registry,
 }
 
 impl Default for ClientOptions {
@@ -97,7 +98,7 @@ impl Default for ClientOptions {
             handshake: HandshakeOptions::default(),
             heartbeat_interval: Duration::from_secs(5),
             batch_interval: Duration::from_millis(10),
-            deserialize: DeserializeOptions::default(),
+            registry: Registry::default(),
         }
     }
 }
@@ -116,15 +117,13 @@ pub enum ClientError {
     NoWorkers,
     /// The task of this key erred.
     Erred(Key),
-    /// The scheduler cancelled this key (or has forgotten it).
+    /// The scheduler cancelled this key, or does not know it.
     Cancelled(Key),
     /// The data of this key was lost (its workers left).
     Lost(Key),
     /// These keys could be fetched neither from the workers nor through
     /// the scheduler.
     Missing(Vec<Key>),
-    /// A value could not be deserialized.
-    Deserialize(Key, DeserializeError),
 }
 
 impl fmt::Display for ClientError {
@@ -135,10 +134,11 @@ impl fmt::Display for ClientError {
             ClientError::Refused(why) => write!(f, "the scheduler refused the client: {why}"),
             ClientError::NoWorkers => f.write_str("no running worker"),
             ClientError::Erred(k) => write!(f, "the task of {k} erred"),
-            ClientError::Cancelled(k) => write!(f, "{k} was cancelled"),
+            ClientError::Cancelled(k) => {
+                write!(f, "{k} was cancelled, or is unknown to the scheduler")
+            }
             ClientError::Lost(k) => write!(f, "the data of {k} was lost"),
             ClientError::Missing(keys) => write!(f, "could not gather {} keys", keys.len()),
-            ClientError::Deserialize(k, e) => write!(f, "the value of {k}: {e}"),
         }
     }
 }
@@ -148,7 +148,6 @@ impl std::error::Error for ClientError {
         match self {
             ClientError::Rpc(e) => Some(e),
             ClientError::Transport(e) => Some(e),
-            ClientError::Deserialize(_, e) => Some(e),
             _ => None,
         }
     }
@@ -195,12 +194,28 @@ struct WhoHas<'a> {
 }
 
 // typed publicly by the client channels (issue 25 §1)
+/// `who_has` to the scheduler, for every key (`keys: None`).
+#[derive(Serialize)]
+struct WhoHasAll {
+    op: &'static str,
+    keys: Option<Vec<Key>>,
+}
+
+// typed publicly by the client channels (issue 25 §1)
 /// `client-desires-keys` / `client-releases-keys` on the stream.
 #[derive(Serialize)]
 struct ClientKeys<'a> {
     op: &'static str,
     keys: &'a [Key],
     client: &'a str,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `report-key` on the stream: tell me where this key is.
+#[derive(Serialize)]
+struct ReportKeyRequest<'a> {
+    op: &'static str,
+    key: &'a Key,
 }
 
 // typed publicly by the client channels (issue 25 §1)
@@ -470,6 +485,32 @@ impl Client {
             .await?)
     }
 
+    /// Where every key in memory is (`who_has` for all keys, as Python's
+    /// `Client.who_has()` with no futures).
+    pub async fn who_has_all(&self) -> Result<Map<Key, Vec<String>>, ClientError> {
+        Ok(self
+            .call(&WhoHasAll {
+                op: "who_has",
+                keys: None,
+            })
+            .await?)
+    }
+
+    /// Keeps `keys` in the cluster after this client is gone, as Dask's
+    /// `fire_and_forget`: they are wanted by the scheduler's pseudo-client
+    /// `"fire-and-forget"` (`client-desires-keys`), whom no client closing
+    /// releases. (A Python client lets them go with
+    /// `c.run_on_scheduler(lambda dask_scheduler:
+    /// dask_scheduler.client_releases_keys(keys, "fire-and-forget"))`.)
+    pub fn fire_and_forget(&self, keys: &[Key]) -> Result<(), ClientError> {
+        self.shared.send(&ClientKeys {
+            op: "client-desires-keys",
+            keys,
+            client: "fire-and-forget",
+        })?;
+        Ok(())
+    }
+
     /// Holds `keys` (`client-desires-keys`): the scheduler keeps them for
     /// this client and reports on them. A key the scheduler does not know
     /// yet is ignored by it (with a warning in its log).
@@ -504,12 +545,23 @@ impl Client {
     /// ([`desire`](Client::desire)) and waits for the scheduler's
     /// `key-in-memory` reports (sent at once for a key already in memory),
     /// as Dask's `wait` on futures. A key whose task erred, was cancelled
-    /// or lost is an error. The keys must be known to the scheduler (a
-    /// graph submitted, or data scattered); bound the wait with
-    /// `tokio::time::timeout` otherwise.
+    /// or lost is an error, and so is a key the scheduler does not know
+    /// ([`ClientError::Cancelled`]: asked with `report-key`, the scheduler
+    /// answers `cancelled-keys`). A key still computing is waited for as
+    /// long as it takes: bound the wait with `tokio::time::timeout`.
     pub async fn wait(&self, keys: &[Key]) -> Result<(), ClientError> {
         let mut changed = self.shared.changed.subscribe();
         self.desire(keys)?;
+        // The scheduler ignores a key it does not know in
+        // `client-desires-keys`; `report-key` answers `cancelled-keys` for
+        // one (and `key-in-memory` again for one in memory), so that waiting
+        // on an unknown key fails instead of hanging.
+        for key in keys {
+            self.shared.send(&ReportKeyRequest {
+                op: "report-key",
+                key,
+            })?;
+        }
         loop {
             {
                 let state = self.shared.state.lock().expect("not poisoned");
@@ -536,33 +588,38 @@ impl Client {
         }
     }
 
-    /// The values of `keys`, deserialized with the options'
-    /// [`deserialize`](ClientOptions::deserialize) (an array is an
-    /// [`NdArray`](crate::NdArray) over the frames it arrived in). See
-    /// [`gather_blocks`](Client::gather_blocks).
+    /// The values of `keys`, fetched as `Client.gather` does: where they
+    /// are from the scheduler (`who_has`), then straight from the workers
+    /// that hold them (`get_data`), and what they could not give through
+    /// the scheduler (`gather`). Values are read on arrival with the
+    /// options' [`registry`](ClientOptions::registry): a numpy array is an
+    /// [`NdArray`](crate::NdArray) over the receive buffer it arrived in
+    /// (its shards too, when they arrived back to back: no copy).
     pub async fn gather(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
-        let blocks = self.gather_blocks(keys).await?;
-        blocks
-            .into_iter()
-            .map(
-                |(k, v)| match deserialize_blocks(v, &self.opts.deserialize) {
-                    Ok(v) => Ok((k, v)),
-                    Err(e) => Err(ClientError::Deserialize(k, e)),
-                },
-            )
-            .collect()
+        let mut builder = self.opts.connection.clone();
+        let mut serialize = SerializeOptions::default();
+        serialize.registry = self.opts.registry.clone();
+        builder
+            .deserialize_blocks(true)
+            .serialize_options(serialize);
+        self.fetch(keys, &builder).await
     }
 
-    /// The values of `keys` as they arrived (blocks, views of the receive
-    /// buffers), fetched as `Client.gather` does: where they are from the
-    /// scheduler (`who_has`), then straight from the workers that hold
-    /// them (`get_data`), and what they could not give through the
-    /// scheduler (`gather`).
+    /// [`gather`](Client::gather), the values left as the blocks they
+    /// arrived as (views of the receive buffers).
     pub async fn gather_blocks(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
-        let who_has = self.who_has(keys).await?;
         let mut builder = self.opts.connection.clone();
         builder.deserialize_blocks(false);
-        let got = gather_from_workers(&who_has, None, &builder, &self.opts.handshake).await;
+        self.fetch(keys, &builder).await
+    }
+
+    async fn fetch(
+        &self,
+        keys: &[Key],
+        builder: &ConnectionBuilder,
+    ) -> Result<Map<Key, Value>, ClientError> {
+        let who_has = self.who_has(keys).await?;
+        let got = gather_from_workers(&who_has, None, builder, &self.opts.handshake).await;
         let mut data = got.data;
         let missing: Vec<Key> = keys
             .iter()
@@ -570,13 +627,17 @@ impl Client {
             .cloned()
             .collect();
         if !missing.is_empty() {
-            let reply: GatherKeysReply = self
+            // Through the scheduler, on a connection that reads values as
+            // the workers' do.
+            let mut rpc = Rpc::connect(&self.scheduler, builder, &self.opts.handshake).await?;
+            let reply: GatherKeysReply = rpc
                 .call(&GatherKeys {
                     op: Op::new(),
                     keys: missing,
                     reply: None,
                 })
                 .await?;
+            let _ = rpc.close().await;
             if reply.status != "OK" {
                 return Err(ClientError::Missing(reply.keys.unwrap_or_default()));
             }

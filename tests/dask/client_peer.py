@@ -9,7 +9,8 @@ First checks that `Future(KEY, client=c)` alone stays pending (2026.8.0
 never asks the scheduler about it), in a client of its own.
 
 MODE `compute DONE_FILE`: compute under known keys a numpy array, an int,
-a dict of str -> float and a list of numpy arrays (each task sleeps, so the
+a dict of str -> float and a list of numpy arrays, and a key whose task
+raises (each task sleeps, so the
 Rust client waits for them), print the expected values once the scheduler
 knows the keys, hold the futures until DONE_FILE exists, then check that
 the Rust client wanted the keys (it waited on them).
@@ -74,6 +75,11 @@ def make_array():
     return np.arange(12, dtype="float64").reshape(3, 4) * 1.5
 
 
+def fail():
+    time.sleep(0.5)
+    raise ValueError("py-bad fails")
+
+
 def make_list():
     time.sleep(1.5)
     return [np.arange(5, dtype="int64"), np.linspace(0.0, 1.0, 3)]
@@ -88,10 +94,13 @@ def compute_mode(addr, done_file):
             "py-list": c.submit(make_list, key="py-list", pure=False),
         }
         keys = list(futures)
+        bad = c.submit(fail, key="py-bad", pure=False)
         # The Rust client can ask for a key once the scheduler knows it.
         deadline = time.time() + 30
         while not c.run_on_scheduler(
-            lambda dask_scheduler, keys=keys: all(k in dask_scheduler.tasks for k in keys)
+            lambda dask_scheduler, keys=keys: all(
+                k in dask_scheduler.tasks for k in keys + ["py-bad"]
+            )
         ):
             assert time.time() < deadline, "the scheduler never learned the keys"
             time.sleep(0.05)
@@ -116,7 +125,13 @@ def compute_mode(addr, done_file):
             }
         )
         results = c.gather(list(futures.values()))
-        emit("held", wanted=wanted, results_ok=len(results) == 4, me=c.id)
+        emit(
+            "held",
+            wanted=wanted,
+            results_ok=len(results) == 4,
+            bad=bad.status,
+            me=c.id,
+        )
 
 
 def client_mode(addr, client_id, key):
