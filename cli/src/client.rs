@@ -139,10 +139,12 @@ pub fn gather(
             .map_err(|e| e.to_string())?;
         let keys = std::slice::from_ref(&key);
         match tokio::time::timeout(timeout, client.wait(keys)).await {
-            Err(_) => return Err(format!(
+            Err(_) => {
+                return Err(format!(
                 "{key} is not in memory after {} s (unknown to the scheduler, or still computing)",
                 timeout.as_secs_f64()
-            )),
+            ))
+            }
             Ok(r) => r.map_err(|e| e.to_string())?,
         }
         let mut got = client.gather(keys).await.map_err(|e| e.to_string())?;
@@ -199,9 +201,18 @@ fn who_has_json(who_has: &Map<Key, Vec<String>>) -> Json {
     Json::Object(
         who_has
             .iter()
-            .map(|(k, w)| (k.to_string(), Json::from(w.clone())))
+            .map(|(k, w)| (key_name(k), Json::from(w.clone())))
             .collect(),
     )
+}
+
+/// A key as a JSON object's name: a str key as it is, any other as Python
+/// writes it (`('x', 0)`).
+fn key_name(key: &Key) -> String {
+    match key {
+        Key::Str(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 // ---- .npy ---------------------------------------------------------------------
@@ -217,7 +228,7 @@ fn npy_read(file: Bytes, name: &str) -> Result<NdArray, String> {
         return Err(bad("no \\x93NUMPY magic"));
     }
     let (len, start) = match file[6] {
-        1 => (u16::from_le_bytes([file[8], file[9]]) as usize, 10),
+        1 => (u16::from_le_bytes([file[8], file[9]]) as usize, 10usize),
         2 | 3 if file.len() >= 12 => (
             u32::from_le_bytes([file[8], file[9], file[10], file[11]]) as usize,
             12,

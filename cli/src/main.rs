@@ -161,7 +161,7 @@ enum Command {
         #[arg(long, conflicts_with = "json")]
         bytes: bool,
         /// FILE is JSON (the conventions of `encode`), sent as a plain
-        /// value (ints, floats, strs, lists, dicts).
+        /// value (ints, floats, strs, dicts; lists arrive as tuples).
         #[arg(long)]
         json: bool,
         /// Let the key go when this command exits (the scheduler then
@@ -177,7 +177,7 @@ enum Command {
         address: String,
         /// The key: a string, or a JSON list for a tuple key ('["x", 0]').
         #[arg(value_name = "KEY")]
-        key: String,
+        data_key: String,
         /// A numpy `.npy` file (a C-order array), unless --bytes or --json;
         /// `-` reads stdin.
         #[arg(value_name = "FILE")]
@@ -203,7 +203,7 @@ enum Command {
         address: String,
         /// The key: a string, or a JSON list for a tuple key.
         #[arg(value_name = "KEY")]
-        key: String,
+        data_key: String,
     },
     /// Print where keys are in memory, as one JSON object `{key:
     /// [worker...]}` (a key the scheduler does not hold has none); every
@@ -380,7 +380,7 @@ fn main() -> ExitCode {
             timeouts,
             tls,
             address,
-            key,
+            data_key,
             file,
         } => client_opts(timeouts, tls).and_then(|opts| {
             let format = match (bytes, json) {
@@ -388,7 +388,8 @@ fn main() -> ExitCode {
                 (_, true) => client::Format::Json,
                 _ => client::Format::Npy,
             };
-            client::scatter(address, key, file, format, *release, &opts, &mut out).map(|()| true)
+            client::scatter(address, data_key, file, format, *release, &opts, &mut out)
+                .map(|()| true)
         }),
         Command::Gather {
             output,
@@ -396,10 +397,17 @@ fn main() -> ExitCode {
             timeouts,
             tls,
             address,
-            key,
+            data_key,
         } => client_opts(timeouts, tls).and_then(|opts| {
-            client::gather(address, key, output.as_deref(), *timeout, &opts, &mut out)
-                .map(|()| true)
+            client::gather(
+                address,
+                data_key,
+                output.as_deref(),
+                *timeout,
+                &opts,
+                &mut out,
+            )
+            .map(|()| true)
         }),
         Command::WhoHas {
             timeouts,

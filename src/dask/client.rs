@@ -403,7 +403,8 @@ impl Client {
     /// Values: bytes (`Value::Bin`, Python gets `bytes`), arrays
     /// (`Value::NdArray`, numpy arrays), blocks (`Value::Serialized`,
     /// `Value::Pickled`: sent as they are) and plain values (the `msgpack`
-    /// family: Python gets ints, strs, lists, dicts).
+    /// family: Python gets ints, floats, strs, dicts, and tuples for
+    /// arrays, as Dask reads msgpack arrays).
     pub async fn scatter(
         &self,
         data: impl IntoIterator<Item = (Key, Value)>,
