@@ -1,50 +1,4 @@
-//! [`Client`]: a Rust program as a client of a Dask cluster, as
-//! `distributed.Client` 2026.8.0 is one — registered on a batched stream
-//! of its own, heartbeating, putting data on workers (`scatter`), fetching
-//! it (`gather`), waiting for keys to be in memory and letting them go.
-//!
-//! **Keys live as long as the client holds them**, as with Python futures:
-//! a key the client scattered or waited for is one the scheduler keeps for
-//! it (`client-desires-keys`) until [`Client::release`] or
-//! [`Client::close`] lets it go (`client-releases-keys`, `close-client`);
-//! then, when no other client wants it, the scheduler forgets it and the
-//! workers drop it.
-//!
-//! **Handing keys over.** A key the Rust client scattered is in the
-//! scheduler's memory under that key; a Python client picks it up with
-//! `Future(key, client=c, state="memory")` (in 2026.8.0 `Future(key,
-//! client=c)` alone registers a future the scheduler is never asked about,
-//! so it stays pending forever; `state="memory"` marks it finished at once).
-//! Keys a Python client computed are waited for ([`Client::wait`]) and
-//! gathered ([`Client::gather`]) by name, while the Python client holds them
-//! (or after, as long as the Rust client asked for them first).
-//!
-//! ```no_run
-//! use framewire::dask::{Client, ClientOptions, Key};
-//! use framewire::{NdArray, Value};
-//!
-//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = Client::connect("tcp://127.0.0.1:8786", ClientOptions::default()).await?;
-//! // Scatter an array: the scheduler keeps "x" for this client.
-//! let data = bytes::Bytes::from(vec![0u8; 8 * 1000]);
-//! let x = NdArray::from_c_order("<f8", &[1000], data)?;
-//! let who_has = client
-//!     .scatter([(Key::from("x"), Value::NdArray(Box::new(x)))])
-//!     .await?;
-//! println!("x is on {:?}", who_has[&Key::from("x")]);
-//! // Python: Future("x", client=c, state="memory") computes on it.
-//!
-//! // Wait for a key Python computes, then fetch it from its worker.
-//! let y = Key::from("y");
-//! client.wait(std::slice::from_ref(&y)).await?;
-//! let values = client.gather(std::slice::from_ref(&y)).await?;
-//! println!("{:?}", values[&y]);
-//!
-//! client.release(&[Key::from("x"), y])?; // the scheduler may forget them now
-//! client.close().await?;
-//! # Ok(())
-//! # }
-//! ```
+//! [`Client`]: a Rust program as a client of a Dask cluster (see its docs).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -279,11 +233,58 @@ impl Shared {
 /// `utils_comm._round_robin_counter`).
 static ROUND_ROBIN: AtomicUsize = AtomicUsize::new(0);
 
-/// A client of a Dask scheduler (`tcp://` or `tls://`). See the
-/// [module docs](self) for the lifetime of keys and the handoff to Python.
+/// A Rust program as a client of a Dask cluster (`tcp://` or `tls://`), as
+/// `distributed.Client` 2026.8.0 is one — registered on a batched stream
+/// of its own, heartbeating, putting data on workers (`scatter`), fetching
+/// it (`gather`), waiting for keys to be in memory and letting them go.
+///
+/// **Keys live as long as the client holds them**, as with Python futures:
+/// a key the client scattered or waited for is one the scheduler keeps for
+/// it (`client-desires-keys`) until [`Client::release`] or
+/// [`Client::close`] lets it go (`client-releases-keys`, `close-client`);
+/// then, when no other client wants it, the scheduler forgets it and the
+/// workers drop it.
+///
+/// **Handing keys over.** A key the Rust client scattered is in the
+/// scheduler's memory under that key; a Python client picks it up with
+/// `Future(key, client=c, state="memory")` (in 2026.8.0 `Future(key,
+/// client=c)` alone registers a future the scheduler is never asked about,
+/// so it stays pending forever; `state="memory"` marks it finished at once).
+/// Keys a Python client computed are waited for ([`Client::wait`]) and
+/// gathered ([`Client::gather`]) by name, while the Python client holds them
+/// (or after, as long as the Rust client asked for them first).
+///
+/// ```no_run
+/// use framewire::dask::{Client, ClientOptions, Key};
+/// use framewire::{NdArray, Value};
+///
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::connect("tcp://127.0.0.1:8786", ClientOptions::default()).await?;
+/// // Scatter an array: the scheduler keeps "x" for this client.
+/// let data = bytes::Bytes::from(vec![0u8; 8 * 1000]);
+/// let x = NdArray::from_c_order("<f8", &[1000], data)?;
+/// let who_has = client
+///     .scatter([(Key::from("x"), Value::NdArray(Box::new(x)))])
+///     .await?;
+/// println!("x is on {:?}", who_has[&Key::from("x")]);
+/// // Python: Future("x", client=c, state="memory") computes on it.
+///
+/// // Wait for a key Python computes, then fetch it from its worker.
+/// let y = Key::from("y");
+/// client.wait(std::slice::from_ref(&y)).await?;
+/// let values = client.gather(std::slice::from_ref(&y)).await?;
+/// println!("{:?}", values[&y]);
+///
+/// client.release(&[Key::from("x"), y])?; // the scheduler may forget them now
+/// client.close().await?;
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// Every method takes `&self`; calls to the scheduler share one connection
-/// (made on first use). Must be used within a tokio runtime.
+/// (made on first use). Must be used within a tokio runtime. A client
+/// dropped without [`close`](Client::close) ends its stream: the scheduler
+/// then removes it and releases its keys, as at `close`.
 #[derive(Debug)]
 pub struct Client {
     id: String,
@@ -598,8 +599,10 @@ impl Client {
     /// (its shards too, when they arrived back to back: no copy).
     pub async fn gather(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
         let mut builder = self.opts.connection.clone();
-        let mut serialize = SerializeOptions::default();
-        serialize.registry = self.opts.registry.clone();
+        let serialize = SerializeOptions {
+            registry: self.opts.registry.clone(),
+            ..Default::default()
+        };
         builder
             .deserialize_blocks(true)
             .serialize_options(serialize);
