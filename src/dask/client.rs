@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 
 use super::runtime::server_id;
 use super::{
-    gather_from_workers, BatchedReader, BatchedWriter, GatherKeys, GatherKeysReply, Key, Map, Op,
-    Rpc, RpcError, StreamStart, UpdateData, UpdateDataReply, UpdateWhoHas,
+    gather_from_workers, BatchedReader, BatchedWriter, GatherKeys, GatherKeysReply, Key, Map,
+    Number, Op, Rpc, RpcError, StreamStart, UpdateData, UpdateDataReply, UpdateWhoHas,
 };
 use crate::serialize::{Registry, SerializeOptions};
 use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
@@ -180,8 +180,10 @@ struct ReportKey {
     key: Option<Key>,
     #[serde(default)]
     keys: Option<Vec<Key>>,
+    /// Seconds: a float, or an int (`heartbeat_interval(n) * 10` is one
+    /// for more than 10 clients).
     #[serde(default)]
-    interval: Option<f64>,
+    interval: Option<Number>,
 }
 
 // ---- state ------------------------------------------------------------------
@@ -691,7 +693,10 @@ impl Drop for Client {
 }
 
 /// Reads the client's stream: the reports on keys, heartbeat intervals.
-async fn read_stream(mut reader: BatchedReader<tokio::io::ReadHalf<Socket>>, shared: Arc<Shared>) {
+async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
+    mut reader: BatchedReader<R>,
+    shared: Arc<Shared>,
+) {
     while let Some(Ok(msg)) = reader.recv_value().await {
         let op = msg.get("op").and_then(Value::as_str).map(str::to_owned);
         let Ok(report) = typed::from_value::<ReportKey>(msg) else {
@@ -720,7 +725,8 @@ async fn read_stream(mut reader: BatchedReader<tokio::io::ReadHalf<Socket>>, sha
                 }
             }),
             Some("adjust-heartbeat-interval") => {
-                if let Some(secs) = report.interval.filter(|s| *s > 0.0 && s.is_finite()) {
+                let secs = report.interval.map(Number::as_f64);
+                if let Some(secs) = secs.filter(|s| *s > 0.0 && s.is_finite()) {
                     let ms = (secs.min(3600.0) * 1000.0) as u64;
                     shared.heartbeat_ms.store(ms.max(1), Ordering::Relaxed);
                 }
@@ -744,5 +750,88 @@ async fn heartbeats(shared: Arc<Shared>) {
         if sent.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Connection;
+
+    fn op(name: &str, fields: Vec<(&'static str, Value)>) -> Value {
+        let mut entries = vec![(Value::str("op"), Value::str(name))];
+        entries.extend(fields.into_iter().map(|(k, v)| (Value::from_static(k), v)));
+        Value::Map(entries)
+    }
+
+    /// The stream's reports land in the state; heartbeat intervals follow
+    /// the scheduler (an int too); ill-formed ops are skipped, not fatal.
+    #[tokio::test]
+    async fn reports_update_the_state() {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let mut tx = Connection::new(a);
+        let (r, _w) = Connection::new(b).into_split();
+        let (changed, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed,
+            heartbeat_ms: AtomicU64::new(5000),
+            writer: Mutex::new(None),
+        });
+        let task = tokio::spawn(read_stream(BatchedReader::new(r), shared.clone()));
+        let batch = Value::Array(vec![
+            op(
+                "key-in-memory",
+                vec![("key", Value::str("x")), ("type", Value::bin(vec![1u8]))],
+            ),
+            op(
+                "task-erred",
+                vec![("key", Value::str("bad")), ("exception", Value::Nil)],
+            ),
+            op(
+                "cancelled-keys",
+                vec![(
+                    "keys",
+                    Value::Array(vec![Value::str("c1"), Value::str("c2")]),
+                )],
+            ),
+            op(
+                "lost-data",
+                vec![("key", Value::Array(vec![Value::str("t"), Value::from(1)]))],
+            ),
+            // Hostile or odd: skipped.
+            op(
+                "key-in-memory",
+                vec![("key", Value::map_of([("no", Value::Nil)]))],
+            ),
+            op(
+                "adjust-heartbeat-interval",
+                vec![("interval", Value::str("soon"))],
+            ),
+            op(
+                "adjust-heartbeat-interval",
+                vec![("interval", Value::Float(f64::NAN))],
+            ),
+            op(
+                "adjust-heartbeat-interval",
+                vec![("interval", Value::Float(-1.0))],
+            ),
+            Value::from(3),
+            op(
+                "adjust-heartbeat-interval",
+                vec![("interval", Value::from(10))],
+            ),
+        ]);
+        tx.send_value(&batch).await.unwrap();
+        drop(tx);
+        task.await.unwrap();
+        let state = shared.state.lock().unwrap();
+        assert_eq!(state.keys.get(&Key::from("x")), Some(&KeyState::Memory));
+        assert_eq!(state.keys.get(&Key::from("bad")), Some(&KeyState::Erred));
+        assert_eq!(state.keys.get(&Key::from("c2")), Some(&KeyState::Cancelled));
+        assert_eq!(state.keys.get(&Key::from(("t", 1))), Some(&KeyState::Lost));
+        assert_eq!(state.keys.len(), 5);
+        assert!(state.ended);
+        assert_eq!(shared.heartbeat_ms.load(Ordering::Relaxed), 10_000);
     }
 }
