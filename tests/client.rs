@@ -302,13 +302,18 @@ async fn heartbeats_then_close_forgets_keys() {
     assert_eq!(first["key_state"], "memory", "{first}");
     assert_eq!(first["who_wants"], serde_json::json!([id.clone()]));
     // The scheduler asks for a heartbeat every 5 s (10 × its worker interval
-    // of 0.5 s); over 12 s the client's last heartbeat stays recent.
+    // of 0.5 s): over 12 s the client's last heartbeat moves on and stays
+    // recent.
+    let mut seen = first["last_seen"].as_f64().unwrap();
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_secs(6)).await;
         let now = look();
         assert_eq!(now["registered"], true, "{now}");
         let age = now["last_seen_age"].as_f64().unwrap();
-        assert!(age < 5.5, "no heartbeat for {age} s: {now}");
+        assert!(age < 7.0, "no heartbeat for {age} s: {now}");
+        let last = now["last_seen"].as_f64().unwrap();
+        assert!(last > seen, "no heartbeat since the last look: {now}");
+        seen = last;
         assert_eq!(now["key_state"], "memory", "{now}");
     }
     client.close().await.expect("close");

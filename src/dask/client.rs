@@ -529,7 +529,8 @@ impl Client {
     }
 
     /// Lets `keys` go (`client-releases-keys`): when no other client holds
-    /// them, the scheduler forgets them and the workers drop them.
+    /// them, the scheduler forgets them and the workers drop them. Keys are
+    /// held once, however many times they were scattered or waited for.
     pub fn release(&self, keys: &[Key]) -> Result<(), ClientError> {
         self.shared.update(|s| {
             for k in keys {

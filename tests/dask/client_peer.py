@@ -143,6 +143,7 @@ def client_mode(addr, client_id, key):
             return {
                 "registered": cs is not None,
                 "last_seen_age": (time.time() - cs.last_seen) if cs is not None else None,
+                "last_seen": cs.last_seen if cs is not None else None,
                 "wants": sorted(str(t.key) for t in cs.wants_what) if cs is not None else [],
                 "key_state": ts.state if ts is not None else None,
                 "who_wants": sorted(x.client_key for x in (ts.who_wants or ()))
