@@ -33,11 +33,14 @@ pub struct ClientOptions {
     pub handshake: HandshakeOptions,
     /// Time between `heartbeat-client`s until the scheduler says otherwise
     /// (`adjust-heartbeat-interval`): 5 s, Dask's
-    /// `distributed.client.heartbeat`.
+    /// `distributed.client.heartbeat` (at least 1 ms).
     pub heartbeat_interval: Duration,
     /// How the client's stream batches what it sends: 10 ms, as Dask's
     /// client.
     pub batch_interval: Duration,
+    /// How long [`Client::scatter`] waits for a running worker (30 s, the
+    /// default `timeout` of Dask's `Client`); `None`: for ever.
+    pub timeout: Option<Duration>,
     /// The serializer families [`Client::gather`] reads values with, as
     /// they arrive (add [`PickleFamily`](crate::pickle::PickleFamily),
     /// feature `pickle`, for the values Python pickles: ints, dicts, lists
@@ -52,6 +55,7 @@ impl Default for ClientOptions {
             handshake: HandshakeOptions::default(),
             heartbeat_interval: Duration::from_secs(5),
             batch_interval: Duration::from_millis(10),
+            timeout: Some(Duration::from_secs(30)),
             registry: Registry::default(),
         }
     }
@@ -67,7 +71,8 @@ pub enum ClientError {
     Transport(TransportError),
     /// The scheduler refused the client (`stream-start` with an error).
     Refused(String),
-    /// No running worker to scatter to.
+    /// No running worker to scatter to within the options'
+    /// [`timeout`](ClientOptions::timeout).
     NoWorkers,
     /// The task of this key erred.
     Erred(Key),
@@ -349,7 +354,7 @@ impl Client {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             changed,
-            heartbeat_ms: AtomicU64::new(opts.heartbeat_interval.as_millis() as u64),
+            heartbeat_ms: AtomicU64::new((opts.heartbeat_interval.as_millis() as u64).max(1)),
             writer: Mutex::new(Some(BatchedWriter::new(w, opts.batch_interval))),
         });
         let reader = tokio::spawn(read_stream(BatchedReader::new(r), shared.clone()));
@@ -416,16 +421,24 @@ impl Client {
         if data.is_empty() {
             return Ok(Map::new());
         }
-        let nthreads: Map<String, u64> = self
-            .call(&NcoresRunning {
-                op: "ncores_running",
-                workers: None,
-            })
-            .await?;
-        let mut workers: Vec<String> = nthreads.into_keys().collect();
-        if workers.is_empty() {
-            return Err(ClientError::NoWorkers);
-        }
+        // As `_scatter`: asked again every 0.1 s until a worker runs, for
+        // at most the client's timeout.
+        let started = tokio::time::Instant::now();
+        let mut workers: Vec<String> = loop {
+            let nthreads: Map<String, u64> = self
+                .call(&NcoresRunning {
+                    op: "ncores_running",
+                    workers: None,
+                })
+                .await?;
+            if !nthreads.is_empty() {
+                break nthreads.into_keys().collect();
+            }
+            if self.opts.timeout.is_some_and(|t| started.elapsed() >= t) {
+                return Err(ClientError::NoWorkers);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         workers.sort();
         let start = ROUND_ROBIN.fetch_add(data.len(), Ordering::Relaxed);
         let mut groups: Map<String, Map<Key, Value>> = Map::new();
