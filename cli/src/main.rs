@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use framewire::serialize::{IterateCollection, SerializeOptions, DEFAULT_SHARD_SIZE};
 
 mod call;
+mod client;
 mod demo;
 mod encode;
 mod input;
@@ -23,7 +24,7 @@ mod tls;
 #[command(
     name = "framewire",
     version,
-    about = "Dask distributed's wire protocol: inspect captures, call and relay Dask servers"
+    about = "Dask distributed's wire protocol: inspect captures, call and relay Dask servers, scatter and gather data"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -150,6 +151,75 @@ enum Command {
         #[arg(long)]
         no_splice: bool,
     },
+    /// Put a value on a Dask cluster's workers under KEY, as
+    /// `Client.scatter` does, and print where it went (`{key: [worker]}`).
+    /// The key stays in the cluster after this command exits (Dask's
+    /// `fire_and_forget`) unless --release; a Python client takes it with
+    /// `Future(KEY, client=c, state="memory")`.
+    Scatter {
+        /// FILE is any bytes, sent as Python `bytes`.
+        #[arg(long, conflicts_with = "json")]
+        bytes: bool,
+        /// FILE is JSON (the conventions of `encode`), sent as a plain
+        /// value (ints, floats, strs, dicts; lists arrive as tuples).
+        #[arg(long)]
+        json: bool,
+        /// Let the key go when this command exits (the scheduler then
+        /// forgets it, unless another client holds it).
+        #[arg(long)]
+        release: bool,
+        #[command(flatten)]
+        timeouts: Timeouts,
+        #[command(flatten)]
+        tls: tls::TlsArgs,
+        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
+        #[arg(value_name = "ADDRESS")]
+        address: String,
+        /// The key: a string, or a JSON list for a tuple key ('["x", 0]').
+        #[arg(value_name = "KEY")]
+        data_key: String,
+        /// A numpy `.npy` file (a C-order array), unless --bytes or --json;
+        /// `-` reads stdin.
+        #[arg(value_name = "FILE")]
+        file: String,
+    },
+    /// Fetch KEY from the worker that holds it (waiting until it is in
+    /// memory) and write it: an array as a `.npy` file, bytes as they are,
+    /// any other value (read from its pickle) as one JSON line.
+    Gather {
+        /// Write here instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<String>,
+        /// Give up when KEY is not in memory after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value = "30",
+              value_parser = call::parse_timeout)]
+        timeout: std::time::Duration,
+        #[command(flatten)]
+        timeouts: Timeouts,
+        #[command(flatten)]
+        tls: tls::TlsArgs,
+        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
+        #[arg(value_name = "ADDRESS")]
+        address: String,
+        /// The key: a string, or a JSON list for a tuple key.
+        #[arg(value_name = "KEY")]
+        data_key: String,
+    },
+    /// Print where keys are in memory, as one JSON object `{key:
+    /// [worker...]}` (a key the scheduler does not hold has none); every
+    /// key when none is given.
+    WhoHas {
+        #[command(flatten)]
+        timeouts: Timeouts,
+        #[command(flatten)]
+        tls: tls::TlsArgs,
+        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
+        #[arg(value_name = "ADDRESS")]
+        address: String,
+        /// Keys: strings, or JSON lists for tuple keys.
+        #[arg(value_name = "KEY")]
+        keys: Vec<String>,
+    },
     /// Run a loopback client and server in-process: the handshake, then
     /// 64 MiB payloads, large collections and hundreds of small messages,
     /// each verified on arrival; print messages, bytes, throughput, the
@@ -178,6 +248,15 @@ fn tap_tls(tls: &tls::TlsArgs, upstream: &tls::UpstreamTlsArgs) -> Result<tap::T
         listen.clone()
     };
     Ok(tap::Tls { listen, upstream })
+}
+
+/// The connection options of `scatter`, `gather` and `who-has`.
+fn client_opts(timeouts: &Timeouts, tls: &tls::TlsArgs) -> Result<client::Options, String> {
+    Ok(client::Options {
+        tcp_timeout: timeouts.tcp_timeout.0,
+        connect_timeout: timeouts.connect_timeout,
+        tls: tls.config("--tls")?,
+    })
 }
 
 /// Dask's `distributed.comm.timeouts`, under its names.
@@ -294,6 +373,49 @@ fn main() -> ExitCode {
             };
             tap::run(listen, upstream, tls, log.as_deref(), opts).map(|()| true)
         }),
+        Command::Scatter {
+            bytes,
+            json,
+            release,
+            timeouts,
+            tls,
+            address,
+            data_key,
+            file,
+        } => client_opts(timeouts, tls).and_then(|opts| {
+            let format = match (bytes, json) {
+                (true, _) => client::Format::Bytes,
+                (_, true) => client::Format::Json,
+                _ => client::Format::Npy,
+            };
+            client::scatter(address, data_key, file, format, *release, &opts, &mut out)
+                .map(|()| true)
+        }),
+        Command::Gather {
+            output,
+            timeout,
+            timeouts,
+            tls,
+            address,
+            data_key,
+        } => client_opts(timeouts, tls).and_then(|opts| {
+            client::gather(
+                address,
+                data_key,
+                output.as_deref(),
+                *timeout,
+                &opts,
+                &mut out,
+            )
+            .map(|()| true)
+        }),
+        Command::WhoHas {
+            timeouts,
+            tls,
+            address,
+            keys,
+        } => client_opts(timeouts, tls)
+            .and_then(|opts| client::who_has(address, keys, &opts, &mut out).map(|()| true)),
         Command::Demo => demo::run(&mut out).map(|()| true),
     };
     // What was printed before an error stays printed.

@@ -35,6 +35,7 @@
 //! ```
 
 mod batched;
+mod client;
 mod key;
 mod messages;
 mod op;
@@ -49,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use crate::value::Value;
 
 pub use batched::{BatchedReader, BatchedWriter, DEFAULT_BATCH_INTERVAL};
+pub use client::{Client, ClientError, ClientOptions};
 pub use key::Key;
 pub use messages::*;
 pub use op::{Op, OpName};

@@ -1,0 +1,320 @@
+//! `framewire scatter`, `gather` and `who-has`: the library's
+//! [`Client`](framewire::dask::Client) from the command line.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use bytes::Bytes;
+use framewire::dask::{Client, ClientOptions, Key, Map};
+use framewire::pickle::PickleFamily;
+use framewire::serialize::Registry;
+use framewire::transport::TlsConfig;
+use framewire::{NdArray, Value};
+use serde_json::Value as Json;
+
+use crate::json::{json_to_value, value_to_json};
+
+/// How to reach the cluster.
+pub struct Options {
+    /// `--tcp-timeout` (`None`: keepalive off).
+    pub tcp_timeout: Option<Duration>,
+    /// `--connect-timeout`.
+    pub connect_timeout: Duration,
+    /// `--tls-*`, for a `tls://` address.
+    pub tls: Option<TlsConfig>,
+}
+
+/// What `scatter`'s FILE holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A numpy `.npy` file: a numpy array.
+    Npy,
+    /// Any bytes: Python `bytes`.
+    Bytes,
+    /// A JSON document (the conventions of `encode`): a plain value.
+    Json,
+}
+
+fn client_options(address: &str, opts: &Options) -> Result<ClientOptions, String> {
+    let mut o = ClientOptions::default();
+    o.connection
+        .tcp_timeout(opts.tcp_timeout)
+        .connect_timeout(Some(opts.connect_timeout));
+    let parsed = framewire::transport::Address::parse(address)?;
+    if let Some(tls) = crate::tls::for_address(&parsed, opts.tls.as_ref(), "--tls")? {
+        o.connection.tls(tls.clone());
+    }
+    o.registry = Registry::default().with(PickleFamily);
+    Ok(o)
+}
+
+/// A key as given: a JSON list (`'["x", 0]'`, a tuple key) or a string.
+pub fn parse_key(s: &str) -> Result<Key, String> {
+    if s.starts_with('[') {
+        let j: Json = serde_json::from_str(s).map_err(|e| format!("key {s}: {e}"))?;
+        let v = json_to_value(&j)?;
+        return framewire::from_value(v).map_err(|e| format!("key {s}: {e}"));
+    }
+    Ok(Key::from(s))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn read_input(file: &str) -> Result<Vec<u8>, String> {
+    if file == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut buf)
+            .map_err(|e| format!("<stdin>: {e}"))?;
+        return Ok(buf);
+    }
+    std::fs::read(file).map_err(|e| format!("{file}: {e}"))
+}
+
+/// `framewire scatter`: puts FILE's value on the cluster's workers under
+/// KEY, keeps it there after this process exits (Dask's
+/// `fire_and_forget`) unless `release`, and prints where it went.
+pub fn scatter(
+    address: &str,
+    key: &str,
+    file: &str,
+    format: Format,
+    release: bool,
+    opts: &Options,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let key = parse_key(key)?;
+    let input = read_input(file)?;
+    let value = match format {
+        Format::Npy => Value::NdArray(Box::new(npy_read(Bytes::from(input), file)?)),
+        Format::Bytes => Value::Bin(Bytes::from(input)),
+        Format::Json => {
+            let j: Json = serde_json::from_slice(&input).map_err(|e| format!("{file}: {e}"))?;
+            json_to_value(&j)?
+        }
+    };
+    let copts = client_options(address, opts)?;
+    let who_has = runtime()?.block_on(async {
+        let client = Client::connect(address, copts)
+            .await
+            .map_err(|e| e.to_string())?;
+        let who_has = client
+            .scatter([(key.clone(), value)])
+            .await
+            .map_err(|e| e.to_string())?;
+        if !release {
+            client
+                .fire_and_forget(std::slice::from_ref(&key))
+                .map_err(|e| e.to_string())?;
+        }
+        client.close().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(who_has)
+    })?;
+    writeln!(out, "{}", who_has_json(&who_has)).map_err(|e| e.to_string())
+}
+
+/// `framewire gather`: waits (at most `timeout`) for KEY to be in memory,
+/// fetches it from its worker, and writes it: an array as a `.npy` file,
+/// bytes as they are, any other value as one JSON line.
+pub fn gather(
+    address: &str,
+    key: &str,
+    output: Option<&str>,
+    timeout: Duration,
+    opts: &Options,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let key = parse_key(key)?;
+    let copts = client_options(address, opts)?;
+    let value = runtime()?.block_on(async {
+        let client = Client::connect(address, copts)
+            .await
+            .map_err(|e| e.to_string())?;
+        let keys = std::slice::from_ref(&key);
+        match tokio::time::timeout(timeout, client.wait(keys)).await {
+            Err(_) => {
+                return Err(format!(
+                "{key} is not in memory after {} s (unknown to the scheduler, or still computing)",
+                timeout.as_secs_f64()
+            ))
+            }
+            Ok(r) => r.map_err(|e| e.to_string())?,
+        }
+        let mut got = client.gather(keys).await.map_err(|e| e.to_string())?;
+        client.close().await.map_err(|e| e.to_string())?;
+        got.swap_remove(&key)
+            .ok_or_else(|| format!("{key}: no value"))
+    })?;
+    let bytes: Vec<u8> = match &value {
+        Value::NdArray(a) => npy_write(a),
+        Value::Bin(b) => b.to_vec(),
+        other => {
+            let mut line = value_to_json(other).to_string();
+            line.push('\n');
+            line.into_bytes()
+        }
+    };
+    match output {
+        Some(path) if path != "-" => {
+            std::fs::write(path, bytes).map_err(|e| format!("{path}: {e}"))
+        }
+        _ => out.write_all(&bytes).map_err(|e| e.to_string()),
+    }
+}
+
+/// `framewire who-has`: where each key is (every key when none is given),
+/// as one JSON object.
+pub fn who_has(
+    address: &str,
+    keys: &[String],
+    opts: &Options,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let keys: Vec<Key> = keys
+        .iter()
+        .map(|k| parse_key(k))
+        .collect::<Result<_, _>>()?;
+    let copts = client_options(address, opts)?;
+    let who_has = runtime()?.block_on(async {
+        let client = Client::connect(address, copts)
+            .await
+            .map_err(|e| e.to_string())?;
+        let who_has = match keys.is_empty() {
+            true => client.who_has_all().await,
+            false => client.who_has(&keys).await,
+        }
+        .map_err(|e| e.to_string())?;
+        client.close().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(who_has)
+    })?;
+    writeln!(out, "{}", who_has_json(&who_has)).map_err(|e| e.to_string())
+}
+
+fn who_has_json(who_has: &Map<Key, Vec<String>>) -> Json {
+    Json::Object(
+        who_has
+            .iter()
+            .map(|(k, w)| (key_name(k), Json::from(w.clone())))
+            .collect(),
+    )
+}
+
+/// A key as a JSON object's name: a str key as it is, any other as Python
+/// writes it (`('x', 0)`).
+fn key_name(key: &Key) -> String {
+    match key {
+        Key::Str(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+// ---- .npy ---------------------------------------------------------------------
+
+const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+
+/// A `.npy` file (versions 1 to 3) as an array over the file's bytes: the
+/// header's `descr`, `fortran_order` (only `False`) and `shape`.
+fn npy_read(file: Bytes, name: &str) -> Result<NdArray, String> {
+    let bad =
+        |why: &str| format!("{name}: not a .npy file ({why}); --bytes sends any file as bytes");
+    if file.len() < 10 || &file[..6] != NPY_MAGIC {
+        return Err(bad("no \\x93NUMPY magic"));
+    }
+    let (len, start) = match file[6] {
+        1 => (u16::from_le_bytes([file[8], file[9]]) as usize, 10usize),
+        2 | 3 if file.len() >= 12 => (
+            u32::from_le_bytes([file[8], file[9], file[10], file[11]]) as usize,
+            12,
+        ),
+        _ => return Err(bad("unknown version")),
+    };
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= file.len())
+        .ok_or_else(|| bad("header past the end"))?;
+    let header = std::str::from_utf8(&file[start..end]).map_err(|_| bad("header not text"))?;
+    let field = |name: &str| -> Result<&str, String> {
+        let at = header
+            .find(&format!("'{name}':"))
+            .ok_or_else(|| bad(&format!("no {name}")))?;
+        Ok(header[at + name.len() + 3..].trim_start())
+    };
+    let descr = field("descr")?;
+    let descr = descr
+        .strip_prefix('\'')
+        .and_then(|d| d.split('\'').next())
+        .ok_or_else(|| bad("descr is not a simple dtype"))?;
+    if !field("fortran_order")?.starts_with("False") {
+        return Err(format!(
+            "{name}: a Fortran-order .npy file (save np.ascontiguousarray(x) instead)"
+        ));
+    }
+    let shape = field("shape")?;
+    let shape = shape
+        .strip_prefix('(')
+        .and_then(|s| s.split(')').next())
+        .ok_or_else(|| bad("shape is not a tuple"))?;
+    let shape: Vec<u64> = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|_| bad("shape is not a tuple of ints")))
+        .collect::<Result<_, _>>()?;
+    NdArray::from_c_order(descr, &shape, file.slice(end..)).map_err(|e| format!("{name}: {e}"))
+}
+
+/// A version 1.0 `.npy` file of the array, in C order.
+fn npy_write(a: &NdArray) -> Vec<u8> {
+    let shape = match a.shape() {
+        [n] => format!("({n},)"),
+        dims => format!(
+            "({})",
+            dims.iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        a.dtype()
+    );
+    // Magic, version and length (10 bytes), header and newline: a multiple
+    // of 64, as numpy writes it.
+    let padded = (10 + header.len() + 1).div_ceil(64) * 64;
+    header.extend(std::iter::repeat_n(' ', padded - 10 - header.len() - 1));
+    header.push('\n');
+    let data = a.to_c_order();
+    let mut out = Vec::with_capacity(padded + data.len());
+    out.extend_from_slice(NPY_MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&data);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npy_round_trip() {
+        let data = Bytes::from((0..12u8).collect::<Vec<u8>>());
+        let a = NdArray::from_c_order("<u2", &[2, 3], data).unwrap();
+        let file = npy_write(&a);
+        assert_eq!((file.len() - 12) % 64, 0);
+        let back = npy_read(Bytes::from(file), "x.npy").unwrap();
+        assert_eq!(back.dtype(), "<u2");
+        assert_eq!(back.shape(), &[2, 3]);
+        assert_eq!(back.data(), a.data());
+        assert!(npy_read(Bytes::from_static(b"hello world"), "x").is_err());
+    }
+}

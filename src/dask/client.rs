@@ -1,0 +1,851 @@
+//! [`Client`]: a Rust program as a client of a Dask cluster (see its docs).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::runtime::server_id;
+use super::{
+    gather_from_workers, BatchedReader, BatchedWriter, GatherKeys, GatherKeysReply, Key, Map,
+    Number, Op, Rpc, RpcError, StreamStart, UpdateData, UpdateDataReply, UpdateWhoHas,
+};
+use crate::serialize::{Registry, SerializeOptions};
+use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
+use crate::typed;
+use crate::value::Value;
+
+/// How a [`Client`] connects and behaves.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClientOptions {
+    /// Connections to the scheduler and the workers: the connect retry
+    /// ([`connect_timeout`](ConnectionBuilder::connect_timeout)), TCP
+    /// timeouts, and the certificates for `tls://`
+    /// ([`tls`](ConnectionBuilder::tls)).
+    pub connection: ConnectionBuilder,
+    /// The handshake (its `timeout` also bounds registering).
+    pub handshake: HandshakeOptions,
+    /// Time between `heartbeat-client`s until the scheduler says otherwise
+    /// (`adjust-heartbeat-interval`): 5 s, Dask's
+    /// `distributed.client.heartbeat` (at least 1 ms).
+    pub heartbeat_interval: Duration,
+    /// How the client's stream batches what it sends: 10 ms, as Dask's
+    /// client.
+    pub batch_interval: Duration,
+    /// How long [`Client::scatter`] waits for a running worker (30 s, the
+    /// default `timeout` of Dask's `Client`); `None`: for ever.
+    pub timeout: Option<Duration>,
+    /// The serializer families [`Client::gather`] reads values with, as
+    /// they arrive (add [`PickleFamily`](crate::pickle::PickleFamily),
+    /// feature `pickle`, for the values Python pickles: ints, dicts, lists
+    /// of arrays...).
+    pub registry: Registry,
+}
+
+impl Default for ClientOptions {
+    fn default() -> ClientOptions {
+        ClientOptions {
+            connection: ConnectionBuilder::new(),
+            handshake: HandshakeOptions::default(),
+            heartbeat_interval: Duration::from_secs(5),
+            batch_interval: Duration::from_millis(10),
+            timeout: Some(Duration::from_secs(30)),
+            registry: Registry::default(),
+        }
+    }
+}
+
+/// What can stop a [`Client`] call.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// A call to the scheduler or a worker failed.
+    Rpc(RpcError),
+    /// The client's stream failed, or the client is closed.
+    Transport(TransportError),
+    /// The scheduler refused the client (`stream-start` with an error).
+    Refused(String),
+    /// No running worker to scatter to within the options'
+    /// [`timeout`](ClientOptions::timeout).
+    NoWorkers,
+    /// The task of this key erred.
+    Erred(Key),
+    /// The scheduler cancelled this key, or does not know it.
+    Cancelled(Key),
+    /// The data of this key was lost (its workers left).
+    Lost(Key),
+    /// These keys could be fetched neither from the workers nor through
+    /// the scheduler.
+    Missing(Vec<Key>),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Rpc(e) => e.fmt(f),
+            ClientError::Transport(e) => e.fmt(f),
+            ClientError::Refused(why) => write!(f, "the scheduler refused the client: {why}"),
+            ClientError::NoWorkers => f.write_str("no running worker"),
+            ClientError::Erred(k) => write!(f, "the task of {k} erred"),
+            ClientError::Cancelled(k) => {
+                write!(f, "{k} was cancelled, or is unknown to the scheduler")
+            }
+            ClientError::Lost(k) => write!(f, "the data of {k} was lost"),
+            ClientError::Missing(keys) => write!(f, "could not gather {} keys", keys.len()),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientError::Rpc(e) => Some(e),
+            ClientError::Transport(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<RpcError> for ClientError {
+    fn from(e: RpcError) -> ClientError {
+        ClientError::Rpc(e)
+    }
+}
+
+impl From<TransportError> for ClientError {
+    fn from(e: TransportError) -> ClientError {
+        ClientError::Transport(e)
+    }
+}
+
+// ---- messages -------------------------------------------------------------
+// typed publicly by the client channels (issue 25 §1)
+
+/// `register-client`, the first message of the client's stream.
+#[derive(Serialize)]
+struct RegisterClient<'a> {
+    op: &'static str,
+    client: &'a str,
+    reply: bool,
+    versions: Value,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `ncores_running` to the scheduler: the running workers' threads.
+#[derive(Serialize)]
+struct NcoresRunning {
+    op: &'static str,
+    workers: Option<Vec<String>>,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `who_has` to the scheduler.
+#[derive(Serialize)]
+struct WhoHas<'a> {
+    op: &'static str,
+    keys: &'a [Key],
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `who_has` to the scheduler, for every key (`keys: None`).
+#[derive(Serialize)]
+struct WhoHasAll {
+    op: &'static str,
+    keys: Option<Vec<Key>>,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `client-desires-keys` / `client-releases-keys` on the stream.
+#[derive(Serialize)]
+struct ClientKeys<'a> {
+    op: &'static str,
+    keys: &'a [Key],
+    client: &'a str,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// `report-key` on the stream: tell me where this key is.
+#[derive(Serialize)]
+struct ReportKeyRequest<'a> {
+    op: &'static str,
+    key: &'a Key,
+}
+
+// typed publicly by the client channels (issue 25 §1)
+/// What the scheduler sends a client that this client acts on.
+#[derive(Deserialize)]
+struct ReportKey {
+    #[serde(default)]
+    key: Option<Key>,
+    #[serde(default)]
+    keys: Option<Vec<Key>>,
+    /// Seconds: a float, or an int (`heartbeat_interval(n) * 10` is one
+    /// for more than 10 clients).
+    #[serde(default)]
+    interval: Option<Number>,
+}
+
+// ---- state ------------------------------------------------------------------
+
+/// Where a key the client follows is, as the scheduler reported it.
+#[derive(Clone, Debug, PartialEq)]
+enum KeyState {
+    Memory,
+    Erred,
+    Cancelled,
+    Lost,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// What the scheduler last reported of each key.
+    keys: HashMap<Key, KeyState>,
+    /// The keys this client holds.
+    held: HashSet<Key>,
+    /// The stream ended (the scheduler closed it, or it failed).
+    ended: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    /// Bumped on each report, to wake [`Client::wait`].
+    changed: watch::Sender<u64>,
+    /// Milliseconds between heartbeats.
+    heartbeat_ms: AtomicU64,
+    writer: Mutex<Option<BatchedWriter>>,
+}
+
+impl Shared {
+    fn send<M: Serialize>(&self, msg: &M) -> Result<(), TransportError> {
+        match &*self.writer.lock().expect("not poisoned") {
+            Some(w) => w.send(msg),
+            None => Err(TransportError::Closed),
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut State)) {
+        f(&mut self.state.lock().expect("not poisoned"));
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+/// Dask's `scatter_to_workers` round-robin counter (process-wide, as
+/// `utils_comm._round_robin_counter`).
+static ROUND_ROBIN: AtomicUsize = AtomicUsize::new(0);
+
+/// A Rust program as a client of a Dask cluster (`tcp://` or `tls://`), as
+/// `distributed.Client` 2026.8.0 is one — registered on a batched stream
+/// of its own, heartbeating, putting data on workers (`scatter`), fetching
+/// it (`gather`), waiting for keys to be in memory and letting them go.
+///
+/// **Keys live as long as the client holds them**, as with Python futures:
+/// a key the client scattered or waited for is one the scheduler keeps for
+/// it (`client-desires-keys`) until [`Client::release`] or
+/// [`Client::close`] lets it go (`client-releases-keys`, `close-client`);
+/// then, when no other client wants it, the scheduler forgets it and the
+/// workers drop it.
+///
+/// **Handing keys over.** A key the Rust client scattered is in the
+/// scheduler's memory under that key; a Python client picks it up with
+/// `Future(key, client=c, state="memory")` (in 2026.8.0 `Future(key,
+/// client=c)` alone registers a future the scheduler is never asked about,
+/// so it stays pending forever; `state="memory"` marks it finished at once).
+/// Keys a Python client computed are waited for ([`Client::wait`]) and
+/// gathered ([`Client::gather`]) by name, while the Python client holds them
+/// (or after, as long as the Rust client asked for them first).
+///
+/// ```no_run
+/// use framewire::dask::{Client, ClientOptions, Key};
+/// use framewire::{NdArray, Value};
+///
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::connect("tcp://127.0.0.1:8786", ClientOptions::default()).await?;
+/// // Scatter an array: the scheduler keeps "x" for this client.
+/// let data = bytes::Bytes::from(vec![0u8; 8 * 1000]);
+/// let x = NdArray::from_c_order("<f8", &[1000], data)?;
+/// let who_has = client
+///     .scatter([(Key::from("x"), Value::NdArray(Box::new(x)))])
+///     .await?;
+/// println!("x is on {:?}", who_has[&Key::from("x")]);
+/// // Python: Future("x", client=c, state="memory") computes on it.
+///
+/// // Wait for a key Python computes, then fetch it from its worker.
+/// let y = Key::from("y");
+/// client.wait(std::slice::from_ref(&y)).await?;
+/// let values = client.gather(std::slice::from_ref(&y)).await?;
+/// println!("{:?}", values[&y]);
+///
+/// client.release(&[Key::from("x"), y])?; // the scheduler may forget them now
+/// client.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Every method takes `&self`; calls to the scheduler share one connection
+/// (made on first use). Must be used within a tokio runtime. A client
+/// dropped without [`close`](Client::close) ends its stream: the scheduler
+/// then removes it and releases its keys, as at `close`.
+#[derive(Debug)]
+pub struct Client {
+    id: String,
+    scheduler: String,
+    opts: ClientOptions,
+    shared: Arc<Shared>,
+    rpc: tokio::sync::Mutex<Option<Rpc<Socket>>>,
+    reader: JoinHandle<()>,
+    heartbeat: JoinHandle<()>,
+}
+
+impl Client {
+    /// Connects to the scheduler at `address` (retrying until the
+    /// connection builder's connect timeout), registers as Dask's client
+    /// does (`register-client` on a connection of its own, which becomes
+    /// the batched stream once the scheduler answers `stream-start`), and
+    /// starts heartbeating.
+    pub async fn connect(address: &str, opts: ClientOptions) -> Result<Client, ClientError> {
+        let id = server_id("Client");
+        let (mut conn, _) = opts
+            .connection
+            .connect_address(address, &opts.handshake)
+            .await
+            .map_err(RpcError::from)?;
+        // As `_ensure_connected`: the scheduler's information first (here
+        // its package versions, which this client, running no Python, takes
+        // as its own so that no version mismatch is reported).
+        let versions =
+            super::versions_like_scheduler(address, &opts.connection, &opts.handshake).await?;
+        let register = RegisterClient {
+            op: "register-client",
+            client: &id,
+            reply: false,
+            versions,
+        };
+        let exchange = async {
+            conn.send_msg(&register).await?;
+            conn.recv_value().await.ok_or(TransportError::Closed)?
+        };
+        let first = match opts.handshake.timeout {
+            Some(t) => tokio::time::timeout(t, exchange).await.map_err(|_| {
+                TransportError::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no stream-start from the scheduler",
+                ))
+            })??,
+            None => exchange.await?,
+        };
+        // The scheduler's batched stream: a list of one `stream-start`.
+        let start = match first {
+            Value::Array(mut ops) if ops.len() == 1 => ops.remove(0),
+            other => other,
+        };
+        let start: StreamStart = typed::from_value(start).map_err(RpcError::Decode)?;
+        if !start.error.is_empty() {
+            return Err(ClientError::Refused(start.error));
+        }
+        let (r, w) = conn.into_split();
+        let (changed, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed,
+            heartbeat_ms: AtomicU64::new((opts.heartbeat_interval.as_millis() as u64).max(1)),
+            writer: Mutex::new(Some(BatchedWriter::new(w, opts.batch_interval))),
+        });
+        let reader = tokio::spawn(read_stream(BatchedReader::new(r), shared.clone()));
+        let heartbeat = tokio::spawn(heartbeats(shared.clone()));
+        Ok(Client {
+            id,
+            scheduler: address.to_owned(),
+            opts,
+            shared,
+            rpc: tokio::sync::Mutex::new(None),
+            reader,
+            heartbeat,
+        })
+    }
+
+    /// The client's id (`"Client-<32 hex digits>"`), as the scheduler
+    /// knows it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The keys this client holds (scattered or waited for, not released).
+    pub fn held(&self) -> Vec<Key> {
+        let state = self.shared.state.lock().expect("not poisoned");
+        state.held.iter().cloned().collect()
+    }
+
+    /// A call to the scheduler on the shared connection (reconnecting
+    /// after a failed call).
+    async fn call<Q: Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        request: &Q,
+    ) -> Result<R, RpcError> {
+        let mut rpc = self.rpc.lock().await;
+        if rpc.is_none() {
+            *rpc = Some(
+                Rpc::connect(&self.scheduler, &self.opts.connection, &self.opts.handshake).await?,
+            );
+        }
+        let result = rpc.as_mut().expect("connected above").call(request).await;
+        if result.is_err() {
+            *rpc = None;
+        }
+        result
+    }
+
+    /// Places values on the workers as `Client.scatter` does (direct):
+    /// asks the scheduler for the running workers (`ncores_running`),
+    /// spreads the keys round robin over them (sorted by address), sends
+    /// each worker its values (`update_data`), then tells the scheduler who
+    /// has what (`update_data` with this client's id: the scheduler holds
+    /// the keys for it, in memory). Returns where each key went.
+    ///
+    /// Values: bytes (`Value::Bin`, Python gets `bytes`), arrays
+    /// (`Value::NdArray`, numpy arrays), blocks (`Value::Serialized`,
+    /// `Value::Pickled`: sent as they are) and plain values (the `msgpack`
+    /// family: Python gets ints, floats, strs, dicts, and tuples for
+    /// arrays, as Dask reads msgpack arrays).
+    pub async fn scatter(
+        &self,
+        data: impl IntoIterator<Item = (Key, Value)>,
+    ) -> Result<Map<Key, Vec<String>>, ClientError> {
+        let data: Vec<(Key, Value)> = data.into_iter().collect();
+        if data.is_empty() {
+            return Ok(Map::new());
+        }
+        // As `_scatter`: asked again every 0.1 s until a worker runs, for
+        // at most the client's timeout.
+        let started = tokio::time::Instant::now();
+        let mut workers: Vec<String> = loop {
+            let nthreads: Map<String, u64> = self
+                .call(&NcoresRunning {
+                    op: "ncores_running",
+                    workers: None,
+                })
+                .await?;
+            if !nthreads.is_empty() {
+                break nthreads.into_keys().collect();
+            }
+            if self.opts.timeout.is_some_and(|t| started.elapsed() >= t) {
+                return Err(ClientError::NoWorkers);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        workers.sort();
+        let start = ROUND_ROBIN.fetch_add(data.len(), Ordering::Relaxed);
+        let mut groups: Map<String, Map<Key, Value>> = Map::new();
+        let mut who_has: Map<Key, Vec<String>> = Map::new();
+        for (i, (key, value)) in data.into_iter().enumerate() {
+            let worker = &workers[(start + i) % workers.len()];
+            let value = match value {
+                v @ (Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_)) => v,
+                v => Value::ToSerialize(Box::new(v)),
+            };
+            groups
+                .entry(worker.clone())
+                .or_default()
+                .insert(key.clone(), value);
+            who_has.insert(key, vec![worker.clone()]);
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (worker, values) in groups {
+            let (builder, handshake) = (self.opts.connection.clone(), self.opts.handshake.clone());
+            tasks.spawn(async move {
+                let mut rpc = Rpc::connect(&worker, &builder, &handshake).await?;
+                let reply: UpdateDataReply = rpc
+                    .call(&UpdateData {
+                        op: Op::new(),
+                        data: values,
+                        stimulus_id: None,
+                        reply: None,
+                    })
+                    .await?;
+                let _ = rpc.close().await;
+                Ok::<_, RpcError>(reply)
+            });
+        }
+        let mut nbytes = Map::new();
+        while let Some(done) = tasks.join_next().await {
+            let reply = done.expect("an update_data task does not panic")?;
+            nbytes.extend(reply.nbytes);
+        }
+        let keys: Vec<Key> = who_has.keys().cloned().collect();
+        self.shared.update(|s| s.held.extend(keys));
+        let () = self
+            .call(&UpdateWhoHas {
+                op: Op::new(),
+                who_has: who_has.clone(),
+                nbytes,
+                client: Some(self.id.clone()),
+                reply: None,
+            })
+            .await?;
+        Ok(who_has)
+    }
+
+    /// Where each key is in memory, as the scheduler knows (`who_has`; a
+    /// key it does not know has no workers).
+    pub async fn who_has(&self, keys: &[Key]) -> Result<Map<Key, Vec<String>>, ClientError> {
+        Ok(self
+            .call(&WhoHas {
+                op: "who_has",
+                keys,
+            })
+            .await?)
+    }
+
+    /// Where every key in memory is (`who_has` for all keys, as Python's
+    /// `Client.who_has()` with no futures).
+    pub async fn who_has_all(&self) -> Result<Map<Key, Vec<String>>, ClientError> {
+        Ok(self
+            .call(&WhoHasAll {
+                op: "who_has",
+                keys: None,
+            })
+            .await?)
+    }
+
+    /// Keeps `keys` in the cluster after this client is gone, as Dask's
+    /// `fire_and_forget`: they are wanted by the scheduler's pseudo-client
+    /// `"fire-and-forget"` (`client-desires-keys`), whom no client closing
+    /// releases. (A Python client lets them go with
+    /// `c.run_on_scheduler(lambda dask_scheduler:
+    /// dask_scheduler.client_releases_keys(keys, "fire-and-forget"))`.)
+    pub fn fire_and_forget(&self, keys: &[Key]) -> Result<(), ClientError> {
+        self.shared.send(&ClientKeys {
+            op: "client-desires-keys",
+            keys,
+            client: "fire-and-forget",
+        })?;
+        Ok(())
+    }
+
+    /// Holds `keys` (`client-desires-keys`): the scheduler keeps them for
+    /// this client and reports on them. A key the scheduler does not know
+    /// yet is ignored by it (with a warning in its log).
+    pub fn desire(&self, keys: &[Key]) -> Result<(), ClientError> {
+        self.shared.update(|s| s.held.extend(keys.iter().cloned()));
+        self.shared.send(&ClientKeys {
+            op: "client-desires-keys",
+            keys,
+            client: &self.id,
+        })?;
+        Ok(())
+    }
+
+    /// Lets `keys` go (`client-releases-keys`): when no other client holds
+    /// them, the scheduler forgets them and the workers drop them. Keys are
+    /// held once, however many times they were scattered or waited for.
+    pub fn release(&self, keys: &[Key]) -> Result<(), ClientError> {
+        self.shared.update(|s| {
+            for k in keys {
+                s.held.remove(k);
+                s.keys.remove(k);
+            }
+        });
+        self.shared.send(&ClientKeys {
+            op: "client-releases-keys",
+            keys,
+            client: &self.id,
+        })?;
+        Ok(())
+    }
+
+    /// Waits until every key is in memory: holds them
+    /// ([`desire`](Client::desire)) and waits for the scheduler's
+    /// `key-in-memory` reports (sent at once for a key already in memory),
+    /// as Dask's `wait` on futures. A key whose task erred, was cancelled
+    /// or lost is an error, and so is a key the scheduler does not know
+    /// ([`ClientError::Cancelled`]: asked with `report-key`, the scheduler
+    /// answers `cancelled-keys`). A key still computing is waited for as
+    /// long as it takes: bound the wait with `tokio::time::timeout`.
+    pub async fn wait(&self, keys: &[Key]) -> Result<(), ClientError> {
+        let mut changed = self.shared.changed.subscribe();
+        self.desire(keys)?;
+        // The scheduler ignores a key it does not know in
+        // `client-desires-keys`; `report-key` answers `cancelled-keys` for
+        // one (and `key-in-memory` again for one in memory), so that waiting
+        // on an unknown key fails instead of hanging.
+        for key in keys {
+            self.shared.send(&ReportKeyRequest {
+                op: "report-key",
+                key,
+            })?;
+        }
+        loop {
+            {
+                let state = self.shared.state.lock().expect("not poisoned");
+                let mut all = true;
+                for k in keys {
+                    match state.keys.get(k) {
+                        Some(KeyState::Memory) => {}
+                        Some(KeyState::Erred) => return Err(ClientError::Erred(k.clone())),
+                        Some(KeyState::Cancelled) => return Err(ClientError::Cancelled(k.clone())),
+                        Some(KeyState::Lost) => return Err(ClientError::Lost(k.clone())),
+                        None => all = false,
+                    }
+                }
+                if all {
+                    return Ok(());
+                }
+                if state.ended {
+                    return Err(TransportError::Closed.into());
+                }
+            }
+            if changed.changed().await.is_err() {
+                return Err(TransportError::Closed.into());
+            }
+        }
+    }
+
+    /// The values of `keys`, fetched as `Client.gather` does: where they
+    /// are from the scheduler (`who_has`), then straight from the workers
+    /// that hold them (`get_data`), and what they could not give through
+    /// the scheduler (`gather`). Values are read on arrival with the
+    /// options' [`registry`](ClientOptions::registry): a numpy array is an
+    /// [`NdArray`](crate::NdArray) over the receive buffer it arrived in
+    /// (its shards too, when they arrived back to back: no copy).
+    pub async fn gather(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
+        let mut builder = self.opts.connection.clone();
+        let serialize = SerializeOptions {
+            registry: self.opts.registry.clone(),
+            ..Default::default()
+        };
+        builder
+            .deserialize_blocks(true)
+            .serialize_options(serialize);
+        self.fetch(keys, &builder).await
+    }
+
+    /// [`gather`](Client::gather), the values left as the blocks they
+    /// arrived as (views of the receive buffers).
+    pub async fn gather_blocks(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
+        let mut builder = self.opts.connection.clone();
+        builder.deserialize_blocks(false);
+        self.fetch(keys, &builder).await
+    }
+
+    async fn fetch(
+        &self,
+        keys: &[Key],
+        builder: &ConnectionBuilder,
+    ) -> Result<Map<Key, Value>, ClientError> {
+        let who_has = self.who_has(keys).await?;
+        let got = gather_from_workers(&who_has, None, builder, &self.opts.handshake).await;
+        let mut data = got.data;
+        let missing: Vec<Key> = keys
+            .iter()
+            .filter(|k| !data.contains_key(*k))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            // Through the scheduler, on a connection that reads values as
+            // the workers' do.
+            let mut rpc = Rpc::connect(&self.scheduler, builder, &self.opts.handshake).await?;
+            let reply: GatherKeysReply = rpc
+                .call(&GatherKeys {
+                    op: Op::new(),
+                    keys: missing,
+                    reply: None,
+                })
+                .await?;
+            let _ = rpc.close().await;
+            if reply.status != "OK" {
+                return Err(ClientError::Missing(reply.keys.unwrap_or_default()));
+            }
+            data.extend(reply.data.unwrap_or_default());
+        }
+        // In the order asked.
+        let mut out = Map::new();
+        for k in keys {
+            match data.swap_remove(k) {
+                Some(v) => {
+                    out.insert(k.clone(), v);
+                }
+                None => return Err(ClientError::Missing(vec![k.clone()])),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Closes the client as Dask's does: `close-client` (the scheduler
+    /// releases every key this client holds) and `close-stream` on the
+    /// stream, then the stream and the scheduler connection are closed.
+    pub async fn close(mut self) -> Result<(), ClientError> {
+        self.heartbeat.abort();
+        let writer = self.shared.writer.lock().expect("not poisoned").take();
+        let mut result = Ok(());
+        if let Some(w) = writer {
+            let bye = |op: &'static str| Value::map_of([("op", Value::from_static(op))]);
+            let _ = w.send_value(bye("close-client"));
+            let _ = w.send_value(bye("close-stream"));
+            result = w.close().await.map_err(ClientError::from);
+        }
+        // The scheduler answers with `stream-closed` and closes its end.
+        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.reader).await;
+        if let Some(rpc) = self.rpc.lock().await.take() {
+            let _ = rpc.close().await;
+        }
+        result
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // Without `close`: the stream's end tells the scheduler.
+        self.heartbeat.abort();
+        self.reader.abort();
+    }
+}
+
+/// Reads the client's stream: the reports on keys, heartbeat intervals.
+async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
+    mut reader: BatchedReader<R>,
+    shared: Arc<Shared>,
+) {
+    while let Some(Ok(msg)) = reader.recv_value().await {
+        let op = msg.get("op").and_then(Value::as_str).map(str::to_owned);
+        let Ok(report) = typed::from_value::<ReportKey>(msg) else {
+            continue;
+        };
+        let one = |state: KeyState| {
+            let key = report.key.clone();
+            move |s: &mut State| {
+                if let Some(k) = key {
+                    s.keys.insert(k, state);
+                }
+            }
+        };
+        match op.as_deref() {
+            Some("key-in-memory") => shared.update(one(KeyState::Memory)),
+            Some("task-erred") => shared.update(one(KeyState::Erred)),
+            Some("lost-data") => shared.update(one(KeyState::Lost)),
+            Some("cancelled-keys") => shared.update(|s| {
+                for k in report.keys.clone().unwrap_or_default() {
+                    s.keys.insert(k, KeyState::Cancelled);
+                }
+            }),
+            Some("task-retried") => shared.update(|s| {
+                if let Some(k) = &report.key {
+                    s.keys.remove(k);
+                }
+            }),
+            Some("adjust-heartbeat-interval") => {
+                let secs = report.interval.map(Number::as_f64);
+                if let Some(secs) = secs.filter(|s| *s > 0.0 && s.is_finite()) {
+                    let ms = (secs.min(3600.0) * 1000.0) as u64;
+                    shared.heartbeat_ms.store(ms.max(1), Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
+    shared.update(|s| s.ended = true);
+}
+
+/// `heartbeat-client` on the stream, every interval (as `Client._heartbeat`).
+async fn heartbeats(shared: Arc<Shared>) {
+    loop {
+        let ms = shared.heartbeat_ms.load(Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let beat = Value::map_of([("op", Value::from_static("heartbeat-client"))]);
+        let sent = match &*shared.writer.lock().expect("not poisoned") {
+            Some(w) => w.send_value(beat),
+            None => Err(TransportError::Closed),
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Connection;
+
+    fn op(name: &str, fields: Vec<(&'static str, Value)>) -> Value {
+        let mut entries = vec![(Value::str("op"), Value::str(name))];
+        entries.extend(fields.into_iter().map(|(k, v)| (Value::from_static(k), v)));
+        Value::Map(entries)
+    }
+
+    /// The stream's reports land in the state; heartbeat intervals follow
+    /// the scheduler (an int too); ill-formed ops are skipped, not fatal.
+    #[tokio::test]
+    async fn reports_update_the_state() {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let mut tx = Connection::new(a);
+        let (r, _w) = Connection::new(b).into_split();
+        let (changed, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed,
+            heartbeat_ms: AtomicU64::new(5000),
+            writer: Mutex::new(None),
+        });
+        let task = tokio::spawn(read_stream(BatchedReader::new(r), shared.clone()));
+        let batch = Value::Array(vec![
+            op(
+                "key-in-memory",
+                vec![("key", Value::str("x")), ("type", Value::bin(vec![1u8]))],
+            ),
+            op(
+                "task-erred",
+                vec![("key", Value::str("bad")), ("exception", Value::Nil)],
+            ),
+            op(
+                "cancelled-keys",
+                vec![(
+                    "keys",
+                    Value::Array(vec![Value::str("c1"), Value::str("c2")]),
+                )],
+            ),
+            op(
+                "lost-data",
+                vec![("key", Value::Array(vec![Value::str("t"), Value::from(1)]))],
+            ),
+            // Hostile or odd: skipped.
+            op(
+                "key-in-memory",
+                vec![("key", Value::map_of([("no", Value::Nil)]))],
+            ),
+            op(
+                "adjust-heartbeat-interval",
+                vec![("interval", Value::str("soon"))],
+            ),
+            op(
+                "adjust-heartbeat-interval",
+                vec![("interval", Value::Float(f64::NAN))],
+            ),
+            op(
+                "adjust-heartbeat-interval",
+                vec![("interval", Value::Float(-1.0))],
+            ),
+            Value::from(3),
+            op(
+                "adjust-heartbeat-interval",
+                vec![("interval", Value::from(10))],
+            ),
+        ]);
+        tx.send_value(&batch).await.unwrap();
+        drop(tx);
+        task.await.unwrap();
+        let state = shared.state.lock().unwrap();
+        assert_eq!(state.keys.get(&Key::from("x")), Some(&KeyState::Memory));
+        assert_eq!(state.keys.get(&Key::from("bad")), Some(&KeyState::Erred));
+        assert_eq!(state.keys.get(&Key::from("c2")), Some(&KeyState::Cancelled));
+        assert_eq!(state.keys.get(&Key::from(("t", 1))), Some(&KeyState::Lost));
+        assert_eq!(state.keys.len(), 5);
+        assert!(state.ended);
+        assert_eq!(shared.heartbeat_ms.load(Ordering::Relaxed), 10_000);
+    }
+}
