@@ -32,6 +32,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("serialize", 5),
     ("protocol", 6),
     ("mmap", 6),
+    ("pickle", 6),
     ("typed", 7),
     ("transport", 8),
     ("dask", 9),

@@ -6,14 +6,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::runtime::server_id;
 use super::{
-    gather_from_workers, BatchedReader, BatchedWriter, GatherKeys, GatherKeysReply, Key, Map,
-    Number, Op, Rpc, RpcError, StreamStart, UpdateData, UpdateDataReply, UpdateWhoHas,
+    gather_from_workers, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
+    GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op, RegisterClient,
+    ReportKey, Rpc, RpcError, SchedulerToClient, StreamStart, UpdateData, UpdateDataReply,
+    UpdateWhoHas, WhoHas,
 };
 use crate::serialize::{Registry, SerializeOptions};
 use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
@@ -125,72 +127,6 @@ impl From<TransportError> for ClientError {
 }
 
 // ---- messages -------------------------------------------------------------
-// typed publicly by the client channels (issue 25 §1)
-
-/// `register-client`, the first message of the client's stream.
-#[derive(Serialize)]
-struct RegisterClient<'a> {
-    op: &'static str,
-    client: &'a str,
-    reply: bool,
-    versions: Value,
-}
-
-// typed publicly by the client channels (issue 25 §1)
-/// `ncores_running` to the scheduler: the running workers' threads.
-#[derive(Serialize)]
-struct NcoresRunning {
-    op: &'static str,
-    workers: Option<Vec<String>>,
-}
-
-// typed publicly by the client channels (issue 25 §1)
-/// `who_has` to the scheduler.
-#[derive(Serialize)]
-struct WhoHas<'a> {
-    op: &'static str,
-    keys: &'a [Key],
-}
-
-// typed publicly by the client channels (issue 25 §1)
-/// `who_has` to the scheduler, for every key (`keys: None`).
-#[derive(Serialize)]
-struct WhoHasAll {
-    op: &'static str,
-    keys: Option<Vec<Key>>,
-}
-
-// typed publicly by the client channels (issue 25 §1)
-/// `client-desires-keys` / `client-releases-keys` on the stream.
-#[derive(Serialize)]
-struct ClientKeys<'a> {
-    op: &'static str,
-    keys: &'a [Key],
-    client: &'a str,
-}
-
-// typed publicly by the client channels (issue 25 §1)
-/// `report-key` on the stream: tell me where this key is.
-#[derive(Serialize)]
-struct ReportKeyRequest<'a> {
-    op: &'static str,
-    key: &'a Key,
-}
-
-// typed publicly by the client channels (issue 25 §1)
-/// What the scheduler sends a client that this client acts on.
-#[derive(Deserialize)]
-struct ReportKey {
-    #[serde(default)]
-    key: Option<Key>,
-    #[serde(default)]
-    keys: Option<Vec<Key>>,
-    /// Seconds: a float, or an int (`heartbeat_interval(n) * 10` is one
-    /// for more than 10 clients).
-    #[serde(default)]
-    interval: Option<Number>,
-}
-
 // ---- state ------------------------------------------------------------------
 
 /// Where a key the client follows is, as the scheduler reported it.
@@ -321,12 +257,7 @@ impl Client {
         // as its own so that no version mismatch is reported).
         let versions =
             super::versions_like_scheduler(address, &opts.connection, &opts.handshake).await?;
-        let register = RegisterClient {
-            op: "register-client",
-            client: &id,
-            reply: false,
-            versions,
-        };
+        let register = RegisterClient::new(id.clone(), versions);
         let exchange = async {
             conn.send_msg(&register).await?;
             conn.recv_value().await.ok_or(TransportError::Closed)?
@@ -425,12 +356,7 @@ impl Client {
         // at most the client's timeout.
         let started = tokio::time::Instant::now();
         let mut workers: Vec<String> = loop {
-            let nthreads: Map<String, u64> = self
-                .call(&NcoresRunning {
-                    op: "ncores_running",
-                    workers: None,
-                })
-                .await?;
+            let nthreads: Map<String, u64> = self.call(&NcoresRunning::default()).await?;
             if !nthreads.is_empty() {
                 break nthreads.into_keys().collect();
             }
@@ -494,23 +420,13 @@ impl Client {
     /// Where each key is in memory, as the scheduler knows (`who_has`; a
     /// key it does not know has no workers).
     pub async fn who_has(&self, keys: &[Key]) -> Result<Map<Key, Vec<String>>, ClientError> {
-        Ok(self
-            .call(&WhoHas {
-                op: "who_has",
-                keys,
-            })
-            .await?)
+        Ok(self.call(&WhoHas::new(keys.iter().cloned())).await?)
     }
 
     /// Where every key in memory is (`who_has` for all keys, as Python's
     /// `Client.who_has()` with no futures).
     pub async fn who_has_all(&self) -> Result<Map<Key, Vec<String>>, ClientError> {
-        Ok(self
-            .call(&WhoHasAll {
-                op: "who_has",
-                keys: None,
-            })
-            .await?)
+        Ok(self.call(&WhoHas::default()).await?)
     }
 
     /// Keeps `keys` in the cluster after this client is gone, as Dask's
@@ -520,11 +436,9 @@ impl Client {
     /// `c.run_on_scheduler(lambda dask_scheduler:
     /// dask_scheduler.client_releases_keys(keys, "fire-and-forget"))`.)
     pub fn fire_and_forget(&self, keys: &[Key]) -> Result<(), ClientError> {
-        self.shared.send(&ClientKeys {
-            op: "client-desires-keys",
-            keys,
-            client: "fire-and-forget",
-        })?;
+        let mut wish = ClientDesiresKeys::new(keys.iter().cloned());
+        wish.client = Some("fire-and-forget".into());
+        self.shared.send(&wish)?;
         Ok(())
     }
 
@@ -533,11 +447,9 @@ impl Client {
     /// yet is ignored by it (with a warning in its log).
     pub fn desire(&self, keys: &[Key]) -> Result<(), ClientError> {
         self.shared.update(|s| s.held.extend(keys.iter().cloned()));
-        self.shared.send(&ClientKeys {
-            op: "client-desires-keys",
-            keys,
-            client: &self.id,
-        })?;
+        let mut wish = ClientDesiresKeys::new(keys.iter().cloned());
+        wish.client = Some(self.id.clone());
+        self.shared.send(&wish)?;
         Ok(())
     }
 
@@ -551,11 +463,10 @@ impl Client {
                 s.keys.remove(k);
             }
         });
-        self.shared.send(&ClientKeys {
-            op: "client-releases-keys",
-            keys,
-            client: &self.id,
-        })?;
+        self.shared.send(&ClientReleasesKeys::new(
+            keys.iter().cloned(),
+            self.id.clone(),
+        ))?;
         Ok(())
     }
 
@@ -575,10 +486,7 @@ impl Client {
         // one (and `key-in-memory` again for one in memory), so that waiting
         // on an unknown key fails instead of hanging.
         for key in keys {
-            self.shared.send(&ReportKeyRequest {
-                op: "report-key",
-                key,
-            })?;
+            self.shared.send(&ReportKey::new(key.clone()))?;
         }
         loop {
             {
@@ -712,35 +620,31 @@ async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
     shared: Arc<Shared>,
 ) {
     while let Some(Ok(msg)) = reader.recv_value().await {
-        let op = msg.get("op").and_then(Value::as_str).map(str::to_owned);
-        let Ok(report) = typed::from_value::<ReportKey>(msg) else {
+        // A message this client cannot read is skipped, as Dask's client
+        // logs and skips one.
+        let Ok(report) = typed::from_value::<SchedulerToClient>(msg) else {
             continue;
         };
-        let one = |state: KeyState| {
-            let key = report.key.clone();
+        let one = |key: Key, state: KeyState| {
             move |s: &mut State| {
-                if let Some(k) = key {
-                    s.keys.insert(k, state);
-                }
+                s.keys.insert(key, state);
             }
         };
-        match op.as_deref() {
-            Some("key-in-memory") => shared.update(one(KeyState::Memory)),
-            Some("task-erred") => shared.update(one(KeyState::Erred)),
-            Some("lost-data") => shared.update(one(KeyState::Lost)),
-            Some("cancelled-keys") => shared.update(|s| {
-                for k in report.keys.clone().unwrap_or_default() {
+        match report {
+            SchedulerToClient::KeyInMemory(m) => shared.update(one(m.key, KeyState::Memory)),
+            SchedulerToClient::TaskErred(m) => shared.update(one(m.key, KeyState::Erred)),
+            SchedulerToClient::LostData(m) => shared.update(one(m.key, KeyState::Lost)),
+            SchedulerToClient::CancelledKeys(m) => shared.update(|s| {
+                for k in m.keys {
                     s.keys.insert(k, KeyState::Cancelled);
                 }
             }),
-            Some("task-retried") => shared.update(|s| {
-                if let Some(k) = &report.key {
-                    s.keys.remove(k);
-                }
+            SchedulerToClient::TaskRetried(m) => shared.update(|s| {
+                s.keys.remove(&m.key);
             }),
-            Some("adjust-heartbeat-interval") => {
-                let secs = report.interval.map(Number::as_f64);
-                if let Some(secs) = secs.filter(|s| *s > 0.0 && s.is_finite()) {
+            SchedulerToClient::AdjustHeartbeatInterval(m) => {
+                let secs = m.interval.as_f64();
+                if secs > 0.0 && secs.is_finite() {
                     let ms = (secs.min(3600.0) * 1000.0) as u64;
                     shared.heartbeat_ms.store(ms.max(1), Ordering::Relaxed);
                 }
@@ -756,9 +660,8 @@ async fn heartbeats(shared: Arc<Shared>) {
     loop {
         let ms = shared.heartbeat_ms.load(Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        let beat = Value::map_of([("op", Value::from_static("heartbeat-client"))]);
         let sent = match &*shared.writer.lock().expect("not poisoned") {
-            Some(w) => w.send_value(beat),
+            Some(w) => w.send(&HeartbeatClient::default()),
             None => Err(TransportError::Closed),
         };
         if sent.is_err() {
