@@ -78,15 +78,25 @@ fn read_input(file: &str) -> Result<Vec<u8>, String> {
     std::fs::read(file).map_err(|e| format!("{file}: {e}"))
 }
 
+/// How long `framewire scatter` keeps its key alive.
+pub enum Keep {
+    /// Until SIGINT or SIGTERM, then the key is released.
+    UntilInterrupted,
+    /// This long, then the key is released.
+    For(Duration),
+    /// For ever: `fire_and_forget`, and exit at once.
+    Forever,
+}
+
 /// `framewire scatter`: puts FILE's value on the cluster's workers under
-/// KEY, keeps it there after this process exits (Dask's
-/// `fire_and_forget`) unless `release`, and prints where it went.
+/// KEY, prints `scattered KEY to WORKER` once the scheduler knows, and
+/// holds the key as `keep` says.
 pub fn scatter(
     address: &str,
     key: &str,
     file: &str,
     format: Format,
-    release: bool,
+    keep: Keep,
     opts: &Options,
     out: &mut impl Write,
 ) -> Result<(), String> {
@@ -101,7 +111,7 @@ pub fn scatter(
         }
     };
     let copts = client_options(address, opts)?;
-    let who_has = runtime()?.block_on(async {
+    runtime()?.block_on(async {
         let client = Client::connect(address, copts)
             .await
             .map_err(|e| e.to_string())?;
@@ -109,15 +119,36 @@ pub fn scatter(
             .scatter([(key.clone(), value)])
             .await
             .map_err(|e| e.to_string())?;
-        if !release {
-            client
-                .fire_and_forget(std::slice::from_ref(&key))
-                .map_err(|e| e.to_string())?;
+        for worker in who_has.get(&key).into_iter().flatten() {
+            writeln!(out, "scattered {} to {worker}", key_name(&key)).map_err(|e| e.to_string())?;
         }
-        client.close().await.map_err(|e| e.to_string())?;
-        Ok::<_, String>(who_has)
-    })?;
-    writeln!(out, "{}", who_has_json(&who_has)).map_err(|e| e.to_string())
+        out.flush().map_err(|e| e.to_string())?;
+        match keep {
+            Keep::Forever => client
+                .fire_and_forget(std::slice::from_ref(&key))
+                .map_err(|e| e.to_string())?,
+            Keep::For(t) => tokio::time::sleep(t).await,
+            Keep::UntilInterrupted => interrupted().await?,
+        }
+        client.close().await.map_err(|e| e.to_string())
+    })
+}
+
+/// Until SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn interrupted() -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.map_err(|e| e.to_string()),
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.map_err(|e| e.to_string())
+    }
 }
 
 /// `framewire gather`: waits (at most `timeout`) for KEY to be in memory,
@@ -152,20 +183,58 @@ pub fn gather(
         got.swap_remove(&key)
             .ok_or_else(|| format!("{key}: no value"))
     })?;
-    let bytes: Vec<u8> = match &value {
-        Value::NdArray(a) => npy_write(a),
-        Value::Bin(b) => b.to_vec(),
+    let name = key_name(&key);
+    if let Some(what) = unreadable(&value) {
+        return Err(format!("{name}: {what}, which framewire cannot read"));
+    }
+    let (bytes, summary) = match &value {
+        Value::NdArray(a) => {
+            let line = format!(
+                "{name}: array shape={:?} dtype={} bytes={}\n",
+                a.shape(),
+                a.dtype(),
+                a.data().len()
+            );
+            (npy_write(a), line.into_bytes())
+        }
+        Value::Bin(b) => {
+            let mut line = value_to_json(&value).to_string();
+            line.push('\n');
+            (b.to_vec(), line.into_bytes())
+        }
         other => {
             let mut line = value_to_json(other).to_string();
             line.push('\n');
-            line.into_bytes()
+            (line.clone().into_bytes(), line.into_bytes())
         }
     };
     match output {
         Some(path) if path != "-" => {
             std::fs::write(path, bytes).map_err(|e| format!("{path}: {e}"))
         }
-        _ => out.write_all(&bytes).map_err(|e| e.to_string()),
+        Some(_) => out.write_all(&bytes).map_err(|e| e.to_string()),
+        None => out.write_all(&summary).map_err(|e| e.to_string()),
+    }
+}
+
+/// What a value holds that is not plain data (a block framewire did not
+/// deserialize: a pickle of an object, a serializer it does not know).
+fn unreadable(value: &Value) -> Option<String> {
+    match value {
+        Value::Serialized(b) | Value::Pickled(b) => {
+            let serializer = b
+                .header()
+                .get("serializer")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_owned();
+            Some(format!("a block of serializer {serializer:?}"))
+        }
+        Value::Array(items) => items.iter().find_map(unreadable),
+        Value::Map(entries) => entries
+            .iter()
+            .find_map(|(k, v)| unreadable(k).or_else(|| unreadable(v))),
+        _ => None,
     }
 }
 

@@ -152,10 +152,10 @@ enum Command {
         no_splice: bool,
     },
     /// Put a value on a Dask cluster's workers under KEY, as
-    /// `Client.scatter` does, and print where it went (`{key: [worker]}`).
-    /// The key stays in the cluster after this command exits (Dask's
-    /// `fire_and_forget`) unless --release; a Python client takes it with
-    /// `Future(KEY, client=c, state="memory")`.
+    /// `Client.scatter` does, print `scattered KEY to WORKER` once the
+    /// scheduler knows, and keep the key alive until this command exits
+    /// (--hold SECONDS, or until interrupted); a Python client takes it with
+    /// `Future(KEY, client=c, state="memory")` meanwhile.
     Scatter {
         /// FILE is any bytes, sent as Python `bytes`.
         #[arg(long, conflicts_with = "json")]
@@ -164,10 +164,14 @@ enum Command {
         /// value (ints, floats, strs, dicts; lists arrive as tuples).
         #[arg(long)]
         json: bool,
-        /// Let the key go when this command exits (the scheduler then
-        /// forgets it, unless another client holds it).
-        #[arg(long)]
-        release: bool,
+        /// Exit (releasing the key) after this many seconds instead of
+        /// when interrupted (SIGINT or SIGTERM).
+        #[arg(long, value_name = "SECONDS", value_parser = call::parse_timeout)]
+        hold: Option<std::time::Duration>,
+        /// Exit at once and leave the key in the cluster (Dask's
+        /// `fire_and_forget`: no client closing releases it).
+        #[arg(long, conflicts_with = "hold")]
+        fire_and_forget: bool,
         #[command(flatten)]
         timeouts: Timeouts,
         #[command(flatten)]
@@ -184,8 +188,10 @@ enum Command {
         file: String,
     },
     /// Fetch KEY from the worker that holds it (waiting until it is in
-    /// memory) and write it: an array as a `.npy` file, bytes as they are,
-    /// any other value (read from its pickle) as one JSON line.
+    /// memory): a numpy array goes to FILE as `.npy` (without -o, one line:
+    /// its shape, dtype and bytes), bytes to FILE as they are, a plain
+    /// value (read from its pickle) prints as one JSON line; anything else
+    /// is one line saying what it is, and exit status 1.
     Gather {
         /// Write here instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -376,7 +382,8 @@ fn main() -> ExitCode {
         Command::Scatter {
             bytes,
             json,
-            release,
+            hold,
+            fire_and_forget,
             timeouts,
             tls,
             address,
@@ -388,8 +395,12 @@ fn main() -> ExitCode {
                 (_, true) => client::Format::Json,
                 _ => client::Format::Npy,
             };
-            client::scatter(address, data_key, file, format, *release, &opts, &mut out)
-                .map(|()| true)
+            let keep = match (fire_and_forget, hold) {
+                (true, _) => client::Keep::Forever,
+                (false, Some(t)) => client::Keep::For(*t),
+                (false, None) => client::Keep::UntilInterrupted,
+            };
+            client::scatter(address, data_key, file, format, keep, &opts, &mut out).map(|()| true)
         }),
         Command::Gather {
             output,

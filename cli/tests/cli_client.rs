@@ -9,7 +9,7 @@ mod dask_python;
 #[path = "support/procs.rs"]
 mod procs;
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -95,20 +95,85 @@ fn scatter_gather_who_has_against_a_real_cluster() {
         "saved"
     );
 
-    // Scatter: where each went; kept after the command exits.
-    let placed = json_line(&ok(&["scatter", &addr, "cli-array", &file("arr.npy")]));
-    assert_eq!(placed, json!({"cli-array": [w_addr.clone()]}));
-    ok(&["scatter", "--bytes", &addr, "cli-bytes", &file("blob.bin")]);
-    ok(&["scatter", "--json", &addr, "cli-json", &file("value.json")]);
-    let released = json_line(&ok(&[
+    // Scatter: one line per worker; --fire-and-forget leaves the key in the
+    // cluster and exits.
+    let placed = ok(&[
+        "scatter",
+        "--fire-and-forget",
+        &addr,
+        "cli-array",
+        &file("arr.npy"),
+    ]);
+    assert_eq!(
+        String::from_utf8(placed).unwrap(),
+        format!("scattered cli-array to {w_addr}\n")
+    );
+    ok(&[
+        "scatter",
+        "--fire-and-forget",
+        "--bytes",
+        &addr,
+        "cli-bytes",
+        &file("blob.bin"),
+    ]);
+    ok(&[
+        "scatter",
+        "--fire-and-forget",
+        "--json",
+        &addr,
+        "cli-json",
+        &file("value.json"),
+    ]);
+
+    // Held (the default): the key lives while the command runs, and is
+    // released when it is interrupted.
+    let mut held = spawn_framewire(
+        &["scatter", "--bytes", &addr, "cli-held", &file("blob.bin")],
+        None,
+    );
+    let mut line = String::new();
+    BufReader::new(held.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, format!("scattered cli-held to {w_addr}\n"));
+    let there = json_line(&ok(&["who-has", &addr, "cli-held"]));
+    assert_eq!(there, json!({"cli-held": [w_addr.clone()]}));
+    let pid = rustix::process::Pid::from_child(&held);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = held.wait().unwrap();
+    assert!(status.success(), "scatter interrupted: {status}");
+    let released = |key: &str| {
+        let started = Instant::now();
+        loop {
+            let gone = json_line(&ok(&["who-has", &addr, key]));
+            if gone == json!({ key: [] }) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "still held: {gone}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    released("cli-held");
+    // --hold: released after that long.
+    let timed = framewire(&[
         "scatter",
         "--bytes",
-        "--release",
+        "--hold",
+        "0.5",
         &addr,
-        "cli-gone",
+        "cli-timed",
         &file("blob.bin"),
-    ]));
-    assert_eq!(released, json!({"cli-gone": [w_addr.clone()]}));
+    ]);
+    assert!(
+        timed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&timed.stderr)
+    );
+    assert!(String::from_utf8_lossy(&timed.stdout).starts_with("scattered cli-timed to "));
+    released("cli-timed");
 
     // Python reads them, and computes two keys for the CLI.
     let checked = peer(&python, &["check", &addr]);
@@ -136,14 +201,18 @@ fn scatter_gather_who_has_against_a_real_cluster() {
         worker.logs()
     );
 
-    // gather: an array as .npy (numpy loads it), bytes as they are, other
-    // values as JSON (read from Python's pickles).
+    // gather: an array to -o as .npy (numpy loads it), else a summary line;
+    // bytes to -o as they are, else a JSON line; other values as JSON (read
+    // from Python's pickles).
     let out = file("out.npy");
     ok(&["gather", &addr, "cli-array", "-o", &out]);
     assert_eq!(peer(&python, &["load", &out])["shape"], json!([3, 4]));
-    let blob = ok(&["gather", &addr, "cli-bytes"]);
+    let blob_out = file("blob.out");
+    ok(&["gather", &addr, "cli-bytes", "-o", &blob_out]);
     let expected: Vec<u8> = (0..4).flat_map(|_| 0..=255u8).collect();
-    assert_eq!(blob, expected);
+    assert_eq!(std::fs::read(&blob_out).unwrap(), expected);
+    let blob = json_line(&ok(&["gather", &addr, "cli-bytes"]));
+    assert_eq!(blob["len"], json!(1024), "{blob}");
     assert_eq!(
         json_line(&ok(&["gather", &addr, "py-dict"])),
         json!({"x": 0.25, "y": -3.0})
@@ -152,9 +221,8 @@ fn scatter_gather_who_has_against_a_real_cluster() {
         json_line(&ok(&["gather", &addr, "cli-json"])),
         json!({"a": [1, 2, 3], "b": "text", "c": 1.5})
     );
-    let npy = ok(&["gather", &addr, "py-array"]);
-    assert!(npy.starts_with(b"\x93NUMPY\x01\x00"), "{npy:?}");
-    assert!(String::from_utf8_lossy(&npy[..128]).contains("'shape': (5,)"));
+    let summary = String::from_utf8(ok(&["gather", &addr, "py-array"])).unwrap();
+    assert_eq!(summary, "py-array: array shape=[5] dtype=<f8 bytes=40\n");
 
     // A key the scheduler does not know: one line, status 1, at once.
     let started = Instant::now();
