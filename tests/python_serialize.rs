@@ -78,6 +78,7 @@ fn py(v: &Value) -> J {
         Value::Bin(b) => blob("$bytes", b),
         Value::Array(a) => json!({ "$tuple": a.iter().map(py).collect::<Vec<_>>() }),
         Value::IntArray(a) => json!({ "$tuple": a }),
+        Value::BinArray(a) => json!({ "$tuple": a.iter().map(|b| py(&Value::Bin(b))).collect::<Vec<_>>() }),
         Value::Map(m) => {
             if m.iter().all(|(k, _)| k.as_str().is_some()) {
                 J::Object(
@@ -535,6 +536,7 @@ fn check(got: &Value, exp: &J, path: &str) -> Result<(), String> {
         Value::Float(f) => ok(exp.as_f64() == Some(*f), "float"),
         Value::Str(s) => ok(exp.as_str() == Some(&**s), "str"),
         Value::Bin(b) => ok(blob_ok(b, "$bytes"), "bytes"),
+        Value::BinArray(a) => check(&Value::Array(a.iter().map(Value::Bin).collect()), exp, path),
         Value::Array(items) => {
             let js = match exp {
                 J::Array(a) => a,

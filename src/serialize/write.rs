@@ -160,7 +160,7 @@ fn write_value(
             what: "a Pickled block inside a serialized value",
         }),
         Value::ToSerialize(inner) => write_value(inner, level, true, opts, out),
-        Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
+        Value::Array(_) | Value::IntArray(_) | Value::BinArray(_) | Value::Map(_) => {
             let iterate = force || mode == IterateCollection::Always;
             if !iterate {
                 let threshold = match mode {
@@ -427,6 +427,7 @@ fn iterate_collection(
         Value::Map(m) => (m.len(), CollectionKind::Dict),
         Value::Array(a) => (a.len(), CollectionKind::Tuple),
         Value::IntArray(a) => (a.len(), CollectionKind::Tuple),
+        Value::BinArray(a) => (a.len(), CollectionKind::Tuple),
         _ => unreachable!("only collections are iterated"),
     };
     // At least a frame and a small header per element.
@@ -477,6 +478,7 @@ fn iterate_collection(
         Value::Map(m) => m.iter().try_for_each(|(k, e)| element(e, Some(k)))?,
         Value::Array(a) => a.iter().try_for_each(|e| element(e, None))?,
         Value::IntArray(a) => a.iter().try_for_each(|&x| element(&Value::from(x), None))?,
+        Value::BinArray(a) => a.iter().try_for_each(|b| element(&Value::Bin(b), None))?,
         _ => {}
     }
     let header = &mut out.header;
