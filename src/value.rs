@@ -658,6 +658,13 @@ impl BinArray {
         spans(&items, backing).unwrap_or(BinArray(BinRepr::Frames(items)))
     }
 
+    /// Items lying back to back in `data`, item `i` ending at `ends[i]`
+    /// (non-decreasing, the last `data.len()`; checked by the caller).
+    pub(crate) fn spanning(data: Bytes, ends: Vec<u32>) -> BinArray {
+        debug_assert!(ends.last().map_or(data.is_empty(), |&e| e as usize == data.len()));
+        BinArray(BinRepr::Spans { data, ends })
+    }
+
     /// The number of items.
     pub fn len(&self) -> usize {
         match &self.0 {
@@ -737,12 +744,13 @@ impl BinArray {
 
 /// [`BinArray::packing`]'s one-buffer form, if the items allow it.
 fn spans(items: &[Bytes], backing: &[Bytes]) -> Option<BinArray> {
-    let first = items.first()?;
+    // An empty item lies anywhere: it neither starts nor breaks a run.
+    let first = items.iter().find(|b| !b.is_empty())?;
     let start = first.as_ptr() as usize;
     let mut end = start;
     let mut ends = Vec::with_capacity(items.len());
     for b in items {
-        if b.as_ptr() as usize != end {
+        if !b.is_empty() && b.as_ptr() as usize != end {
             return None;
         }
         end += b.len();

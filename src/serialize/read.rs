@@ -194,7 +194,10 @@ fn raw_collection(
             msgpack_value(f, &opts.limits)?
         } else if dask_bytes && known == Some(Leaf::DaskBytes) {
             // What the built-in `dask` family rebuilds from this header.
-            items.push_bin(concat(f));
+            match f {
+                [one] => items.push_frame(one, &opts.backing),
+                _ => items.push_bin(concat(f)),
+            }
             pos = end;
             continue;
         } else if builtin_msgpack && {
@@ -366,6 +369,15 @@ fn rebuild(
 /// [`Value::BinArray`](crate::Value::BinArray).
 enum Elements {
     Ints(Vec<i64>),
+    /// Bytes lying back to back in `data`, a buffer of the backing: item
+    /// `i` is `data[start + ends[i - 1]..start + ends[i]]` (from `start`
+    /// for the first), `end` where the last one ends.
+    Spans {
+        data: Bytes,
+        start: usize,
+        end: usize,
+        ends: Vec<u32>,
+    },
     Bins(Vec<Bytes>),
     Values(Vec<Value>),
 }
@@ -386,6 +398,72 @@ impl Elements {
         }
     }
 
+    /// Pushes a bytes element that is the frame `f`: while the frames lie
+    /// back to back in one buffer of `backing`, only where each ends is
+    /// kept (no reference count touched per element).
+    #[inline]
+    fn push_frame(&mut self, f: &Bytes, backing: &[Bytes]) {
+        match self {
+            Elements::Spans {
+                data,
+                start,
+                end,
+                ends,
+            } => {
+                let at = data.as_ptr() as usize + *end;
+                let next = *end + f.len();
+                let fits = next <= data.len() && u32::try_from(next - *start).is_ok();
+                if fits && (f.is_empty() || f.as_ptr() as usize == at) {
+                    *end = next;
+                    ends.push((next - *start) as u32);
+                } else {
+                    self.unspan();
+                    self.push_bin(f.clone());
+                }
+            }
+            Elements::Ints(ints) if ints.is_empty() && !f.is_empty() => {
+                let (from, to) = (f.as_ptr() as usize, f.as_ptr() as usize + f.len());
+                let parent = backing.iter().find(|p| {
+                    let base = p.as_ptr() as usize;
+                    base <= from && to <= base + p.len()
+                });
+                match parent {
+                    Some(p) => {
+                        let start = from - p.as_ptr() as usize;
+                        let mut ends = Vec::with_capacity(ints.capacity());
+                        ends.push(f.len() as u32);
+                        *self = Elements::Spans {
+                            data: p.clone(),
+                            start,
+                            end: start + f.len(),
+                            ends,
+                        };
+                    }
+                    None => self.push_bin(f.clone()),
+                }
+            }
+            _ => self.push_bin(f.clone()),
+        }
+    }
+
+    /// The items of [`Elements::Spans`] as views of their own
+    /// ([`Elements::Bins`]); any other state stays as it is.
+    fn unspan(&mut self) {
+        if let Elements::Spans {
+            data, start, ends, ..
+        } = self
+        {
+            let mut bins = Vec::with_capacity(ends.capacity());
+            let mut from = *start;
+            for &e in ends.iter() {
+                let to = *start + e as usize;
+                bins.push(data.slice(from..to));
+                from = to;
+            }
+            *self = Elements::Bins(bins);
+        }
+    }
+
     /// Pushes a bytes element (a view of its frame).
     #[inline]
     fn push_bin(&mut self, b: Bytes) {
@@ -401,6 +479,9 @@ impl Elements {
     }
 
     fn push(&mut self, v: Value) {
+        if matches!(self, Elements::Spans { .. }) {
+            self.unspan();
+        }
         match self {
             Elements::Values(items) => items.push(v),
             Elements::Ints(ints) if ints.is_empty() && matches!(v, Value::Bin(_)) => {
@@ -418,6 +499,7 @@ impl Elements {
                     *self = Elements::Values(items);
                 }
             },
+            Elements::Spans { .. } => unreachable!("unspanned above"),
             Elements::Bins(bins) => match v {
                 Value::Bin(b) => bins.push(b),
                 v => {
@@ -437,6 +519,18 @@ impl Elements {
         match self {
             Elements::Ints(ints) if ints.len() >= PACK_MIN => Value::IntArray(ints),
             Elements::Ints(ints) => Value::Array(ints.into_iter().map(Value::from).collect()),
+            Elements::Spans {
+                data,
+                start,
+                end,
+                ends,
+            } if ends.len() >= PACK_MIN => {
+                Value::from(BinArray::spanning(data.slice(start..end), ends))
+            }
+            mut spans @ Elements::Spans { .. } => {
+                spans.unspan();
+                spans.finish(backing)
+            }
             Elements::Bins(bins) if bins.len() >= PACK_MIN => {
                 Value::from(BinArray::packing(bins, backing))
             }

@@ -430,9 +430,19 @@ fn iterate_collection(
         Value::BinArray(a) => (a.len(), CollectionKind::Tuple),
         _ => unreachable!("only collections are iterated"),
     };
-    // At least a frame and a small header per element.
+    // At least a frame and a small header per element: the header of the
+    // built-in leaf the first element takes, for all of them (a list of
+    // bytes writes a header twice the size of an integer's: reserving for
+    // the smaller would copy the header as it grows).
+    let leaf = match v {
+        Value::BinArray(_) => DASK_BYTES_LEAF_HEADER.len(),
+        Value::Array(a) if matches!(a.first(), Some(Value::Bin(_))) => {
+            DASK_BYTES_LEAF_HEADER.len()
+        }
+        _ => MSGPACK_LEAF_HEADER.len(),
+    };
     out.frames.reserve(len);
-    out.header.reserve(len * MSGPACK_LEAF_HEADER.len() + 64);
+    out.header.reserve(len * leaf + 64);
     let map_at = out.header.len();
     msgpack::put_map_len(&mut out.header, 0); // a fixmap; its entry count (4 to 6) is set below
     msgpack::put_str(&mut out.header, "sub-headers")?;
