@@ -661,7 +661,9 @@ impl BinArray {
     /// Items lying back to back in `data`, item `i` ending at `ends[i]`
     /// (non-decreasing, the last `data.len()`; checked by the caller).
     pub(crate) fn spanning(data: Bytes, ends: Vec<u32>) -> BinArray {
-        debug_assert!(ends.last().map_or(data.is_empty(), |&e| e as usize == data.len()));
+        debug_assert!(ends
+            .last()
+            .map_or(data.is_empty(), |&e| e as usize == data.len()));
         BinArray(BinRepr::Spans { data, ends })
     }
 

@@ -1398,7 +1398,13 @@ fn h17_collection_tables_of_the_wrong_types() {
 /// `n` distinct byte strings of 1 to 9 bytes, each its own allocation.
 fn bins(n: usize) -> Vec<Bytes> {
     (0..n)
-        .map(|i| Bytes::from((0..=(i % 9) as u8).map(|b| b ^ i as u8).collect::<Vec<u8>>()))
+        .map(|i| {
+            Bytes::from(
+                (0..=(i % 9) as u8)
+                    .map(|b| b ^ i as u8)
+                    .collect::<Vec<u8>>(),
+            )
+        })
         .collect()
 }
 
@@ -1418,7 +1424,8 @@ fn iterate(mode: IterateCollection) -> SerializeOptions {
 fn a_list_of_bytes_deserializes_packed_as_views_of_its_frames() {
     for n in [0, 1, 31, 32, 1000] {
         let items = bins(n);
-        let block = serialize::serialize(&boxed(&items), &iterate(IterateCollection::Always)).unwrap();
+        let block =
+            serialize::serialize(&boxed(&items), &iterate(IterateCollection::Always)).unwrap();
         assert_eq!(block.frames().len(), n);
         let got = deserialize(&block, &opts()).unwrap();
         assert_eq!(got, boxed(&items), "n = {n}");
@@ -1499,7 +1506,11 @@ fn a_packed_list_of_bytes_encodes_and_serializes_as_the_boxed_one() {
     assert_eq!(typed.len(), items.len());
     for ((t, i), f) in typed.iter().zip(&items).zip(block.frames()) {
         assert_eq!(t.as_bytes(), i);
-        assert_eq!(t.as_bytes().as_ptr(), f.as_ptr(), "typed serde copied an item");
+        assert_eq!(
+            t.as_bytes().as_ptr(),
+            f.as_ptr(),
+            "typed serde copied an item"
+        );
     }
     let typed_boxed: Vec<framewire::typed::Bin> = framewire::from_value(boxed.clone()).unwrap();
     assert_eq!(typed, typed_boxed);
@@ -1513,7 +1524,9 @@ fn a_packed_list_of_bytes_encodes_and_serializes_as_the_boxed_one() {
 #[test]
 fn packed_bytes_span_a_backing_buffer_only() {
     let wire = Bytes::from((0..=255u8).cycle().take(4000).collect::<Vec<u8>>());
-    let items: Vec<Bytes> = (0..100).map(|i| wire.slice(i * 40..i * 40 + 1 + i % 40)).collect();
+    let items: Vec<Bytes> = (0..100)
+        .map(|i| wire.slice(i * 40..i * 40 + 1 + i % 40))
+        .collect();
     // Adjacent: item i ends where item i + 1 starts.
     let adjacent: Vec<Bytes> = {
         let mut at = 0;
@@ -1526,7 +1539,8 @@ fn packed_bytes_span_a_backing_buffer_only() {
             })
             .collect()
     };
-    let block = serialize::serialize(&boxed(&adjacent), &iterate(IterateCollection::Always)).unwrap();
+    let block =
+        serialize::serialize(&boxed(&adjacent), &iterate(IterateCollection::Always)).unwrap();
     let got = deserialize(&block, &opts_backed(&wire)).unwrap();
     let packed = got.as_bin_array().unwrap();
     let span = packed.as_contiguous().expect("one slice of the backing");

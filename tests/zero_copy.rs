@@ -567,7 +567,9 @@ fn a_received_list_of_bytes_deserializes_into_one_slice_of_the_receive_buffer() 
         let (value, report) = measure(|| deserialize_blocks(value, &backed).unwrap());
         let data = value.get("data").unwrap();
         let packed = data.as_bin_array().expect("packed");
-        let span = packed.as_contiguous().expect("one slice of the receive buffer");
+        let span = packed
+            .as_contiguous()
+            .expect("one slice of the receive buffer");
         println!(
             "deserialize_blocks of {N} received 8-byte bytes: packed into one slice of {} bytes; \
              allocated {} ({:.1} bytes an item) in {} calls, peak {}",
@@ -578,11 +580,8 @@ fn a_received_list_of_bytes_deserializes_into_one_slice_of_the_receive_buffer() 
             report.peak
         );
         assert_eq!(span.len(), 8 * N);
-        assert!(env
-            .buffers()
-            .iter()
-            .any(|buf| buf.as_ptr() <= span.as_ptr()
-                && span.as_ptr() as usize + span.len() <= buf.as_ptr() as usize + buf.len()));
+        assert!(env.buffers().iter().any(|buf| buf.as_ptr() <= span.as_ptr()
+            && span.as_ptr() as usize + span.len() <= buf.as_ptr() as usize + buf.len()));
         assert_eq!(*data, boxed);
         // The items' ends (4 bytes each) and the frame-lengths table live at
         // once at most, never a `Value` (40 bytes) or a `Bytes` (32) an item.

@@ -245,7 +245,9 @@ impl Converter<'_> {
             Value::Bin(b) => bytes_to_json(b),
             Value::Array(items) => Json::Array(items.iter().map(|x| self.convert(x)).collect()),
             Value::IntArray(items) => Json::Array(items.iter().map(|&x| Json::from(x)).collect()),
-            Value::BinArray(items) => Json::Array(items.iter().map(|b| bytes_to_json(&b)).collect()),
+            Value::BinArray(items) => {
+                Json::Array(items.iter().map(|b| bytes_to_json(&b)).collect())
+            }
             Value::Map(entries) => self.map(entries),
             Value::Serialized(b) => self.leaf(b, "$serialized", None),
             Value::Pickled(b) => self.leaf(b, "$pickled", Some("pickle")),

@@ -436,9 +436,7 @@ fn iterate_collection(
     // the smaller would copy the header as it grows).
     let leaf = match v {
         Value::BinArray(_) => DASK_BYTES_LEAF_HEADER.len(),
-        Value::Array(a) if matches!(a.first(), Some(Value::Bin(_))) => {
-            DASK_BYTES_LEAF_HEADER.len()
-        }
+        Value::Array(a) if matches!(a.first(), Some(Value::Bin(_))) => DASK_BYTES_LEAF_HEADER.len(),
         _ => MSGPACK_LEAF_HEADER.len(),
     };
     out.frames.reserve(len);

@@ -294,14 +294,14 @@ pub fn check_same_memory(expected: &Value, got: &Value) -> Result<(), String> {
             .try_for_each(|(x, y)| check_same_memory(x, y)),
         // Packed bytes are views of the frames they came in: the same memory
         // as the bins serialized (each its own frame).
-        (Value::Array(a), Value::BinArray(b)) => a.iter().zip(b.iter()).try_for_each(|(x, y)| {
-            match x {
+        (Value::Array(a), Value::BinArray(b)) => {
+            a.iter().zip(b.iter()).try_for_each(|(x, y)| match x {
                 Value::Bin(x) if x.as_ptr() != y.as_ptr() && !x.is_empty() => {
                     Err(format!("packed bytes copied: {x:?}"))
                 }
                 _ => Ok(()),
-            }
-        }),
+            })
+        }
         (Value::Map(a), Value::Map(b)) => a
             .iter()
             .zip(b)
