@@ -471,6 +471,17 @@ mod tests {
     }
 
     #[test]
+    fn packed_bytes_are_written_as_the_boxed_array() {
+        let items: Vec<Bytes> = (0..40u8)
+            .map(|i| Bytes::from(vec![i; usize::from(i % 3)]))
+            .collect();
+        let boxed = Value::Array(items.iter().cloned().map(Value::Bin).collect());
+        let packed = Value::from(items);
+        assert_eq!(value_to_json(&packed), value_to_json(&boxed));
+        assert_eq!(json_to_value(&value_to_json(&packed)).unwrap(), packed);
+    }
+
+    #[test]
     fn maps() {
         let dup = Value::Map(vec![
             (Value::str("a"), Value::from(1u8)),
