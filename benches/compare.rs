@@ -182,6 +182,19 @@ fn timed_cpu(min_time: f64, mut f: impl FnMut()) -> (f64, f64, u64) {
     }
 }
 
+/// How `output_floor` writes a row's rebuilt array.
+#[derive(Clone, Copy)]
+enum Packed {
+    /// A `Value` an item.
+    No,
+    /// An `i64` an item (`Value::IntArray`).
+    Ints,
+    /// A `u32` end an item over one buffer (`Value::BinArray`, contiguous).
+    Offsets,
+    /// A `Bytes` an item (`Value::BinArray` of separate frames).
+    Bytes,
+}
+
 fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
     let min_time = req["min_time"].as_f64().unwrap_or(0.1);
     match op {
@@ -223,10 +236,15 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             // The header as it goes on the wire: the frame after frame 0.
             let header =
                 dumps(&Value::Serialized(Box::new(block.clone()))).expect("dumps")[1].len();
-            // The rebuilt array: `Value`s, or packed integers.
+            // The rebuilt array: `Value`s, packed integers, or packed bytes
+            // (one offset an item over one buffer, or a `Bytes` an item).
             let (items, packed) = match deserialize(&block, &deserialize_options()) {
-                Ok(Value::Array(items)) => (items.len(), false),
-                Ok(Value::IntArray(ints)) => (ints.len(), true),
+                Ok(Value::Array(items)) => (items.len(), Packed::No),
+                Ok(Value::IntArray(ints)) => (ints.len(), Packed::Ints),
+                Ok(Value::BinArray(bins)) => match bins.as_contiguous() {
+                    Some(_) => (bins.len(), Packed::Offsets),
+                    None => (bins.len(), Packed::Bytes),
+                },
                 _ => panic!("{name} does not come back as an array"),
             };
             drop(block);
@@ -235,14 +253,27 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
                 h.resize(header, 0x81); // written, not calloc's untouched zero pages
                 let mut f: Vec<Bytes> = Vec::with_capacity(frames);
                 f.resize(frames, Bytes::new());
-                if packed {
-                    let mut v: Vec<i64> = Vec::with_capacity(items);
-                    v.resize(items, 1);
-                    std::hint::black_box(&v);
-                } else {
-                    let mut v: Vec<Value> = Vec::with_capacity(items);
-                    v.resize(items, Value::Nil);
-                    std::hint::black_box(&v);
+                match packed {
+                    Packed::Ints => {
+                        let mut v: Vec<i64> = Vec::with_capacity(items);
+                        v.resize(items, 1);
+                        std::hint::black_box(&v);
+                    }
+                    Packed::Offsets => {
+                        let mut v: Vec<u32> = Vec::with_capacity(items);
+                        v.resize(items, 1);
+                        std::hint::black_box(&v);
+                    }
+                    Packed::Bytes => {
+                        let mut v: Vec<Bytes> = Vec::with_capacity(items);
+                        v.resize(items, Bytes::new());
+                        std::hint::black_box(&v);
+                    }
+                    Packed::No => {
+                        let mut v: Vec<Value> = Vec::with_capacity(items);
+                        v.resize(items, Value::Nil);
+                        std::hint::black_box(&v);
+                    }
                 }
                 std::hint::black_box((&h, &f));
             });

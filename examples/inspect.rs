@@ -97,6 +97,7 @@ fn describe(v: &Value) -> String {
         Value::Bin(b) => format!("bytes, {} long", b.len()),
         Value::Array(a) => format!("a sequence of {}", a.len()),
         Value::IntArray(a) => format!("a sequence of {} integers", a.len()),
+        Value::BinArray(a) => format!("a sequence of {} bytes", a.len()),
         Value::Map(m) => format!("a dict of {}", m.len()),
         other => format!("{other:?}"),
     }

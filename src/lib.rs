@@ -119,7 +119,7 @@ pub use serialize::{
 pub use transport::{Connection, FrameCodec, TransportError};
 #[cfg(feature = "serde")]
 pub use typed::{from_value, to_value};
-pub use value::{Block, BlockFrames, Header, Integer, Value};
+pub use value::{BinArray, BinItems, Block, BlockFrames, Header, Integer, Value};
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(all(doctest, feature = "dask", feature = "tls", feature = "pickle"))]

@@ -5,6 +5,7 @@
 //! Value ::= Nil | Bool | Int (i64 ∪ u64) | Float (f64) | Str | Bin
 //!         | Array [Value]  | Map [(Value, Value)]      (insertion order kept)
 //!         | IntArray [i64]       an Array of Ints, packed (same value, same bytes)
+//!         | BinArray [Bytes]     an Array of Bins, packed (same value, same bytes)
 //!         | Serialized Block                            ({"__Serialized__": i})
 //!         | Pickled Block                               ({"__Pickled__": i})
 //!         | Serialize Value      a value to serialize into frames of its own
@@ -348,6 +349,29 @@ pub enum Value {
     /// assert_eq!(packed.array_item(1), Some((-2).into()));
     /// ```
     IntArray(Vec<i64>),
+    /// An array whose items are all bytes, packed: one buffer and a 4-byte
+    /// offset an item when the items lie back to back in one buffer, else
+    /// their `Bytes` (32 bytes an item), never a `Value` each. It is the
+    /// same value as the [`Value::Array`] of those [`Value::Bin`]s, as
+    /// [`Value::IntArray`] is of its integers: the two compare equal,
+    /// encode to the same bytes and serialize the same way.
+    ///
+    /// Deserializing a collection of at least 32 bytes elements (a list of
+    /// bytes written with `IterateCollection::Always`: one frame an
+    /// element) packs it, as views of those frames (no copy); build one
+    /// with `Value::from(Vec<Bytes>)`. Read it with [`Value::as_bin_array`],
+    /// or any array with [`Value::array_len`] and [`Value::array_item`].
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use framewire::Value;
+    ///
+    /// let packed = Value::from(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"c")]);
+    /// let boxed = Value::Array(vec![Value::bin(&b"ab"[..]), Value::bin(&b"c"[..])]);
+    /// assert_eq!(packed, boxed);
+    /// assert_eq!(packed.array_item(1), Some(Value::bin(&b"c"[..])));
+    /// ```
+    BinArray(Box<BinArray>),
     /// A `{"__Serialized__": i}` block, carried verbatim.
     Serialized(Box<Block>),
     /// A `{"__Pickled__": i}` block, carried verbatim and never unpickled.
@@ -432,21 +456,32 @@ impl Value {
         }
     }
 
-    /// The number of items, if this is an `Array` or an `IntArray`.
-    pub fn array_len(&self) -> Option<usize> {
+    /// The byte strings, if this is a `BinArray`.
+    pub fn as_bin_array(&self) -> Option<&BinArray> {
         match self {
-            Value::Array(a) => Some(a.len()),
-            Value::IntArray(a) => Some(a.len()),
+            Value::BinArray(a) => Some(a),
             _ => None,
         }
     }
 
-    /// Item `i` of an `Array` or `IntArray` (an `IntArray`'s as a
-    /// [`Value::Int`]).
+    /// The number of items, if this is an `Array`, an `IntArray` or a
+    /// `BinArray`.
+    pub fn array_len(&self) -> Option<usize> {
+        match self {
+            Value::Array(a) => Some(a.len()),
+            Value::IntArray(a) => Some(a.len()),
+            Value::BinArray(a) => Some(a.len()),
+            _ => None,
+        }
+    }
+
+    /// Item `i` of an `Array`, `IntArray` or `BinArray` (an `IntArray`'s as
+    /// a [`Value::Int`], a `BinArray`'s as a [`Value::Bin`]).
     pub fn array_item(&self, i: usize) -> Option<Value> {
         match self {
             Value::Array(a) => a.get(i).cloned(),
             Value::IntArray(a) => a.get(i).map(|&x| Value::from(x)),
+            Value::BinArray(a) => a.get(i).map(Value::Bin),
             _ => None,
         }
     }
@@ -509,6 +544,14 @@ impl PartialEq for Value {
             (Bin(a), Bin(b)) => a == b,
             (Array(a), Array(b)) => a == b,
             (IntArray(a), IntArray(b)) => a == b,
+            (BinArray(a), BinArray(b)) => a == b,
+            (BinArray(p), Array(a)) | (Array(a), BinArray(p)) => {
+                p.len() == a.len()
+                    && p.iter().zip(a).all(|(x, v)| match v {
+                        Bin(b) => *b == x,
+                        _ => false,
+                    })
+            }
             (IntArray(p), Array(a)) | (Array(a), IntArray(p)) => {
                 p.len() == a.len()
                     && p.iter()
@@ -573,6 +616,210 @@ impl From<Vec<i64>> for Value {
         Value::IntArray(v)
     }
 }
+
+impl From<Vec<Bytes>> for Value {
+    /// A [`Value::BinArray`].
+    fn from(v: Vec<Bytes>) -> Value {
+        Value::BinArray(Box::new(BinArray::from(v)))
+    }
+}
+
+impl From<BinArray> for Value {
+    /// A [`Value::BinArray`].
+    fn from(v: BinArray) -> Value {
+        Value::BinArray(Box::new(v))
+    }
+}
+
+/// The items of a [`Value::BinArray`]: byte strings, packed.
+///
+/// Items that lie back to back in one buffer are kept as that buffer and
+/// where each item ends (4 bytes an item); others as their `Bytes`. Either
+/// way an item is a view ([`BinArray::get`] clones a reference count, never
+/// the bytes). Two arrays are equal when their items are, whatever their
+/// form.
+#[derive(Clone)]
+pub struct BinArray(BinRepr);
+
+#[derive(Clone)]
+enum BinRepr {
+    /// Item `i` is `data[ends[i - 1]..ends[i]]` (from 0 for the first).
+    Spans { data: Bytes, ends: Vec<u32> },
+    /// The items, each its own view.
+    Frames(Vec<Bytes>),
+}
+
+impl BinArray {
+    /// Items that are slices of one of `backing`, back to back in it, kept
+    /// as a slice of that buffer and their ends; otherwise the items as
+    /// they are. Only a buffer held in `backing` is sliced: items that
+    /// merely sit next to each other in memory are never joined.
+    pub fn packing(items: Vec<Bytes>, backing: &[Bytes]) -> BinArray {
+        spans(&items, backing).unwrap_or(BinArray(BinRepr::Frames(items)))
+    }
+
+    /// Items lying back to back in `data`, item `i` ending at `ends[i]`
+    /// (non-decreasing, the last `data.len()`; checked by the caller).
+    pub(crate) fn spanning(data: Bytes, ends: Vec<u32>) -> BinArray {
+        debug_assert!(ends
+            .last()
+            .map_or(data.is_empty(), |&e| e as usize == data.len()));
+        BinArray(BinRepr::Spans { data, ends })
+    }
+
+    /// The number of items.
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            BinRepr::Spans { ends, .. } => ends.len(),
+            BinRepr::Frames(items) => items.len(),
+        }
+    }
+
+    /// Whether it has no items.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Item `i` (a view: no copy).
+    pub fn get(&self, i: usize) -> Option<Bytes> {
+        match &self.0 {
+            BinRepr::Spans { data, ends } => {
+                let end = *ends.get(i)? as usize;
+                let start = match i {
+                    0 => 0,
+                    _ => ends[i - 1] as usize,
+                };
+                Some(data.slice(start..end))
+            }
+            BinRepr::Frames(items) => items.get(i).cloned(),
+        }
+    }
+
+    /// The items, in order (views: no copy).
+    pub fn iter(&self) -> BinItems<'_> {
+        BinItems {
+            array: self,
+            next: 0,
+        }
+    }
+
+    /// The one buffer all items are slices of, back to back, if they are
+    /// kept so: their bytes concatenated.
+    pub fn as_contiguous(&self) -> Option<&Bytes> {
+        match &self.0 {
+            BinRepr::Spans { data, .. } => Some(data),
+            BinRepr::Frames(_) => None,
+        }
+    }
+
+    /// Item `i` as a slice, with the buffer it is a slice of.
+    pub(crate) fn item_in(&self, i: usize) -> Option<(&Bytes, &[u8])> {
+        match &self.0 {
+            BinRepr::Spans { data, ends } => {
+                let end = *ends.get(i)? as usize;
+                let start = match i {
+                    0 => 0,
+                    _ => ends[i - 1] as usize,
+                };
+                Some((data, &data[start..end]))
+            }
+            BinRepr::Frames(items) => items.get(i).map(|b| (b, &b[..])),
+        }
+    }
+
+    /// The items as a vector of views.
+    pub fn to_vec(&self) -> Vec<Bytes> {
+        match &self.0 {
+            BinRepr::Frames(items) => items.clone(),
+            BinRepr::Spans { .. } => self.iter().collect(),
+        }
+    }
+
+    /// The sum of the items' lengths.
+    pub fn total_len(&self) -> usize {
+        match &self.0 {
+            BinRepr::Spans { data, .. } => data.len(),
+            BinRepr::Frames(items) => items.iter().map(Bytes::len).sum(),
+        }
+    }
+}
+
+/// [`BinArray::packing`]'s one-buffer form, if the items allow it.
+fn spans(items: &[Bytes], backing: &[Bytes]) -> Option<BinArray> {
+    // An empty item lies anywhere: it neither starts nor breaks a run.
+    let first = items.iter().find(|b| !b.is_empty())?;
+    let start = first.as_ptr() as usize;
+    let mut end = start;
+    let mut ends = Vec::with_capacity(items.len());
+    for b in items {
+        if !b.is_empty() && b.as_ptr() as usize != end {
+            return None;
+        }
+        end += b.len();
+        ends.push(u32::try_from(end - start).ok()?);
+    }
+    let parent = backing.iter().find(|p| {
+        let base = p.as_ptr() as usize;
+        start >= base && end <= base + p.len()
+    })?;
+    let base = parent.as_ptr() as usize;
+    Some(BinArray(BinRepr::Spans {
+        data: parent.slice(start - base..end - base),
+        ends,
+    }))
+}
+
+impl From<Vec<Bytes>> for BinArray {
+    /// The items as they are.
+    fn from(items: Vec<Bytes>) -> BinArray {
+        BinArray(BinRepr::Frames(items))
+    }
+}
+
+impl PartialEq for BinArray {
+    fn eq(&self, other: &BinArray) -> bool {
+        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
+    }
+}
+
+impl fmt::Debug for BinArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> IntoIterator for &'a BinArray {
+    type Item = Bytes;
+    type IntoIter = BinItems<'a>;
+
+    fn into_iter(self) -> BinItems<'a> {
+        self.iter()
+    }
+}
+
+/// The items of a [`BinArray`], in order: see [`BinArray::iter`].
+#[derive(Debug)]
+pub struct BinItems<'a> {
+    array: &'a BinArray,
+    next: usize,
+}
+
+impl Iterator for BinItems<'_> {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        let item = self.array.get(self.next)?;
+        self.next += 1;
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.array.len() - self.next;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for BinItems<'_> {}
 
 macro_rules! value_from_int {
     ($($t:ty),*) => {$(

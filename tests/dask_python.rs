@@ -259,7 +259,7 @@ fn python_sees(path: &str, v: &Value, py: &Json) -> Result<(), String> {
             tag("bytes")?.as_str() == Some(hex::encode(b).as_str()),
             differs,
         ),
-        Value::Array(_) | Value::IntArray(_) => {
+        Value::Array(_) | Value::IntArray(_) | Value::BinArray(_) => {
             let items = tag("tuple")?.as_array().ok_or_else(differs)?;
             check(items.len() == v.array_len().unwrap(), differs)?;
             for (i, py_item) in items.iter().enumerate() {

@@ -694,3 +694,19 @@ proptest! {
         prop_assert_eq!(pickle::deserialize(&block, &DeserializeOptions::default()).unwrap(), v);
     }
 }
+
+/// A packed list of bytes (`Value::BinArray`) pickles as the tuple of bytes
+/// it stands for, and loads back equal.
+#[test]
+fn packed_bytes_pickle_as_the_boxed_tuple() {
+    for n in [0usize, 1, 3, 40] {
+        let items: Vec<Bytes> = (0..n)
+            .map(|i| Bytes::from(vec![i as u8; i % 300]))
+            .collect();
+        let boxed = Value::Array(items.iter().cloned().map(Value::Bin).collect());
+        let packed = Value::from(items);
+        let (p, _) = pickle::dumps(&packed).unwrap();
+        assert_eq!(p, pickle::dumps(&boxed).unwrap().0, "n = {n}");
+        assert_eq!(loads(&p).unwrap(), packed);
+    }
+}

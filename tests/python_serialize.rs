@@ -78,6 +78,9 @@ fn py(v: &Value) -> J {
         Value::Bin(b) => blob("$bytes", b),
         Value::Array(a) => json!({ "$tuple": a.iter().map(py).collect::<Vec<_>>() }),
         Value::IntArray(a) => json!({ "$tuple": a }),
+        Value::BinArray(a) => {
+            json!({ "$tuple": a.iter().map(|b| py(&Value::Bin(b))).collect::<Vec<_>>() })
+        }
         Value::Map(m) => {
             if m.iter().all(|(k, _)| k.as_str().is_some()) {
                 J::Object(
@@ -380,6 +383,19 @@ fn python_loads_what_framewire_serializes() {
             with_mode(mode),
             json!({"op": "x", "t": py(&packed), "d": py(&holder)}),
         );
+        // Packed bytes arrays: at the top (iterated) and inside a dict.
+        let bins = Value::from(
+            (0..40u64)
+                .map(|i| Bytes::from(i.to_le_bytes()[..(i % 9) as usize].to_vec()))
+                .collect::<Vec<_>>(),
+        );
+        let holder = Value::map_of([("b", bins.clone()), ("n", Value::Nil)]);
+        add(
+            &format!("packed bytes {mode:?}"),
+            msg(vec![("t", ser(bins.clone())), ("d", ser(holder.clone()))]),
+            with_mode(mode),
+            json!({"op": "x", "t": py(&bins), "d": py(&holder)}),
+        );
         // Scalars under Serialize go through the msgpack family.
         add(
             &format!("scalars {mode:?}"),
@@ -535,6 +551,7 @@ fn check(got: &Value, exp: &J, path: &str) -> Result<(), String> {
         Value::Float(f) => ok(exp.as_f64() == Some(*f), "float"),
         Value::Str(s) => ok(exp.as_str() == Some(&**s), "str"),
         Value::Bin(b) => ok(blob_ok(b, "$bytes"), "bytes"),
+        Value::BinArray(a) => check(&Value::Array(a.iter().map(Value::Bin).collect()), exp, path),
         Value::Array(items) => {
             let js = match exp {
                 J::Array(a) => a,
@@ -721,6 +738,15 @@ fn framewire_deserializes_what_python_dumps() {
         panic!()
     };
     assert!(inside(blob), "sharded bytes copied");
+    // A long list of bytes, one frame each, back to back in the wire buffer:
+    // packed into one slice of it.
+    let long = find(&by_name["bytes_list_long"], "l")
+        .as_bin_array()
+        .expect("packed");
+    assert_eq!(long.len(), 40);
+    assert!(inside(long.as_contiguous().expect("one slice of the wire")));
+    assert_eq!(long.get(3).as_deref(), Some(&3u64.to_le_bytes()[..]));
+    assert!(find(&by_name["bytes_list"], "l").as_array().is_some());
     // Bytes in their own frame: zero-copy.
     let Value::Bin(hello) = find(&by_name["bytes"], "b") else {
         panic!()

@@ -1390,3 +1390,211 @@ fn h17_collection_tables_of_the_wrong_types() {
     entries.push((Value::str("split-offsets"), ints(&[0])));
     assert!(de(h, vec![frame(b"\x01")]).is_err());
 }
+
+// ---------------------------------------------------------------------------
+// A list of bytes deserializes packed (Value::BinArray)
+// ---------------------------------------------------------------------------
+
+/// `n` distinct byte strings of 1 to 9 bytes, each its own allocation.
+fn bins(n: usize) -> Vec<Bytes> {
+    (0..n)
+        .map(|i| {
+            Bytes::from(
+                (0..=(i % 9) as u8)
+                    .map(|b| b ^ i as u8)
+                    .collect::<Vec<u8>>(),
+            )
+        })
+        .collect()
+}
+
+fn boxed(items: &[Bytes]) -> Value {
+    Value::Array(items.iter().cloned().map(Value::Bin).collect())
+}
+
+fn iterate(mode: IterateCollection) -> SerializeOptions {
+    let mut o = SerializeOptions::default();
+    o.iterate = mode;
+    o
+}
+
+/// Under `Always`, a list of 32 bytes or more comes back as a `BinArray` of
+/// views of its frames, equal to the boxed array; fewer stay boxed.
+#[test]
+fn a_list_of_bytes_deserializes_packed_as_views_of_its_frames() {
+    for n in [0, 1, 31, 32, 1000] {
+        let items = bins(n);
+        let block =
+            serialize::serialize(&boxed(&items), &iterate(IterateCollection::Always)).unwrap();
+        assert_eq!(block.frames().len(), n);
+        let got = deserialize(&block, &opts()).unwrap();
+        assert_eq!(got, boxed(&items), "n = {n}");
+        assert_eq!(boxed(&items), got, "n = {n}");
+        assert_eq!(got.array_len(), Some(n));
+        match got.as_bin_array() {
+            Some(packed) => {
+                assert!(n >= 32, "packed under 32 items: {n}");
+                // No backing buffer: the frames as they are, never joined.
+                assert!(packed.as_contiguous().is_none());
+                for (i, (b, f)) in packed.iter().zip(block.frames()).enumerate() {
+                    assert_eq!(b.as_ptr(), f.as_ptr(), "item {i} copied");
+                    assert_eq!(got.array_item(i), Some(Value::Bin(items[i].clone())));
+                }
+                assert_eq!(got.array_item(n), None);
+            }
+            None => assert!(n < 32, "not packed: {n}"),
+        }
+    }
+    // A mixed list stays boxed, whichever element breaks the run.
+    let mut mixed = boxed(&bins(40));
+    if let Value::Array(a) = &mut mixed {
+        a[35] = Value::from(7u8);
+    }
+    let block = serialize::serialize(&mixed, &iterate(IterateCollection::Always)).unwrap();
+    let got = deserialize(&block, &opts()).unwrap();
+    assert!(got.as_bin_array().is_none());
+    assert_eq!(got, mixed);
+    // Not equal to another array, nor to an array of other values.
+    let packed = Value::from(bins(40));
+    assert_ne!(packed, Value::from(bins(41)));
+    assert_ne!(packed, mixed);
+    assert_ne!(packed, Value::Array(vec![Value::Nil; 40]));
+}
+
+/// The packed form is the same value as the boxed one everywhere it goes:
+/// msgpack bytes, the serialized block under every mode, pickle, typed serde.
+#[test]
+fn a_packed_list_of_bytes_encodes_and_serializes_as_the_boxed_one() {
+    let items = bins(100);
+    let (packed, boxed) = (Value::from(items.clone()), boxed(&items));
+    // In frame 0 (msgpack), and in a message.
+    let msg = |v: &Value| Value::map_of([("op", Value::str("x")), ("data", v.clone())]);
+    assert_eq!(
+        framewire::dumps(&msg(&packed)).unwrap(),
+        framewire::dumps(&msg(&boxed)).unwrap()
+    );
+    for mode in [
+        IterateCollection::Never,
+        IterateCollection::Auto,
+        IterateCollection::Always,
+    ] {
+        let (p, b) = (
+            serialize::serialize(&packed, &iterate(mode)).unwrap(),
+            serialize::serialize(&boxed, &iterate(mode)).unwrap(),
+        );
+        assert_eq!(p.header().map(), b.header().map(), "{mode:?}");
+        assert_eq!(p.frames(), b.frames(), "{mode:?}");
+        if mode == IterateCollection::Always {
+            // One frame an item, each the item itself (no copy).
+            for (f, i) in p.frames().iter().zip(&items) {
+                assert_eq!(f.as_ptr(), i.as_ptr());
+            }
+        }
+        // And it comes back the same value.
+        assert_eq!(deserialize(&p, &opts()).unwrap(), boxed);
+    }
+    // Re-encoding what was deserialized packed gives the same bytes again.
+    let block = serialize::serialize(&boxed, &iterate(IterateCollection::Always)).unwrap();
+    let back = deserialize(&block, &opts()).unwrap();
+    assert!(back.as_bin_array().is_some());
+    assert_eq!(
+        framewire::dumps(&msg(&back)).unwrap(),
+        framewire::dumps(&msg(&boxed)).unwrap()
+    );
+    // Typed serde reads it as bytes, views of the items.
+    let typed: Vec<framewire::typed::Bin> = framewire::from_value(back.clone()).unwrap();
+    assert_eq!(typed.len(), items.len());
+    for ((t, i), f) in typed.iter().zip(&items).zip(block.frames()) {
+        assert_eq!(t.as_bytes(), i);
+        assert_eq!(
+            t.as_bytes().as_ptr(),
+            f.as_ptr(),
+            "typed serde copied an item"
+        );
+    }
+    let typed_boxed: Vec<framewire::typed::Bin> = framewire::from_value(boxed.clone()).unwrap();
+    assert_eq!(typed, typed_boxed);
+    assert_eq!(framewire::to_value(&back).unwrap(), boxed);
+    assert_eq!(framewire::to_value(&packed).unwrap(), boxed);
+}
+
+/// Items back to back in a backing buffer are kept as one slice of it and
+/// their ends; items merely adjacent in memory that no backing buffer holds
+/// are never joined.
+#[test]
+fn packed_bytes_span_a_backing_buffer_only() {
+    let wire = Bytes::from((0..=255u8).cycle().take(4000).collect::<Vec<u8>>());
+    let items: Vec<Bytes> = (0..100)
+        .map(|i| wire.slice(i * 40..i * 40 + 1 + i % 40))
+        .collect();
+    // Adjacent: item i ends where item i + 1 starts.
+    let adjacent: Vec<Bytes> = {
+        let mut at = 0;
+        // Some empty, none first.
+        (1..101)
+            .map(|i| {
+                let b = wire.slice(at..at + i % 7);
+                at += i % 7;
+                b
+            })
+            .collect()
+    };
+    let block =
+        serialize::serialize(&boxed(&adjacent), &iterate(IterateCollection::Always)).unwrap();
+    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    let packed = got.as_bin_array().unwrap();
+    let span = packed.as_contiguous().expect("one slice of the backing");
+    assert_eq!(span.as_ptr(), wire.as_ptr());
+    assert_eq!(span.len(), adjacent.iter().map(Bytes::len).sum::<usize>());
+    assert_eq!(got, boxed(&adjacent));
+    assert_eq!(packed.to_vec(), adjacent);
+    for (i, b) in packed.iter().enumerate() {
+        assert_eq!(b.as_ptr(), adjacent[i].as_ptr(), "item {i}");
+    }
+    // The same frames without their backing buffer: kept as they are.
+    let got = deserialize(&block, &opts()).unwrap();
+    assert!(got.as_bin_array().unwrap().as_contiguous().is_none());
+    assert_eq!(got, boxed(&adjacent));
+    // Not back to back: kept as they are, even with the backing.
+    let block = serialize::serialize(&boxed(&items), &iterate(IterateCollection::Always)).unwrap();
+    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    assert!(got.as_bin_array().unwrap().as_contiguous().is_none());
+    assert_eq!(got, boxed(&items));
+    // Back to back for a while, then not (or not bytes): the items seen so
+    // far become views of their own, the same memory.
+    let mut broken = adjacent[..50].to_vec();
+    broken.push(wire.slice(3990..3995));
+    broken.extend(adjacent[50..].iter().cloned());
+    let block = serialize::serialize(&boxed(&broken), &iterate(IterateCollection::Always)).unwrap();
+    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    let packed = got.as_bin_array().unwrap();
+    assert!(packed.as_contiguous().is_none());
+    assert_eq!(got, boxed(&broken));
+    for (i, b) in packed.iter().enumerate() {
+        assert_eq!(b.as_ptr(), broken[i].as_ptr(), "item {i}");
+    }
+    let mut mixed = boxed(&adjacent);
+    if let Value::Array(a) = &mut mixed {
+        a[60] = Value::str("x");
+    }
+    let block = serialize::serialize(&mixed, &iterate(IterateCollection::Always)).unwrap();
+    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    assert!(got.as_bin_array().is_none());
+    assert_eq!(got, mixed);
+    // Fewer than 32 back to back: boxed, the same memory.
+    let block =
+        serialize::serialize(&boxed(&adjacent[..31]), &iterate(IterateCollection::Always)).unwrap();
+    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    assert_eq!(got, boxed(&adjacent[..31]));
+    for (x, y) in got.as_array().unwrap().iter().zip(&adjacent) {
+        assert!(matches!(x, Value::Bin(b) if b.as_ptr() == y.as_ptr()));
+    }
+    // Equal across the two forms.
+    let spanned = deserialize(
+        &serialize::serialize(&boxed(&adjacent), &iterate(IterateCollection::Always)).unwrap(),
+        &opts_backed(&wire),
+    )
+    .unwrap();
+    assert_eq!(spanned, Value::from(adjacent.clone()));
+    assert_eq!(Value::from(adjacent), spanned);
+}

@@ -533,3 +533,62 @@ fn received_shards_merge_without_copy() {
         );
     });
 }
+
+/// A list of bytes sent iterated (one frame an item) arrives back to back in
+/// one receive buffer, and deserializes packed: one slice of that buffer and
+/// 4 bytes an item, not a `Value` (40 bytes) an item.
+#[test]
+fn a_received_list_of_bytes_deserializes_into_one_slice_of_the_receive_buffer() {
+    use framewire::serialize::IterateCollection;
+    const N: usize = 10_000;
+    let items: Vec<Value> = (0..N as u64)
+        .map(|i| Value::Bin(Bytes::copy_from_slice(&i.to_le_bytes())))
+        .collect();
+    let boxed = Value::Array(items);
+    let msg = Value::map_of([
+        ("op", Value::str("update-data")),
+        ("data", Value::ToSerialize(Box::new(boxed.clone()))),
+    ]);
+    let mut opts = SerializeOptions::default();
+    opts.iterate = IterateCollection::Always;
+    let frames = dumps_with(&msg, &opts).unwrap();
+    assert!(frames.len() > N);
+    let (a, b) = tcp_pair();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let (rt, mut tx) = connection(a);
+            rt.block_on(tx.send(Envelope::new(frames).unwrap()))
+                .unwrap();
+        });
+        let (rt, mut rx) = connection(b);
+        let env = rt.block_on(rx.recv()).unwrap().unwrap();
+        let value = decode(env.frames(), &Limits::dask_compat()).unwrap();
+        let backed = de().backed_by(&env);
+        let (value, report) = measure(|| deserialize_blocks(value, &backed).unwrap());
+        let data = value.get("data").unwrap();
+        let packed = data.as_bin_array().expect("packed");
+        let span = packed
+            .as_contiguous()
+            .expect("one slice of the receive buffer");
+        println!(
+            "deserialize_blocks of {N} received 8-byte bytes: packed into one slice of {} bytes; \
+             allocated {} ({:.1} bytes an item) in {} calls, peak {}",
+            span.len(),
+            report.allocated,
+            report.allocated as f64 / N as f64,
+            report.calls,
+            report.peak
+        );
+        assert_eq!(span.len(), 8 * N);
+        assert!(env.buffers().iter().any(|buf| buf.as_ptr() <= span.as_ptr()
+            && span.as_ptr() as usize + span.len() <= buf.as_ptr() as usize + buf.len()));
+        assert_eq!(*data, boxed);
+        // The items' ends (4 bytes each) and the frame-lengths table live at
+        // once at most, never a `Value` (40 bytes) or a `Bytes` (32) an item.
+        assert!(
+            report.peak < N * 32,
+            "{} bytes live at once for {N} items",
+            report.peak
+        );
+    });
+}

@@ -281,6 +281,7 @@ fn inline(v: &Value) -> String {
         Value::Bin(b) => format!("bytes[{}] {}", b.len(), hex::encode(b)),
         Value::Array(a) if a.is_empty() => "[]".into(),
         Value::IntArray(a) if a.is_empty() => "[]".into(),
+        Value::BinArray(a) if a.is_empty() => "[]".into(),
         Value::Map(m) if m.is_empty() => "{}".into(),
         other => compact(other),
     }
@@ -302,6 +303,7 @@ impl<W: Write> Tree<'_, W> {
         match v {
             Value::Array(a) => a.is_empty(),
             Value::IntArray(a) => a.is_empty(),
+            Value::BinArray(a) => a.is_empty(),
             Value::Map(m) => m.is_empty(),
             _ => true,
         }
@@ -331,6 +333,11 @@ impl<W: Write> Tree<'_, W> {
             Value::IntArray(items) if !items.is_empty() => {
                 for x in items {
                     writeln!(self.out, "{pad}- {x}")?;
+                }
+            }
+            Value::BinArray(items) if !items.is_empty() => {
+                for b in items.iter() {
+                    writeln!(self.out, "{pad}- {}", inline(&Value::Bin(b)))?;
                 }
             }
             Value::Map(entries) if !entries.is_empty() => {

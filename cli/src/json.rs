@@ -245,6 +245,9 @@ impl Converter<'_> {
             Value::Bin(b) => bytes_to_json(b),
             Value::Array(items) => Json::Array(items.iter().map(|x| self.convert(x)).collect()),
             Value::IntArray(items) => Json::Array(items.iter().map(|&x| Json::from(x)).collect()),
+            Value::BinArray(items) => {
+                Json::Array(items.iter().map(|b| bytes_to_json(&b)).collect())
+            }
             Value::Map(entries) => self.map(entries),
             Value::Serialized(b) => self.leaf(b, "$serialized", None),
             Value::Pickled(b) => self.leaf(b, "$pickled", Some("pickle")),
@@ -465,6 +468,17 @@ mod tests {
         assert_eq!(big["len"], 513);
         assert!(big["$bytes"].is_null());
         assert_eq!(bytes_to_json(b"\x01\xab")["$bytes"], "01ab");
+    }
+
+    #[test]
+    fn packed_bytes_are_written_as_the_boxed_array() {
+        let items: Vec<Bytes> = (0..40u8)
+            .map(|i| Bytes::from(vec![i; usize::from(i % 3)]))
+            .collect();
+        let boxed = Value::Array(items.iter().cloned().map(Value::Bin).collect());
+        let packed = Value::from(items);
+        assert_eq!(value_to_json(&packed), value_to_json(&boxed));
+        assert_eq!(json_to_value(&value_to_json(&packed)).unwrap(), packed);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use framewire::{Block, Header, Limits, Value};
 use libfuzzer_sys::fuzz_target;
 
 /// What each value of the result costs on top of its payload bytes: every
-/// value (a container, a scalar, an element of a packed integer array) was
+/// value (a container, a scalar, an element of a packed array) was
 /// read from at least one byte of a header or a frame.
 const PER_VALUE: usize = 1;
 
@@ -30,6 +30,7 @@ fn bytes_out(v: &Value) -> (usize, usize) {
         Value::Bin(b) => (b.len(), 1),
         Value::NdArray(a) => (a.data().len(), 1),
         Value::IntArray(ints) => (0, ints.len().max(1)),
+        Value::BinArray(bins) => (bins.total_len(), bins.len().max(1)),
         Value::Serialized(b) | Value::Pickled(b) => block(b),
         Value::ToSerialize(inner) => sum(&mut std::iter::once(bytes_out(inner))),
         Value::Array(items) => sum(&mut items.iter().map(bytes_out)),

@@ -24,6 +24,7 @@ pub fn nbytes(value: &Value) -> u64 {
         Value::Array(items) => items.iter().map(nbytes).sum(),
         Value::Map(entries) => entries.iter().map(|(k, v)| nbytes(k) + nbytes(v)).sum(),
         Value::IntArray(items) => 8 * items.len() as u64,
+        Value::BinArray(items) => items.total_len() as u64,
         Value::ToSerialize(v) => nbytes(v),
         Value::NdArray(a) => a.data().len() as u64,
         _ => 8,

@@ -124,6 +124,16 @@ pub(crate) fn encode_at(
                 check_depth(depth)?;
                 put_ints(out, items)?;
             }
+            Value::BinArray(items) => {
+                check_depth(depth)?;
+                put_array_len(out, items.len())?;
+                for b in items.iter() {
+                    match leaves.diverts_bin(&b) {
+                        true => leaves.write(&Value::Bin(b), out)?,
+                        false => put_bin(out, &b)?,
+                    }
+                }
+            }
             Value::Map(entries) => {
                 check_depth(depth)?;
                 let len = u32::try_from(entries.len())

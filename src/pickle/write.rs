@@ -77,6 +77,12 @@ impl Writer {
                     nested(depth)?;
                     self.tuple(ints.len(), |w| ints.iter().for_each(|&x| w.int(x.into())));
                 }
+                Value::BinArray(bins) => {
+                    nested(depth)?;
+                    self.tuple(bins.len(), |w| {
+                        bins.iter().for_each(|b| w.counted([b'C', b'B', 0x8e], &b))
+                    });
+                }
                 Value::Map(_) if key => return Err(UNHASHABLE),
                 Value::Map(entries) => {
                     let depth = nested(depth)?;

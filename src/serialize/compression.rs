@@ -198,6 +198,7 @@ fn describe(v: &Value) -> String {
         Value::Bin(b) => format!("<bin of {} bytes>", b.len()),
         Value::Array(a) => format!("<array of {}>", a.len()),
         Value::IntArray(a) => format!("<array of {}>", a.len()),
+        Value::BinArray(a) => format!("<array of {}>", a.len()),
         Value::Map(m) => format!("<map of {}>", m.len()),
         _ => "<not a string>".to_owned(),
     }

@@ -13,7 +13,7 @@ use super::options::{DeserializeOptions, PACK_MIN};
 use super::shards::{self, Tables};
 use super::write::{DASK_BYTES_LEAF_HEADER, MSGPACK_LEAF_HEADER, SERIALIZER};
 use crate::msgpack::{self, RawMap};
-use crate::value::{Block, Header, Integer, Value};
+use crate::value::{BinArray, Block, Header, Integer, Value};
 
 /// Deserializes a block as Dask's `loads` does: decompress each frame its
 /// header's `compression` list names a codec for, merge shards, then
@@ -194,7 +194,12 @@ fn raw_collection(
             msgpack_value(f, &opts.limits)?
         } else if dask_bytes && known == Some(Leaf::DaskBytes) {
             // What the built-in `dask` family rebuilds from this header.
-            Value::Bin(concat(f))
+            match f {
+                [one] => items.push_frame(one, &opts.backing),
+                _ => items.push_bin(concat(f)),
+            }
+            pos = end;
+            continue;
         } else if builtin_msgpack && {
             let map = sub_header(pos)?;
             !map.has("is-collection") && map.str(SERIALIZER) == Some(MsgpackFamily::NAME)
@@ -212,7 +217,7 @@ fn raw_collection(
     }
     let items = match items {
         Elements::Values(items) if kind == CollectionKind::Dict => items,
-        array => return Ok(array.finish()),
+        array => return Ok(array.finish(&opts.backing)),
     };
     let entries = dict_subs
         .into_iter()
@@ -352,7 +357,7 @@ fn rebuild(
                 break;
             }
             let level = stack.pop().expect("a top level exists");
-            done = Some(finish_collection(level.view, level.items)?);
+            done = Some(finish_collection(level.view, level.items, &opts.backing)?);
         }
     }
 }
@@ -360,9 +365,20 @@ fn rebuild(
 /// The rebuilt elements of a collection. A tuple, list or set is kept packed
 /// while every element is an integer in `i64`'s range, and comes back as a
 /// [`Value::IntArray`] when it has at least [`PACK_MIN`] (as a `msgpack`
-/// blob's arrays do).
+/// blob's arrays do); likewise while every element is bytes, as a
+/// [`Value::BinArray`](crate::Value::BinArray).
 enum Elements {
     Ints(Vec<i64>),
+    /// Bytes lying back to back in `data`, a buffer of the backing: item
+    /// `i` is `data[start + ends[i - 1]..start + ends[i]]` (from `start`
+    /// for the first), `end` where the last one ends.
+    Spans {
+        data: Bytes,
+        start: usize,
+        end: usize,
+        ends: Vec<u32>,
+    },
+    Bins(Vec<Bytes>),
     Values(Vec<Value>),
 }
 
@@ -378,13 +394,101 @@ impl Elements {
     fn push_int(&mut self, x: i64) {
         match self {
             Elements::Ints(ints) => ints.push(x),
-            Elements::Values(items) => items.push(Value::from(x)),
+            _ => self.push(Value::from(x)),
+        }
+    }
+
+    /// Pushes a bytes element that is the frame `f`: while the frames lie
+    /// back to back in one buffer of `backing`, only where each ends is
+    /// kept (no reference count touched per element).
+    #[inline]
+    fn push_frame(&mut self, f: &Bytes, backing: &[Bytes]) {
+        match self {
+            Elements::Spans {
+                data,
+                start,
+                end,
+                ends,
+            } => {
+                let at = data.as_ptr() as usize + *end;
+                let next = *end + f.len();
+                let fits = next <= data.len() && u32::try_from(next - *start).is_ok();
+                if fits && (f.is_empty() || f.as_ptr() as usize == at) {
+                    *end = next;
+                    ends.push((next - *start) as u32);
+                } else {
+                    self.unspan();
+                    self.push_bin(f.clone());
+                }
+            }
+            Elements::Ints(ints) if ints.is_empty() && !f.is_empty() => {
+                let (from, to) = (f.as_ptr() as usize, f.as_ptr() as usize + f.len());
+                let parent = backing.iter().find(|p| {
+                    let base = p.as_ptr() as usize;
+                    base <= from && to <= base + p.len()
+                });
+                match parent {
+                    Some(p) => {
+                        let start = from - p.as_ptr() as usize;
+                        let mut ends = Vec::with_capacity(ints.capacity());
+                        ends.push(f.len() as u32);
+                        *self = Elements::Spans {
+                            data: p.clone(),
+                            start,
+                            end: start + f.len(),
+                            ends,
+                        };
+                    }
+                    None => self.push_bin(f.clone()),
+                }
+            }
+            _ => self.push_bin(f.clone()),
+        }
+    }
+
+    /// The items of [`Elements::Spans`] as views of their own
+    /// ([`Elements::Bins`]); any other state stays as it is.
+    fn unspan(&mut self) {
+        if let Elements::Spans {
+            data, start, ends, ..
+        } = self
+        {
+            let mut bins = Vec::with_capacity(ends.capacity());
+            let mut from = *start;
+            for &e in ends.iter() {
+                let to = *start + e as usize;
+                bins.push(data.slice(from..to));
+                from = to;
+            }
+            *self = Elements::Bins(bins);
+        }
+    }
+
+    /// Pushes a bytes element (a view of its frame).
+    #[inline]
+    fn push_bin(&mut self, b: Bytes) {
+        match self {
+            Elements::Bins(bins) => bins.push(b),
+            Elements::Ints(ints) if ints.is_empty() => {
+                let mut bins = Vec::with_capacity(ints.capacity());
+                bins.push(b);
+                *self = Elements::Bins(bins);
+            }
+            _ => self.push(Value::Bin(b)),
         }
     }
 
     fn push(&mut self, v: Value) {
+        if matches!(self, Elements::Spans { .. }) {
+            self.unspan();
+        }
         match self {
             Elements::Values(items) => items.push(v),
+            Elements::Ints(ints) if ints.is_empty() && matches!(v, Value::Bin(_)) => {
+                if let Value::Bin(b) = v {
+                    self.push_bin(b);
+                }
+            }
             Elements::Ints(ints) => match v.as_int().and_then(Integer::as_i64) {
                 Some(x) => ints.push(x),
                 None => {
@@ -395,24 +499,56 @@ impl Elements {
                     *self = Elements::Values(items);
                 }
             },
+            Elements::Spans { .. } => unreachable!("unspanned above"),
+            Elements::Bins(bins) => match v {
+                Value::Bin(b) => bins.push(b),
+                v => {
+                    let mut items = Vec::with_capacity(bins.capacity());
+                    items.extend(bins.drain(..).map(Value::Bin));
+                    items.push(v);
+                    *self = Elements::Values(items);
+                }
+            },
         }
     }
 
-    /// The array (a dict's values are taken apart by the caller).
-    fn finish(self) -> Value {
+    /// The array (a dict's values are taken apart by the caller); packed
+    /// bytes are kept as a slice of one of `backing` when they lie back to
+    /// back in it.
+    fn finish(self, backing: &[Bytes]) -> Value {
         match self {
             Elements::Ints(ints) if ints.len() >= PACK_MIN => Value::IntArray(ints),
             Elements::Ints(ints) => Value::Array(ints.into_iter().map(Value::from).collect()),
+            Elements::Spans {
+                data,
+                start,
+                end,
+                ends,
+            } if ends.len() >= PACK_MIN => {
+                Value::from(BinArray::spanning(data.slice(start..end), ends))
+            }
+            mut spans @ Elements::Spans { .. } => {
+                spans.unspan();
+                spans.finish(backing)
+            }
+            Elements::Bins(bins) if bins.len() >= PACK_MIN => {
+                Value::from(BinArray::packing(bins, backing))
+            }
+            Elements::Bins(bins) => Value::Array(bins.into_iter().map(Value::Bin).collect()),
             Elements::Values(items) => Value::Array(items),
         }
     }
 }
 
 /// Builds the container a collection header names from its rebuilt elements.
-fn finish_collection(view: CollectionView<'_>, items: Elements) -> Result<Value, DeserializeError> {
+fn finish_collection(
+    view: CollectionView<'_>,
+    items: Elements,
+    backing: &[Bytes],
+) -> Result<Value, DeserializeError> {
     let items = match items {
         Elements::Values(items) if view.kind() == CollectionKind::Dict => items,
-        array => return Ok(array.finish()),
+        array => return Ok(array.finish(backing)),
     };
     let entries = items
         .into_iter()

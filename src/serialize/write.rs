@@ -160,7 +160,7 @@ fn write_value(
             what: "a Pickled block inside a serialized value",
         }),
         Value::ToSerialize(inner) => write_value(inner, level, true, opts, out),
-        Value::Array(_) | Value::IntArray(_) | Value::Map(_) => {
+        Value::Array(_) | Value::IntArray(_) | Value::BinArray(_) | Value::Map(_) => {
             let iterate = force || mode == IterateCollection::Always;
             if !iterate {
                 let threshold = match mode {
@@ -427,11 +427,20 @@ fn iterate_collection(
         Value::Map(m) => (m.len(), CollectionKind::Dict),
         Value::Array(a) => (a.len(), CollectionKind::Tuple),
         Value::IntArray(a) => (a.len(), CollectionKind::Tuple),
+        Value::BinArray(a) => (a.len(), CollectionKind::Tuple),
         _ => unreachable!("only collections are iterated"),
     };
-    // At least a frame and a small header per element.
+    // At least a frame and a small header per element: the header of the
+    // built-in leaf the first element takes, for all of them (a list of
+    // bytes writes a header twice the size of an integer's: reserving for
+    // the smaller would copy the header as it grows).
+    let leaf = match v {
+        Value::BinArray(_) => DASK_BYTES_LEAF_HEADER.len(),
+        Value::Array(a) if matches!(a.first(), Some(Value::Bin(_))) => DASK_BYTES_LEAF_HEADER.len(),
+        _ => MSGPACK_LEAF_HEADER.len(),
+    };
     out.frames.reserve(len);
-    out.header.reserve(len * MSGPACK_LEAF_HEADER.len() + 64);
+    out.header.reserve(len * leaf + 64);
     let map_at = out.header.len();
     msgpack::put_map_len(&mut out.header, 0); // a fixmap; its entry count (4 to 6) is set below
     msgpack::put_str(&mut out.header, "sub-headers")?;
@@ -477,6 +486,7 @@ fn iterate_collection(
         Value::Map(m) => m.iter().try_for_each(|(k, e)| element(e, Some(k)))?,
         Value::Array(a) => a.iter().try_for_each(|e| element(e, None))?,
         Value::IntArray(a) => a.iter().try_for_each(|&x| element(&Value::from(x), None))?,
+        Value::BinArray(a) => a.iter().try_for_each(|b| element(&Value::Bin(b), None))?,
         _ => {}
     }
     let header = &mut out.header;

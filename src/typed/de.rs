@@ -79,6 +79,7 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer<'de> {
                 ints: ints.iter(),
                 index: 0,
             }),
+            Value::BinArray(bins) => visitor.visit_seq(BinSeqAccess { bins, index: 0 }),
             Value::Map(entries) => visitor.visit_map(MapAccess {
                 entries: entries.iter(),
                 value: None,
@@ -176,7 +177,7 @@ pub(super) fn kind(v: &Value) -> &'static str {
         Value::Float(_) => "a float",
         Value::Str(_) => "a str",
         Value::Bin(_) => "a bin",
-        Value::Array(_) | Value::IntArray(_) => "an array",
+        Value::Array(_) | Value::IntArray(_) | Value::BinArray(_) => "an array",
         Value::Map(_) => "a map",
         Value::Serialized(_) | Value::Pickled(_) => "a block",
         Value::ToSerialize(_) => "a value to serialize",
@@ -236,6 +237,38 @@ impl<'de> de::SeqAccess<'de> for IntSeqAccess<'de> {
 
     fn size_hint(&self) -> Option<usize> {
         Some(self.ints.len())
+    }
+}
+
+/// The items of a packed [`Value::BinArray`], handed out as borrowed bytes
+/// (views of their buffer, as a [`Value::Bin`]'s are).
+struct BinSeqAccess<'de> {
+    bins: &'de crate::value::BinArray,
+    index: usize,
+}
+
+impl<'de> de::SeqAccess<'de> for BinSeqAccess<'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
+        let Some((owner, item)) = self.bins.item_in(self.index) else {
+            return Ok(None);
+        };
+        let index = self.index;
+        self.index += 1;
+        side::own(owner);
+        let item: de::value::BorrowedBytesDeserializer<'de, Error> =
+            de::value::BorrowedBytesDeserializer::new(item);
+        seed.deserialize(item)
+            .map(Some)
+            .map_err(|e: Error| e.at_index(index))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.bins.len() - self.index)
     }
 }
 

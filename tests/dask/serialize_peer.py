@@ -87,6 +87,8 @@ def messages():
     }, None
     yield "bytes", {"op": "x", "b": to_serialize(b"hello world"), "e": to_serialize(b"")}, None
     yield "bytes_list", {"op": "x", "l": to_serialize([b"a", b"b"])}, None
+    # 40 bytes, one frame each: framewire packs them (Value::BinArray).
+    yield "bytes_list_long", {"op": "x", "l": to_serialize([i.to_bytes(8, "little") for i in range(40)])}, None
     yield "dict_of_array", {"op": "x", "d": to_serialize({"k": np.ones(3)})}, None
     yield "mixed_tuple", {
         "op": "x",

@@ -9,8 +9,18 @@
 
 use framewire::{EncodeError, IterateCollection, Value};
 
+/// A packed `BinArray` as the boxed `Array` of `Bin`s it equals: the
+/// reference's rules are written for the boxed form.
+fn boxed(v: &Value) -> Option<Value> {
+    v.as_bin_array()
+        .map(|a| Value::Array(a.iter().map(Value::Bin).collect()))
+}
+
 /// Whether `v` needs frames of its own anywhere inside (Auto's rule).
 pub fn needs_frames(v: &Value, threshold: usize) -> bool {
+    if let Some(b) = boxed(v) {
+        return needs_frames(&b, threshold);
+    }
     match v {
         Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_) | Value::NdArray(_) => {
             true
@@ -45,6 +55,9 @@ pub fn iterated(v: &Value, mode: IterateCollection, forced: bool, threshold: usi
 /// `Pickled` blocks or `Serialized` blocks whose header is not a map are
 /// outside this reference.
 pub fn refusal(v: &Value, mode: IterateCollection, forced: bool, thr: usize) -> Option<Refusal> {
+    if let Some(b) = boxed(v) {
+        return refusal(&b, mode, forced, thr);
+    }
     match v {
         Value::ToSerialize(x) => refusal(x, mode, true, thr),
         Value::Pickled(_) => panic!("the reference has no rule for Pickled blocks"),
@@ -75,6 +88,9 @@ pub fn refusal(v: &Value, mode: IterateCollection, forced: bool, thr: usize) -> 
 /// does (depth first, a map's keys checked when the map is reached, then
 /// its keys and values in order).
 pub fn blob_refusal(v: &Value, thr: usize) -> Option<Refusal> {
+    if let Some(b) = boxed(v) {
+        return blob_refusal(&b, thr);
+    }
     match v {
         Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_) | Value::NdArray(_) => {
             Some(Refusal::OutOfBandInBlob)
@@ -119,6 +135,9 @@ impl Refusal {
 
 /// The frames `serialize` must produce.
 pub fn expected_frames(v: &Value, mode: IterateCollection, forced: bool, thr: usize) -> usize {
+    if let Some(b) = boxed(v) {
+        return expected_frames(&b, mode, forced, thr);
+    }
     match v {
         Value::ToSerialize(x) => expected_frames(x, mode, true, thr),
         Value::Serialized(b) => b.frames().len(),
@@ -154,6 +173,9 @@ pub fn check_header(
     forced: bool,
     thr: usize,
 ) -> Result<(), String> {
+    if let Some(b) = boxed(v) {
+        return check_header(&b, h, mode, forced, thr);
+    }
     let serializer = h.get("serializer").and_then(Value::as_str);
     let err = |why: &str| Err(format!("{why}: value {v:?}\n header {h:?}"));
     match v {
@@ -270,6 +292,16 @@ pub fn check_same_memory(expected: &Value, got: &Value) -> Result<(), String> {
             .iter()
             .zip(b)
             .try_for_each(|(x, y)| check_same_memory(x, y)),
+        // Packed bytes are views of the frames they came in: the same memory
+        // as the bins serialized (each its own frame).
+        (Value::Array(a), Value::BinArray(b)) => {
+            a.iter().zip(b.iter()).try_for_each(|(x, y)| match x {
+                Value::Bin(x) if x.as_ptr() != y.as_ptr() && !x.is_empty() => {
+                    Err(format!("packed bytes copied: {x:?}"))
+                }
+                _ => Ok(()),
+            })
+        }
         (Value::Map(a), Value::Map(b)) => a
             .iter()
             .zip(b)
