@@ -20,7 +20,9 @@ use smallvec::SmallVec;
 use zerocopy::little_endian::U64;
 use zerocopy::{FromBytes, Immutable, KnownLayout, Unaligned};
 
-use crate::error::{EncodeError, LimitName};
+use crate::error::EncodeError;
+#[cfg(feature = "transport")]
+use crate::error::LimitName;
 use crate::limits::Limits;
 
 /// The fixed start of every message: `N` and `count`.
@@ -290,6 +292,7 @@ fn check_lengths(
     Ok(total)
 }
 
+#[cfg(feature = "transport")]
 fn exceeds(limit: LimitName, declared: u64, max: u64) -> EncodeError {
     EncodeError::ExceedsLimit {
         limit,
@@ -407,6 +410,7 @@ impl Envelope {
     /// Refuses a message that these limits would refuse to receive: the
     /// checks [`parse_prelude`] makes on a received prelude, made on this
     /// message before it is sent.
+    #[cfg(feature = "transport")]
     pub(crate) fn check_limits(&self, limits: &Limits) -> Result<(), EncodeError> {
         let lengths = self.frames.iter().map(|f| f.len() as u64);
         check_count(self.frames.len() as u64, limits)

@@ -713,6 +713,7 @@ impl BinArray {
     }
 
     /// Item `i` as a slice, with the buffer it is a slice of.
+    #[cfg(feature = "serde")]
     pub(crate) fn item_in(&self, i: usize) -> Option<(&Bytes, &[u8])> {
         match &self.0 {
             BinRepr::Spans { data, ends } => {

@@ -487,6 +487,7 @@ impl<T> Connection<T> {
     /// A message [`Connection::recv`] gave, decoded as
     /// [`Connection::recv_value`] decodes it (an error poisons the
     /// connection).
+    #[cfg(feature = "dask")]
     pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
         let r = self.reader.decode_value(env, &self.session);
         if r.is_err() {
@@ -750,6 +751,7 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
 
     /// A message [`ReadHalf::recv`] gave, decoded as
     /// [`ReadHalf::recv_value`] decodes it (an error poisons this half).
+    #[cfg(feature = "dask")]
     pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
         self.reader.decode_value(env, &self.session)
     }

@@ -616,6 +616,7 @@ fn give_up(
 }
 
 /// `fut`, failing with a timeout in `phase` past `deadline` (if any).
+#[cfg(feature = "tls")]
 async fn by<T>(
     deadline: Option<Instant>,
     phase: TimeoutPhase,

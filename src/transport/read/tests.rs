@@ -129,6 +129,7 @@ fn connection(limits: Limits) -> FrameReader {
 /// frames in their own buffers) and, with feature `mmap`, one that spills
 /// large runs to a file.
 fn message_readers(limits: &Limits) -> Vec<(&'static str, FrameReader)> {
+    #[cfg_attr(not(all(target_os = "linux", feature = "mmap")), allow(unused_mut))]
     let mut readers = vec![
         ("codec", FrameReader::shared_only(limits.clone())),
         ("connection", connection(limits.clone())),
