@@ -21,9 +21,11 @@
 //! * Any error (but a refused [`TransportError::Encode`]) poisons the
 //!   connection: `recv` returns `None` afterwards, `send` returns `Poisoned`.
 //! * Optional per-message deadlines: the read deadline starts with the first
-//!   byte of a message (an idle connection never times out; wrap `recv` in
-//!   `tokio::time::timeout` for that), the write deadline when a message is
-//!   queued.
+//!   byte of a message (an idle connection to a live peer never times out;
+//!   wrap `recv` in `tokio::time::timeout` for that), the write deadline
+//!   when a message is queued. A peer that stops answering altogether ends
+//!   the connection after the TCP timeout
+//!   ([`ConnectionBuilder::tcp_timeout`], SPEC.md §6.4).
 //!
 //! # Examples
 //!
@@ -391,7 +393,9 @@ impl ConnectionBuilder {
 ///   [`TransportError::Poisoned`].
 /// * Optional per-message deadlines ([`ConnectionBuilder::read_timeout`],
 ///   [`ConnectionBuilder::write_timeout`]). The read deadline starts at a message's
-///   first byte; an idle connection never times out.
+///   first byte; an idle connection to a live peer never times out, and one
+///   whose peer stopped answering ends after
+///   [`ConnectionBuilder::tcp_timeout`] ([`TransportError::PeerTimeout`]).
 ///
 /// # Examples
 ///
