@@ -5,7 +5,6 @@
 #[path = "../../tests/support/dask_python.rs"]
 mod dask_python;
 
-use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -32,37 +31,7 @@ fn start_scheduler(dir: &Path) -> (Daemon, String) {
 
 /// Runs `framewire ARGS` with `stdin`, killing it after [`CALL_GUARD`].
 fn framewire(args: &[&str], stdin: Option<&str>) -> (Output, Duration) {
-    let started = Instant::now();
-    let mut child = spawn_framewire(args, stdin.map(str::as_bytes));
-    // Pipes are drained by threads, so the child never blocks on them.
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        out.read_to_end(&mut v).map(|_| v)
-    });
-    let err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        err.read_to_end(&mut v).map(|_| v)
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > CALL_GUARD {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("framewire {args:?} hung for {CALL_GUARD:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let elapsed = started.elapsed();
-    let output = Output {
-        status,
-        stdout: out.join().unwrap().unwrap(),
-        stderr: err.join().unwrap().unwrap(),
-    };
-    (output, elapsed)
+    procs::run_framewire(args, stdin.map(str::as_bytes), CALL_GUARD)
 }
 
 /// The one JSON line a successful call prints.

@@ -9,7 +9,7 @@ mod dask_python;
 #[path = "support/procs.rs"]
 mod procs;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -19,34 +19,7 @@ use serde_json::{json, Value as Json};
 
 /// Runs `framewire ARGS`, killed after 60 s.
 fn framewire(args: &[&str]) -> Output {
-    let started = Instant::now();
-    let mut child = spawn_framewire(args, None);
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        out.read_to_end(&mut v).map(|_| v)
-    });
-    let err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        err.read_to_end(&mut v).map(|_| v)
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("framewire {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap().unwrap(),
-        stderr: err.join().unwrap().unwrap(),
-    }
+    procs::run_framewire(args, None, Duration::from_secs(60)).0
 }
 
 fn ok(args: &[&str]) -> Vec<u8> {

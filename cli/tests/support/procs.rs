@@ -4,9 +4,9 @@
 //! removed on drop, whatever happens).
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../../../tests/support/cluster.rs"]
@@ -43,6 +43,42 @@ pub fn spawn_framewire(args: &[&str], stdin: Option<&[u8]>) -> Child {
         pipe.write_all(data).unwrap();
     }
     child
+}
+
+/// Runs `framewire ARGS` with `stdin` to its end, its pipes drained by
+/// threads (so it never blocks on them); panics if it runs past `guard`.
+/// Returns its output and how long it ran.
+pub fn run_framewire(args: &[&str], stdin: Option<&[u8]>, guard: Duration) -> (Output, Duration) {
+    let started = Instant::now();
+    let mut child = spawn_framewire(args, stdin);
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).map(|_| v)
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        err.read_to_end(&mut v).map(|_| v)
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > guard {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("framewire {args:?} hung for {guard:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = started.elapsed();
+    let output = Output {
+        status,
+        stdout: out.join().unwrap().unwrap(),
+        stderr: err.join().unwrap().unwrap(),
+    };
+    (output, elapsed)
 }
 
 /// Waits for `daemon` to exit; panics (with its output and `context`, the
