@@ -136,7 +136,9 @@ pub enum TransportError {
     PeerTimeout(io::Error),
     /// No connection could be made to an address: every attempt until the
     /// connect deadline failed (see [`ConnectError`]). Nothing was sent.
-    Connect(ConnectError),
+    /// Boxed: every `Result` of the transport carries this enum, and the
+    /// connect failure is its largest and rarest variant.
+    Connect(Box<ConnectError>),
     /// A per-message deadline passed. The stream is poisoned.
     Timeout {
         /// What was going on.

@@ -38,6 +38,7 @@
 //! ```
 
 use std::future::poll_fn;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -346,7 +347,7 @@ where
     }
     let ours = Envelope::new(frames)?;
     let (io, reader, writer) = conn.parts();
-    let limits = reader.replace_limits(HANDSHAKE_LIMITS);
+    let limits = reader.replace_limits(Arc::new(HANDSHAKE_LIMITS));
     // The handshake itself never carries a trailer.
     reader.set_checksums(false);
     writer.set_checksums(false);

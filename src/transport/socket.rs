@@ -604,13 +604,13 @@ fn give_up(
     failure: Failure,
 ) -> TransportError {
     match failure.cause() {
-        Ok(last) => TransportError::Connect(ConnectError {
+        Ok(last) => TransportError::Connect(Box::new(ConnectError {
             address: target.to_string(),
             deadline,
             elapsed: start.elapsed(),
             attempts,
             last,
-        }),
+        })),
         Err(fatal) => fatal,
     }
 }

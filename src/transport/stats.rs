@@ -87,13 +87,6 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Counts `n` bytes a growing receive buffer moved: a copy, and a
-    /// relocation.
-    pub(crate) fn relocated_on_receive(&mut self, n: u64) {
-        self.bytes_copied_on_receive += n;
-        self.bytes_relocated_on_receive += n;
-    }
-
     /// The send counters of `sent` with the receive counters of `received`.
     pub(crate) fn merge(sent: Stats, received: Stats) -> Stats {
         Stats {
@@ -104,6 +97,40 @@ impl Stats {
             bytes_relocated_on_receive: received.bytes_relocated_on_receive,
             ..sent
         }
+    }
+}
+
+/// The receive counters of [`Stats`], as a reader keeps them (a relay
+/// keeps one reader per direction of every connection: the send counters
+/// would be dead weight in each).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Received {
+    pub(crate) messages_received: u64,
+    pub(crate) frames_received: u64,
+    pub(crate) bytes_received: u64,
+    pub(crate) bytes_copied_on_receive: u64,
+    pub(crate) bytes_relocated_on_receive: u64,
+}
+
+impl From<Received> for Stats {
+    fn from(r: Received) -> Stats {
+        Stats {
+            messages_received: r.messages_received,
+            frames_received: r.frames_received,
+            bytes_received: r.bytes_received,
+            bytes_copied_on_receive: r.bytes_copied_on_receive,
+            bytes_relocated_on_receive: r.bytes_relocated_on_receive,
+            ..Stats::default()
+        }
+    }
+}
+
+impl Received {
+    /// Counts `n` bytes a growing receive buffer moved: a copy, and a
+    /// relocation.
+    pub(crate) fn relocated_on_receive(&mut self, n: u64) {
+        self.bytes_copied_on_receive += n;
+        self.bytes_relocated_on_receive += n;
     }
 }
 

@@ -38,6 +38,7 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BufMut, BytesMut};
@@ -61,8 +62,9 @@ const MIN_READ: usize = 16 << 10;
 /// it is at least this long; less is copied.
 pub(super) const SPLICE_MIN: u64 = 64 << 10;
 
-/// The limits messages are checked against: what a real Dask peer sends.
-const LIMITS: Limits = Limits::dask_compat();
+/// The limits messages are checked against: what a real Dask peer sends
+/// (one copy, shared by every connection's readers).
+static LIMITS: LazyLock<Arc<Limits>> = LazyLock::new(|| Arc::new(Limits::dask_compat()));
 
 /// The side a direction reads from.
 pub(super) enum Reader<'a> {
@@ -248,7 +250,7 @@ impl Held {
         Held {
             buf: BytesMut::new(),
             ready: BytesMut::new(),
-            frames: FrameReader::relay(LIMITS),
+            frames: FrameReader::relay(Arc::clone(&LIMITS)),
         }
     }
 

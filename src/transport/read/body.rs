@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use crate::envelope::{Envelope, EnvelopeError, Prelude};
 use crate::transport::checksum::{self, Running};
 use crate::transport::error::TransportError;
-use crate::transport::stats::{reserve_counted, Stats};
+use crate::transport::stats::{reserve_counted, Received};
 
 #[cfg(all(target_os = "linux", feature = "mmap"))]
 use super::MIN_SPILL;
@@ -128,7 +128,7 @@ pub(super) struct Body {
 pub(super) struct Placing<'r> {
     pub(super) placement: &'r Placement,
     pub(super) spare: &'r mut BytesMut,
-    pub(super) stats: &'r mut Stats,
+    pub(super) stats: &'r mut Received,
     /// `Limits::prealloc_cap`: how far a spill file may grow ahead.
     #[cfg(all(target_os = "linux", feature = "mmap"))]
     pub(super) cap: usize,
@@ -366,7 +366,7 @@ impl Body {
     pub(super) fn target(
         &mut self,
         cap: usize,
-        stats: &mut Stats,
+        stats: &mut Received,
     ) -> Result<Target<'_>, TransportError> {
         let run = &self.runs[self.run];
         let summing = self.sums.is_some();

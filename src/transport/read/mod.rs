@@ -66,6 +66,7 @@ mod tests;
 
 use std::mem;
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
 
@@ -73,7 +74,7 @@ use crate::envelope::{parse_prelude, Envelope, EnvelopeError, Prelude, PreludeSt
 use crate::limits::Limits;
 
 use super::error::TransportError;
-use super::stats::{reserve_counted, Stats};
+use super::stats::{reserve_counted, Received, Stats};
 
 pub(crate) use body::Placement;
 use body::{Body, Placing};
@@ -230,10 +231,19 @@ pub(crate) enum Target<'a> {
 /// What a reader hands back.
 #[derive(Debug)]
 enum Mode {
-    /// Whole messages.
-    Messages(Placement),
+    /// Whole messages (boxed: a relay keeps a reader per direction of every
+    /// connection, and needs none of this).
+    Messages(Box<Messages>),
     /// Heads and forwarded bytes.
     Relay,
+}
+
+/// A message reader's own state.
+#[derive(Debug)]
+struct Messages {
+    placement: Placement,
+    /// A handle on the last large buffer, for [`BytesMut::try_reclaim`].
+    spare: BytesMut,
 }
 
 /// A sans-IO reader of Dask's framing (SPEC.md §2; see this module's
@@ -267,14 +277,13 @@ enum Mode {
 /// ```
 #[derive(Debug)]
 pub struct FrameReader {
-    limits: Limits,
+    /// Shared: a relay keeps a reader per direction of every connection.
+    limits: Arc<Limits>,
     /// Whether messages end with a checksum trailer to verify and remove.
     checksums: bool,
     mode: Mode,
     phase: Phase,
-    /// A handle on the last large buffer, for [`BytesMut::try_reclaim`].
-    spare: BytesMut,
-    stats: Stats,
+    stats: Received,
 }
 
 #[derive(Debug)]
@@ -328,8 +337,11 @@ impl FrameReader {
     /// [`Need::Body`] for the driver to pass on itself). Nothing is
     /// assembled and nothing is copied: the bytes forwarded are the
     /// buffer's own, split off it.
-    pub fn relay(limits: Limits) -> FrameReader {
-        FrameReader::with_mode(limits, Mode::Relay)
+    ///
+    /// `limits` may be an `Arc<Limits>` that many readers share (a relay
+    /// of many connections), or a `Limits` of its own.
+    pub fn relay(limits: impl Into<Arc<Limits>>) -> FrameReader {
+        FrameReader::with_mode(limits.into(), Mode::Relay)
     }
 
     /// A message reader whose frames are all slices of the shared buffer,
@@ -341,17 +353,22 @@ impl FrameReader {
     /// A message reader that places frames as `placement` says (a
     /// [`Connection`](super::Connection)'s).
     pub(crate) fn messages(limits: Limits, placement: Placement) -> FrameReader {
-        FrameReader::with_mode(limits, Mode::Messages(placement))
+        FrameReader::with_mode(
+            Arc::new(limits),
+            Mode::Messages(Box::new(Messages {
+                placement,
+                spare: BytesMut::new(),
+            })),
+        )
     }
 
-    fn with_mode(limits: Limits, mode: Mode) -> FrameReader {
+    fn with_mode(limits: Arc<Limits>, mode: Mode) -> FrameReader {
         FrameReader {
             limits,
             checksums: false,
             mode,
             phase: Phase::Prelude { need: 16 },
-            spare: BytesMut::new(),
-            stats: Stats::default(),
+            stats: Received::default(),
         }
     }
 
@@ -364,7 +381,7 @@ impl FrameReader {
     /// message is complete (a relay reader's: passed on), and the copies
     /// and buffer moves made on the way in.
     pub fn stats(&self) -> Stats {
-        self.stats
+        self.stats.into()
     }
 
     /// Whether an error stopped the reader.
@@ -373,7 +390,7 @@ impl FrameReader {
     }
 
     /// Swaps the limits (the handshake is read under tight ones).
-    pub(crate) fn replace_limits(&mut self, limits: Limits) -> Limits {
+    pub(crate) fn replace_limits(&mut self, limits: Arc<Limits>) -> Arc<Limits> {
         mem::replace(&mut self.limits, limits)
     }
 
@@ -504,9 +521,10 @@ impl FrameReader {
 
     /// A message reader's step.
     fn poll_message<'a>(&mut self, shared: &'a mut BytesMut) -> Result<Event<'a>, TransportError> {
-        let Mode::Messages(placement) = &self.mode else {
+        let Mode::Messages(messages) = &mut self.mode else {
             unreachable!("poll: a relay reader is polled by poll_relay")
         };
+        let Messages { placement, spare } = &mut **messages;
         loop {
             let body = match &mut self.phase {
                 Phase::Failed => return Err(TransportError::Poisoned),
@@ -534,7 +552,7 @@ impl FrameReader {
             };
             let mut placing = Placing {
                 placement,
-                spare: &mut self.spare,
+                spare,
                 stats: &mut self.stats,
                 #[cfg(all(target_os = "linux", feature = "mmap"))]
                 cap: self.limits.prealloc_cap,
@@ -588,7 +606,7 @@ impl FrameReader {
     fn reserve(&mut self, shared: &mut BytesMut, more: usize) {
         let cap = self.limits.prealloc_cap;
         let owner_fills = match &self.mode {
-            Mode::Messages(p) => p.owner_fills(),
+            Mode::Messages(m) => m.placement.owner_fills(),
             Mode::Relay => false,
         };
         let spare = shared.capacity() - shared.len();

@@ -9,6 +9,7 @@
 
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -57,7 +58,7 @@ impl Receiver {
     }
 
     /// Swaps the limits (the handshake is read under tight ones).
-    pub(crate) fn replace_limits(&mut self, limits: Limits) -> Limits {
+    pub(crate) fn replace_limits(&mut self, limits: Arc<Limits>) -> Arc<Limits> {
         self.frames.replace_limits(limits)
     }
 
