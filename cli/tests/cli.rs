@@ -357,6 +357,17 @@ fn raw_message(first_read: u64, lengths: &[u64], body: &[u8]) -> Vec<u8> {
 }
 
 /// A well-formed envelope around these frames (first read = everything).
+/// A map of one string key `key` (its bytes as given, UTF-8 or not) to the
+/// integer 0, as msgpack: frame 0 of a bad message.
+fn map_to_zero(key: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::new();
+    rmp::encode::write_map_len(&mut frame, 1).unwrap();
+    rmp::encode::write_str_len(&mut frame, key.len() as u32).unwrap();
+    frame.extend_from_slice(key);
+    rmp::encode::write_pfix(&mut frame, 0).unwrap();
+    frame
+}
+
 fn message(frames: &[&[u8]]) -> Vec<u8> {
     let lengths: Vec<u64> = frames.iter().map(|f| f.len() as u64).collect();
     let n = 8 + 8 * frames.len() as u64 + lengths.iter().sum::<u64>();
@@ -450,21 +461,24 @@ fn truncated_file() {
 
 #[test]
 fn first_read_not_on_a_frame_boundary() {
-    let mut bad = message(&[b"\xa1a", b"xyz"]);
+    let mut a = Vec::new();
+    rmp::encode::write_str(&mut a, "a").unwrap();
+    let mut bad = message(&[&a, b"xyz"]);
     bad[..8].copy_from_slice(&(24u64 + 1).to_le_bytes());
     assert_rejected("boundary", b"", &bad, 0, "not on a frame boundary");
 }
 
 #[test]
 fn invalid_utf8() {
-    let bad = message(&[b"\x81\xa2\xff\xfe\x00"]);
+    // A key of two bytes that are not UTF-8.
+    let bad = message(&[&map_to_zero(&[0xff, 0xfe])]);
     let err = assert_rejected("utf8", b"", &bad, 0, "not UTF-8");
     assert!(err.contains("frame 0 byte 1"), "{err}");
 }
 
 #[test]
 fn placeholder_offset_zero() {
-    let bad = message(&[b"\x81\xae__Serialized__\x00"]);
+    let bad = message(&[&map_to_zero(b"__Serialized__")]);
     assert_rejected("offset0", b"", &bad, 0, "not a positive integer");
 }
 
@@ -473,7 +487,7 @@ fn error_in_a_later_message() {
     let ok = std::fs::read(captures().join("plain_dict/wire.bin")).unwrap();
     let mut prefix = ok.clone();
     prefix.extend(&ok);
-    let bad = message(&[b"\x81\xae__Serialized__\x00"]);
+    let bad = message(&[&map_to_zero(b"__Serialized__")]);
     let err = assert_rejected("later", &prefix, &bad, 2, "not a positive integer");
     // The placeholder map starts at byte 0 of frame 0, after a 24-byte prelude.
     assert!(

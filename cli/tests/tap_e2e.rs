@@ -705,7 +705,8 @@ mod raw {
         let upstream = echo_server();
         for (name, options) in [("tap", &[][..]), ("tap-sums", &["--checksums"][..])] {
             let (mut tap, addr, log_path) = start_tap_with(dir.path(), &upstream, name, options);
-            let frame0 = b"\x81\xa2op\xa4ping";
+            let ping = dumps(&Value::map_of([("op", Value::from("ping"))])).unwrap();
+            let frame0 = &ping[0][..];
             let mut huge = Vec::new();
             huge.extend_from_slice(&(8 + 16 + frame0.len() as u64).to_le_bytes());
             huge.extend_from_slice(&2u64.to_le_bytes());
