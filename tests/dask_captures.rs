@@ -36,7 +36,7 @@ use framewire::dask::{
     BroadcastReply, ClientToScheduler, ErrorReply, GatherKeysReply, GatherReply, GetDataReply,
     HasWhatReply, HeartbeatReply, Key, Keys, NcoresReply, Number, RegisterWorkerReply,
     RetireWorkersReply, RunReply, SchedulerIdentity, SchedulerRequest, SchedulerToClient,
-    SchedulerToWorker, UpdateDataReply, WhoHasReply, WorkerIdentity, WorkerRequest,
+    SchedulerToWorker, Timedelta, UpdateDataReply, WhoHasReply, WorkerIdentity, WorkerRequest,
     WorkerToScheduler,
 };
 use framewire::envelope::{parse_prelude, PreludeStatus};
@@ -1375,7 +1375,10 @@ fn typed_fields_hold_what_dask_wrote() {
     let ours: Vec<i64> = m
         .priority
         .iter()
-        .map(|p| p.as_int().and_then(|i| i.as_i64()).expect("an int"))
+        .map(|p| match p {
+            Number::Int(i) => *i,
+            Number::Float(f) => panic!("priority {f}: not an int"),
+        })
         .collect();
     assert_eq!(ours, priority);
     assert_eq!(m.span_id.as_deref(), json["span_id"].as_str());
@@ -1638,6 +1641,11 @@ fn client_channel_fields_hold_what_dask_wrote() {
                             assert_eq!(g.graph_frames.is_some(), old, "{what}: graph_frames");
                             if let Some(e) = &g.expr_ser {
                                 assert!(matches!(e, Value::Serialized(_)), "{what}: {e:?}");
+                            }
+                            // `submit`/`map` send "100 ms", `compute` "60s".
+                            match &g.fifo_timeout {
+                                Timedelta::Text(t) if t == "100 ms" || t == "60s" => {}
+                                other => panic!("{what}: fifo_timeout {other:?}"),
                             }
                             seen.insert(format!("update-graph {}", session.release));
                         }

@@ -411,7 +411,7 @@ async fn typed_messages_reach_python_as_dask_builds_them() {
                 op: Op::new(),
                 key: tuple_key.clone(),
                 run_id: 3,
-                priority: vec![Value::from(0i64), Value::from(1i64), Value::from(2i64)],
+                priority: vec![Number::Int(0), Number::Int(1), Number::Int(2)],
                 duration: None,
                 stimulus_id: "compute-task-1796136778.0782242".into(),
                 who_has: map([(nested_key.clone(), vec![w1.clone()])]),

@@ -143,6 +143,53 @@ impl<'de> Deserialize<'de> for Number {
     }
 }
 
+/// A duration as Dask's `parse_timedelta` reads it (`utils.py`): seconds
+/// (an int or a float), or a string with its unit (`"100 ms"`, `"60s"`).
+/// Kept as it came, so a message encodes back to the same bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Timedelta {
+    /// Seconds.
+    Seconds(Number),
+    /// A number and a unit, as Dask's configuration writes them.
+    Text(String),
+}
+
+impl Serialize for Timedelta {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Timedelta::Seconds(n) => n.serialize(s),
+            Timedelta::Text(t) => s.serialize_str(t),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Timedelta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Timedelta, D::Error> {
+        struct TimedeltaVisitor;
+        impl serde::de::Visitor<'_> for TimedeltaVisitor {
+            type Value = Timedelta;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a duration (seconds, or a string such as \"100 ms\")")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Timedelta, E> {
+                Ok(Timedelta::Seconds(Number::Int(v)))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Timedelta, E> {
+                i64::try_from(v)
+                    .map(|v| Timedelta::Seconds(Number::Int(v)))
+                    .map_err(|_| E::custom(format!("{v} is above i64")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Timedelta, E> {
+                Ok(Timedelta::Seconds(Number::Float(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Timedelta, E> {
+                Ok(Timedelta::Text(v.to_owned()))
+            }
+        }
+        d.deserialize_any(TimedeltaVisitor)
+    }
+}
+
 // ---- scheduler → worker (the worker's batched stream) ----------------------
 
 /// `compute-task`: run a task (`SchedulerState._task_to_msg`,
@@ -156,8 +203,9 @@ pub struct ComputeTask {
     pub key: Key,
     /// A fresh id for this run of the task; `task-finished` repeats it.
     pub run_id: i64,
-    /// `(-user priority, generation, graph order)`: integers (or floats).
-    pub priority: Vec<Value>,
+    /// `(-user priority, generation, graph order)`: integers (a float where
+    /// the user gave one, `submit(..., priority=0.5)`).
+    pub priority: Vec<Number>,
     /// The scheduler's estimate of the run time in seconds: sent by
     /// `distributed` 2024.12.1 (whose workers ignore it), not by 2025.5.1 and
     /// later; `None` writes no key.
@@ -916,7 +964,7 @@ pub struct UpdateGraph {
     pub submitting_task: Option<Key>,
     /// How long a batch counts as one submission (`"100 ms"`, `"60s"`, or
     /// seconds).
-    pub fifo_timeout: Value,
+    pub fifo_timeout: Timedelta,
     /// Whether the tasks are actors (a bool, a list of keys, or nil).
     pub actors: Value,
     /// The submitting code (`ToPickle`): a `{"__Pickled__": i}` block.
