@@ -316,6 +316,13 @@ async fn heartbeats_then_close_forgets_keys() {
         seen = last;
         assert_eq!(now["key_state"], "memory", "{now}");
     }
+    // Holds are counted: held twice, released once, the key stays wanted.
+    client.desire(std::slice::from_ref(&key)).expect("desire");
+    client.release(std::slice::from_ref(&key)).expect("release");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let now = look();
+    assert_eq!(now["who_wants"], serde_json::json!([id.clone()]), "{now}");
+    assert_eq!(client.held(), vec![key.clone()]);
     client.close().await.expect("close");
     // The scheduler needs a moment to forget.
     let mut last = Json::Null;

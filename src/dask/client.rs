@@ -1,6 +1,6 @@
 //! [`Client`]: a Rust program as a client of a Dask cluster (see its docs).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -142,8 +142,8 @@ enum KeyState {
 struct State {
     /// What the scheduler last reported of each key.
     keys: HashMap<Key, KeyState>,
-    /// The keys this client holds.
-    held: HashSet<Key>,
+    /// The keys this client holds, each with its number of holds.
+    held: HashMap<Key, usize>,
     /// The stream ended (the scheduler closed it, or it failed).
     ended: bool,
 }
@@ -156,6 +156,15 @@ struct Shared {
     /// Milliseconds between heartbeats.
     heartbeat_ms: AtomicU64,
     writer: Mutex<Option<BatchedWriter>>,
+}
+
+impl State {
+    /// One more hold of each key.
+    fn hold<'k>(&mut self, keys: impl Iterator<Item = &'k Key>) {
+        for k in keys {
+            *self.held.entry(k.clone()).or_insert(0) += 1;
+        }
+    }
 }
 
 impl Shared {
@@ -186,7 +195,9 @@ static ROUND_ROBIN: AtomicUsize = AtomicUsize::new(0);
 /// it (`client-desires-keys`) until [`Client::release`] or
 /// [`Client::close`] lets it go (`client-releases-keys`, `close-client`);
 /// then, when no other client wants it, the scheduler forgets it and the
-/// workers drop it.
+/// workers drop it. Holds are counted as Python counts a key's futures:
+/// each `scatter`, `wait` or `desire` of a key is one more hold, each
+/// `release` one less, and the scheduler is told when the last one goes.
 ///
 /// **Handing keys over.** A key the Rust client scattered is in the
 /// scheduler's memory under that key; a Python client picks it up with
@@ -307,10 +318,11 @@ impl Client {
         &self.id
     }
 
-    /// The keys this client holds (scattered or waited for, not released).
+    /// The keys this client holds (scattered or waited for, and not
+    /// released as many times).
     pub fn held(&self) -> Vec<Key> {
         let state = self.shared.state.lock().expect("not poisoned");
-        state.held.iter().cloned().collect()
+        state.held.keys().cloned().collect()
     }
 
     /// A call to the scheduler on the shared connection (reconnecting
@@ -403,8 +415,7 @@ impl Client {
             let reply = done.expect("an update_data task does not panic")?;
             nbytes.extend(reply.nbytes);
         }
-        let keys: Vec<Key> = who_has.keys().cloned().collect();
-        self.shared.update(|s| s.held.extend(keys));
+        self.shared.update(|s| s.hold(who_has.keys()));
         let () = self
             .call(&UpdateWhoHas {
                 op: Op::new(),
@@ -446,27 +457,35 @@ impl Client {
     /// this client and reports on them. A key the scheduler does not know
     /// yet is ignored by it (with a warning in its log).
     pub fn desire(&self, keys: &[Key]) -> Result<(), ClientError> {
-        self.shared.update(|s| s.held.extend(keys.iter().cloned()));
+        self.shared.update(|s| s.hold(keys.iter()));
         let mut wish = ClientDesiresKeys::new(keys.iter().cloned());
         wish.client = Some(self.id.clone());
         self.shared.send(&wish)?;
         Ok(())
     }
 
-    /// Lets `keys` go (`client-releases-keys`): when no other client holds
-    /// them, the scheduler forgets them and the workers drop them. Keys are
-    /// held once, however many times they were scattered or waited for.
+    /// Lets go of one hold of each of `keys` (Python: a future dropped);
+    /// the keys whose last hold this was are released
+    /// (`client-releases-keys`): when no other client holds them, the
+    /// scheduler forgets them and the workers drop them. A key this client
+    /// does not hold is left alone.
     pub fn release(&self, keys: &[Key]) -> Result<(), ClientError> {
+        let mut gone = Vec::new();
         self.shared.update(|s| {
             for k in keys {
-                s.held.remove(k);
-                s.keys.remove(k);
+                let Some(n) = s.held.get_mut(k) else { continue };
+                *n -= 1;
+                if *n == 0 {
+                    s.held.remove(k);
+                    s.keys.remove(k);
+                    gone.push(k.clone());
+                }
             }
         });
-        self.shared.send(&ClientReleasesKeys::new(
-            keys.iter().cloned(),
-            self.id.clone(),
-        ))?;
+        if !gone.is_empty() {
+            self.shared
+                .send(&ClientReleasesKeys::new(gone, self.id.clone()))?;
+        }
         Ok(())
     }
 
