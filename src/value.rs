@@ -312,6 +312,7 @@ impl Block {
 /// Equality compares floats by their bits (so NaN equals itself and
 /// `0.0 != -0.0`), and blocks by their decoded header and frame bytes.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Value {
     /// msgpack nil (Python `None`).
     Nil,

@@ -324,6 +324,9 @@ fn python_sees(path: &str, v: &Value, py: &Json) -> Result<(), String> {
         Value::Serialized(_) => Err(format!(
             "{path}: the test sends no pre-serialized block: {v:?}"
         )),
+        other => Err(format!(
+            "{path}: a value this test does not compare: {other:?}"
+        )),
     }
 }
 
