@@ -18,7 +18,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
-use cluster::{python_worker, scheduler, scratch_dir, Daemon};
+use cluster::{python_worker, scheduler, scheduler_with, scratch_dir, Daemon};
 use framewire::dask::{Client, ClientOptions, Key};
 use framewire::pickle::PickleFamily;
 use framewire::serialize::{deserialize_blocks, DeserializeOptions, Registry};
@@ -335,6 +335,85 @@ async fn heartbeats_then_close_forgets_keys() {
     }
     assert_eq!(last["registered"], false, "{last}");
     assert!(last["key_state"].is_null(), "the key is kept: {last}");
+}
+
+/// A scheduler that goes away and comes back on the same address: the
+/// client lets go of its keys (as Dask cancels every future) and registers
+/// again under its id (`Client._reconnect`), heartbeats on, and scatters to
+/// the new cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registers_again_after_the_scheduler_restarts() {
+    let python = dask_python::python();
+    let dir = scratch_dir("client-reconnect");
+    let (sched, addr) = scheduler(&python, dir.path(), &[]);
+    let (w1, _) = python_worker(&python, dir.path(), &addr, "w1");
+
+    let mut opts = ClientOptions::default();
+    opts.heartbeat_interval = Duration::from_millis(500);
+    opts.registry = Registry::default().with(PickleFamily);
+    let client = Client::connect(&addr, opts).await.expect("connect");
+    let id = client.id().to_owned();
+    let before = Key::from("before-restart");
+    client
+        .scatter([(before.clone(), Value::from(1u8))])
+        .await
+        .expect("scatter");
+    assert_eq!(client.held(), vec![before.clone()]);
+
+    drop(w1);
+    drop(sched);
+    // The stream's end is seen at once: the keys are let go.
+    let mut held = client.held();
+    for _ in 0..100 {
+        if held.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        held = client.held();
+    }
+    assert!(
+        held.is_empty(),
+        "keys still held after the stream ended: {held:?}"
+    );
+
+    let port = addr.rsplit(':').next().unwrap().to_owned();
+    let (sched, addr2) = scheduler_with(&python, dir.path(), "scheduler2", &[], &["--port", &port]);
+    assert_eq!(addr2, addr);
+    let (w2, _) = python_worker(&python, dir.path(), &addr, "w2");
+    let logs = [&sched, &w2];
+    let after = Key::from("after-restart");
+    let look = || peer(&python, &[&addr, "client", &id, "after-restart"], &logs)["client"].clone();
+    // Registered again by itself (connect retry, then every 0.1 s).
+    let mut now = look();
+    for _ in 0..60 {
+        if now["registered"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        now = look();
+    }
+    assert_eq!(now["registered"], true, "not registered again: {now}");
+    client
+        .scatter([(after.clone(), Value::from(2u8))])
+        .await
+        .expect("scatter after the restart");
+    let now = look();
+    assert_eq!(now["key_state"], "memory", "{now}");
+    assert_eq!(now["who_wants"], serde_json::json!([id.clone()]), "{now}");
+    // Heartbeats resumed: the scheduler has seen one recently.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let now = look();
+    let age = now["last_seen_age"].as_f64().unwrap();
+    assert!(
+        age < 7.0,
+        "no heartbeat for {age} s after registering again: {now}"
+    );
+    let got = client
+        .gather(std::slice::from_ref(&after))
+        .await
+        .expect("gather");
+    assert_eq!(got[&after], Value::from(2u8));
+    client.close().await.expect("close");
 }
 
 /// The same over `tls://`: the client's connections (scheduler, stream,

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +18,9 @@ use super::{
     UpdateWhoHas, WhoHas,
 };
 use crate::serialize::{Registry, SerializeOptions};
-use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
+use crate::transport::{
+    ConnectionBuilder, HandshakeOptions, ReadHalf, Socket, TransportError, WriteHalf,
+};
 use crate::typed;
 use crate::value::Value;
 
@@ -40,8 +42,10 @@ pub struct ClientOptions {
     /// How the client's stream batches what it sends: 10 ms, as Dask's
     /// client.
     pub batch_interval: Duration,
-    /// How long [`Client::scatter`] waits for a running worker (30 s, the
-    /// default `timeout` of Dask's `Client`); `None`: for ever.
+    /// How long [`Client::scatter`] waits for a running worker, and how
+    /// long the client tries to register again after losing its stream to
+    /// the scheduler (30 s, the default `timeout` of Dask's `Client`);
+    /// `None`: for ever.
     pub timeout: Option<Duration>,
     /// The serializer families [`Client::gather`] reads values with, as
     /// they arrive (add [`PickleFamily`](crate::pickle::PickleFamily),
@@ -85,6 +89,10 @@ pub enum ClientError {
     /// These keys could be fetched neither from the workers nor through
     /// the scheduler.
     Missing(Vec<Key>),
+    /// The stream to the scheduler was lost while waiting: the client let
+    /// go of every key it held (as Dask cancels every future) and
+    /// registers again on its own.
+    ConnectionLost,
 }
 
 impl fmt::Display for ClientError {
@@ -100,6 +108,9 @@ impl fmt::Display for ClientError {
             }
             ClientError::Lost(k) => write!(f, "the data of {k} was lost"),
             ClientError::Missing(keys) => write!(f, "could not gather {} keys", keys.len()),
+            ClientError::ConnectionLost => f.write_str(
+                "the connection to the scheduler was lost: every key the client held was let go",
+            ),
         }
     }
 }
@@ -144,7 +155,9 @@ struct State {
     keys: HashMap<Key, KeyState>,
     /// The keys this client holds, each with its number of holds.
     held: HashMap<Key, usize>,
-    /// The stream ended (the scheduler closed it, or it failed).
+    /// Times the stream was lost (and registered again).
+    connections_lost: u64,
+    /// The stream ended for good (closed, or lost and not registered again).
     ended: bool,
 }
 
@@ -156,6 +169,8 @@ struct Shared {
     /// Milliseconds between heartbeats.
     heartbeat_ms: AtomicU64,
     writer: Mutex<Option<BatchedWriter>>,
+    /// [`Client::close`] ends the stream: not to be registered again.
+    closing: AtomicBool,
 }
 
 impl State {
@@ -258,48 +273,25 @@ impl Client {
     /// starts heartbeating.
     pub async fn connect(address: &str, opts: ClientOptions) -> Result<Client, ClientError> {
         let id = server_id("Client");
-        let (mut conn, _) = opts
-            .connection
-            .connect_address(address, &opts.handshake)
-            .await
-            .map_err(RpcError::from)?;
-        // As `_ensure_connected`: the scheduler's information first (here
-        // its package versions, which this client, running no Python, takes
-        // as its own so that no version mismatch is reported).
-        let versions =
-            super::versions_like_scheduler(address, &opts.connection, &opts.handshake).await?;
-        let register = RegisterClient::new(id.clone(), versions);
-        let exchange = async {
-            conn.send_msg(&register).await?;
-            conn.recv_value().await.ok_or(TransportError::Closed)?
-        };
-        let first = match opts.handshake.timeout {
-            Some(t) => tokio::time::timeout(t, exchange).await.map_err(|_| {
-                TransportError::Io(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no stream-start from the scheduler",
-                ))
-            })??,
-            None => exchange.await?,
-        };
-        // The scheduler's batched stream: a list of one `stream-start`.
-        let start = match first {
-            Value::Array(mut ops) if ops.len() == 1 => ops.remove(0),
-            other => other,
-        };
-        let start: StreamStart = typed::from_value(start).map_err(RpcError::Decode)?;
-        if !start.error.is_empty() {
-            return Err(ClientError::Refused(start.error));
-        }
-        let (r, w) = conn.into_split();
+        let (r, w) = register(address, &id, &opts).await?;
         let (changed, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             changed,
             heartbeat_ms: AtomicU64::new((opts.heartbeat_interval.as_millis() as u64).max(1)),
             writer: Mutex::new(Some(BatchedWriter::new(w, opts.batch_interval))),
+            closing: AtomicBool::new(false),
         });
-        let reader = tokio::spawn(read_stream(BatchedReader::new(r), shared.clone()));
+        let registration = Registration {
+            address: address.to_owned(),
+            id: id.clone(),
+            opts: opts.clone(),
+        };
+        let reader = tokio::spawn(read_stream(
+            BatchedReader::new(r),
+            shared.clone(),
+            registration,
+        ));
         let heartbeat = tokio::spawn(heartbeats(shared.clone()));
         Ok(Client {
             id,
@@ -325,19 +317,32 @@ impl Client {
         state.held.keys().cloned().collect()
     }
 
-    /// A call to the scheduler on the shared connection (reconnecting
-    /// after a failed call).
+    /// A call to the scheduler on the shared connection, made on first use.
+    /// A kept connection found closed (the scheduler restarted, or closed
+    /// it) is replaced and the call made once more on the new one, as
+    /// Dask's connection pool drops closed comms; the calls the client
+    /// makes are idempotent.
     async fn call<Q: Serialize, R: serde::de::DeserializeOwned>(
         &self,
         request: &Q,
     ) -> Result<R, RpcError> {
         let mut rpc = self.rpc.lock().await;
-        if rpc.is_none() {
-            *rpc = Some(
-                Rpc::connect(&self.scheduler, &self.opts.connection, &self.opts.handshake).await?,
-            );
+        if let Some(kept) = rpc.as_mut() {
+            match kept.call(request).await {
+                // Closed under us: once more on a new connection.
+                Err(RpcError::Closed | RpcError::Transport(_)) => {}
+                result => {
+                    if result.is_err() {
+                        *rpc = None;
+                    }
+                    return result;
+                }
+            }
         }
-        let result = rpc.as_mut().expect("connected above").call(request).await;
+        *rpc = None;
+        let fresh =
+            Rpc::connect(&self.scheduler, &self.opts.connection, &self.opts.handshake).await?;
+        let result = rpc.insert(fresh).call(request).await;
         if result.is_err() {
             *rpc = None;
         }
@@ -499,6 +504,12 @@ impl Client {
     /// long as it takes: bound the wait with `tokio::time::timeout`.
     pub async fn wait(&self, keys: &[Key]) -> Result<(), ClientError> {
         let mut changed = self.shared.changed.subscribe();
+        let lost = self
+            .shared
+            .state
+            .lock()
+            .expect("not poisoned")
+            .connections_lost;
         self.desire(keys)?;
         // The scheduler ignores a key it does not know in
         // `client-desires-keys`; `report-key` answers `cancelled-keys` for
@@ -510,6 +521,9 @@ impl Client {
         loop {
             {
                 let state = self.shared.state.lock().expect("not poisoned");
+                if state.connections_lost != lost {
+                    return Err(ClientError::ConnectionLost);
+                }
                 let mut all = true;
                 for k in keys {
                     match state.keys.get(k) {
@@ -608,6 +622,7 @@ impl Client {
     /// stream, then the stream and the scheduler connection are closed.
     pub async fn close(mut self) -> Result<(), ClientError> {
         self.heartbeat.abort();
+        self.shared.closing.store(true, Ordering::Release);
         let writer = self.shared.writer.lock().expect("not poisoned").take();
         let mut result = Ok(());
         if let Some(w) = writer {
@@ -625,6 +640,82 @@ impl Client {
     }
 }
 
+/// Connects to the scheduler and registers as client `id`, as
+/// `Client._ensure_connected` does (`register-client` on a connection of
+/// its own, which becomes the batched stream once the scheduler answers
+/// `stream-start`): the stream's halves.
+async fn register(
+    address: &str,
+    id: &str,
+    opts: &ClientOptions,
+) -> Result<(StreamReader, StreamWriter), ClientError> {
+    let (mut conn, _) = opts
+        .connection
+        .connect_address(address, &opts.handshake)
+        .await
+        .map_err(RpcError::from)?;
+    // As `_ensure_connected`: the scheduler's information first (here
+    // its package versions, which this client, running no Python, takes
+    // as its own so that no version mismatch is reported).
+    let versions =
+        super::versions_like_scheduler(address, &opts.connection, &opts.handshake).await?;
+    let register = RegisterClient::new(id.to_owned(), versions);
+    let exchange = async {
+        conn.send_msg(&register).await?;
+        conn.recv_value().await.ok_or(TransportError::Closed)?
+    };
+    let first = match opts.handshake.timeout {
+        Some(t) => tokio::time::timeout(t, exchange).await.map_err(|_| {
+            TransportError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no stream-start from the scheduler",
+            ))
+        })??,
+        None => exchange.await?,
+    };
+    // The scheduler's batched stream: a list of one `stream-start`.
+    let start = match first {
+        Value::Array(mut ops) if ops.len() == 1 => ops.remove(0),
+        other => other,
+    };
+    let start: StreamStart = typed::from_value(start).map_err(RpcError::Decode)?;
+    if !start.error.is_empty() {
+        return Err(ClientError::Refused(start.error));
+    }
+    Ok(conn.into_split())
+}
+
+/// The halves of the client's stream.
+type StreamReader = ReadHalf<tokio::io::ReadHalf<Socket>>;
+type StreamWriter = WriteHalf<tokio::io::WriteHalf<Socket>>;
+
+/// What the stream's reader needs to register again.
+#[derive(Debug)]
+struct Registration {
+    address: String,
+    id: String,
+    opts: ClientOptions,
+}
+
+impl Registration {
+    /// Registers again as `Client._reconnect` does (`client.py`): attempts
+    /// (each retrying its connection until the connect timeout) until the
+    /// client's [`timeout`](ClientOptions::timeout) has passed, 0.1 s
+    /// apart; `None` when it passed.
+    async fn again(&self) -> Option<(StreamReader, StreamWriter)> {
+        let deadline = self.opts.timeout.map(|t| tokio::time::Instant::now() + t);
+        loop {
+            if let Ok(halves) = register(&self.address, &self.id, &self.opts).await {
+                return Some(halves);
+            }
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
 impl Drop for Client {
     fn drop(&mut self) {
         // Without `close`: the stream's end tells the scheduler.
@@ -633,10 +724,44 @@ impl Drop for Client {
     }
 }
 
-/// Reads the client's stream: the reports on keys, heartbeat intervals.
-async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
-    mut reader: BatchedReader<R>,
+/// Reads the client's stream, and registers again when it is lost (not
+/// closed by [`Client::close`]), as `Client._reconnect` does: every key the
+/// client held is let go (Dask cancels every future, reason
+/// `scheduler-connection-lost`; a scheduler that restarted knows none of
+/// them), [`Client::wait`]s in progress fail with
+/// [`ClientError::ConnectionLost`], and the client registers again under
+/// its id. When that fails within the client's timeout, the client is
+/// ended: calls fail with [`TransportError::Closed`].
+async fn read_stream(
+    mut reader: BatchedReader<tokio::io::ReadHalf<Socket>>,
     shared: Arc<Shared>,
+    registration: Registration,
+) {
+    loop {
+        read_reports(&mut reader, &shared).await;
+        if shared.closing.load(Ordering::Acquire) {
+            break;
+        }
+        *shared.writer.lock().expect("not poisoned") = None;
+        shared.update(|s| {
+            s.held.clear();
+            s.keys.clear();
+            s.connections_lost += 1;
+        });
+        let Some((r, w)) = registration.again().await else {
+            break;
+        };
+        let batch = registration.opts.batch_interval;
+        *shared.writer.lock().expect("not poisoned") = Some(BatchedWriter::new(w, batch));
+        reader = BatchedReader::new(r);
+    }
+    shared.update(|s| s.ended = true);
+}
+
+/// The reports on keys and the heartbeat intervals, until the stream ends.
+async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut BatchedReader<R>,
+    shared: &Shared,
 ) {
     while let Some(Ok(msg)) = reader.recv_value().await {
         // A message this client cannot read is skipped, as Dask's client
@@ -671,7 +796,6 @@ async fn read_stream<R: tokio::io::AsyncRead + Unpin>(
             _ => {}
         }
     }
-    shared.update(|s| s.ended = true);
 }
 
 /// `heartbeat-client` on the stream, every interval (as `Client._heartbeat`).
@@ -679,11 +803,11 @@ async fn heartbeats(shared: Arc<Shared>) {
     loop {
         let ms = shared.heartbeat_ms.load(Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        let sent = match &*shared.writer.lock().expect("not poisoned") {
-            Some(w) => w.send(&HeartbeatClient::default()),
-            None => Err(TransportError::Closed),
-        };
-        if sent.is_err() {
+        // No stream while the client registers again: the next beat.
+        if let Some(w) = &*shared.writer.lock().expect("not poisoned") {
+            let _ = w.send(&HeartbeatClient::default());
+        }
+        if shared.state.lock().expect("not poisoned").ended {
             return;
         }
     }
@@ -713,8 +837,12 @@ mod tests {
             changed,
             heartbeat_ms: AtomicU64::new(5000),
             writer: Mutex::new(None),
+            closing: AtomicBool::new(false),
         });
-        let task = tokio::spawn(read_stream(BatchedReader::new(r), shared.clone()));
+        let reading = shared.clone();
+        let task = tokio::spawn(async move {
+            read_reports(&mut BatchedReader::new(r), &reading).await;
+        });
         let batch = Value::Array(vec![
             op(
                 "key-in-memory",
@@ -767,7 +895,6 @@ mod tests {
         assert_eq!(state.keys.get(&Key::from("c2")), Some(&KeyState::Cancelled));
         assert_eq!(state.keys.get(&Key::from(("t", 1))), Some(&KeyState::Lost));
         assert_eq!(state.keys.len(), 5);
-        assert!(state.ended);
         assert_eq!(shared.heartbeat_ms.load(Ordering::Relaxed), 10_000);
     }
 }
