@@ -56,7 +56,7 @@ use std::time::Duration;
 use futures_core::Stream;
 use futures_sink::Sink;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::net::TcpStream;
 
 use crate::envelope::Envelope;
 use crate::limits::Limits;
@@ -64,7 +64,7 @@ use crate::serialize::SerializeOptions;
 use crate::value::Value;
 
 use super::error::TransportError;
-use super::handshake::{exchange, HandshakeOptions, Negotiated};
+
 use super::read::{FrameReader, Placement, Receiver};
 use super::session::Session;
 use super::socket;
@@ -173,7 +173,7 @@ impl ConnectionBuilder {
     /// Dask's backoff, before they give up with
     /// [`TransportError::Connect`](super::TransportError::Connect). `None`:
     /// one attempt, without a deadline. The handshake that follows has its
-    /// own deadline ([`HandshakeOptions::timeout`]).
+    /// own deadline ([`HandshakeOptions::timeout`](super::HandshakeOptions::timeout)).
     pub fn connect_timeout(&mut self, timeout: Option<Duration>) -> &mut ConnectionBuilder {
         self.connect_timeout = timeout;
         self
@@ -327,47 +327,6 @@ impl ConnectionBuilder {
             writer: self.writer(),
             session: self.session(),
         }
-    }
-
-    /// Wraps `io` and exchanges the Dask handshake (see [`handshake`](super::handshake)).
-    pub async fn handshake<T>(
-        &self,
-        io: T,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<T>, Negotiated), TransportError>
-    where
-        T: AsyncRead + AsyncWrite + Unpin,
-    {
-        let mut conn = self.build(io);
-        let agreed = exchange(&mut conn, opts).await?;
-        Ok((conn, agreed))
-    }
-
-    /// Connects over TCP to what `addr` resolves to (resolved once), retrying
-    /// as [`connect_socket`](ConnectionBuilder::connect_socket) does until the
-    /// [`connect_timeout`](ConnectionBuilder::connect_timeout), with
-    /// `TCP_NODELAY` and the [`tcp_timeout`](ConnectionBuilder::tcp_timeout)
-    /// set, as Dask does; then exchanges the handshake.
-    pub async fn connect<A: ToSocketAddrs>(
-        &self,
-        addr: A,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        let stream = self.connect_tcp(addr).await?;
-        self.handshake(stream, opts).await
-    }
-
-    /// Takes an accepted TCP stream (setting `TCP_NODELAY` and the
-    /// [`tcp_timeout`](ConnectionBuilder::tcp_timeout)) and exchanges the
-    /// handshake.
-    pub async fn accept(
-        &self,
-        stream: TcpStream,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        stream.set_nodelay(true)?;
-        socket::set_tcp_timeout(&stream, self.tcp_timeout)?;
-        self.handshake(stream, opts).await
     }
 }
 
@@ -659,24 +618,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Connection<T> {
 }
 
 impl Connection<TcpStream> {
-    /// Connects over TCP and exchanges the handshake, with default options
-    /// (use [`ConnectionBuilder::connect`] for others).
-    pub async fn connect<A: ToSocketAddrs>(
-        addr: A,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        ConnectionBuilder::default().connect(addr, opts).await
-    }
-
-    /// Exchanges the handshake on an accepted TCP stream, with default
-    /// options (use [`ConnectionBuilder::accept`] for others).
-    pub async fn accept(
-        stream: TcpStream,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        ConnectionBuilder::default().accept(stream, opts).await
-    }
-
     /// Splits a TCP connection into owned halves (no lock between them, unlike
     /// [`Connection::into_split`]).
     pub fn into_tcp_split(

@@ -53,6 +53,7 @@ use crate::value::Value;
 use super::checksum;
 use super::conn::{Connection, ConnectionBuilder};
 use super::error::{HandshakeError, TimeoutPhase, TransportError};
+use super::session::Negotiated;
 
 /// Extension keys are this prefix followed by the extension's name.
 pub const EXTENSION_PREFIX: &str = "framewire-";
@@ -186,17 +187,6 @@ impl HandshakeOptions {
         all.extend(self.extensions.iter().cloned());
         all
     }
-}
-
-/// The outcome of a handshake: what both sides agreed on, and what the peer
-/// sent.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Negotiated {
-    compression: Option<Codec>,
-    pickle_protocol: u8,
-    ours: Vec<String>,
-    peer: Value,
-    checksums: bool,
 }
 
 impl Negotiated {

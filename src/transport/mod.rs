@@ -48,6 +48,7 @@
 mod checksum;
 mod codec;
 mod conn;
+mod connect;
 mod deadline;
 mod error;
 mod handshake;
@@ -65,11 +66,12 @@ pub use checksum::ChecksumError;
 pub use codec::{FrameCodec, FrameCodecBuilder};
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
 pub use error::{ConnectError, HandshakeError, TimeoutPhase, TransportError};
-pub use handshake::{handshake, Checksums, HandshakeOptions, Negotiated, EXTENSION_PREFIX};
+pub use handshake::{handshake, Checksums, HandshakeOptions, EXTENSION_PREFIX};
 #[cfg(feature = "serde")]
 pub use message_codec::MessageCodec;
 #[cfg(feature = "serde")]
 pub(crate) use session::decode_msg;
+pub use session::Negotiated;
 pub use session::Session;
 #[cfg(feature = "tls")]
 pub use socket::Ciphertext;

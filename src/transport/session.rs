@@ -11,7 +11,17 @@ use crate::serialize::{Codec, DeserializeOptions, SerializeOptions};
 use crate::value::Value;
 
 use super::error::TransportError;
-use super::handshake::Negotiated;
+
+/// The outcome of a handshake: what both sides agreed on, and what the peer
+/// sent (made by [`Negotiated::new`], in the handshake's module).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Negotiated {
+    pub(super) compression: Option<Codec>,
+    pub(super) pickle_protocol: u8,
+    pub(super) ours: Vec<String>,
+    pub(super) peer: Value,
+    pub(super) checksums: bool,
+}
 
 /// The settings of one connection: its [`Limits`], and after a handshake
 /// what the two sides agreed ([`Negotiated`]). Every

@@ -1,5 +1,5 @@
 //! [`Address`] and [`Socket`]: Dask's `tcp://` and `tls://` addresses, and
-//! the stream a [`Connection`] runs over for either.
+//! the stream a [`Connection`](super::Connection) runs over for either.
 
 use std::fmt;
 use std::io;
@@ -12,9 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::conn::{Connection, ConnectionBuilder};
 use super::error::{ConnectError, TimeoutPhase, TransportError};
-use super::handshake::{HandshakeOptions, Negotiated};
 #[cfg(feature = "tls")]
 use super::tls::{TlsConfig, TlsError};
 
@@ -236,7 +234,7 @@ impl Socket {
     /// default TCP timeout of 30 s: see [`Socket::set_tcp_timeout`]) and, for
     /// `tls://`, does the TLS handshake with `tls`: the server's chain is
     /// verified, our certificate presented. No deadline and no retry: see
-    /// [`ConnectionBuilder::connect_socket`], which retries as Dask does.
+    /// [`ConnectionBuilder::connect_socket`](super::ConnectionBuilder::connect_socket), which retries as Dask does.
     pub async fn connect(
         address: &Address,
         tls: Option<&TlsConfig>,
@@ -270,7 +268,7 @@ impl Socket {
     /// TCP timeout of 30 s: see [`Socket::set_tcp_timeout`]) and, when
     /// `tls` is given, does the TLS handshake as the server: a client
     /// certificate signed by the CA is required. No deadline: see
-    /// [`Socket::accept_within`], or use [`ConnectionBuilder::accept_socket`].
+    /// [`Socket::accept_within`], or use [`ConnectionBuilder::accept_socket`](super::ConnectionBuilder::accept_socket).
     pub async fn accept(
         stream: TcpStream,
         tls: Option<&TlsConfig>,
@@ -295,7 +293,7 @@ impl Socket {
         .await
     }
 
-    async fn accept_by(
+    pub(super) async fn accept_by(
         stream: TcpStream,
         tls: Option<&TlsConfig>,
         deadline: Option<Instant>,
@@ -337,7 +335,7 @@ impl Socket {
     /// [`TransportError::PeerTimeout`], idle or not. `None` turns keepalive
     /// and the user timeout off (the kernel's defaults: minutes to hours).
     ///
-    /// A timeout under [`ConnectionBuilder::MIN_TCP_TIMEOUT`] (11 s: one
+    /// A timeout under [`ConnectionBuilder::MIN_TCP_TIMEOUT`](super::ConnectionBuilder::MIN_TCP_TIMEOUT) (11 s: one
     /// second per probe plus one, what Dask asserts) is an
     /// [`InvalidInput`](io::ErrorKind::InvalidInput) error.
     pub fn set_tcp_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
@@ -630,107 +628,40 @@ async fn by<T>(
     }
 }
 
-impl ConnectionBuilder {
-    /// Connects to a Dask address — `tcp://`, or `tls://` with the
-    /// builder's [`tls`](ConnectionBuilder::tls) certificates — as
-    /// [`connect_socket`](ConnectionBuilder::connect_socket) does (retrying
-    /// until the [`connect_timeout`](ConnectionBuilder::connect_timeout)),
-    /// then exchanges the Dask handshake within `opts.timeout`.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), framewire::transport::TransportError> {
-    /// use framewire::transport::{ConnectionBuilder, HandshakeOptions};
-    /// let (mut conn, _) = ConnectionBuilder::new()
-    ///     .connect_address("tcp://127.0.0.1:8786", &HandshakeOptions::default())
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn connect_address(
-        &self,
-        address: &str,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
-        let address = Address::parse(address).map_err(address_error)?;
-        let socket = self.connect_socket(&address).await?;
-        self.handshake(socket, opts).await
-    }
-
-    /// Connects to `address` as Dask's `connect()` does
-    /// (`distributed/comm/core.py`): attempts until the builder's
-    /// [`connect_timeout`](ConnectionBuilder::connect_timeout) (default
-    /// 30 s) has passed, the first ones each capped at a fifth of it, with
-    /// "full jitter" exponential backoff between them (a random wait up to
-    /// 10 ms × 2^attempt, at most the time left). Retries are for the TCP
-    /// connection: refused, unreachable, a name that does not resolve (yet),
-    /// an attempt that ran out of time (in the TLS handshake too). A failed
-    /// TLS handshake is final at once (Dask's `FatalCommClosedError` for an
-    /// `SSLError`): retrying a wrong certificate helps nobody. At the deadline, a
-    /// [`TransportError::Connect`] names the address, the time and the last
-    /// cause.
-    ///
-    /// The socket gets `TCP_NODELAY` and the builder's
-    /// [`tcp_timeout`](ConnectionBuilder::tcp_timeout) ([`Socket::set_tcp_timeout`]).
-    pub async fn connect_socket(&self, address: &Address) -> Result<Socket, TransportError> {
-        let dial = Dial {
-            tls: self.tls_config(),
-            tcp_timeout: self.tcp_timeout_setting(),
-        };
-        let target = Target::Name(address);
-        retry(&target, self.connect_timeout_setting(), |deadline| {
-            dial.attempt(address, deadline)
-        })
-        .await
-    }
-
-    /// [`connect_socket`](ConnectionBuilder::connect_socket) to the
-    /// addresses `addr` resolves to (resolved once), plain TCP.
-    pub(crate) async fn connect_tcp<A: tokio::net::ToSocketAddrs>(
-        &self,
-        addr: A,
-    ) -> Result<TcpStream, TransportError> {
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
-        let dial = Dial {
-            tls: None,
-            tcp_timeout: self.tcp_timeout_setting(),
-        };
-        let target = Target::Resolved(&addrs);
-        retry(&target, self.connect_timeout_setting(), |deadline| {
-            dial.tcp(&target, deadline)
-        })
-        .await
-    }
-
-    /// Takes an accepted TCP stream, does the TLS handshake when the builder
-    /// has [`tls`](ConnectionBuilder::tls) certificates (see
-    /// [`Socket::accept`]), then the Dask handshake, all within
-    /// `opts.timeout`.
-    pub async fn accept_socket(
-        &self,
-        stream: TcpStream,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
-        let accept = Socket::accept_by(stream, self.tls_config(), None, self.tcp_timeout_setting());
-        let socket = within(opts, accept).await?;
-        self.handshake(socket, opts).await
-    }
+/// Connects to `address` as Dask's `connect()` does (see
+/// [`ConnectionBuilder::connect_socket`](super::ConnectionBuilder::connect_socket)).
+pub(super) async fn connect_socket(
+    address: &Address,
+    tls: Option<&TlsConfig>,
+    tcp_timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+) -> Result<Socket, TransportError> {
+    let dial = Dial { tls, tcp_timeout };
+    let target = Target::Name(address);
+    retry(&target, connect_timeout, |deadline| {
+        dial.attempt(address, deadline)
+    })
+    .await
 }
 
-/// `fut` within the handshake's deadline.
-async fn within<T>(
-    opts: &HandshakeOptions,
-    fut: impl std::future::Future<Output = Result<T, TransportError>>,
-) -> Result<T, TransportError> {
-    match opts.timeout {
-        Some(t) => tokio::time::timeout(t, fut)
-            .await
-            .unwrap_or(Err(TransportError::Timeout {
-                phase: TimeoutPhase::Handshake,
-            })),
-        None => fut.await,
-    }
+/// [`connect_socket`] to `addrs` (resolved already), plain TCP.
+pub(super) async fn connect_tcp(
+    addrs: &[SocketAddr],
+    tcp_timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+) -> Result<TcpStream, TransportError> {
+    let dial = Dial {
+        tls: None,
+        tcp_timeout,
+    };
+    let target = Target::Resolved(addrs);
+    retry(&target, connect_timeout, |deadline| {
+        dial.tcp(&target, deadline)
+    })
+    .await
 }
 
-fn address_error(e: String) -> TransportError {
+pub(super) fn address_error(e: String) -> TransportError {
     TransportError::Io(io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
