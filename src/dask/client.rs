@@ -12,10 +12,10 @@ use tokio::task::JoinHandle;
 
 use super::runtime::server_id;
 use super::{
-    gather_from_workers, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
-    GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op, RegisterClient,
-    ReportKey, Rpc, RpcError, SchedulerToClient, StreamStart, UpdateData, UpdateDataReply,
-    UpdateWhoHas, WhoHas,
+    gather_from_pool, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
+    ConnectionPool, GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op,
+    RegisterClient, ReportKey, Rpc, RpcError, SchedulerToClient, StreamStart, UpdateData,
+    UpdateDataReply, UpdateWhoHas, WhoHas, DEFAULT_IDLE_PER_ADDRESS,
 };
 use crate::serialize::{Registry, SerializeOptions};
 use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
@@ -48,6 +48,10 @@ pub struct ClientOptions {
     /// feature `pickle`, for the values Python pickles: ints, dicts, lists
     /// of arrays...).
     pub registry: Registry,
+    /// Idle connections kept per worker between `gather`s and `scatter`s
+    /// (a [`ConnectionPool`], as Dask's client keeps its `rpc` pool):
+    /// [`DEFAULT_IDLE_PER_ADDRESS`]; 0: a connection per call.
+    pub idle_connections_per_worker: usize,
 }
 
 impl Default for ClientOptions {
@@ -59,6 +63,7 @@ impl Default for ClientOptions {
             batch_interval: Duration::from_millis(10),
             timeout: Some(Duration::from_secs(30)),
             registry: Registry::default(),
+            idle_connections_per_worker: DEFAULT_IDLE_PER_ADDRESS,
         }
     }
 }
@@ -235,6 +240,10 @@ pub struct Client {
     opts: ClientOptions,
     shared: Arc<Shared>,
     rpc: tokio::sync::Mutex<Option<Rpc<Socket>>>,
+    /// Connections to workers for `gather` (values read on arrival) and
+    /// `scatter`, and for `gather_blocks` (blocks as they arrived).
+    pool: Arc<ConnectionPool>,
+    pool_blocks: Arc<ConnectionPool>,
     reader: JoinHandle<()>,
     heartbeat: JoinHandle<()>,
 }
@@ -290,12 +299,29 @@ impl Client {
         });
         let reader = tokio::spawn(read_stream(BatchedReader::new(r), shared.clone()));
         let heartbeat = tokio::spawn(heartbeats(shared.clone()));
+        let pool = |deserialize: bool| {
+            let mut builder = opts.connection.clone();
+            builder.deserialize_blocks(deserialize);
+            if deserialize {
+                builder.serialize_options(SerializeOptions {
+                    registry: opts.registry.clone(),
+                    ..Default::default()
+                });
+            }
+            Arc::new(
+                ConnectionPool::new(builder, opts.handshake.clone())
+                    .idle_per_address(opts.idle_connections_per_worker),
+            )
+        };
+        let (pool, pool_blocks) = (pool(true), pool(false));
         Ok(Client {
             id,
             scheduler: address.to_owned(),
             opts,
             shared,
             rpc: tokio::sync::Mutex::new(None),
+            pool,
+            pool_blocks,
             reader,
             heartbeat,
         })
@@ -383,18 +409,15 @@ impl Client {
         }
         let mut tasks = tokio::task::JoinSet::new();
         for (worker, values) in groups {
-            let (builder, handshake) = (self.opts.connection.clone(), self.opts.handshake.clone());
+            let pool = self.pool.clone();
             tasks.spawn(async move {
-                let mut rpc = Rpc::connect(&worker, &builder, &handshake).await?;
-                let reply: UpdateDataReply = rpc
-                    .call(&UpdateData {
-                        op: Op::new(),
-                        data: values,
-                        stimulus_id: None,
-                        reply: None,
-                    })
-                    .await?;
-                let _ = rpc.close().await;
+                let request = UpdateData {
+                    op: Op::new(),
+                    data: values,
+                    stimulus_id: None,
+                    reply: None,
+                };
+                let reply: UpdateDataReply = pool.call(&worker, &request).await?;
                 Ok::<_, RpcError>(reply)
             });
         }
@@ -521,33 +544,34 @@ impl Client {
     /// options' [`registry`](ClientOptions::registry): a numpy array is an
     /// [`NdArray`](crate::NdArray) over the receive buffer it arrived in
     /// (its shards too, when they arrived back to back: no copy).
+    ///
+    /// Worker connections are kept open for the next call (see
+    /// [`ClientOptions::idle_connections_per_worker`]): a large value's
+    /// receive buffer is then reused once the last one was dropped.
     pub async fn gather(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
-        let mut builder = self.opts.connection.clone();
-        let serialize = SerializeOptions {
-            registry: self.opts.registry.clone(),
-            ..Default::default()
-        };
-        builder
-            .deserialize_blocks(true)
-            .serialize_options(serialize);
-        self.fetch(keys, &builder).await
+        self.fetch(keys, &self.pool).await
     }
 
     /// [`gather`](Client::gather), the values left as the blocks they
     /// arrived as (views of the receive buffers).
     pub async fn gather_blocks(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
-        let mut builder = self.opts.connection.clone();
-        builder.deserialize_blocks(false);
-        self.fetch(keys, &builder).await
+        self.fetch(keys, &self.pool_blocks).await
+    }
+
+    /// The worker connections of [`gather`](Client::gather) and
+    /// [`scatter`](Client::scatter) (how many were opened, how many calls
+    /// reused one).
+    pub fn pool(&self) -> &ConnectionPool {
+        &self.pool
     }
 
     async fn fetch(
         &self,
         keys: &[Key],
-        builder: &ConnectionBuilder,
+        pool: &Arc<ConnectionPool>,
     ) -> Result<Map<Key, Value>, ClientError> {
         let who_has = self.who_has(keys).await?;
-        let got = gather_from_workers(&who_has, None, builder, &self.opts.handshake).await;
+        let got = gather_from_pool(&who_has, None, pool).await;
         let mut data = got.data;
         let missing: Vec<Key> = keys
             .iter()
@@ -557,7 +581,7 @@ impl Client {
         if !missing.is_empty() {
             // Through the scheduler, on a connection that reads values as
             // the workers' do.
-            let mut rpc = Rpc::connect(&self.scheduler, builder, &self.opts.handshake).await?;
+            let mut rpc = pool.open(&self.scheduler).await?;
             let reply: GatherKeysReply = rpc
                 .call(&GatherKeys {
                     op: Op::new(),
@@ -602,6 +626,8 @@ impl Client {
         if let Some(rpc) = self.rpc.lock().await.take() {
             let _ = rpc.close().await;
         }
+        self.pool.close().await;
+        self.pool_blocks.close().await;
         result
     }
 }
