@@ -119,7 +119,15 @@ async fn python_computes_on_what_rust_scattered() {
         m
     });
 
-    let facts = peer(&python, &[&addr, "sum", "rust-array"], &[&sched, &w1, &w2]);
+    let facts = peer(
+        &python,
+        &[&addr, "sum", "rust-array", "rust-bytes"],
+        &[&sched, &w1, &w2],
+    );
+    // Small bytes go inline (msgpack bin): Python holds `bytes`, as when a
+    // Python client scatters them.
+    assert_eq!(facts["bytes"]["type"], "bytes", "{facts:?}");
+    assert_eq!(facts["bytes"]["value"], "hello from rust");
     // What 2026.8.0 needs: `Future(key, client=c)` alone stays pending.
     assert_eq!(facts["plain-future"]["pending"], true, "{facts:?}");
     let s = &facts["sum"];
