@@ -181,7 +181,12 @@ pub async fn gather_from_workers(
     builder: &ConnectionBuilder,
     opts: &HandshakeOptions,
 ) -> Gathered {
-    gather_via(who_has, who, Via::Fresh(builder.clone(), opts.clone())).await
+    gather_via(
+        who_has,
+        who,
+        Via::Fresh(Box::new((builder.clone(), opts.clone()))),
+    )
+    .await
 }
 
 /// [`gather_from_workers`] on the connections of `pool`, as Dask's
@@ -202,7 +207,7 @@ pub async fn gather_from_pool(
 #[derive(Clone)]
 enum Via {
     /// A connection per call.
-    Fresh(ConnectionBuilder, HandshakeOptions),
+    Fresh(Box<(ConnectionBuilder, HandshakeOptions)>),
     /// A pool's connections.
     Pool(Arc<ConnectionPool>),
 }
@@ -242,9 +247,7 @@ async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via
                     reply: Some(true),
                 };
                 let reply = match &via {
-                    Via::Fresh(builder, opts) => {
-                        get_data_from(&worker, &request, builder, opts).await
-                    }
+                    Via::Fresh(fresh) => get_data_from(&worker, &request, &fresh.0, &fresh.1).await,
                     Via::Pool(pool) => pool.get_data(&worker, &request).await,
                 };
                 (worker, keys, reply)
