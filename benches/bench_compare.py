@@ -352,6 +352,8 @@ def plan_client(run, quick, min_time):
         count = 3 if quick else 5
         run.group("client/gather", {
             "fw": ("rust", {"op": "client_gather", "address": address, "key": key, "count": count}),
+            "fw_nopool": ("rust", {"op": "client_gather", "address": address, "key": key, "count": count,
+                                   "idle": 0}),
             "dask": ("python", {"op": "client_gather", "address": address, "key": key, "count": count}),
         })
         n, size = CLIENT_SMALL
@@ -805,6 +807,13 @@ def build_table(groups):
                    f"framewire's pool: {c['fw'][-1]['opened']} connection(s) opened, "
                    f"{c['fw'][-1]['reused']} calls on a reused one")
         t.judged(f"target ≥ 1×: {verdict(r, 1, True)}")
+        if "fw_nopool" in c:
+            np_ = [median(r["times"]) * 1e6 for r in c["fw_nopool"]]
+            t.pair("the same gather, framewire without its connection pool (`idle_connections_per_worker = 0`: "
+                   "a connection and a fresh receive buffer per gather, as before the pool) vs Python "
+                   "`Client.gather`", np_, dk, "us", False,
+                   f"framewire with its pool / without, same rounds: "
+                   f"{fmt_num(median(ratios(fw, np_, False)), 'x')} faster")
     if "client/small" in g:
         c = g["client/small"]
         n = c["fw"][0]["n"]

@@ -44,6 +44,10 @@
 //! through `loads`, `from_frames` (`typed_decode`), `loads+from_value`
 //! (`typed_decode_value`), `dumps`, `to_frames` (`typed_encode`) or
 //! `to_value+dumps` (`typed_encode_value`)),
+//! `client_gather` {address, key, count, idle?} (`dask::Client::gather` of a
+//! key a Python client holds, `count` times after one untimed),
+//! `client_small` {address, n, size, idle?} (`Client::scatter` of `n` bytes
+//! values, then `Client::gather` of them; see those functions),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
 //! `serde`, `floor`, `output_floor`, `msg_collection` and `dumps` also report the thread's CPU seconds per
@@ -109,9 +113,10 @@ struct Cache {
     /// The payloads of the `peer` rows, by size.
     payloads: HashMap<usize, Bytes>,
     runtimes: HashMap<&'static str, tokio::runtime::Runtime>,
-    /// The `client_*` rows' client, by scheduler address: connected once
-    /// and kept warm, as a Python `Client` is.
-    client: Option<((String, usize), framewire::dask::Client)>,
+    /// The `client_*` rows' clients, by scheduler address and idle
+    /// connections per worker: connected once and kept warm, as a Python
+    /// `Client` is.
+    clients: HashMap<(String, usize), framewire::dask::Client>,
     /// Keys of the `client_small` rows are new each round.
     small_round: u64,
 }
@@ -409,18 +414,18 @@ fn client_for<'c>(
         .as_u64()
         .map_or(DEFAULT_IDLE_PER_ADDRESS, |n| n as usize);
     let want = (address.to_owned(), idle);
-    if cache.client.as_ref().map(|(a, _)| a) != Some(&want) {
-        cache.client = None;
+    if !cache.clients.contains_key(&want) {
+        cache.clients.retain(|(a, _), _| a == address);
         let rt = cache.runtime("2threads");
         let mut opts = ClientOptions::default();
         opts.idle_connections_per_worker = idle;
         let client = rt
             .block_on(Client::connect(address, opts))
             .expect("connect the client");
-        cache.client = Some((want, client));
+        cache.clients.insert(want.clone(), client);
     }
     let rt = cache.runtimes.get("2threads").expect("made above");
-    (rt, &cache.client.as_ref().expect("connected above").1)
+    (rt, &cache.clients[&want])
 }
 
 /// `client_gather` {address, key, count}: `Client::gather` of one key (an
@@ -455,7 +460,9 @@ fn client_gather(req: &Json, cache: &mut Cache) -> Json {
 
 /// `client_small` {address, n, size}: `Client::scatter` of `n` bytes values
 /// of `size` bytes under new keys, then `Client::gather` of them all
-/// (checked equal), timed apart; then the keys are released.
+/// (checked equal), timed apart; then the keys are released, and the
+/// scheduler's `who_has` polled until it has forgotten them (then 0.5 s
+/// more for the worker), untimed.
 fn client_small(req: &Json, cache: &mut Cache) -> Json {
     use framewire::dask::Key;
     let address = req["address"].as_str().expect("address").to_owned();
@@ -488,6 +495,17 @@ fn client_small(req: &Json, cache: &mut Cache) -> Json {
         }
         drop(got);
         client.release(&keys).expect("release");
+        // Untimed: the cluster forgets the keys before the next measure
+        // (the other side's), so that no freeing overlaps it.
+        let quiet = Instant::now();
+        while quiet.elapsed().as_secs() < 30 {
+            let left = client.who_has(&keys).await.expect("who_has");
+            if left.values().all(Vec::is_empty) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         json!({"scatter_s": scatter_s, "gather_s": gather_s, "secs": scatter_s + gather_s, "n": n})
     })
 }

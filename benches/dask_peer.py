@@ -441,7 +441,9 @@ class Peer:
 
     def client_small(self, req):
         """Client.scatter of a dict of `n` bytes values of `size` bytes under new keys, then
-        Client.gather of the futures (checked equal), timed apart; then released."""
+        Client.gather of the futures (checked equal), timed apart; then released, and
+        who_has polled until the scheduler has forgotten them (then 0.5 s more for the
+        worker), untimed."""
         c = self._client(req["address"])
         self.small_round += 1
         n, size = req["n"], req["size"]
@@ -453,6 +455,13 @@ class Peer:
         t2 = time.perf_counter()
         assert got == values, "gathered back as sent"
         del futs, got
+        # Untimed: the cluster forgets the keys before the next measure (the
+        # other side's), so that no freeing overlaps it.
+        keys = list(values)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(c.sync(c.scheduler.who_has, keys=keys).values()):
+            time.sleep(0.05)
+        time.sleep(0.5)
         return {"scatter_s": t1 - t0, "gather_s": t2 - t1, "secs": t2 - t0, "n": n}
 
     # ---- peak RSS ---------------------------------------------------------------------
