@@ -323,6 +323,51 @@ def plan_typed(run, quick, min_time):
     run.group("typed/task-finished", cells)
 
 
+def start_worker(address):
+    """A real `dask worker` (one thread, no nanny) for the scheduler at `address`; returns
+    once the scheduler has it."""
+    argv = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
+            "--no-dashboard", "--host", "127.0.0.1"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "Registered to:" in line:
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            return proc
+    raise SystemExit("bench-compare: the dask worker did not start")
+
+
+CLIENT_ARRAY = 256 * MIB
+CLIENT_SMALL = (10_000, 100)  # keys, bytes each
+
+
+def plan_client(run, quick, min_time):
+    """The Rust client (framewire::dask::Client) beside Python's distributed.Client, each in
+    its own process, both connected once and kept warm, against one real cluster (a `dask
+    scheduler` and one Python `dask worker`, processes of their own)."""
+    sched, address = start_scheduler("tcp", None)
+    worker = None
+    try:
+        worker = start_worker(address)
+        key = run.workers["python"].call({"op": "client_setup", "address": address, "size": CLIENT_ARRAY})["key"]
+        count = 3 if quick else 5
+        run.group("client/gather", {
+            "fw": ("rust", {"op": "client_gather", "address": address, "key": key, "count": count}),
+            "fw_nopool": ("rust", {"op": "client_gather", "address": address, "key": key, "count": count,
+                                   "idle": 0}),
+            "dask": ("python", {"op": "client_gather", "address": address, "key": key, "count": count}),
+        })
+        n, size = CLIENT_SMALL
+        run.group("client/small", {
+            "fw": ("rust", {"op": "client_small", "address": address, "n": n, "size": size}),
+            "dask": ("python", {"op": "client_small", "address": address, "n": n, "size": size}),
+        })
+    finally:
+        for proc in [worker, sched]:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=60)
+
+
 # The `sizes` category (opt-in): sizes either side of the point where a message
 # and the receiver's buffer stop fitting in the CPU's last-level cache (with
 # 260 MiB of L3, a 64 MiB message and its receive buffer both fit and a 256 MiB
@@ -350,7 +395,7 @@ def plan_sizes(run, quick, min_time):
 
 PLANS = {"serialize": plan_serialize, "dumps": plan_dumps, "transport": plan_transport,
          "msgs": plan_msgs, "local": plan_local, "rss": plan_rss, "typed": plan_typed, "wire": plan_wire,
-         "sizes": plan_sizes}
+         "client": plan_client, "sizes": plan_sizes}
 # What runs without --only: all but `sizes` (about three minutes more with --quick).
 DEFAULT_PLANS = [p for p in PLANS if p != "sizes"]
 
@@ -742,6 +787,43 @@ def build_table(groups):
                      fmt_num(median(fw), "MiB"), f"Dask {fmt_num(median(dk), 'MiB')}",
                      f"target ≤ payload + 64 MiB: {verdict(median(fw), 64, False)}",
                      f"fw {spread(fw, 'MiB')}; Dask {spread(dk, 'MiB')}")
+    if "client/gather" in g or "client/small" in g:
+        t.section("The Rust client beside Python's `Client`, two processes per side (`--only client`)",
+                  "A real cluster (a `dask scheduler` and one Python `dask worker`, one thread, no nanny); "
+                  "framewire's `dask::Client` in its worker process and a Python `distributed.Client` in "
+                  "Python's, each connected once and kept between rounds (warm: Python's connection pool, "
+                  "framewire's pool of worker connections). Gather: a 256 MiB float64 array that Python "
+                  "scattered and holds; framewire `Client::gather` (`who_has`, then `get_data` from the "
+                  "worker), Python `Client.gather` (by default through the scheduler); the figure per round "
+                  "is the median of its timed gathers, after one untimed. Small keys: 10,000 bytes values of "
+                  "100 bytes, scattered (Rust: `Client::scatter`; Python: `client.scatter(dict)`) then "
+                  "gathered (`gather` of all the keys / of the futures), checked equal, new keys each round.")
+    if "client/gather" in g:
+        c = g["client/gather"]
+        fw = [median(r["times"]) * 1e6 for r in c["fw"]]
+        dk = [median(r["times"]) * 1e6 for r in c["dask"]]
+        r = t.pair(f"gather of a {size_label(c['fw'][0]['bytes'])} numpy array: framewire `Client::gather` vs "
+                   "Python `Client.gather`", fw, dk, "us", False,
+                   f"framewire's pool: {c['fw'][-1]['opened']} connection(s) opened, "
+                   f"{c['fw'][-1]['reused']} calls on a reused one")
+        t.judged(f"target ≥ 1×: {verdict(r, 1, True)}")
+        if "fw_nopool" in c:
+            np_ = [median(r["times"]) * 1e6 for r in c["fw_nopool"]]
+            t.pair("the same gather, framewire without its connection pool (`idle_connections_per_worker = 0`: "
+                   "a connection and a fresh receive buffer per gather, as before the pool) vs Python "
+                   "`Client.gather`", np_, dk, "us", False,
+                   f"framewire with its pool / without, same rounds: "
+                   f"{fmt_num(median(ratios(fw, np_, False)), 'x')} faster")
+    if "client/small" in g:
+        c = g["client/small"]
+        n = c["fw"][0]["n"]
+        for field, what in [("secs", "scatter + gather"), ("scatter_s", "of which scatter"),
+                            ("gather_s", "of which gather")]:
+            fw = [x[field] * 1e6 for x in c["fw"]]
+            dk = [x[field] * 1e6 for x in c["dask"]]
+            r = t.pair(f"{what} of {n:,} small keys: framewire `Client` vs Python `Client`", fw, dk, "us", False)
+            if field == "secs":
+                t.judged(f"target ≥ 2×: {verdict(r, 2, True)}")
     if "sizes" in g:
         t.section("Throughput against message size, two processes per side (`--only sizes`)",
                   "Each variant at each size beside its own 64 MiB figure, same rounds. Where a message and "

@@ -44,6 +44,10 @@
 //! through `loads`, `from_frames` (`typed_decode`), `loads+from_value`
 //! (`typed_decode_value`), `dumps`, `to_frames` (`typed_encode`) or
 //! `to_value+dumps` (`typed_encode_value`)),
+//! `client_gather` {address, key, count, idle?} (`dask::Client::gather` of a
+//! key a Python client holds, `count` times after one untimed),
+//! `client_small` {address, n, size, idle?} (`Client::scatter` of `n` bytes
+//! values, then `Client::gather` of them; see those functions),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
 //! `serde`, `floor`, `output_floor`, `msg_collection` and `dumps` also report the thread's CPU seconds per
@@ -109,6 +113,12 @@ struct Cache {
     /// The payloads of the `peer` rows, by size.
     payloads: HashMap<usize, Bytes>,
     runtimes: HashMap<&'static str, tokio::runtime::Runtime>,
+    /// The `client_*` rows' clients, by scheduler address and idle
+    /// connections per worker: connected once and kept warm, as a Python
+    /// `Client` is.
+    clients: HashMap<(String, usize), framewire::dask::Client>,
+    /// Keys of the `client_small` rows are new each round.
+    small_round: u64,
 }
 
 impl Cache {
@@ -372,6 +382,8 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         "typed" => typed(req, min_time),
         "wire" => wire_send(req),
         "connect" => connect_identity(req),
+        "client_gather" => client_gather(req, cache),
+        "client_small" => client_small(req, cache),
         "reset" => {
             let runtimes = std::mem::take(&mut cache.runtimes);
             *cache = Cache {
@@ -386,6 +398,116 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         ),
         other => json!({"error": format!("unknown op {other:?}")}),
     }
+}
+
+/// The client of the `client_*` rows, connected to `address` on the
+/// multi-thread runtime (once; kept between rounds). The request's `idle`
+/// (default 4): idle connections it keeps per worker (0: none, a connection
+/// per call, as before the pool).
+fn client_for<'c>(
+    address: &str,
+    req: &Json,
+    cache: &'c mut Cache,
+) -> (&'c tokio::runtime::Runtime, &'c framewire::dask::Client) {
+    use framewire::dask::{Client, ClientOptions, DEFAULT_IDLE_PER_ADDRESS};
+    let idle = req["idle"]
+        .as_u64()
+        .map_or(DEFAULT_IDLE_PER_ADDRESS, |n| n as usize);
+    let want = (address.to_owned(), idle);
+    if !cache.clients.contains_key(&want) {
+        cache.clients.retain(|(a, _), _| a == address);
+        let rt = cache.runtime("2threads");
+        let mut opts = ClientOptions::default();
+        opts.idle_connections_per_worker = idle;
+        let client = rt
+            .block_on(Client::connect(address, opts))
+            .expect("connect the client");
+        cache.clients.insert(want.clone(), client);
+    }
+    let rt = cache.runtimes.get("2threads").expect("made above");
+    (rt, &cache.clients[&want])
+}
+
+/// `client_gather` {address, key, count}: `Client::gather` of one key (an
+/// array a Python client holds), `count` times after one untimed gather;
+/// the seconds of each.
+fn client_gather(req: &Json, cache: &mut Cache) -> Json {
+    use framewire::dask::Key;
+    let address = req["address"].as_str().expect("address").to_owned();
+    let key = Key::from(req["key"].as_str().expect("key"));
+    let count = get_usize(req, "count");
+    let (rt, client) = client_for(&address, req, cache);
+    rt.block_on(async {
+        let keys = std::slice::from_ref(&key);
+        client.wait(keys).await.expect("wait for the key");
+        let size = |v: &Value| match v {
+            Value::NdArray(a) => a.data().len(),
+            other => framewire::dask::nbytes(other) as usize,
+        };
+        drop(client.gather(keys).await.expect("gather")); // warm-up, untimed
+        let mut times = Vec::with_capacity(count);
+        let mut bytes = 0;
+        for _ in 0..count {
+            let t = Instant::now();
+            let got = client.gather(keys).await.expect("gather");
+            times.push(t.elapsed().as_secs_f64());
+            bytes = size(&got[&key]);
+        }
+        let pool = client.pool();
+        json!({"times": times, "bytes": bytes, "opened": pool.opened(), "reused": pool.reused()})
+    })
+}
+
+/// `client_small` {address, n, size}: `Client::scatter` of `n` bytes values
+/// of `size` bytes under new keys, then `Client::gather` of them all
+/// (checked equal), timed apart; then the keys are released, and the
+/// scheduler's `who_has` polled until it has forgotten them (then 0.5 s
+/// more for the worker), untimed.
+fn client_small(req: &Json, cache: &mut Cache) -> Json {
+    use framewire::dask::Key;
+    let address = req["address"].as_str().expect("address").to_owned();
+    let (n, size) = (get_usize(req, "n"), get_usize(req, "size"));
+    cache.small_round += 1;
+    let round = cache.small_round;
+    let (rt, client) = client_for(&address, req, cache);
+    let keys: Vec<Key> = (0..n)
+        .map(|i| Key::from(format!("fw-small-{round}-{i}")))
+        .collect();
+    let values: Vec<Value> = (0..n)
+        .map(|i| Value::bin(vec![(i % 251) as u8; size]))
+        .collect();
+    rt.block_on(async {
+        let t = Instant::now();
+        client
+            .scatter(keys.iter().cloned().zip(values.iter().cloned()))
+            .await
+            .expect("scatter");
+        let scatter_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let got = client.gather(&keys).await.expect("gather");
+        let gather_s = t.elapsed().as_secs_f64();
+        let bin = |v: &Value| match v {
+            Value::Bin(b) => Some(b.clone()),
+            _ => None,
+        };
+        for (k, v) in keys.iter().zip(&values) {
+            assert_eq!(bin(&got[k]), bin(v), "{k} gathered back as sent");
+        }
+        drop(got);
+        client.release(&keys).expect("release");
+        // Untimed: the cluster forgets the keys before the next measure
+        // (the other side's), so that no freeing overlaps it.
+        let quiet = Instant::now();
+        while quiet.elapsed().as_secs() < 30 {
+            let left = client.who_has(&keys).await.expect("who_has");
+            if left.values().all(Vec::is_empty) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        json!({"scatter_s": scatter_s, "gather_s": gather_s, "secs": scatter_s + gather_s, "n": n})
+    })
 }
 
 /// Starts a child process of this executable with `args`; returns it and

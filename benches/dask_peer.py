@@ -23,7 +23,9 @@ ends on one event loop): transport {size, count}, small_one_way {count}, round_t
 {count}; rss {size},
 wire {scheme, size, count, certs} (this process sends over SCHEME://, a fresh
 `wire-recv` process receives with deserialize=True, as two Dask processes do),
-connect {address, certs, count} (connect + TLS and Dask handshakes + one identity
+client_setup {address, size}, client_gather {address, key, count}, client_small
+{address, n, size} (a distributed.Client, connected once and kept, beside
+framewire::dask::Client: see those methods), connect {address, certs, count} (connect + TLS and Dask handshakes + one identity
 round trip to a running server, timed, then close), typed {case, path: loads | loads_keep_pickled | dumps} (a captured message of
 tests/captures/conversation: protocol.loads of its frames with deserialize=True, as a
 worker reads its stream; protocol.loads with deserialize=False and every __Pickled__
@@ -112,6 +114,9 @@ class Peer:
         self.cached = None  # (key, value)
         self.dumps_msgs = {}
         self.warmed = set()
+        self.client = None  # (address, distributed.Client): the client_* rows'
+        self.held = {}  # key -> Future: the arrays client_setup scattered
+        self.small_round = 0
 
     def cache(self, key, make):
         if self.cached is None or self.cached[0] != key:
@@ -399,6 +404,65 @@ class Peer:
             return times
 
         return {"times": self.loop.run_until_complete(calls())}
+
+    # ---- the client (distributed.Client beside framewire::dask::Client) ---------------
+
+    def _client(self, address):
+        """A Client connected to `address` once and kept warm (its connection pool too)."""
+        if self.client is None or self.client[0] != address:
+            from distributed import Client
+            if self.client is not None:
+                self.client[1].close()
+            self.client = (address, Client(address, set_as_default=False))
+        return self.client[1]
+
+    def client_setup(self, req):
+        """Scatters a float64 array of `size` bytes to the cluster's worker and holds it
+        (for both sides' client_gather); returns its key."""
+        c = self._client(req["address"])
+        fut = c.scatter(np.ones(req["size"] // 8, dtype=np.float64))
+        self.held[fut.key] = fut
+        return {"key": fut.key}
+
+    def client_gather(self, req):
+        """Client.gather of a held key, `count` times after one untimed gather."""
+        c = self._client(req["address"])
+        fut = self.held[req["key"]]
+        del c  # only the future's client is used
+        fut.result()  # warm-up, untimed
+        times, nbytes = [], 0
+        for _ in range(req["count"]):
+            t0 = time.perf_counter()
+            x = fut.client.gather(fut)
+            times.append(time.perf_counter() - t0)
+            nbytes = x.nbytes
+            del x
+        return {"times": times, "bytes": nbytes}
+
+    def client_small(self, req):
+        """Client.scatter of a dict of `n` bytes values of `size` bytes under new keys, then
+        Client.gather of the futures (checked equal), timed apart; then released, and
+        who_has polled until the scheduler has forgotten them (then 0.5 s more for the
+        worker), untimed."""
+        c = self._client(req["address"])
+        self.small_round += 1
+        n, size = req["n"], req["size"]
+        values = {f"py-small-{self.small_round}-{i}": bytes([i % 251]) * size for i in range(n)}
+        t0 = time.perf_counter()
+        futs = c.scatter(values)
+        t1 = time.perf_counter()
+        got = c.gather(futs)
+        t2 = time.perf_counter()
+        assert got == values, "gathered back as sent"
+        del futs, got
+        # Untimed: the cluster forgets the keys before the next measure (the
+        # other side's), so that no freeing overlaps it.
+        keys = list(values)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(c.sync(c.scheduler.who_has, keys=keys).values()):
+            time.sleep(0.05)
+        time.sleep(0.5)
+        return {"scatter_s": t1 - t0, "gather_s": t2 - t1, "secs": t2 - t0, "n": n}
 
     # ---- peak RSS ---------------------------------------------------------------------
 

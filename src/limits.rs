@@ -44,7 +44,9 @@ pub struct Limits {
     /// parsing starts.
     pub max_header_len: u64,
     /// Bytes reserved ahead of bytes that have actually arrived. Buffers grow
-    /// as data comes in, never to a size a peer merely declared.
+    /// as data comes in, never to a size a peer merely declared: a large
+    /// frame's buffer grows geometrically (by what it holds, at least this
+    /// much), so it is never more than twice what arrived plus this.
     pub prealloc_cap: usize,
     /// Nesting of msgpack containers (and, in the serialize layer, of
     /// `is-collection` headers). Decoding and encoding are iterative; dropping
@@ -98,8 +100,8 @@ impl Limits {
     /// what a Python peer can hold, and stops a 2^60-frame prelude before
     /// its table is read). msgpack nesting is bounded at msgpack-python's
     /// own 1024 levels. Memory is bounded by the bytes received instead:
-    /// receive buffers grow as bytes arrive (never more than `prealloc_cap`
-    /// ahead), a decoded length table costs about 6 × its wire size, and a
+    /// receive buffers grow as bytes arrive (never more than what arrived
+    /// plus `prealloc_cap` ahead), a decoded length table costs about 6 × its wire size, and a
     /// decoded msgpack frame at most about 80 bytes per byte (a `Value` per
     /// item, as Python builds an object per item). Decompressed output,
     /// which received bytes do not bound, has a 16 GiB budget per message.

@@ -119,7 +119,15 @@ async fn python_computes_on_what_rust_scattered() {
         m
     });
 
-    let facts = peer(&python, &[&addr, "sum", "rust-array"], &[&sched, &w1, &w2]);
+    let facts = peer(
+        &python,
+        &[&addr, "sum", "rust-array", "rust-bytes"],
+        &[&sched, &w1, &w2],
+    );
+    // Small bytes go inline (msgpack bin): Python holds `bytes`, as when a
+    // Python client scatters them.
+    assert_eq!(facts["bytes"]["type"], "bytes", "{facts:?}");
+    assert_eq!(facts["bytes"]["value"], "hello from rust");
     // What 2026.8.0 needs: `Future(key, client=c)` alone stays pending.
     assert_eq!(facts["plain-future"]["pending"], true, "{facts:?}");
     let s = &facts["sum"];
@@ -458,5 +466,59 @@ async fn scatter_wait_gather_over_tls() {
         .expect("wait");
     let got = client.gather(keys).await.expect("gather");
     assert_eq!(got[&key], Value::bin(vec![7u8; 1 << 20]));
+    client.close().await.expect("close");
+}
+
+/// Worker connections are pooled: a scatter opens one connection to the
+/// worker, and the gathers after it reuse it (no connect, no handshake),
+/// each getting the value back; a large array gathered again lands in the
+/// same (recycled) memory once the last one was dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_connections_are_pooled() {
+    let python = dask_python::python();
+    let dir = scratch_dir("client-pool");
+    let (sched, addr) = scheduler(&python, dir.path(), &[]);
+    let (w1, _) = python_worker(&python, dir.path(), &addr, "w1");
+
+    let client = Client::connect(&addr, ClientOptions::default())
+        .await
+        .expect("connect");
+    let small = Key::from("pooled-bytes");
+    let big = Key::from("pooled-array");
+    let data = Bytes::from(vec![3u8; 16 << 20]);
+    let array = NdArray::from_c_order("<f8", &[2 << 20], data.clone()).unwrap();
+    client
+        .scatter([
+            (small.clone(), Value::bin(&b"pooled"[..])),
+            (big.clone(), Value::NdArray(Box::new(array))),
+        ])
+        .await
+        .unwrap_or_else(|e| panic!("scatter: {e}\n{}\n{}", sched.logs(), w1.logs()));
+    assert_eq!((client.pool().opened(), client.pool().reused()), (1, 0));
+    for i in 1..=3 {
+        let got = client
+            .gather(std::slice::from_ref(&small))
+            .await
+            .expect("gather");
+        assert_eq!(got[&small], Value::bin(&b"pooled"[..]));
+        assert_eq!((client.pool().opened(), client.pool().reused()), (1, i));
+    }
+    let mut at = None;
+    for _ in 0..2 {
+        let got = client
+            .gather(std::slice::from_ref(&big))
+            .await
+            .expect("gather");
+        let Value::NdArray(a) = &got[&big] else {
+            panic!("{:?}", got[&big]);
+        };
+        assert_eq!(a.data(), &data);
+        let ptr = a.data().as_ptr();
+        if let Some(first) = at {
+            assert_eq!(ptr, first, "the second gather did not reuse the buffer");
+        }
+        at = Some(ptr);
+    }
+    assert_eq!((client.pool().opened(), client.pool().reused()), (1, 5));
     client.close().await.expect("close");
 }

@@ -258,3 +258,52 @@ fn a_small_frame_split_across_reads_is_counted_when_moved() {
         drop(held);
     });
 }
+
+/// A 64 MiB frame arriving in 64 KiB reads: its buffer grows geometrically
+/// (by what it holds), so growing it moves fewer bytes than the frame has
+/// (fixed `prealloc_cap` steps, each moving all that arrived, would move
+/// about 2 GiB), and every byte moved is counted as copied. The next such
+/// message, the first one dropped, lands in the recycled buffer: nothing
+/// grows or moves.
+#[test]
+fn a_64_mib_frame_relocates_less_than_itself_then_nothing_when_recycled() {
+    let len = 64 << 20;
+    let env = Envelope::new(vec![frame(40, 1), frame(len, 2)]).unwrap();
+    let wire = env.to_bytes().to_vec();
+    let start = 8 + 8 + 2 * 8 + 40; // prelude + frame 0
+    let mut chunks = vec![wire[..start].to_vec()];
+    for _ in 0..2 {
+        chunks.extend(wire[start..].chunks(64 << 10).map(<[u8]>::to_vec));
+        chunks.push(wire[..start].to_vec());
+    }
+    chunks.pop();
+    rt().block_on(async {
+        let mut rx = reader(chunks);
+        let got = rx.recv().await.unwrap().unwrap();
+        assert_eq!(got, env);
+        let first = rx.stats();
+        assert!(
+            first.bytes_relocated_on_receive < len as u64,
+            "{} bytes relocated for a {len}-byte frame",
+            first.bytes_relocated_on_receive
+        );
+        // Nothing was read ahead: every copy is a relocation.
+        assert_eq!(
+            first.bytes_copied_on_receive,
+            first.bytes_relocated_on_receive
+        );
+        drop(got);
+        let got = rx.recv().await.unwrap().unwrap();
+        assert_eq!(got, env);
+        let second = rx.stats();
+        assert_eq!(second.messages_received, 2);
+        assert_eq!(
+            second.bytes_relocated_on_receive,
+            first.bytes_relocated_on_receive
+        );
+        assert_eq!(
+            second.bytes_copied_on_receive,
+            first.bytes_copied_on_receive
+        );
+    });
+}

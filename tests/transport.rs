@@ -623,8 +623,13 @@ fn trickle_script() -> Script {
 /// `head`, then 4 MiB of 7s, in 1-byte pieces for the first KiB, then
 /// 64 KiB pieces, then nothing (pending forever).
 fn trickle_after(head: Vec<u8>) -> Script {
+    trickle_n_after(head, 4 << 20)
+}
+
+/// `head`, then `n` bytes of 7s, as [`trickle_after`].
+fn trickle_n_after(head: Vec<u8>, n: usize) -> Script {
     let mut data = head;
-    data.extend(std::iter::repeat_n(7u8, 4 << 20));
+    data.extend(std::iter::repeat_n(7u8, n));
     let mut cuts: Vec<usize> = (1..24 + 1024).collect();
     cuts.extend((24 + 1024..data.len()).step_by(64 << 10));
     let mut s = Script::new(data.into(), cuts);
@@ -679,6 +684,26 @@ fn read_compat_2_pow_60_byte_frame_reserves_only_what_arrives() {
     head.extend_from_slice(&(1u64 << 60).to_le_bytes());
     let max_seen = reserve_follows_arrivals(trickle_after(head), dask());
     assert!(max_seen < 16 << 20, "reserved {max_seen}");
+}
+
+/// A large frame's buffer grows geometrically (by what it holds), which
+/// stays bounded by what arrived: 48 MiB of a declared 2^60-byte frame
+/// never have more than twice their size (plus `prealloc_cap`) reserved,
+/// at any point of their arrival.
+#[test]
+fn read_compat_geometric_growth_stays_within_twice_what_arrived() {
+    let mut head = vec![];
+    head.extend_from_slice(&16u64.to_le_bytes());
+    head.extend_from_slice(&1u64.to_le_bytes());
+    head.extend_from_slice(&(1u64 << 60).to_le_bytes());
+    let max_seen = reserve_follows_arrivals(trickle_n_after(head, 48 << 20), dask());
+    // It did grow past fixed steps of `prealloc_cap`: the bound is what
+    // arrived, not the declared length.
+    assert!(max_seen >= 48 << 20, "reserved {max_seen}");
+    assert!(
+        max_seen <= 2 * (48 << 20) + (1 << 20) + (128 << 10),
+        "reserved {max_seen}"
+    );
 }
 
 #[test]

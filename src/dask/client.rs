@@ -12,10 +12,10 @@ use tokio::task::JoinHandle;
 
 use super::runtime::server_id;
 use super::{
-    gather_from_workers, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
-    GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op, RegisterClient,
-    ReportKey, Rpc, RpcError, SchedulerToClient, StreamStart, UpdateData, UpdateDataReply,
-    UpdateWhoHas, WhoHas,
+    gather_from_pool, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
+    ConnectionPool, GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op,
+    RegisterClient, ReportKey, Rpc, RpcError, SchedulerToClient, StreamStart, UpdateData,
+    UpdateDataReply, UpdateWhoHas, WhoHas, DEFAULT_IDLE_PER_ADDRESS,
 };
 use crate::serialize::{Registry, SerializeOptions};
 use crate::transport::{
@@ -52,6 +52,10 @@ pub struct ClientOptions {
     /// feature `pickle`, for the values Python pickles: ints, dicts, lists
     /// of arrays...).
     pub registry: Registry,
+    /// Idle connections kept per worker between `gather`s and `scatter`s
+    /// (a [`ConnectionPool`], as Dask's client keeps its `rpc` pool):
+    /// [`DEFAULT_IDLE_PER_ADDRESS`]; 0: a connection per call.
+    pub idle_connections_per_worker: usize,
 }
 
 impl Default for ClientOptions {
@@ -63,6 +67,7 @@ impl Default for ClientOptions {
             batch_interval: Duration::from_millis(10),
             timeout: Some(Duration::from_secs(30)),
             registry: Registry::default(),
+            idle_connections_per_worker: DEFAULT_IDLE_PER_ADDRESS,
         }
     }
 }
@@ -196,6 +201,10 @@ impl Shared {
     }
 }
 
+/// Bytes values up to this size are scattered inline (msgpack bin), larger
+/// ones as blocks whose frames go out as they are.
+const INLINE_BYTES: usize = 64 << 10;
+
 /// Dask's `scatter_to_workers` round-robin counter (process-wide, as
 /// `utils_comm._round_robin_counter`).
 static ROUND_ROBIN: AtomicUsize = AtomicUsize::new(0);
@@ -261,6 +270,10 @@ pub struct Client {
     opts: ClientOptions,
     shared: Arc<Shared>,
     rpc: tokio::sync::Mutex<Option<Rpc<Socket>>>,
+    /// Connections to workers for `gather` (values read on arrival) and
+    /// `scatter`, and for `gather_blocks` (blocks as they arrived).
+    pool: Arc<ConnectionPool>,
+    pool_blocks: Arc<ConnectionPool>,
     reader: JoinHandle<()>,
     heartbeat: JoinHandle<()>,
 }
@@ -293,12 +306,29 @@ impl Client {
             registration,
         ));
         let heartbeat = tokio::spawn(heartbeats(shared.clone()));
+        let pool = |deserialize: bool| {
+            let mut builder = opts.connection.clone();
+            builder.deserialize_blocks(deserialize);
+            if deserialize {
+                builder.serialize_options(SerializeOptions {
+                    registry: opts.registry.clone(),
+                    ..Default::default()
+                });
+            }
+            Arc::new(
+                ConnectionPool::new(builder, opts.handshake.clone())
+                    .idle_per_address(opts.idle_connections_per_worker),
+            )
+        };
+        let (pool, pool_blocks) = (pool(true), pool(false));
         Ok(Client {
             id,
             scheduler: address.to_owned(),
             opts,
             shared,
             rpc: tokio::sync::Mutex::new(None),
+            pool,
+            pool_blocks,
             reader,
             heartbeat,
         })
@@ -356,7 +386,8 @@ impl Client {
     /// has what (`update_data` with this client's id: the scheduler holds
     /// the keys for it, in memory). Returns where each key went.
     ///
-    /// Values: bytes (`Value::Bin`, Python gets `bytes`), arrays
+    /// Values: bytes (`Value::Bin`, Python gets `bytes`; up to 64 KiB
+    /// inline in the message, larger ones in frames of their own), arrays
     /// (`Value::NdArray`, numpy arrays), blocks (`Value::Serialized`,
     /// `Value::Pickled`: sent as they are) and plain values (the `msgpack`
     /// family: Python gets ints, floats, strs, dicts, and tuples for
@@ -390,6 +421,12 @@ impl Client {
             let worker = &workers[(start + i) % workers.len()];
             let value = match value {
                 v @ (Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_)) => v,
+                // Small bytes inline, as msgpack bin: the worker's reader
+                // makes them `bytes` as it reads the message, where a
+                // serialized block costs it a `deserialize` call per value
+                // (10,000 small keys: about 40% of the worker's
+                // `update_data`).
+                Value::Bin(b) if b.len() <= INLINE_BYTES => Value::Bin(b),
                 v => Value::ToSerialize(Box::new(v)),
             };
             groups
@@ -400,18 +437,15 @@ impl Client {
         }
         let mut tasks = tokio::task::JoinSet::new();
         for (worker, values) in groups {
-            let (builder, handshake) = (self.opts.connection.clone(), self.opts.handshake.clone());
+            let pool = self.pool.clone();
             tasks.spawn(async move {
-                let mut rpc = Rpc::connect(&worker, &builder, &handshake).await?;
-                let reply: UpdateDataReply = rpc
-                    .call(&UpdateData {
-                        op: Op::new(),
-                        data: values,
-                        stimulus_id: None,
-                        reply: None,
-                    })
-                    .await?;
-                let _ = rpc.close().await;
+                let request = UpdateData {
+                    op: Op::new(),
+                    data: values,
+                    stimulus_id: None,
+                    reply: None,
+                };
+                let reply: UpdateDataReply = pool.call(&worker, &request).await?;
                 Ok::<_, RpcError>(reply)
             });
         }
@@ -554,33 +588,34 @@ impl Client {
     /// options' [`registry`](ClientOptions::registry): a numpy array is an
     /// [`NdArray`](crate::NdArray) over the receive buffer it arrived in
     /// (its shards too, when they arrived back to back: no copy).
+    ///
+    /// Worker connections are kept open for the next call (see
+    /// [`ClientOptions::idle_connections_per_worker`]): a large value's
+    /// receive buffer is then reused once the last one was dropped.
     pub async fn gather(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
-        let mut builder = self.opts.connection.clone();
-        let serialize = SerializeOptions {
-            registry: self.opts.registry.clone(),
-            ..Default::default()
-        };
-        builder
-            .deserialize_blocks(true)
-            .serialize_options(serialize);
-        self.fetch(keys, &builder).await
+        self.fetch(keys, &self.pool).await
     }
 
     /// [`gather`](Client::gather), the values left as the blocks they
     /// arrived as (views of the receive buffers).
     pub async fn gather_blocks(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
-        let mut builder = self.opts.connection.clone();
-        builder.deserialize_blocks(false);
-        self.fetch(keys, &builder).await
+        self.fetch(keys, &self.pool_blocks).await
+    }
+
+    /// The worker connections of [`gather`](Client::gather) and
+    /// [`scatter`](Client::scatter) (how many were opened, how many calls
+    /// reused one).
+    pub fn pool(&self) -> &ConnectionPool {
+        &self.pool
     }
 
     async fn fetch(
         &self,
         keys: &[Key],
-        builder: &ConnectionBuilder,
+        pool: &Arc<ConnectionPool>,
     ) -> Result<Map<Key, Value>, ClientError> {
         let who_has = self.who_has(keys).await?;
-        let got = gather_from_workers(&who_has, None, builder, &self.opts.handshake).await;
+        let got = gather_from_pool(&who_has, None, pool).await;
         let mut data = got.data;
         let missing: Vec<Key> = keys
             .iter()
@@ -590,7 +625,7 @@ impl Client {
         if !missing.is_empty() {
             // Through the scheduler, on a connection that reads values as
             // the workers' do.
-            let mut rpc = Rpc::connect(&self.scheduler, builder, &self.opts.handshake).await?;
+            let mut rpc = pool.open(&self.scheduler).await?;
             let reply: GatherKeysReply = rpc
                 .call(&GatherKeys {
                     op: Op::new(),
@@ -636,6 +671,8 @@ impl Client {
         if let Some(rpc) = self.rpc.lock().await.take() {
             let _ = rpc.close().await;
         }
+        self.pool.close().await;
+        self.pool_blocks.close().await;
         result
     }
 }

@@ -39,6 +39,7 @@ mod client;
 mod key;
 mod messages;
 mod op;
+mod pool;
 mod rpc;
 pub mod runtime;
 mod server;
@@ -54,9 +55,10 @@ pub use client::{Client, ClientError, ClientOptions};
 pub use key::Key;
 pub use messages::*;
 pub use op::{Op, OpName};
+pub use pool::{ConnectionPool, DEFAULT_IDLE_PER_ADDRESS};
 pub use rpc::{RemoteError, Rpc, RpcError};
 pub use server::{BadRequest, RequestError, Requests};
-pub use store::{gather_from_workers, nbytes, DataStore, Gathered};
+pub use store::{gather_from_pool, gather_from_workers, nbytes, DataStore, Gathered};
 pub use worker::{
     register_worker, versions_like_scheduler, Bandwidth, HeartbeatError, Heartbeats, SpilledBytes,
     WorkerIdentity, WorkerMetrics, WorkerStream,

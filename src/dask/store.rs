@@ -4,11 +4,12 @@
 //! function of that name).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::rpc::remote_error;
 use super::{
-    GetData, GetDataReply, Key, Keys, Map, Op, Rpc, RpcError, UpdateData, UpdateDataReply,
+    ConnectionPool, GetData, GetDataReply, Key, Keys, Map, Op, Rpc, RpcError, UpdateData,
+    UpdateDataReply,
 };
 use crate::transport::{ConnectionBuilder, HandshakeOptions};
 use crate::value::Value;
@@ -180,6 +181,38 @@ pub async fn gather_from_workers(
     builder: &ConnectionBuilder,
     opts: &HandshakeOptions,
 ) -> Gathered {
+    gather_via(
+        who_has,
+        who,
+        Via::Fresh(Box::new((builder.clone(), opts.clone()))),
+    )
+    .await
+}
+
+/// [`gather_from_workers`] on the connections of `pool`, as Dask's
+/// `gather_from_workers` on its `rpc` pool: a holder's connection is taken
+/// from the pool (opened the first time) and put back after its reply,
+/// instead of a connection per call closed with a goodbye; a pooled
+/// connection found dead is replaced by a fresh one for that call
+/// ([`ConnectionPool::get_data`]).
+pub async fn gather_from_pool(
+    who_has: &Map<Key, Vec<String>>,
+    who: Option<&str>,
+    pool: &Arc<ConnectionPool>,
+) -> Gathered {
+    gather_via(who_has, who, Via::Pool(pool.clone())).await
+}
+
+/// How [`gather_via`] reaches holders.
+#[derive(Clone)]
+enum Via {
+    /// A connection per call.
+    Fresh(Box<(ConnectionBuilder, HandshakeOptions)>),
+    /// A pool's connections.
+    Pool(Arc<ConnectionPool>),
+}
+
+async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via) -> Gathered {
     let mut out = Gathered::default();
     let mut failed: HashSet<String> = HashSet::new();
     let mut tried: HashMap<Key, HashSet<String>> = HashMap::new();
@@ -200,14 +233,23 @@ pub async fn gather_from_workers(
         }
         let mut tasks = tokio::task::JoinSet::new();
         for (worker, keys) in groups {
-            let (builder, opts) = (builder.clone(), opts.clone());
+            let via = via.clone();
             let who = who.map(str::to_owned);
             let delay = busy.get(&worker).map(|n| Duration::from_millis(100 << n));
             tasks.spawn(async move {
                 if let Some(d) = delay {
                     tokio::time::sleep(d).await;
                 }
-                let reply = get_data_from(&worker, &keys, who, &builder, &opts).await;
+                let request = GetData {
+                    op: Op::new(),
+                    keys: Keys::List(keys.clone()),
+                    who,
+                    reply: Some(true),
+                };
+                let reply = match &via {
+                    Via::Fresh(fresh) => get_data_from(&worker, &request, &fresh.0, &fresh.1).await,
+                    Via::Pool(pool) => pool.get_data(&worker, &request).await,
+                };
                 (worker, keys, reply)
             });
         }
@@ -251,32 +293,15 @@ pub async fn gather_from_workers(
 /// One `get_data` to `worker`, on a connection of its own.
 async fn get_data_from(
     worker: &str,
-    keys: &[Key],
-    who: Option<String>,
+    request: &GetData,
     builder: &ConnectionBuilder,
     opts: &HandshakeOptions,
 ) -> Result<GetDataReply, RpcError> {
-    let call = async {
-        let (mut conn, _) = builder.connect_address(worker, opts).await?;
-        let request = GetData {
-            op: Op::new(),
-            keys: Keys::List(keys.to_vec()),
-            who,
-            reply: Some(true),
-        };
-        conn.send_msg(&request).await?;
-        let reply = conn.recv_value().await.ok_or(RpcError::Closed)??;
-        if let Some(e) = remote_error(&reply) {
-            return Err(RpcError::Remote(e));
-        }
-        let reply: GetDataReply = crate::typed::from_value(reply)?;
-        if reply.status == "OK" {
-            conn.send_value(&Value::from_static("OK")).await?;
-        }
-        Rpc::new(conn).close().await?;
-        Ok(reply)
-    };
     // The handshake's timeout bounds the connection; a transfer of any
     // size gets no deadline (Dask's has none either).
-    call.await
+    let (conn, _) = builder.connect_address(worker, opts).await?;
+    let mut rpc = Rpc::new(conn);
+    let reply = rpc.get_data(request).await?;
+    rpc.close().await?;
+    Ok(reply)
 }

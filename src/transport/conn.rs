@@ -417,8 +417,8 @@ impl<T> Connection<T> {
     }
 
     /// Bytes currently reserved for reading: the read-ahead buffer plus the
-    /// buffer of a large frame being received. Bounded by what has arrived
-    /// plus [`Limits::prealloc_cap`], whatever the peer declares.
+    /// buffer of a large frame being received. Bounded by twice what has
+    /// arrived plus [`Limits::prealloc_cap`], whatever the peer declares.
     pub fn read_reserved(&self) -> usize {
         self.reader.reserved()
     }

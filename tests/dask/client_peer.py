@@ -36,7 +36,7 @@ def emit(check, **facts):
     print(json.dumps({"check": check, **facts}), flush=True)
 
 
-def sum_mode(addr, key):
+def sum_mode(addr, key, bytes_key=None):
     with Client(addr, timeout=30) as other:
         plain = Future(key, client=other)
         try:
@@ -63,6 +63,9 @@ def sum_mode(addr, key):
             local_sum=float(x.sum()),
             who_has=sorted(who_has.get(key, [])),
         )
+        if bytes_key is not None:
+            y = Future(bytes_key, client=c, state="memory").result(timeout=30)
+            emit("bytes", type=type(y).__name__, value=y.decode())
 
 
 def slow(value):

@@ -359,7 +359,8 @@ impl Body {
     }
 
     /// Where the current run, a large one, is read next: its own buffer
-    /// (grown when full, by at most `cap` past what it holds), at most
+    /// (grown when full by what it holds, at least `cap`, never past the
+    /// run), at most
     /// `LARGE_READ` at a time, or its spill file (grown when full: twice
     /// what it holds, or `cap` more, never past the run); with checksums,
     /// in pieces that stay in cache until summed.
@@ -377,7 +378,15 @@ impl Body {
                 want = want.min(checksum::PIECE);
             }
             if own.capacity() == own.len() {
-                stats.relocated_on_receive(reserve_counted(own, want.min(cap.max(MIN_READ))));
+                // Geometric growth relative to what arrived: room for as
+                // many bytes again as the buffer holds (at least `cap`),
+                // never past the run. A buffer is then never more than
+                // twice what arrived plus `cap`, however large the declared
+                // length, and growing it moves at most as many bytes as the
+                // run has in all (the sum of a doubling series), not the
+                // quadratic total of fixed `cap` steps.
+                let ahead = cap.max(MIN_READ).max(own.len());
+                stats.relocated_on_receive(reserve_counted(own, want.min(ahead)));
             }
             return Ok(Target::Buf {
                 buf: own,
