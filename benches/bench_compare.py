@@ -809,7 +809,7 @@ def build_table(groups):
         t.judged(f"target ≥ 1×: {verdict(r, 1, True)}")
         if "fw_nopool" in c:
             np_ = [median(r["times"]) * 1e6 for r in c["fw_nopool"]]
-            t.pair("the same gather, framewire without its connection pool (`idle_connections_per_worker = 0`: "
+            t.pair("the same gather, framewire without its connection pool (`idle_connections_per_address = 0`: "
                    "a connection and a fresh receive buffer per gather, as before the pool) vs Python "
                    "`Client.gather`", np_, dk, "us", False,
                    f"framewire with its pool / without, same rounds: "

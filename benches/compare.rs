@@ -418,7 +418,7 @@ fn client_for<'c>(
         cache.clients.retain(|(a, _), _| a == address);
         let rt = cache.runtime("2threads");
         let mut opts = ClientOptions::default();
-        opts.idle_connections_per_worker = idle;
+        opts.idle_connections_per_address = idle;
         let client = rt
             .block_on(Client::connect(address, opts))
             .expect("connect the client");

@@ -494,14 +494,22 @@ async fn worker_connections_are_pooled() {
         ])
         .await
         .unwrap_or_else(|e| panic!("scatter: {e}\n{}\n{}", sched.logs(), w1.logs()));
-    assert_eq!((client.pool().opened(), client.pool().reused()), (1, 0));
+    // One pool, as Dask's client has: the scheduler's connection
+    // (`ncores_running`, then reused for `update_data` of who has what) and
+    // the worker's (`update_data`).
+    assert_eq!((client.pool().opened(), client.pool().reused()), (2, 1));
+    assert_eq!(client.pool().idle(&addr), 1);
     for i in 1..=3 {
         let got = client
             .gather(std::slice::from_ref(&small))
             .await
             .expect("gather");
         assert_eq!(got[&small], Value::bin(&b"pooled"[..]));
-        assert_eq!((client.pool().opened(), client.pool().reused()), (1, i));
+        // `who_has` to the scheduler, `get_data` to the worker: both reused.
+        assert_eq!(
+            (client.pool().opened(), client.pool().reused()),
+            (2, 1 + 2 * i)
+        );
     }
     let mut at = None;
     for _ in 0..2 {
@@ -519,6 +527,6 @@ async fn worker_connections_are_pooled() {
         }
         at = Some(ptr);
     }
-    assert_eq!((client.pool().opened(), client.pool().reused()), (1, 5));
+    assert_eq!((client.pool().opened(), client.pool().reused()), (2, 11));
     client.close().await.expect("close");
 }

@@ -14,7 +14,7 @@ use super::runtime::server_id;
 use super::{
     gather_from_pool, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
     ConnectionPool, GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op,
-    RegisterClient, ReportKey, Rpc, RpcError, SchedulerToClient, StreamStart, UpdateData,
+    RegisterClient, ReportKey, RpcError, SchedulerToClient, StreamStart, UpdateData,
     UpdateDataReply, UpdateWhoHas, WhoHas, DEFAULT_IDLE_PER_ADDRESS,
 };
 use crate::serialize::{Registry, SerializeOptions};
@@ -52,10 +52,11 @@ pub struct ClientOptions {
     /// feature `pickle`, for the values Python pickles: ints, dicts, lists
     /// of arrays...).
     pub registry: Registry,
-    /// Idle connections kept per worker between `gather`s and `scatter`s
-    /// (a [`ConnectionPool`], as Dask's client keeps its `rpc` pool):
-    /// [`DEFAULT_IDLE_PER_ADDRESS`]; 0: a connection per call.
-    pub idle_connections_per_worker: usize,
+    /// Idle connections kept per server (the scheduler, each worker)
+    /// between calls, `gather`s and `scatter`s (a [`ConnectionPool`], as
+    /// Dask's client keeps its `rpc` pool): [`DEFAULT_IDLE_PER_ADDRESS`];
+    /// 0: a connection per call.
+    pub idle_connections_per_address: usize,
 }
 
 impl Default for ClientOptions {
@@ -67,7 +68,7 @@ impl Default for ClientOptions {
             batch_interval: Duration::from_millis(10),
             timeout: Some(Duration::from_secs(30)),
             registry: Registry::default(),
-            idle_connections_per_worker: DEFAULT_IDLE_PER_ADDRESS,
+            idle_connections_per_address: DEFAULT_IDLE_PER_ADDRESS,
         }
     }
 }
@@ -259,8 +260,9 @@ static ROUND_ROBIN: AtomicUsize = AtomicUsize::new(0);
 /// # }
 /// ```
 ///
-/// Every method takes `&self`; calls to the scheduler share one connection
-/// (made on first use). Must be used within a tokio runtime. A client
+/// Every method takes `&self`; calls to the scheduler and the workers go
+/// over pooled connections ([`Client::pool`]). Must be used within a tokio
+/// runtime. A client
 /// dropped without [`close`](Client::close) ends its stream: the scheduler
 /// then removes it and releases its keys, as at `close`.
 #[derive(Debug)]
@@ -269,9 +271,9 @@ pub struct Client {
     scheduler: String,
     opts: ClientOptions,
     shared: Arc<Shared>,
-    rpc: tokio::sync::Mutex<Option<Rpc<Socket>>>,
-    /// Connections to workers for `gather` (values read on arrival) and
-    /// `scatter`, and for `gather_blocks` (blocks as they arrived).
+    /// Connections to the scheduler and the workers for calls, `gather`
+    /// (values read on arrival) and `scatter`; and to the workers for
+    /// `gather_blocks` (blocks as they arrived).
     pool: Arc<ConnectionPool>,
     pool_blocks: Arc<ConnectionPool>,
     reader: JoinHandle<()>,
@@ -317,7 +319,7 @@ impl Client {
             }
             Arc::new(
                 ConnectionPool::new(builder, opts.handshake.clone())
-                    .idle_per_address(opts.idle_connections_per_worker),
+                    .idle_per_address(opts.idle_connections_per_address),
             )
         };
         let (pool, pool_blocks) = (pool(true), pool(false));
@@ -326,7 +328,6 @@ impl Client {
             scheduler: address.to_owned(),
             opts,
             shared,
-            rpc: tokio::sync::Mutex::new(None),
             pool,
             pool_blocks,
             reader,
@@ -347,36 +348,14 @@ impl Client {
         state.held.keys().cloned().collect()
     }
 
-    /// A call to the scheduler on the shared connection, made on first use.
-    /// A kept connection found closed (the scheduler restarted, or closed
-    /// it) is replaced and the call made once more on the new one, as
-    /// Dask's connection pool drops closed comms; the calls the client
-    /// makes are idempotent.
+    /// A call to the scheduler on a pooled connection (a closed one is
+    /// replaced and the call made once more: the calls the client makes
+    /// are idempotent).
     async fn call<Q: Serialize, R: serde::de::DeserializeOwned>(
         &self,
         request: &Q,
     ) -> Result<R, RpcError> {
-        let mut rpc = self.rpc.lock().await;
-        if let Some(kept) = rpc.as_mut() {
-            match kept.call(request).await {
-                // Closed under us: once more on a new connection.
-                Err(RpcError::Closed | RpcError::Transport(_)) => {}
-                result => {
-                    if result.is_err() {
-                        *rpc = None;
-                    }
-                    return result;
-                }
-            }
-        }
-        *rpc = None;
-        let fresh =
-            Rpc::connect(&self.scheduler, &self.opts.connection, &self.opts.handshake).await?;
-        let result = rpc.insert(fresh).call(request).await;
-        if result.is_err() {
-            *rpc = None;
-        }
-        result
+        self.pool.call(&self.scheduler, request).await
     }
 
     /// Places values on the workers as `Client.scatter` does (direct):
@@ -590,7 +569,7 @@ impl Client {
     /// (its shards too, when they arrived back to back: no copy).
     ///
     /// Worker connections are kept open for the next call (see
-    /// [`ClientOptions::idle_connections_per_worker`]): a large value's
+    /// [`ClientOptions::idle_connections_per_address`]): a large value's
     /// receive buffer is then reused once the last one was dropped.
     pub async fn gather(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
         self.fetch(keys, &self.pool).await
@@ -668,9 +647,6 @@ impl Client {
         }
         // The scheduler answers with `stream-closed` and closes its end.
         let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.reader).await;
-        if let Some(rpc) = self.rpc.lock().await.take() {
-            let _ = rpc.close().await;
-        }
         self.pool.close().await;
         self.pool_blocks.close().await;
         result
