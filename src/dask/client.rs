@@ -55,7 +55,13 @@ pub struct ClientOptions {
     /// Idle connections kept per server (the scheduler, each worker)
     /// between calls, `gather`s and `scatter`s (a [`ConnectionPool`], as
     /// Dask's client keeps its `rpc` pool): [`DEFAULT_IDLE_PER_ADDRESS`];
-    /// 0: a connection per call.
+    /// 0: a connection per call. An idle connection keeps its last large
+    /// receive buffer for the next value once every frame in it is dropped
+    /// (that memory is not faulted in again), up to
+    /// [`max_recycled_buffer`](ConnectionBuilder::max_recycled_buffer) each;
+    /// [`recycle_buffers(false)`](ConnectionBuilder::recycle_buffers) on
+    /// [`connection`](ClientOptions::connection), or 0 here, gives that
+    /// memory back after each call.
     pub idle_connections_per_address: usize,
 }
 
