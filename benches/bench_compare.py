@@ -368,6 +368,29 @@ def plan_client(run, quick, min_time):
                 proc.wait(timeout=60)
 
 
+# What `--only pickle` reads: the pickles Python writes for plain values (protocol 5,
+# as Dask's pickle family sends them; benches/pickle_loads.py has the same cases).
+PICKLE_CASES = {
+    "list_int_1e6": ("a list of 10^6 ints", lambda: list(range(10**6))),
+    "dict_str_float_1e5": ("a dict of 10^5 str → float", lambda: {f"key-{i}": i * 0.5 for i in range(10**5)}),
+}
+
+
+def plan_pickle(run, quick, min_time):
+    """framewire::pickle::loads beside Python's C pickle.loads of the same bytes, each in
+    its own process, each building its language's values and dropping them per call."""
+    import pickle
+
+    out = os.path.abspath(os.path.join(run.out_dir, "pickles"))
+    os.makedirs(out, exist_ok=True)
+    for name, (_, make) in PICKLE_CASES.items():
+        path = os.path.join(out, name + ".pkl")
+        with open(path, "wb") as fh:
+            fh.write(pickle.dumps(make(), protocol=5))
+        req = {"op": "pickle_loads", "path": path, "min_time": max(min_time, 0.3)}
+        run.group(f"pickle/{name}", {"fw": ("rust", req), "python": ("python", req)})
+
+
 # The `sizes` category (opt-in): sizes either side of the point where a message
 # and the receiver's buffer stop fitting in the CPU's last-level cache (with
 # 260 MiB of L3, a 64 MiB message and its receive buffer both fit and a 256 MiB
@@ -395,7 +418,7 @@ def plan_sizes(run, quick, min_time):
 
 PLANS = {"serialize": plan_serialize, "dumps": plan_dumps, "transport": plan_transport,
          "msgs": plan_msgs, "local": plan_local, "rss": plan_rss, "typed": plan_typed, "wire": plan_wire,
-         "client": plan_client, "sizes": plan_sizes}
+         "client": plan_client, "pickle": plan_pickle, "sizes": plan_sizes}
 # What runs without --only: all but `sizes` (about three minutes more with --quick).
 DEFAULT_PLANS = [p for p in PLANS if p != "sizes"]
 
@@ -797,7 +820,9 @@ def build_table(groups):
                   "worker), Python `Client.gather` (by default through the scheduler); the figure per round "
                   "is the median of its timed gathers, after one untimed. Small keys: 10,000 bytes values of "
                   "100 bytes, scattered (Rust: `Client::scatter`; Python: `client.scatter(dict)`) then "
-                  "gathered (`gather` of all the keys / of the futures), checked equal, new keys each round.")
+                  "gathered (`gather` of all the keys / of the futures), checked equal, new keys each round; "
+                  "framewire sends bytes under 64 KiB inline (msgpack bin), Python each as a serialized "
+                  "block: the worker holds the same `bytes` either way.")
     if "client/gather" in g:
         c = g["client/gather"]
         fw = [median(r["times"]) * 1e6 for r in c["fw"]]
@@ -824,6 +849,19 @@ def build_table(groups):
             r = t.pair(f"{what} of {n:,} small keys: framewire `Client` vs Python `Client`", fw, dk, "us", False)
             if field == "secs":
                 t.judged(f"target ≥ 2×: {verdict(r, 2, True)}")
+    if any(k.startswith("pickle/") for k in g):
+        t.section("Plain Python values read from their pickles, two processes (`--only pickle`)",
+                  "The pickles Python writes (protocol 5, as Dask's pickle family sends a result that is "
+                  "not an array); framewire `pickle::loads` (feature `pickle`: the list's ints packed into "
+                  "one `IntArray`, as framewire reads msgpack) beside Python's C `pickle.loads` of the same "
+                  "bytes; each builds its language's values and drops them, per call.")
+    for name, (what, _) in PICKLE_CASES.items():
+        gid = f"pickle/{name}"
+        if gid in g:
+            us = {k: [r["per_call_s"] * 1e6 for r in v] for k, v in g[gid].items()}
+            r = t.pair(f"{what}: framewire `pickle::loads` vs Python's `pickle.loads`", us["fw"], us["python"],
+                       "us", False, f"{g[gid]['fw'][0]['bytes']:,} bytes of pickle")
+            t.judged(f"target ≥ 1×: {verdict(r, 1, True)}")
     if "sizes" in g:
         t.section("Throughput against message size, two processes per side (`--only sizes`)",
                   "Each variant at each size beside its own 64 MiB figure, same rounds. Where a message and "

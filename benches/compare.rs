@@ -380,6 +380,8 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             json!({"secs": secs, "count": count})
         }
         "typed" => typed(req, min_time),
+        #[cfg(feature = "pickle")]
+        "pickle_loads" => pickle_loads(req, min_time),
         "wire" => wire_send(req),
         "connect" => connect_identity(req),
         "client_gather" => client_gather(req, cache),
@@ -760,6 +762,21 @@ fn connect_identity(req: &Json) -> Json {
         times
     });
     json!({"times": times})
+}
+
+/// `framewire::pickle::loads` of the pickle at `path`, the value built and
+/// dropped per call (`benches/pickle.rs` has the criterion version).
+#[cfg(feature = "pickle")]
+fn pickle_loads(req: &Json, min_time: f64) -> Json {
+    let path = req["path"].as_str().expect("path");
+    let data = Bytes::from(std::fs::read(path).expect("the pickle"));
+    let limits = framewire::Limits::default();
+    framewire::pickle::loads(&data, &[], &limits).expect("Python's pickle");
+    let (per_call, calls) = timed(min_time, || {
+        let v = framewire::pickle::loads(std::hint::black_box(&data), &[], &limits);
+        std::hint::black_box(v.expect("Python's pickle"));
+    });
+    json!({"per_call_s": per_call, "calls": calls, "bytes": data.len()})
 }
 
 /// A captured 2026.8.0 message decoded into its Rust type or encoded from

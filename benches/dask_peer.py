@@ -176,6 +176,24 @@ class Peer:
                                          req.get("min_time", 0.1))
         return {"per_call_s": per_call, "cpu_per_call_s": cpu, "calls": calls, "frames": nframes}
 
+    def pickle_loads(self, req):
+        """Python's C pickle.loads of the pickle at `path`, its result freed, per call
+        (the collector on, as in a program; framewire's side drops its value per call)."""
+        import pickle
+
+        with open(req["path"], "rb") as fh:
+            data = fh.read()
+        pickle.loads(data)
+        calls = 0
+        t0 = time.perf_counter()
+        while True:
+            value = pickle.loads(data)
+            del value
+            calls += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= req.get("min_time", 0.3):
+                return {"per_call_s": elapsed / calls, "calls": calls, "bytes": len(data)}
+
     def typed(self, req):
         from distributed.protocol import loads
 
