@@ -74,7 +74,7 @@ pub fn deserialize_with_budget(
 /// use framewire::serialize::{deserialize_owned, serialize, DeserializeOptions, IterateCollection, SerializeOptions};
 /// use framewire::Value;
 ///
-/// let list = Value::Array((0..100u64).map(|i| Value::from(i.to_le_bytes().to_vec())).collect());
+/// let list = Value::Array((0..100u64).map(|i| Value::Bin(i.to_le_bytes().to_vec().into())).collect());
 /// let mut opts = SerializeOptions::default();
 /// opts.iterate = IterateCollection::Always;
 /// let block = serialize(&list, &opts)?;
