@@ -566,7 +566,7 @@ def build_table(groups):
     t = Table()
     g = groups
     t.section("Serialize + deserialize, per element (equal work: `serialize(x, mode)` then `deserialize` "
-              "of its result, the same value on both sides)",
+              "of its result (framewire: `deserialize_owned`, the block by value), the same value on both sides)",
               "Dask is measured with its default serializers (`(\"dask\", \"pickle\")`: a tuple of ints is "
               "pickled) and with `serializers=[\"msgpack\"]` (framewire writes msgpack); each row says which. "
               "`packed` rows serialize the tuple built as a `Value::IntArray` (what framewire's own "
@@ -594,8 +594,10 @@ def build_table(groups):
                 of = c["fw_output_floor"]
                 floor = [ns_per_elem(r, 1e6) for r in of]
                 above = [a - b for a, b in zip(fw, floor)]
-                note += (f"; allocating and writing this output's header ({of[0]['header_bytes'] / 1e6:.0f} MB), "
-                         f"frame list and array alone (its fresh-memory floor): {fmt_num(median(floor), 'ns/elem')}, "
+                parts = (" and frame list (which becomes the array: one frame an item, handed over by value)"
+                         if of[0].get("items_are_frames") else ", frame list and array")
+                note += (f"; allocating and writing this output's header ({of[0]['header_bytes'] / 1e6:.0f} MB)"
+                         f"{parts} alone (its fresh-memory floor): {fmt_num(median(floor), 'ns/elem')}, "
                          f"framewire above it {fmt_num(median(above), 'ns/elem')} (round by round: "
                          f"{spread(above, 'ns/elem')})")
                 if struct == "list_bytes8":

@@ -748,6 +748,9 @@ impl BinArray {
 
 /// [`BinArray::packing`]'s one-buffer form, if the items allow it.
 fn spans(items: &[Bytes], backing: &[Bytes]) -> Option<BinArray> {
+    if backing.is_empty() {
+        return None; // nothing to slice (and no table of ends to allocate)
+    }
     // An empty item lies anywhere: it neither starts nor breaks a run.
     let first = items.iter().find(|b| !b.is_empty())?;
     let start = first.as_ptr() as usize;

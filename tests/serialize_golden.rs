@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use framewire::message::decode;
 use framewire::serialize::{
-    self, deserialize, CollectionView, DeserializeOptions, IterateCollection, SerializeOptions,
+    self, deserialize, deserialize_owned, CollectionView, DeserializeOptions, IterateCollection,
+    SerializeOptions,
 };
 use framewire::DeserializeError;
 use framewire::{Block, Envelope, Header, Limits, Value};
@@ -847,6 +848,11 @@ fn de(h: Value, frames: Vec<Bytes>) -> Result<Value, DeserializeError> {
                 panic!("one block")
             };
             assert_eq!(deserialize(&sent, &opts()), direct, "off the wire");
+            assert_eq!(
+                deserialize_owned(*sent, &opts()),
+                direct,
+                "off the wire, by value"
+            );
         }
     }
     direct
@@ -1418,6 +1424,24 @@ fn iterate(mode: IterateCollection) -> SerializeOptions {
     o
 }
 
+/// `deserialize` of `block`, checked against `deserialize_owned` of it (its
+/// frames moved into the value): the same value in the same form, each
+/// item over the same memory.
+fn both(block: &Block, opts: &DeserializeOptions) -> Value {
+    let got = deserialize(block, opts).unwrap();
+    let owned = deserialize_owned(block.clone(), opts).unwrap();
+    assert_eq!(owned, got);
+    let form = |v: &Value| {
+        v.as_bin_array().map(|p| {
+            let span = p.as_contiguous().map(|c| (c.as_ptr(), c.len()));
+            let items: Vec<_> = p.iter().map(|b| (b.as_ptr(), b.len())).collect();
+            (span, items)
+        })
+    };
+    assert_eq!(form(&owned), form(&got), "by value, in another form");
+    got
+}
+
 /// Under `Always`, a list of 32 bytes or more comes back as a `BinArray` of
 /// views of its frames, equal to the boxed array; fewer stay boxed.
 #[test]
@@ -1427,7 +1451,7 @@ fn a_list_of_bytes_deserializes_packed_as_views_of_its_frames() {
         let block =
             serialize::serialize(&boxed(&items), &iterate(IterateCollection::Always)).unwrap();
         assert_eq!(block.frames().len(), n);
-        let got = deserialize(&block, &opts()).unwrap();
+        let got = both(&block, &opts());
         assert_eq!(got, boxed(&items), "n = {n}");
         assert_eq!(boxed(&items), got, "n = {n}");
         assert_eq!(got.array_len(), Some(n));
@@ -1451,7 +1475,7 @@ fn a_list_of_bytes_deserializes_packed_as_views_of_its_frames() {
         a[35] = Value::from(7u8);
     }
     let block = serialize::serialize(&mixed, &iterate(IterateCollection::Always)).unwrap();
-    let got = deserialize(&block, &opts()).unwrap();
+    let got = both(&block, &opts());
     assert!(got.as_bin_array().is_none());
     assert_eq!(got, mixed);
     // Not equal to another array, nor to an array of other values.
@@ -1491,11 +1515,11 @@ fn a_packed_list_of_bytes_encodes_and_serializes_as_the_boxed_one() {
             }
         }
         // And it comes back the same value.
-        assert_eq!(deserialize(&p, &opts()).unwrap(), boxed);
+        assert_eq!(both(&p, &opts()), boxed);
     }
     // Re-encoding what was deserialized packed gives the same bytes again.
     let block = serialize::serialize(&boxed, &iterate(IterateCollection::Always)).unwrap();
-    let back = deserialize(&block, &opts()).unwrap();
+    let back = both(&block, &opts());
     assert!(back.as_bin_array().is_some());
     assert_eq!(
         framewire::dumps(&msg(&back)).unwrap(),
@@ -1541,7 +1565,7 @@ fn packed_bytes_span_a_backing_buffer_only() {
     };
     let block =
         serialize::serialize(&boxed(&adjacent), &iterate(IterateCollection::Always)).unwrap();
-    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    let got = both(&block, &opts_backed(&wire));
     let packed = got.as_bin_array().unwrap();
     let span = packed.as_contiguous().expect("one slice of the backing");
     assert_eq!(span.as_ptr(), wire.as_ptr());
@@ -1552,12 +1576,12 @@ fn packed_bytes_span_a_backing_buffer_only() {
         assert_eq!(b.as_ptr(), adjacent[i].as_ptr(), "item {i}");
     }
     // The same frames without their backing buffer: kept as they are.
-    let got = deserialize(&block, &opts()).unwrap();
+    let got = both(&block, &opts());
     assert!(got.as_bin_array().unwrap().as_contiguous().is_none());
     assert_eq!(got, boxed(&adjacent));
     // Not back to back: kept as they are, even with the backing.
     let block = serialize::serialize(&boxed(&items), &iterate(IterateCollection::Always)).unwrap();
-    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    let got = both(&block, &opts_backed(&wire));
     assert!(got.as_bin_array().unwrap().as_contiguous().is_none());
     assert_eq!(got, boxed(&items));
     // Back to back for a while, then not (or not bytes): the items seen so
@@ -1566,7 +1590,7 @@ fn packed_bytes_span_a_backing_buffer_only() {
     broken.push(wire.slice(3990..3995));
     broken.extend(adjacent[50..].iter().cloned());
     let block = serialize::serialize(&boxed(&broken), &iterate(IterateCollection::Always)).unwrap();
-    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    let got = both(&block, &opts_backed(&wire));
     let packed = got.as_bin_array().unwrap();
     assert!(packed.as_contiguous().is_none());
     assert_eq!(got, boxed(&broken));
@@ -1578,13 +1602,13 @@ fn packed_bytes_span_a_backing_buffer_only() {
         a[60] = Value::str("x");
     }
     let block = serialize::serialize(&mixed, &iterate(IterateCollection::Always)).unwrap();
-    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    let got = both(&block, &opts_backed(&wire));
     assert!(got.as_bin_array().is_none());
     assert_eq!(got, mixed);
     // Fewer than 32 back to back: boxed, the same memory.
     let block =
         serialize::serialize(&boxed(&adjacent[..31]), &iterate(IterateCollection::Always)).unwrap();
-    let got = deserialize(&block, &opts_backed(&wire)).unwrap();
+    let got = both(&block, &opts_backed(&wire));
     assert_eq!(got, boxed(&adjacent[..31]));
     for (x, y) in got.as_array().unwrap().iter().zip(&adjacent) {
         assert!(matches!(x, Value::Bin(b) if b.as_ptr() == y.as_ptr()));

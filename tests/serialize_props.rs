@@ -20,7 +20,9 @@
 use bytes::Bytes;
 use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
-use framewire::serialize::{self, deserialize, DeserializeOptions, SerializeOptions};
+use framewire::serialize::{
+    self, deserialize, deserialize_owned, DeserializeOptions, SerializeOptions,
+};
 
 /// SPEC.md §5.9: a `msgpack`-family blob packs every array of at least 32
 /// integers into a `Value::IntArray`.
@@ -225,6 +227,12 @@ fn roundtrip_one(v: &Value, mode: IterateCollection, thr: usize) -> Result<(), T
     let expected = norm(v);
     prop_assert_eq!(&got, &expected, "{:?}", mode);
     check_same_memory(&expected, &got).map_err(TestCaseError::fail)?;
+    // By value: the frames move into the value, which is the same, over
+    // the same memory.
+    let owned = deserialize_owned(block, &dopts())
+        .map_err(|e| TestCaseError::fail(format!("{mode:?}: deserialize_owned: {e}")))?;
+    prop_assert_eq!(&owned, &expected, "{:?}: by value", mode);
+    check_same_memory(&expected, &owned).map_err(TestCaseError::fail)?;
     Ok(())
 }
 

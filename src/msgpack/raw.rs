@@ -40,6 +40,11 @@ pub(crate) struct ArrayItems {
     pub(crate) end: usize,
     /// Whether every item is a map.
     pub(crate) all_maps: bool,
+    /// When every item (at least one) is an encoding the caller's `known`
+    /// knows, all of this one length: the length. A caller whose known
+    /// encodings have distinct lengths then knows every item is the first
+    /// one's encoding without comparing them again.
+    pub(crate) same_known: Option<usize>,
 }
 
 /// Where one map entry lies: it starts at `start` (its key), `key` is the
@@ -173,6 +178,19 @@ impl<'a> RawMap<'a> {
         (items.len() == len && items.iter().all(|&b| b == NIL)).then_some(len)
     }
 
+    /// The items of the array under `key` when every one is a positive
+    /// fixint (`0..=127`, one byte each: a collection's `frame-lengths`
+    /// when no element has 128 frames or more), found from its bytes.
+    pub(crate) fn fixints(&self, key: &str) -> Option<&'a [u8]> {
+        let range = self.get(key)?;
+        let (len, false, first) = container_at(self.buf, range.start)? else {
+            return None;
+        };
+        let items = &self.buf[first..range.end];
+        let len = usize::try_from(len).ok()?;
+        (items.len() == len && items.iter().all(|&b| b < 0x80)).then_some(items)
+    }
+
     /// The text under `key`, if it is a str.
     pub(crate) fn str(&self, key: &str) -> Option<&'a str> {
         let range = self.get(key)?;
@@ -210,19 +228,32 @@ fn array_items(
     rd.check_len(pos, len, 1)?;
     let start = rd.pos;
     let mut all_maps = true;
-    for _ in 0..len {
-        if let Some(len) = known(&rd.buf[rd.pos..]) {
-            rd.pos += len; // one whole map, so the item is exactly it
-            continue;
+    // The length every item so far is a known encoding of; `None` once
+    // one is not known, or of another length.
+    let mut same = None;
+    for i in 0..len {
+        match known(&rd.buf[rd.pos..]) {
+            Some(len) => {
+                if i == 0 {
+                    same = Some(len);
+                } else if same != Some(len) {
+                    same = None;
+                }
+                rd.pos += len; // one whole map, so the item is exactly it
+            }
+            None => {
+                same = None;
+                all_maps &= is_map_at(rd.buf, rd.pos);
+                skip_value(rd)?;
+            }
         }
-        all_maps &= is_map_at(rd.buf, rd.pos);
-        skip_value(rd)?;
     }
     Ok(Some(ArrayItems {
         count: len as usize, // checked against the bytes
         start,
         end: rd.pos,
         all_maps,
+        same_known: same,
     }))
 }
 

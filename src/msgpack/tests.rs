@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use super::decode::plain_map;
 use super::encode::{len_prefix_width, put_bin, Plain};
 use super::head::{head, is_fixpos, Head};
+use super::raw::ArrayItems;
 use super::reader::CHECKED;
 use super::*;
 use crate::error::EncodeError;
@@ -99,6 +100,34 @@ fn nils_reads_an_array_of_nils_only() {
         let (map, _) = RawMap::read(&raw, 0).unwrap().unwrap();
         assert_eq!(map.nils("c"), want, "{value:?}");
         assert_eq!(map.nils("missing"), None);
+    }
+}
+
+/// `RawMap::fixints`: the items of an array of positive fixints only, as
+/// its bytes.
+#[test]
+fn fixints_reads_an_array_of_small_non_negative_ints_only() {
+    let ints = |xs: &[i64]| Value::Array(xs.iter().map(|&x| Value::from(x)).collect());
+    let many: Vec<i64> = (0..70_000).map(|i| i % 128).collect();
+    let many_bytes: Vec<u8> = many.iter().map(|&x| x as u8).collect();
+    for (value, want) in [
+        (ints(&[]), Some(vec![])),
+        (ints(&[1, 1, 1]), Some(vec![1, 1, 1])),
+        (ints(&[0, 127, 5]), Some(vec![0, 127, 5])),
+        (ints(&many), Some(many_bytes)), // array 32
+        (ints(&[1, 128]), None),         // a uint8
+        (ints(&[1, -1]), None),          // a negative fixint
+        (Value::Array(vec![Value::from(1), Value::Nil]), None),
+        (Value::Nil, None),
+    ] {
+        let raw = encode(
+            &Value::map_of([("c", value.clone()), ("d", Value::Nil)]),
+            &mut Plain,
+        )
+        .unwrap();
+        let (map, _) = RawMap::read(&raw, 0).unwrap().unwrap();
+        assert_eq!(map.fixints("c").map(<[u8]>::to_vec), want, "{value:?}");
+        assert_eq!(map.fixints("missing"), None);
     }
 }
 
@@ -308,14 +337,46 @@ fn raw_maps_are_read_and_set_in_place() {
     let (fast, _) = RawMap::read_noting_items(&two, 0, Some("b"), known)
         .unwrap()
         .unwrap();
-    assert_eq!(fast.items(), plain.items());
+    // The same items, and every one of them the known map.
+    let plain_items = plain.items().unwrap();
+    assert_eq!(plain_items.same_known, None, "nothing known");
     assert_eq!(
-        (
-            plain.items().unwrap().count,
-            plain.items().unwrap().all_maps
-        ),
-        (2, true)
+        fast.items(),
+        Some(ArrayItems {
+            same_known: Some(fixmap.len()),
+            ..plain_items
+        })
     );
+    assert_eq!((plain_items.count, plain_items.all_maps), (2, true));
+    // Not all of them known, or not all of one length: not the same.
+    let other = encode(&Value::map_of([("kk", Value::Nil)]), &mut Plain).unwrap();
+    let both = |rest: &[u8]| {
+        (rest.starts_with(&fixmap).then_some(fixmap.len()))
+            .or(rest.starts_with(&other).then_some(other.len()))
+    };
+    for (second, known_other) in [(&other, false), (&other, true)] {
+        let mut mixed = BytesMut::from(&maps[..maps.len() - 1]);
+        mixed.extend_from_slice(&[0x92]);
+        mixed.extend_from_slice(&fixmap);
+        mixed.extend_from_slice(second);
+        let mixed = mixed.freeze();
+        let (read, _) = match known_other {
+            true => RawMap::read_noting_items(&mixed, 0, Some("b"), both),
+            false => RawMap::read_noting_items(&mixed, 0, Some("b"), known),
+        }
+        .unwrap()
+        .unwrap();
+        let items = read.items().unwrap();
+        assert_eq!(
+            (items.count, items.all_maps, items.same_known),
+            (2, true, None)
+        );
+    }
+    // An empty array has no items to be the same.
+    let (empty, _) = RawMap::read_noting_items(&maps, 0, Some("b"), known)
+        .unwrap()
+        .unwrap();
+    assert_eq!(empty.items().unwrap().same_known, None);
     assert!(RawMap::read(&encode(&Value::Nil, &mut Plain).unwrap(), 0)
         .unwrap()
         .is_none());

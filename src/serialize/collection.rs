@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::error::DeserializeError;
-use crate::value::{IntItems, Value};
+use crate::value::{IntItems, Integer, Value};
 
 /// The Python container a collection header names in `type-serialized`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +159,7 @@ pub(super) fn frame_starts(
 /// The checks of [`frame_starts`], handing each element's end to `each_end`
 /// instead of keeping them.
 pub(super) fn check_frame_lengths(
-    lengths: IntItems<'_>,
+    lengths: impl ExactSizeIterator<Item = Option<Integer>>,
     frames: usize,
     mut each_end: impl FnMut(usize),
 ) -> Result<(), DeserializeError> {

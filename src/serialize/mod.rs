@@ -52,6 +52,6 @@ pub use options::{
 };
 #[cfg(feature = "pickle")]
 pub(crate) use read::merged_frames;
-pub use read::{deserialize, deserialize_blocks, deserialize_with_budget};
+pub use read::{deserialize, deserialize_blocks, deserialize_owned, deserialize_with_budget};
 pub use shards::merge_frames;
 pub use write::{serialize, serialize_and_split};

@@ -3,7 +3,10 @@
 //! collections rebuilt without recursion, families by name, and anything
 //! framewire cannot rebuild kept as an opaque block.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use super::collection::{self, CollectionKind, CollectionView};
 use super::compression::DecompressBudget;
@@ -13,7 +16,7 @@ use super::options::{DeserializeOptions, PACK_MIN};
 use super::shards::{self, Tables};
 use super::write::{DASK_BYTES_LEAF_HEADER, MSGPACK_LEAF_HEADER, SERIALIZER};
 use crate::msgpack::{self, RawMap};
-use crate::value::{BinArray, Block, Header, Integer, Value};
+use crate::value::{BinArray, Block, BlockFrames, Header, IntItems, Integer, Value};
 
 /// Deserializes a block as Dask's `loads` does: decompress each frame its
 /// header's `compression` list names a codec for, merge shards, then
@@ -45,7 +48,7 @@ pub fn deserialize_with_budget(
         {
             if top.has("is-collection") {
                 let frames = shards::merge(&Tables::of_raw(&top)?, block.frames(), opts, budget)?;
-                return raw_collection(raw, &top, &frames, opts);
+                return raw_collection(raw, &top, Frames::borrowed(&frames), opts);
             }
         }
     }
@@ -57,6 +60,66 @@ pub fn deserialize_with_budget(
     match rebuild(header, &frames, opts, 0)? {
         Some(v) => Ok(v),
         None => Ok(Value::Serialized(Box::new(block.clone()))),
+    }
+}
+
+/// [`deserialize`], taking the block by value: the frames of a collection
+/// move into the rebuilt value instead of being cloned (a `Bytes` clone and
+/// its drop are an atomic operation each, per element of an iterated
+/// collection), and a block no family rebuilds comes back as it is, not a
+/// copy. Same value, same errors as [`deserialize`];
+/// [`deserialize_blocks`] deserializes each block of a message this way.
+///
+/// ```
+/// use framewire::serialize::{deserialize_owned, serialize, DeserializeOptions, IterateCollection, SerializeOptions};
+/// use framewire::Value;
+///
+/// let list = Value::Array((0..100u64).map(|i| Value::Bin(i.to_le_bytes().to_vec().into())).collect());
+/// let mut opts = SerializeOptions::default();
+/// opts.iterate = IterateCollection::Always;
+/// let block = serialize(&list, &opts)?;
+/// assert_eq!(block.frames().len(), 100); // one frame an element
+/// assert_eq!(deserialize_owned(block, &DeserializeOptions::default())?, list);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn deserialize_owned(
+    block: Block,
+    opts: &DeserializeOptions,
+) -> Result<Value, DeserializeError> {
+    deserialize_owned_with_budget(block, opts, &mut DecompressBudget::new(&opts.limits))
+}
+
+/// [`deserialize_owned`], charging what it decompresses to `budget`.
+fn deserialize_owned_with_budget(
+    block: Block,
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<Value, DeserializeError> {
+    // The header's bytes are shared (one reference count), so that the
+    // frames can leave the block while they are read.
+    if let Some(raw) = block.header().raw_bytes().cloned() {
+        if let Some((top, _)) =
+            RawMap::read_noting_items(&raw, 0, Some("sub-headers"), known_leaf_len)?
+        {
+            if top.has("is-collection") {
+                let (_, frames) = block.into_parts();
+                let merged = shards::merge(&Tables::of_raw(&top)?, &frames, opts, budget)?;
+                let owned: BlockFrames = match merged {
+                    Cow::Owned(merged) => BlockFrames::from_vec(merged),
+                    Cow::Borrowed(_) => frames,
+                };
+                return raw_collection(&raw, &top, Frames::owned(owned), opts);
+            }
+        }
+    }
+    let header = block.header().map();
+    if header.as_map().is_none() {
+        return Err(DeserializeError::InvalidHeader { field: "header" });
+    }
+    let frames = shards::merge(&Tables::of(header), block.frames(), opts, budget)?;
+    match rebuild(header, &frames, opts, 0)? {
+        Some(v) => Ok(v),
+        None => Ok(Value::Serialized(Box::new(block))),
     }
 }
 
@@ -94,6 +157,9 @@ impl Leaf {
     }
 }
 
+// Told apart by their lengths (see `ArrayItems::same_known`).
+const _: () = assert!(MSGPACK_LEAF_HEADER.len() != DASK_BYTES_LEAF_HEADER.len());
+
 /// The leaf header `rest` begins with, if it is one of the built-in
 /// families': the sub-header there is then exactly it (each is one whole
 /// msgpack map). Compared as constants of known length, so inline.
@@ -114,6 +180,150 @@ pub(super) fn known_leaf_len(rest: &[u8]) -> Option<usize> {
     known_leaf(rest).map(Leaf::len)
 }
 
+/// A collection's `frame-lengths`: its bytes when every length is a
+/// positive fixint, else the decoded items.
+enum Lengths<'a> {
+    Small(std::slice::Iter<'a, u8>),
+    Items(IntItems<'a>),
+}
+
+impl Iterator for Lengths<'_> {
+    type Item = Option<Integer>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Option<Integer>> {
+        match self {
+            Lengths::Small(it) => it.next().map(|&b| Some(Integer::from(b))),
+            Lengths::Items(it) => it.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Lengths::Small(it) => it.size_hint(),
+            Lengths::Items(it) => it.size_hint(),
+        }
+    }
+}
+
+impl ExactSizeIterator for Lengths<'_> {}
+
+/// A collection's frames, handed out element by element in order: views of
+/// a block's frames (each one an element keeps is a `Bytes` clone), or, when
+/// the block was given by value, the frames themselves (moved: no reference
+/// count touched).
+enum Frames<'f> {
+    Views {
+        all: &'f [Bytes],
+        at: usize,
+    },
+    /// The block's list, none handed out yet.
+    List(BlockFrames),
+    Owned {
+        len: usize,
+        it: smallvec::IntoIter<[Bytes; 2]>,
+    },
+}
+
+impl<'f> Frames<'f> {
+    fn borrowed(all: &'f [Bytes]) -> Frames<'f> {
+        Frames::Views { all, at: 0 }
+    }
+
+    fn owned(frames: BlockFrames) -> Frames<'f> {
+        Frames::List(frames)
+    }
+
+    /// How many frames there are in all.
+    fn len(&self) -> usize {
+        match self {
+            Frames::Views { all, .. } => all.len(),
+            Frames::List(list) => list.len(),
+            Frames::Owned { len, .. } => *len,
+        }
+    }
+
+    /// The whole list, when it is owned and none was handed out.
+    fn take_list(&mut self) -> Option<BlockFrames> {
+        match std::mem::replace(self, Frames::List(BlockFrames::new())) {
+            Frames::List(list) => Some(list),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    /// The next element's `n` frames; `None` if fewer are left.
+    #[inline]
+    fn next_run(&mut self, n: usize) -> Option<Run<'f>> {
+        if let Frames::List(_) = self {
+            let list = self.take_list()?;
+            *self = Frames::Owned {
+                len: list.len(),
+                it: list.into_iter(),
+            };
+        }
+        match self {
+            Frames::List(_) => None,
+            Frames::Views { all, at } => {
+                let run = all.get(*at..at.checked_add(n)?)?;
+                *at += n;
+                Some(Run::Views(run))
+            }
+            Frames::Owned { it, .. } if n == 1 => Some(Run::One(it.next()?)),
+            Frames::Owned { it, .. } => {
+                let mut run = SmallVec::new();
+                for _ in 0..n {
+                    run.push(it.next()?);
+                }
+                Some(Run::Owned(run))
+            }
+        }
+    }
+}
+
+/// One element's frames (see [`Frames`]).
+enum Run<'f> {
+    Views(&'f [Bytes]),
+    /// One frame, owned (the common case: kept apart from `Owned` so
+    /// that it moves as one `Bytes`).
+    One(Bytes),
+    Owned(SmallVec<[Bytes; 2]>),
+}
+
+impl Run<'_> {
+    /// The frames as a vector of their own.
+    fn into_vec(self) -> Vec<Bytes> {
+        match self {
+            Run::Views(f) => f.to_vec(),
+            Run::One(f) => vec![f],
+            Run::Owned(f) => f.into_vec(),
+        }
+    }
+
+    /// The first frame (there is one).
+    fn into_first(self) -> Bytes {
+        match self {
+            Run::Views(f) => f[0].clone(),
+            Run::One(f) => f,
+            Run::Owned(f) => f.into_iter().next().unwrap_or_default(),
+        }
+    }
+}
+
+impl std::ops::Deref for Run<'_> {
+    type Target = [Bytes];
+
+    fn deref(&self) -> &[Bytes] {
+        match self {
+            Run::Views(f) => f,
+            Run::One(f) => std::slice::from_ref(f),
+            Run::Owned(f) => f,
+        }
+    }
+}
+
 /// Rebuilds a collection from its header's bytes, as [`rebuild`] does from its
 /// map, with the same checks in the same order (those of
 /// [`CollectionView::new`]). The sub-headers are walked in place, nothing
@@ -123,7 +333,7 @@ pub(super) fn known_leaf_len(rest: &[u8]) -> Option<usize> {
 fn raw_collection(
     raw: &Bytes,
     top: &RawMap<'_>,
-    frames: &[Bytes],
+    mut frames: Frames<'_>,
     opts: &DeserializeOptions,
 ) -> Result<Value, DeserializeError> {
     let field = |field| DeserializeError::InvalidHeader { field };
@@ -131,12 +341,20 @@ fn raw_collection(
         return Err(DeserializeError::CollectionTooDeep { limit: 0 });
     }
     let subs = top.items().ok_or(field("sub-headers"))?;
-    let table = top.table("frame-lengths")?;
-    let lengths = || {
-        table
+    // One byte an element (each has fewer than 128 frames): read as they
+    // are, nothing decoded.
+    let small = top.fixints("frame-lengths");
+    let table = match small {
+        Some(_) => None,
+        None => top.table("frame-lengths")?,
+    };
+    let lengths = || match small {
+        Some(bytes) => Ok(Lengths::Small(bytes.iter())),
+        None => table
             .as_ref()
             .and_then(Value::int_items)
-            .ok_or(field("frame-lengths"))
+            .map(Lengths::Items)
+            .ok_or(field("frame-lengths")),
     };
     let kind = top
         .str("type-serialized")
@@ -164,7 +382,29 @@ fn raw_collection(
     // A dict's keys are read once every element is rebuilt.
     let mut dict_subs = Vec::with_capacity(if kind == CollectionKind::Dict { cap } else { 0 });
     let mut lengths = lengths()?;
-    let (mut pos, mut at) = (subs.start, 0);
+    // Every sub-header the same built-in leaf (seen by the pass that found
+    // them): no comparison per element.
+    let same = subs.same_known.and_then(|_| known_leaf(&raw[subs.start..]));
+    // Every element bytes in one frame of its own, and the frames owned:
+    // the items are the frames, in order, and the list moves over as it is
+    // (as the loop below would rebuild it, unless its first frame lies in
+    // a buffer of the backing: then the items may be kept as spans of it).
+    if dask_bytes
+        && same == Some(Leaf::DaskBytes)
+        && kind != CollectionKind::Dict
+        && small.is_some_and(|lengths| lengths.iter().all(|&n| n == 1))
+    {
+        if let Some(list) = frames.take_list() {
+            let spans = list
+                .first()
+                .is_some_and(|f| !f.is_empty() && holder(f, &opts.backing).is_some());
+            if !spans {
+                return Ok(Elements::Bins(list.into_vec()).finish(&opts.backing));
+            }
+            frames = Frames::owned(list);
+        }
+    }
+    let mut pos = subs.start;
     for _ in 0..subs.count {
         // Checked above: a non-negative integer, and the frames are there.
         let n = lengths
@@ -172,9 +412,11 @@ fn raw_collection(
             .flatten()
             .and_then(|n| n.as_u64())
             .ok_or(field("frame-lengths"))? as usize;
-        let f = &frames[at..at + n];
-        at += n;
-        let known = known_leaf(&raw[pos..]);
+        let f = frames.next_run(n).ok_or(field("frame-lengths"))?;
+        let known = match same {
+            Some(leaf) => Some(leaf),
+            None => known_leaf(&raw[pos..]),
+        };
         let end = match known {
             Some(leaf) => pos + leaf.len(),
             None => msgpack::value_end(raw, pos)?,
@@ -186,17 +428,17 @@ fn raw_collection(
         // exact bytes (the common case, one comparison each), or, for the
         // msgpack family, by their entries.
         let item = if builtin_msgpack && known == Some(Leaf::Msgpack) {
-            if let Some(b) = fixint_frame(f, &opts.limits) {
+            if let Some(b) = fixint_frame(&f, &opts.limits) {
                 items.push_int(b.into());
                 pos = end;
                 continue;
             }
-            msgpack_value(f, &opts.limits)?
+            msgpack_value(&f, &opts.limits)?
         } else if dask_bytes && known == Some(Leaf::DaskBytes) {
             // What the built-in `dask` family rebuilds from this header.
-            match f {
-                [one] => items.push_frame(one, &opts.backing),
-                _ => items.push_bin(concat(f)),
+            match f.len() {
+                1 => items.push_frame(f, &opts.backing),
+                _ => items.push_bin(concat(&f)),
             }
             pos = end;
             continue;
@@ -204,12 +446,12 @@ fn raw_collection(
             let map = sub_header(pos)?;
             !map.has("is-collection") && map.str(SERIALIZER) == Some(MsgpackFamily::NAME)
         } {
-            msgpack_value(f, &opts.limits)?
+            msgpack_value(&f, &opts.limits)?
         } else {
             let h = msgpack::decode_range(raw, pos..end, usize::MAX)?;
-            match rebuild(&h, f, opts, 1)? {
+            match rebuild(&h, &f, opts, 1)? {
                 Some(v) => v,
-                None => opaque_element(&h, f),
+                None => opaque_element(&h, f.into_vec()),
             }
         };
         items.push(item);
@@ -235,11 +477,8 @@ fn raw_collection(
 
 /// An element no family rebuilds: an opaque block (without the `key` its
 /// dict put in its header).
-fn opaque_element(h: &Value, f: &[Bytes]) -> Value {
-    Value::Serialized(Box::new(Block::new(
-        Header::new(without_key(h)),
-        f.to_vec(),
-    )))
+fn opaque_element(h: &Value, f: Vec<Bytes>) -> Value {
+    Value::Serialized(Box::new(Block::new(Header::new(without_key(h)), f)))
 }
 
 /// Every `Serialized` block in a decoded message, deserialized (Dask's
@@ -263,9 +502,12 @@ fn deserialize_all(
     budget: &mut DecompressBudget,
 ) -> Result<(), DeserializeError> {
     match value {
-        Value::Serialized(block) => {
-            let rebuilt = deserialize_with_budget(block, opts, budget)?;
-            *value = rebuilt;
+        Value::Serialized(_) => {
+            // Taken out (the value is the caller's): its frames move into
+            // what it rebuilds.
+            if let Value::Serialized(block) = std::mem::replace(value, Value::Nil) {
+                *value = deserialize_owned_with_budget(*block, opts, budget)?;
+            }
         }
         Value::Array(items) => {
             for item in items {
@@ -341,7 +583,7 @@ fn rebuild(
                 return Ok(leaf);
             }
             // An element no family rebuilds stays an opaque block.
-            Some(leaf.unwrap_or_else(|| opaque_element(h, f)))
+            Some(leaf.unwrap_or_else(|| opaque_element(h, f.to_vec())))
         };
         // Ascend: hand finished values to their collections.
         loop {
@@ -362,12 +604,25 @@ fn rebuild(
     }
 }
 
+/// The buffer of `backing` that `f` is a slice of, if any.
+fn holder<'b>(f: &Bytes, backing: &'b [Bytes]) -> Option<&'b Bytes> {
+    let (from, to) = (f.as_ptr() as usize, f.as_ptr() as usize + f.len());
+    backing.iter().find(|p| {
+        let base = p.as_ptr() as usize;
+        base <= from && to <= base + p.len()
+    })
+}
+
 /// The rebuilt elements of a collection. A tuple, list or set is kept packed
 /// while every element is an integer in `i64`'s range, and comes back as a
 /// [`Value::IntArray`] when it has at least [`PACK_MIN`] (as a `msgpack`
 /// blob's arrays do); likewise while every element is bytes, as a
 /// [`Value::BinArray`](crate::Value::BinArray).
 enum Elements {
+    /// Nothing yet; room for this many is reserved by the first element,
+    /// in the form it asks for (one allocation, never one of another form
+    /// first).
+    Empty(usize),
     Ints(Vec<i64>),
     /// Bytes lying back to back in `data`, a buffer of the backing: item
     /// `i` is `data[start + ends[i - 1]..start + ends[i]]` (from `start`
@@ -386,7 +641,7 @@ impl Elements {
     fn new(kind: CollectionKind, cap: usize) -> Elements {
         match kind {
             CollectionKind::Dict => Elements::Values(Vec::with_capacity(cap)),
-            _ => Elements::Ints(Vec::with_capacity(cap)),
+            _ => Elements::Empty(cap),
         }
     }
 
@@ -394,15 +649,22 @@ impl Elements {
     fn push_int(&mut self, x: i64) {
         match self {
             Elements::Ints(ints) => ints.push(x),
+            Elements::Empty(cap) => {
+                let mut ints = Vec::with_capacity(*cap);
+                ints.push(x);
+                *self = Elements::Ints(ints);
+            }
             _ => self.push(Value::from(x)),
         }
     }
 
-    /// Pushes a bytes element that is the frame `f`: while the frames lie
-    /// back to back in one buffer of `backing`, only where each ends is
-    /// kept (no reference count touched per element).
+    /// Pushes a bytes element that is the one frame of `f`: while the
+    /// frames lie back to back in one buffer of `backing`, only where each
+    /// ends is kept (no reference count touched per element, unless `f`
+    /// owns its frame: it is then dropped).
     #[inline]
-    fn push_frame(&mut self, f: &Bytes, backing: &[Bytes]) {
+    fn push_frame(&mut self, f: Run<'_>, backing: &[Bytes]) {
+        let (from, len) = (f[0].as_ptr() as usize, f[0].len());
         match self {
             Elements::Spans {
                 data,
@@ -411,38 +673,31 @@ impl Elements {
                 ends,
             } => {
                 let at = data.as_ptr() as usize + *end;
-                let next = *end + f.len();
+                let next = *end + len;
                 let fits = next <= data.len() && u32::try_from(next - *start).is_ok();
-                if fits && (f.is_empty() || f.as_ptr() as usize == at) {
+                if fits && (len == 0 || from == at) {
                     *end = next;
                     ends.push((next - *start) as u32);
                 } else {
                     self.unspan();
-                    self.push_bin(f.clone());
+                    self.push_bin(f.into_first());
                 }
             }
-            Elements::Ints(ints) if ints.is_empty() && !f.is_empty() => {
-                let (from, to) = (f.as_ptr() as usize, f.as_ptr() as usize + f.len());
-                let parent = backing.iter().find(|p| {
-                    let base = p.as_ptr() as usize;
-                    base <= from && to <= base + p.len()
-                });
-                match parent {
-                    Some(p) => {
-                        let start = from - p.as_ptr() as usize;
-                        let mut ends = Vec::with_capacity(ints.capacity());
-                        ends.push(f.len() as u32);
-                        *self = Elements::Spans {
-                            data: p.clone(),
-                            start,
-                            end: start + f.len(),
-                            ends,
-                        };
-                    }
-                    None => self.push_bin(f.clone()),
+            Elements::Empty(cap) if len != 0 => match holder(&f[0], backing) {
+                Some(p) => {
+                    let start = from - p.as_ptr() as usize;
+                    let mut ends = Vec::with_capacity(*cap);
+                    ends.push(len as u32);
+                    *self = Elements::Spans {
+                        data: p.clone(),
+                        start,
+                        end: start + len,
+                        ends,
+                    };
                 }
-            }
-            _ => self.push_bin(f.clone()),
+                None => self.push_bin(f.into_first()),
+            },
+            _ => self.push_bin(f.into_first()),
         }
     }
 
@@ -469,8 +724,8 @@ impl Elements {
     fn push_bin(&mut self, b: Bytes) {
         match self {
             Elements::Bins(bins) => bins.push(b),
-            Elements::Ints(ints) if ints.is_empty() => {
-                let mut bins = Vec::with_capacity(ints.capacity());
+            Elements::Empty(cap) => {
+                let mut bins = Vec::with_capacity(*cap);
                 bins.push(b);
                 *self = Elements::Bins(bins);
             }
@@ -484,11 +739,17 @@ impl Elements {
         }
         match self {
             Elements::Values(items) => items.push(v),
-            Elements::Ints(ints) if ints.is_empty() && matches!(v, Value::Bin(_)) => {
-                if let Value::Bin(b) = v {
-                    self.push_bin(b);
-                }
-            }
+            Elements::Empty(cap) => match v {
+                Value::Bin(b) => self.push_bin(b),
+                v => match v.as_int().and_then(Integer::as_i64) {
+                    Some(x) => self.push_int(x),
+                    None => {
+                        let mut items = Vec::with_capacity(*cap);
+                        items.push(v);
+                        *self = Elements::Values(items);
+                    }
+                },
+            },
             Elements::Ints(ints) => match v.as_int().and_then(Integer::as_i64) {
                 Some(x) => ints.push(x),
                 None => {
@@ -517,6 +778,7 @@ impl Elements {
     /// back in it.
     fn finish(self, backing: &[Bytes]) -> Value {
         match self {
+            Elements::Empty(_) => Value::Array(Vec::new()),
             Elements::Ints(ints) if ints.len() >= PACK_MIN => Value::IntArray(ints),
             Elements::Ints(ints) => Value::Array(ints.into_iter().map(Value::from).collect()),
             Elements::Spans {

@@ -271,8 +271,10 @@ fn write_msgpack_header(
 
 /// Writes a leaf header given as its msgpack bytes (a fixmap with fewer
 /// than 15 entries, `nested` maps deep inside), then `key` when given, as
-/// encoding the map with `key` appended would.
-#[inline]
+/// encoding the map with `key` appended would. Always inlined: the leaf is a
+/// constant, so its copy is a few moves, not a call to `memcpy` (an element
+/// of an iterated collection writes one each).
+#[inline(always)]
 fn write_leaf_header(
     leaf: &[u8],
     nested: usize,
@@ -440,7 +442,10 @@ fn iterate_collection(
         _ => MSGPACK_LEAF_HEADER.len(),
     };
     out.frames.reserve(len);
-    out.header.reserve(len * leaf + 64);
+    // And at least one byte each in `frame-lengths`, written after them:
+    // reserving less, the header would grow (and be copied or remapped)
+    // just before it is done.
+    out.header.reserve(len * (leaf + 1) + 64);
     let map_at = out.header.len();
     msgpack::put_map_len(&mut out.header, 0); // a fixmap; its entry count (4 to 6) is set below
     msgpack::put_str(&mut out.header, "sub-headers")?;
