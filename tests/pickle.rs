@@ -710,3 +710,30 @@ fn packed_bytes_pickle_as_the_boxed_tuple() {
         assert_eq!(loads(&p).unwrap(), packed);
     }
 }
+
+/// Found by the `pickle_loads` fuzz target: a dtype whose byte order does
+/// not fit its item size (`|` for a four-byte int, a state numpy never
+/// writes) was read as `|i4` and written back as `<i4`. Now a typed error.
+#[test]
+fn a_dtype_byte_order_numpy_never_writes_is_refused() {
+    let hex = [
+        "8005957d000000000000007d94288c01768585858585858585858585948c03617272948c136e756d",
+        "70792e5f636f72652e6e756d65726963948c0b5f66726f6d627566665d5d5d5d8c016b948c017694",
+        "8c03617272948c136e756d70792e5f636f72652e6e756d65726963948c0b5f66726f6d6275666665",
+        "7294939428978c056e756d7079948c0564747970659493948c02693494898887945294284b038c01",
+        "7c944e4e4e4affffffff4affffffff4b007494624b0285948c01439474945294752e",
+    ]
+    .concat();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let input = Bytes::from(bytes);
+    // The fuzz target's out-of-band buffers: slices of the input.
+    let buffers: Vec<Bytes> = [8, 16, 24, 64].map(|n| input.slice(..n)).to_vec();
+    let got = pickle::loads(&input, &buffers, &Limits::dask_compat());
+    assert!(
+        matches!(got, Err(PickleError::InvalidArray { .. })),
+        "{got:?}"
+    );
+}

@@ -81,15 +81,23 @@ impl Dtype {
             return Err(invalid("dtype byte order is not <, > or |"));
         }
         let fixed = (elsize, align) == (Some(-1), Some(-1));
+        // numpy writes `|` (no byte order) for one-byte items and `<` or
+        // `>` for wider ones; another pairing is no dtype numpy pickles.
+        let one_byte = matches!(kind, 'b' | 'i' | 'u') && n == 1;
+        let order_fits = (endian == "|") == one_byte;
         let built = match (kind, version, metadata) {
-            ('b' | 'i' | 'u' | 'f' | 'c', Some(3), None) if fixed => format!("{endian}{spec}"),
+            ('b' | 'i' | 'u' | 'f' | 'c', Some(3), None) if fixed && order_fits => {
+                format!("{endian}{spec}")
+            }
             ('S', Some(3), None) if elsize == Some(n as i64) && align == Some(1) => {
                 format!("|S{n}")
             }
-            ('U', Some(3), None) if elsize == (n as i64).checked_mul(4) && align == Some(4) => {
+            ('U', Some(3), None)
+                if elsize == (n as i64).checked_mul(4) && align == Some(4) && order_fits =>
+            {
                 format!("{endian}U{n}")
             }
-            ('M' | 'm', Some(4), Some(meta)) if n == 8 && fixed => {
+            ('M' | 'm', Some(4), Some(meta)) if n == 8 && fixed && order_fits => {
                 format!("{endian}{spec}{}", datetime_unit(meta)?)
             }
             ('b' | 'i' | 'u' | 'f' | 'c' | 'S' | 'U' | 'M' | 'm', _, _) => {
@@ -322,6 +330,30 @@ mod tests {
             built("U5", &state("<", [5, 1, 0])),
             Err(PickleError::InvalidArray { .. })
         ));
+        // A byte order that does not fit the item's size (numpy writes `|`
+        // for one-byte items only; found by the `pickle_loads` fuzz target:
+        // `|i4` read, then written and read back as `<i4`).
+        for (spec, endian) in [
+            ("i4", "|"),
+            ("f8", "|"),
+            ("U5", "|"),
+            ("i1", "<"),
+            ("b1", ">"),
+        ] {
+            let sizes = if spec == "U5" {
+                [20, 4, 8]
+            } else {
+                [-1, -1, 0]
+            };
+            assert!(
+                matches!(
+                    built(spec, &state(endian, sizes)),
+                    Err(PickleError::InvalidArray { .. })
+                ),
+                "{endian}{spec}"
+            );
+        }
+        assert_eq!(built("u1", &state("|", [-1, -1, 0])).unwrap(), "|u1");
         // Structured: names and fields set.
         let mut s = state("|", [8, 1, 16]);
         s[3] = Value::Array(vec![Value::str("a")]);
