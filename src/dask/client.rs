@@ -149,7 +149,6 @@ impl From<TransportError> for ClientError {
     }
 }
 
-// ---- messages -------------------------------------------------------------
 // ---- state ------------------------------------------------------------------
 
 /// Where a key the client follows is, as the scheduler reported it.
@@ -520,7 +519,10 @@ impl Client {
     /// or lost is an error, and so is a key the scheduler does not know
     /// ([`ClientError::Cancelled`]: asked with `report-key`, the scheduler
     /// answers `cancelled-keys`). A key still computing is waited for as
-    /// long as it takes: bound the wait with `tokio::time::timeout`.
+    /// long as it takes: bound the wait with `tokio::time::timeout`. When
+    /// the stream to the scheduler is lost meanwhile, the wait fails with
+    /// [`ClientError::ConnectionLost`] (the client lets go of its keys and
+    /// registers again, as Dask's client cancels its futures).
     pub async fn wait(&self, keys: &[Key]) -> Result<(), ClientError> {
         let mut changed = self.shared.changed.subscribe();
         let lost = self
