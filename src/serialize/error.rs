@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::compression::Codec;
+use super::codec::Codec;
 use crate::msgpack::MsgpackError;
 
 /// A block whose header or frames do not describe a value.

@@ -7,7 +7,7 @@ use super::error::DeserializeError;
 use crate::error::EncodeError;
 use crate::limits::Limits;
 use crate::message::HeaderRules;
-use crate::msgpack;
+use crate::msgpack::{self, Static};
 use crate::ndarray::{Geometry, NdArray};
 use crate::value::Value;
 
@@ -315,4 +315,73 @@ impl Family for ErrorFamily {
             text: parts.join("\n"),
         }))
     }
+}
+
+// ---- the built-in families' leaf headers ----------------------------------
+// Written by `serialize` and recognized by `deserialize` as bytes.
+
+pub(super) const SERIALIZER: &str = "serializer";
+
+/// `{"serializer": "msgpack"}` in msgpack.
+pub(super) const MSGPACK_LEAF_HEADER: &[u8] = Static::new()
+    .map(1)
+    .str(SERIALIZER)
+    .str(MsgpackFamily::NAME)
+    .bytes();
+
+/// The header the `dask` family writes for a bin, `{"sub-header": {},
+/// "type": "bytes", "type-serialized": <pickled bytes class>, "serializer":
+/// "dask"}`, in msgpack (checked against what the family's entries encode
+/// to by a test).
+pub(super) const DASK_BYTES_LEAF_HEADER: &[u8] = Static::new()
+    .map(4)
+    .str("sub-header")
+    .map(0)
+    .str("type")
+    .str("bytes")
+    .str("type-serialized")
+    .bin(BYTES_TYPE)
+    .str(SERIALIZER)
+    .str(DaskFamily::NAME)
+    .bytes();
+
+/// A leaf header the built-in families write, known by its bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Leaf {
+    /// [`MSGPACK_LEAF_HEADER`].
+    Msgpack,
+    /// [`DASK_BYTES_LEAF_HEADER`].
+    DaskBytes,
+}
+
+impl Leaf {
+    pub(super) fn len(self) -> usize {
+        match self {
+            Leaf::Msgpack => MSGPACK_LEAF_HEADER.len(),
+            Leaf::DaskBytes => DASK_BYTES_LEAF_HEADER.len(),
+        }
+    }
+}
+
+// Told apart by their lengths (see `ArrayItems::same_known`).
+const _: () = assert!(MSGPACK_LEAF_HEADER.len() != DASK_BYTES_LEAF_HEADER.len());
+
+/// The leaf header `rest` begins with, if it is one of the built-in
+/// families': the sub-header there is then exactly it (each is one whole
+/// msgpack map). Compared as constants of known length, so inline.
+#[inline]
+pub(super) fn known_leaf(rest: &[u8]) -> Option<Leaf> {
+    if rest.get(..MSGPACK_LEAF_HEADER.len()) == Some(MSGPACK_LEAF_HEADER) {
+        Some(Leaf::Msgpack)
+    } else if rest.get(..DASK_BYTES_LEAF_HEADER.len()) == Some(DASK_BYTES_LEAF_HEADER) {
+        Some(Leaf::DaskBytes)
+    } else {
+        None
+    }
+}
+
+/// The length of the built-in families' leaf header `rest` begins with, if
+/// it begins with one (see [`RawMap::read_noting_items`]).
+pub(super) fn known_leaf_len(rest: &[u8]) -> Option<usize> {
+    known_leaf(rest).map(Leaf::len)
 }

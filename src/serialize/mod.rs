@@ -32,6 +32,7 @@
 //! error.rs        DeserializeError, CompressionError
 //! ```
 
+mod codec;
 mod collection;
 mod compression;
 mod error;
@@ -41,8 +42,9 @@ mod read;
 mod shards;
 mod write;
 
+pub use codec::Codec;
 pub use collection::{CollectionKind, CollectionView};
-pub use compression::{decompress, maybe_compress, Codec, DecompressBudget};
+pub use compression::{decompress, maybe_compress, DecompressBudget};
 pub use error::{CompressionError, DeserializeError};
 pub use families::{DaskFamily, Encoded, ErrorFamily, Family, MsgpackFamily};
 pub(crate) use options::PACK_MIN;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::compression::Codec;
+use super::codec::Codec;
 use super::families::{DaskFamily, ErrorFamily, Family, MsgpackFamily};
 use crate::limits::Limits;
 

@@ -11,10 +11,12 @@ use smallvec::SmallVec;
 use super::collection::{self, CollectionKind, CollectionView};
 use super::compression::DecompressBudget;
 use super::error::DeserializeError;
-use super::families::{concat, fixint_frame, msgpack_value, MsgpackFamily};
+use super::families::{
+    concat, fixint_frame, known_leaf, known_leaf_len, msgpack_value, Leaf, MsgpackFamily,
+    SERIALIZER,
+};
 use super::options::{DeserializeOptions, PACK_MIN};
 use super::shards::{self, Tables};
-use super::write::{DASK_BYTES_LEAF_HEADER, MSGPACK_LEAF_HEADER, SERIALIZER};
 use crate::msgpack::{self, RawMap};
 use crate::value::{BinArray, Block, BlockFrames, Header, IntItems, Integer, Value};
 
@@ -137,47 +139,6 @@ pub(crate) fn merged_frames<'f>(
         return Err(DeserializeError::InvalidHeader { field: "header" });
     }
     shards::merge(&Tables::of(header), frames, opts, budget)
-}
-
-/// A leaf header the built-in families write, known by its bytes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Leaf {
-    /// [`MSGPACK_LEAF_HEADER`].
-    Msgpack,
-    /// [`DASK_BYTES_LEAF_HEADER`].
-    DaskBytes,
-}
-
-impl Leaf {
-    fn len(self) -> usize {
-        match self {
-            Leaf::Msgpack => MSGPACK_LEAF_HEADER.len(),
-            Leaf::DaskBytes => DASK_BYTES_LEAF_HEADER.len(),
-        }
-    }
-}
-
-// Told apart by their lengths (see `ArrayItems::same_known`).
-const _: () = assert!(MSGPACK_LEAF_HEADER.len() != DASK_BYTES_LEAF_HEADER.len());
-
-/// The leaf header `rest` begins with, if it is one of the built-in
-/// families': the sub-header there is then exactly it (each is one whole
-/// msgpack map). Compared as constants of known length, so inline.
-#[inline]
-fn known_leaf(rest: &[u8]) -> Option<Leaf> {
-    if rest.get(..MSGPACK_LEAF_HEADER.len()) == Some(MSGPACK_LEAF_HEADER) {
-        Some(Leaf::Msgpack)
-    } else if rest.get(..DASK_BYTES_LEAF_HEADER.len()) == Some(DASK_BYTES_LEAF_HEADER) {
-        Some(Leaf::DaskBytes)
-    } else {
-        None
-    }
-}
-
-/// The length of the built-in families' leaf header `rest` begins with, if
-/// it begins with one (see [`RawMap::read_noting_items`]).
-pub(super) fn known_leaf_len(rest: &[u8]) -> Option<usize> {
-    known_leaf(rest).map(Leaf::len)
 }
 
 /// A collection's `frame-lengths`: its bytes when every length is a

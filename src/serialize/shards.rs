@@ -6,10 +6,10 @@ use std::borrow::Cow;
 
 use bytes::{Bytes, BytesMut};
 
-use super::compression::{self, Codec, DecompressBudget};
+use super::codec::Codec;
+use super::compression::{self, DecompressBudget};
 use super::error::DeserializeError;
 use super::options::DeserializeOptions;
-use super::write::Out;
 use crate::msgpack::RawMap;
 use crate::value::{Integer, Value};
 
@@ -24,17 +24,19 @@ pub(super) struct SplitTable {
     pub(super) compression: Option<Vec<Value>>,
 }
 
-/// Cuts every frame whose `compression` entry (in `given`, the header's own
-/// list if it has one) is nil into shards of at most `shard_size` bytes, at
-/// a multiple of its shard unit, and makes Dask's split table. Shards are
-/// `Bytes::slice`s: nothing is copied, and when no frame is cut the frame
-/// list is the one `out` has.
+/// Cuts every frame of `out_frames` (the serializer's) whose `compression`
+/// entry (in `given`, the header's own list if it has one) is nil into
+/// shards of at most `shard_size` bytes, at a multiple of its shard unit
+/// (`units`: (frame index, unit), in frame order), and makes Dask's split
+/// table. Shards are `Bytes::slice`s: nothing is copied, and when no frame
+/// is cut the frame list is `out_frames` itself.
 pub(super) fn split(
     given: Option<Vec<Value>>,
-    out: Out,
+    out_frames: Vec<Bytes>,
+    units: &[(usize, usize)],
     shard_size: usize,
 ) -> (SplitTable, Vec<Bytes>) {
-    let n = out.frames.len();
+    let n = out_frames.len();
     let codec = |i: usize| {
         given
             .as_ref()
@@ -43,7 +45,7 @@ pub(super) fn split(
             .unwrap_or(Value::Nil)
     };
     // Frame i's shard step (`None`: not cut), asked in frame order.
-    let mut units = out.units.iter().copied().peekable();
+    let mut units = units.iter().copied().peekable();
     let mut step = |i: usize, frame: &Bytes| {
         let unit = units
             .next_if(|&(at, _)| at == i)
@@ -55,11 +57,11 @@ pub(super) fn split(
         (nil && frame.len() > shard_size).then(|| (shard_size / unit).max(1) * unit)
     };
     let steps: Vec<(usize, usize)> = (0..n)
-        .filter_map(|i| step(i, &out.frames[i]).map(|s| (i, s)))
+        .filter_map(|i| step(i, &out_frames[i]).map(|s| (i, s)))
         .collect();
     let mut counts = vec![1i64; n];
     for &(i, s) in &steps {
-        counts[i] = out.frames[i].len().div_ceil(s) as i64;
+        counts[i] = out_frames[i].len().div_ceil(s) as i64;
     }
     let mut at = 0;
     let offsets: Vec<i64> = counts
@@ -83,11 +85,11 @@ pub(super) fn split(
         compression,
     };
     if steps.is_empty() {
-        return (table, out.frames);
+        return (table, out_frames);
     }
     let mut frames = Vec::with_capacity(at as usize);
     let mut cuts = steps.into_iter().peekable();
-    for (i, frame) in out.frames.into_iter().enumerate() {
+    for (i, frame) in out_frames.into_iter().enumerate() {
         let Some((_, step)) = cuts.next_if(|&(j, _)| j == i) else {
             frames.push(frame);
             continue;

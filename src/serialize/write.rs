@@ -6,13 +6,14 @@ use bytes::{Bytes, BytesMut};
 
 use super::collection::CollectionKind;
 use super::compression;
-use super::families::{DaskFamily, Encoded, MsgpackFamily, BYTES_TYPE};
+use super::families::{
+    known_leaf_len, Encoded, DASK_BYTES_LEAF_HEADER, MSGPACK_LEAF_HEADER, SERIALIZER,
+};
 use super::options::{IterateCollection, SerializeOptions};
-use super::read::known_leaf_len;
 use super::shards;
 use crate::error::EncodeError;
 use crate::message::{self, HeaderRules};
-use crate::msgpack::{self, Leaves, Static};
+use crate::msgpack::{self, Leaves};
 use crate::value::{Block, Header, Value};
 
 /// What serializing a value builds: its header (msgpack bytes) and its
@@ -68,7 +69,7 @@ pub fn serialize(value: &Value, opts: &SerializeOptions) -> Result<Block, Encode
 pub fn serialize_and_split(value: &Value, opts: &SerializeOptions) -> Result<Block, EncodeError> {
     let (given, mut out) = write(value, opts)?;
     let header = std::mem::take(&mut out.header).freeze();
-    let (mut table, mut frames) = shards::split(given, out, opts.shard_size);
+    let (mut table, mut frames) = shards::split(given, out.frames, &out.units, opts.shard_size);
     if let Some(codec) = opts.compression {
         compression::compress_frames(&mut table.compression, &mut frames, codec);
     }
@@ -214,15 +215,6 @@ impl Leaves for Blob {
     }
 }
 
-pub(super) const SERIALIZER: &str = "serializer";
-
-/// `{"serializer": "msgpack"}` in msgpack.
-pub(super) const MSGPACK_LEAF_HEADER: &[u8] = Static::new()
-    .map(1)
-    .str(SERIALIZER)
-    .str(MsgpackFamily::NAME)
-    .bytes();
-
 /// Writes a header map from its entries, with `key` set (Python dict
 /// assignment); returns its `compression` list, if it has one.
 fn write_entries(
@@ -242,22 +234,6 @@ fn write_entries(
     msgpack::encode_at(&Value::Map(entries), header, &mut HeaderRules, depth)?;
     Ok(compression)
 }
-
-/// The header the `dask` family writes for a bin, `{"sub-header": {},
-/// "type": "bytes", "type-serialized": <pickled bytes class>, "serializer":
-/// "dask"}`, in msgpack (checked against what the family's entries encode
-/// to by a test).
-pub(super) const DASK_BYTES_LEAF_HEADER: &[u8] = Static::new()
-    .map(4)
-    .str("sub-header")
-    .map(0)
-    .str("type")
-    .str("bytes")
-    .str("type-serialized")
-    .bin(BYTES_TYPE)
-    .str(SERIALIZER)
-    .str(DaskFamily::NAME)
-    .bytes();
 
 /// Writes `{"serializer": "msgpack"}`, with `key` when given.
 #[inline]
