@@ -168,8 +168,8 @@ def render_record(rec):
     name = rec["name"]
     if name.startswith("compare-"):
         sys.path.insert(0, HERE)
-        import bench_compare
-        body = bench_compare.render_category(rec)
+        import compare_tables
+        body = compare_tables.render_category(rec)
     elif name in RENDERERS:
         body = RENDERERS[name](rec["data"])
     else:

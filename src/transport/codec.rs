@@ -204,8 +204,9 @@ impl Encoder<&Envelope> for FrameCodec {
 
     fn encode(&mut self, env: &Envelope, dst: &mut BytesMut) -> Result<(), TransportError> {
         env.check_limits(self.reader.limits())?;
-        let len = usize::try_from(env.wire_len())
-            .map_err(|_| TransportError::Encode(crate::EncodeError::TooLong { len: usize::MAX }))?;
+        let len = usize::try_from(env.wire_len()).map_err(|_| {
+            TransportError::Encode(crate::error::EncodeError::TooLong { len: usize::MAX })
+        })?;
         // Earlier messages still in the buffer move if growing it moves it.
         self.sent.bytes_copied_on_send += reserve_counted(dst, len);
         let mut large = 0;
@@ -234,7 +235,8 @@ impl Encoder<Envelope> for FrameCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DecodeError, EnvelopeError};
+    use crate::envelope::EnvelopeError;
+    use crate::protocol::DecodeError;
     use bytes::Bytes;
 
     fn wire(frames: &[&'static [u8]]) -> Bytes {

@@ -169,7 +169,7 @@ pub(crate) fn decode_msg<M: serde::de::DeserializeOwned>(
 pub(crate) fn decode_value(env: &Envelope, session: &Session) -> Result<Value, TransportError> {
     if !session.deserializes_blocks() {
         return Ok(crate::message::decode(env.frames(), session.limits())
-            .map_err(crate::DecodeError::from)?);
+            .map_err(protocol::DecodeError::from)?);
     }
     Ok(protocol::loads_with(
         env.frames(),

@@ -10,10 +10,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::{Event, FrameReader, Need, Place, Placement, Progress, Target};
 use crate::envelope::{Envelope, EnvelopeError};
 use crate::limits::Limits;
+use crate::protocol::DecodeError;
 use crate::transport::checksum;
 use crate::transport::error::TransportError;
 use crate::transport::write;
-use crate::DecodeError;
 
 /// Every capture of a real Dask stream in the repository: each
 /// `wire.bin` (one direction of a TCP connection, one or more messages)
