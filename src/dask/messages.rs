@@ -146,48 +146,13 @@ impl<'de> Deserialize<'de> for Number {
 /// A duration as Dask's `parse_timedelta` reads it (`utils.py`): seconds
 /// (an int or a float), or a string with its unit (`"100 ms"`, `"60s"`).
 /// Kept as it came, so a message encodes back to the same bytes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
 pub enum Timedelta {
     /// Seconds.
     Seconds(Number),
     /// A number and a unit, as Dask's configuration writes them.
     Text(String),
-}
-
-impl Serialize for Timedelta {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Timedelta::Seconds(n) => n.serialize(s),
-            Timedelta::Text(t) => s.serialize_str(t),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Timedelta {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Timedelta, D::Error> {
-        struct TimedeltaVisitor;
-        impl serde::de::Visitor<'_> for TimedeltaVisitor {
-            type Value = Timedelta;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a duration (seconds, or a string such as \"100 ms\")")
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Timedelta, E> {
-                Ok(Timedelta::Seconds(Number::Int(v)))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Timedelta, E> {
-                i64::try_from(v)
-                    .map(|v| Timedelta::Seconds(Number::Int(v)))
-                    .map_err(|_| E::custom(format!("{v} is above i64")))
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Timedelta, E> {
-                Ok(Timedelta::Seconds(Number::Float(v)))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Timedelta, E> {
-                Ok(Timedelta::Text(v.to_owned()))
-            }
-        }
-        d.deserialize_any(TimedeltaVisitor)
-    }
 }
 
 // ---- scheduler → worker (the worker's batched stream) ----------------------

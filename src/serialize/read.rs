@@ -54,12 +54,7 @@ pub fn deserialize_with_budget(
             }
         }
     }
-    let header = block.header().map();
-    if header.as_map().is_none() {
-        return Err(DeserializeError::InvalidHeader { field: "header" });
-    }
-    let frames = shards::merge(&Tables::of(header), block.frames(), opts, budget)?;
-    match rebuild(header, &frames, opts, 0)? {
+    match rebuild_block(block, opts, budget)? {
         Some(v) => Ok(v),
         None => Ok(Value::Serialized(Box::new(block.clone()))),
     }
@@ -114,15 +109,25 @@ fn deserialize_owned_with_budget(
             }
         }
     }
+    match rebuild_block(&block, opts, budget)? {
+        Some(v) => Ok(v),
+        None => Ok(Value::Serialized(Box::new(block))),
+    }
+}
+
+/// A block that is not a collection read in place, rebuilt from its
+/// decoded header; `None` when no family rebuilds it (the block stays).
+fn rebuild_block(
+    block: &Block,
+    opts: &DeserializeOptions,
+    budget: &mut DecompressBudget,
+) -> Result<Option<Value>, DeserializeError> {
     let header = block.header().map();
     if header.as_map().is_none() {
         return Err(DeserializeError::InvalidHeader { field: "header" });
     }
     let frames = shards::merge(&Tables::of(header), block.frames(), opts, budget)?;
-    match rebuild(header, &frames, opts, 0)? {
-        Some(v) => Ok(v),
-        None => Ok(Value::Serialized(Box::new(block))),
-    }
+    rebuild(header, &frames, opts, 0)
 }
 
 /// The frames of a block that is not a collection, decompressed and with

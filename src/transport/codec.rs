@@ -158,7 +158,7 @@ impl FrameCodec {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn stats(&self) -> Stats {
-        Stats::merge(self.sent, self.reader.stats())
+        Stats::merge(self.sent, self.reader.received())
     }
 
     /// Whether an earlier error stopped the codec.

@@ -425,7 +425,7 @@ impl<T> Connection<T> {
 
     /// What this connection has sent and received so far.
     pub fn stats(&self) -> Stats {
-        Stats::merge(self.writer.stats(), self.reader.stats())
+        Stats::merge(self.writer.stats(), self.reader.received())
     }
 
     /// This connection's settings: its limits and, after a handshake, what
@@ -726,7 +726,7 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
 
     /// What this half has received (its send counters are zero).
     pub fn stats(&self) -> Stats {
-        self.reader.stats()
+        self.reader.received().into()
     }
 
     /// Expects (or stops expecting) checksum trailers from the next message

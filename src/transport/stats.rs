@@ -88,7 +88,7 @@ pub struct Stats {
 
 impl Stats {
     /// The send counters of `sent` with the receive counters of `received`.
-    pub(crate) fn merge(sent: Stats, received: Stats) -> Stats {
+    pub(crate) fn merge(sent: Stats, received: Received) -> Stats {
         Stats {
             messages_received: received.messages_received,
             frames_received: received.frames_received,
@@ -114,14 +114,7 @@ pub(crate) struct Received {
 
 impl From<Received> for Stats {
     fn from(r: Received) -> Stats {
-        Stats {
-            messages_received: r.messages_received,
-            frames_received: r.frames_received,
-            bytes_received: r.bytes_received,
-            bytes_copied_on_receive: r.bytes_copied_on_receive,
-            bytes_relocated_on_receive: r.bytes_relocated_on_receive,
-            ..Stats::default()
-        }
+        Stats::merge(Stats::default(), r)
     }
 }
 

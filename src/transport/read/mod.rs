@@ -384,6 +384,11 @@ impl FrameReader {
         self.stats.into()
     }
 
+    /// The receive counters, for a driver that adds its own send counters.
+    pub(crate) fn received(&self) -> Received {
+        self.stats
+    }
+
     /// Whether an error stopped the reader.
     pub fn is_poisoned(&self) -> bool {
         matches!(self.phase, Phase::Failed)

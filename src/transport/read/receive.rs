@@ -21,7 +21,7 @@ use crate::limits::Limits;
 use crate::transport::deadline::Deadline;
 use crate::transport::error::{TimeoutPhase, TransportError};
 use crate::transport::session::{self, Session};
-use crate::transport::stats::Stats;
+use crate::transport::stats::Received;
 use crate::value::Value;
 
 use super::{Event, FrameReader, Need, Target};
@@ -48,8 +48,8 @@ impl Receiver {
     }
 
     /// Counters of the messages received so far.
-    pub(crate) fn stats(&self) -> Stats {
-        self.frames.stats()
+    pub(crate) fn received(&self) -> Received {
+        self.frames.received()
     }
 
     /// Starts (or stops) expecting checksum trailers, from the next message.
