@@ -157,7 +157,7 @@ pub(crate) fn encode_at(
 /// returns how many. A chunk's bytes are gathered on the stack and appended
 /// at once, so the loop does no capacity check per item.
 fn put_fixints(items: &[Value], out: &mut BytesMut) -> usize {
-    const CHUNK: usize = 64;
+    const CHUNK: usize = 256;
     let mut bytes = [0u8; CHUNK];
     let mut done = 0;
     for chunk in items.chunks(CHUNK) {

@@ -262,6 +262,9 @@ fn packed_decoding_covers_every_int_form_and_agrees_with_decode() {
         b"\x94\x01\x02\x03\xa1x".to_vec(),
         b"\x92\x94\x01\x02\x03\x04\x94\xd0\x80\xd1\x80\x00\x00\xc0".to_vec(),
         b"\x81\xa1k\x94\x01\xcc\x80\xcd\x01\x00\xce\x00\x01\x00\x00".to_vec(),
+        // 70 fixints: longer than two of the chunks a run of them is
+        // scanned by, so a mutation lands before, on and after each edge.
+        [&[0xdc, 0x00, 70][..], &(0..70).collect::<Vec<u8>>()].concat(),
     ];
     let mut tight = Limits::strict();
     tight.max_msgpack_items = 6;
