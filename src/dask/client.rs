@@ -15,7 +15,7 @@ use super::{
     gather_from_pool, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
     ConnectionPool, GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op,
     RegisterClient, ReportKey, RpcError, SchedulerToClient, StreamStart, UpdateData,
-    UpdateDataReply, UpdateWhoHas, WhoHas, DEFAULT_IDLE_PER_ADDRESS,
+    UpdateDataReply, UpdateWhoHas, WhoHas, DEFAULT_CONNECTION_LIMIT, DEFAULT_IDLE_PER_ADDRESS,
 };
 use crate::serialize::{Registry, SerializeOptions};
 use crate::transport::{
@@ -63,6 +63,12 @@ pub struct ClientOptions {
     /// [`connection`](ClientOptions::connection), or 0 here, gives that
     /// memory back after each call.
     pub idle_connections_per_address: usize,
+    /// Connections to the scheduler and the workers open at once, idle or
+    /// in use, for calls, `gather`s and `scatter`s (the stream excepted):
+    /// [`DEFAULT_CONNECTION_LIMIT`], as Dask's `Client(connection_limit=512)`.
+    /// At the limit, idle connections are closed, then a call waits for
+    /// one in use (see [`ConnectionPool`]).
+    pub connection_limit: usize,
 }
 
 impl Default for ClientOptions {
@@ -75,6 +81,7 @@ impl Default for ClientOptions {
             timeout: Some(Duration::from_secs(30)),
             registry: Registry::default(),
             idle_connections_per_address: DEFAULT_IDLE_PER_ADDRESS,
+            connection_limit: DEFAULT_CONNECTION_LIMIT,
         }
     }
 }
@@ -313,21 +320,21 @@ impl Client {
             registration,
         ));
         let heartbeat = tokio::spawn(heartbeats(shared.clone()));
-        let pool = |deserialize: bool| {
-            let mut builder = opts.connection.clone();
-            builder.deserialize_blocks(deserialize);
-            if deserialize {
-                builder.serialize_options(SerializeOptions {
-                    registry: opts.registry.clone(),
-                    ..Default::default()
-                });
-            }
-            Arc::new(
-                ConnectionPool::new(builder, opts.handshake.clone())
-                    .idle_per_address(opts.idle_connections_per_address),
-            )
-        };
-        let (pool, pool_blocks) = (pool(true), pool(false));
+        // Two pools under one limit: connections that read values, and
+        // connections that keep blocks as they arrived.
+        let mut values = opts.connection.clone();
+        values.deserialize_blocks(true);
+        values.serialize_options(SerializeOptions {
+            registry: opts.registry.clone(),
+            ..Default::default()
+        });
+        let pool = ConnectionPool::new(values, opts.handshake.clone())
+            .idle_per_address(opts.idle_connections_per_address)
+            .limit(opts.connection_limit);
+        let mut blocks = opts.connection.clone();
+        blocks.deserialize_blocks(false);
+        let pool_blocks = Arc::new(pool.sharing_limit(blocks));
+        let pool = Arc::new(pool);
         Ok(Client {
             id,
             scheduler: address.to_owned(),
@@ -610,17 +617,15 @@ impl Client {
             .cloned()
             .collect();
         if !missing.is_empty() {
-            // Through the scheduler, on a connection that reads values as
-            // the workers' do.
-            let mut rpc = pool.open(&self.scheduler).await?;
-            let reply: GatherKeysReply = rpc
-                .call(&GatherKeys {
-                    op: Op::new(),
-                    keys: missing,
-                    reply: None,
-                })
-                .await?;
-            let _ = rpc.close().await;
+            // Through the scheduler (Dask's `retry_operation(
+            // self.scheduler.gather, ...)`), on a pooled connection that
+            // reads values as the workers' do.
+            let request = GatherKeys {
+                op: Op::new(),
+                keys: missing,
+                reply: None,
+            };
+            let reply: GatherKeysReply = pool.call(&self.scheduler, &request).await?;
             if reply.status != "OK" {
                 return Err(ClientError::Missing(reply.keys.unwrap_or_default()));
             }

@@ -55,7 +55,7 @@ pub use client::{Client, ClientError, ClientOptions};
 pub use key::Key;
 pub use messages::*;
 pub use op::{Op, OpName};
-pub use pool::{ConnectionPool, DEFAULT_IDLE_PER_ADDRESS};
+pub use pool::{ConnectionPool, Pooled, DEFAULT_CONNECTION_LIMIT, DEFAULT_IDLE_PER_ADDRESS};
 pub use rpc::{RemoteError, Rpc, RpcError};
 pub use server::{BadRequest, RequestError, Requests};
 pub use store::{gather_from_pool, gather_from_workers, nbytes, DataStore, Gathered};
