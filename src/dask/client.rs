@@ -596,9 +596,10 @@ impl Client {
         self.fetch(keys, &self.pool_blocks).await
     }
 
-    /// The worker connections of [`gather`](Client::gather) and
-    /// [`scatter`](Client::scatter) (how many were opened, how many calls
-    /// reused one).
+    /// The connections of the client's calls, [`gather`](Client::gather)
+    /// and [`scatter`](Client::scatter). Its counters (opened, reused, open
+    /// now) include [`gather_blocks`](Client::gather_blocks)'
+    /// connections, which share its limit.
     pub fn pool(&self) -> &ConnectionPool {
         &self.pool
     }
