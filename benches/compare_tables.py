@@ -101,6 +101,8 @@ def fmt_num(x, unit):
     if unit == "ns/elem":
         return f"{x:,.0f} ns/elem" if x >= 100 else f"{x:.1f} ns/elem"
     if unit == "us":
+        if x < 1:
+            return f"{x * 1000:,.0f} ns"  # a tenth of a µs would hide the figure
         return f"{x:,.1f} µs" if x < 1000 else f"{x / 1000:,.1f} ms"
     if unit == "GiB/s":
         return f"{x:.2f} GiB/s"
