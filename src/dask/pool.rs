@@ -123,6 +123,12 @@ impl Pooled {
     pub fn was_reused(&self) -> bool {
         self.reused
     }
+
+    /// Closes the connection with Dask's goodbye ([`Rpc::close`]) instead
+    /// of handing it back; its place under the limit is freed after.
+    pub async fn close(self) -> Result<(), RpcError> {
+        self.rpc.close().await
+    }
 }
 
 impl Deref for Pooled {
@@ -313,7 +319,7 @@ impl ConnectionPool {
                 .collect()
         };
         for pooled in idle {
-            let _ = pooled.rpc.close().await;
+            let _ = pooled.close().await;
         }
     }
 
