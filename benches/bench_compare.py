@@ -208,6 +208,8 @@ def plan_msgs(run, quick, min_time):
     # another thread per answer (what a client written in `#[tokio::main]`'s body gets).
     cells["fw_2threads_block_on"] = ("rust", {"op": "peer_rt", "count": count, "flavor": "2threads",
                                               "client": "block_on"})
+    # The ceiling: the same bytes each way, raw, on the same runtime and set-up.
+    cells["raw_2threads"] = ("rust", {"op": "peer_rt", "count": count, "flavor": "2threads", "raw": True})
     cells["dask"] = ("python", {"op": "peer_rt", "count": count})
     run.group("round_trip", cells, rounds=rounds, twins=True)
 
@@ -270,6 +272,8 @@ def plan_wire(run, quick, min_time):
                "certs": certs if scheme == "tls" else "-"}
         cells[f"fw/{scheme}"] = ("rust", req)
         cells[f"dask/{scheme}"] = ("python", req)
+        # The ceiling: the same socket and payload, raw (benches/compare.rs raw_wire_send).
+        cells[f"raw/{scheme}"] = ("rust", dict(req, raw=True))
     run.group("wire/64MiB", cells, rounds=run.rounds["transport"])
     cells, schedulers = {}, []
     try:

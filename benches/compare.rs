@@ -7,11 +7,12 @@
 //! compare serve      JSON requests on stdin, one JSON result per line on stdout
 //! compare rss-recv   receives one message on 127.0.0.1 (port printed first) and
 //!                    prints its VmRSS before and VmHWM after (peak-RSS row)
-//! compare wire-recv SCHEME CERTS
+//! compare wire-recv SCHEME CERTS [raw]
 //!                    the receiving process of the `wire` rows: listens on
 //!                    SCHEME://127.0.0.1 (address printed first), receives
 //!                    messages (deserialized, as Dask's comms do) and answers
 //!                    "ok" to each one marked `last`, until the sender closes
+//!                    (`raw`: length-prefixed bytes, the rows' ceiling)
 //! compare make-certs DIR
 //!                    a CA and a certificate for both sides (TLS rows), PEM
 //! compare peer-recv VARIANT SIZE COUNT FLAVOR
@@ -66,7 +67,9 @@ use bytes::Bytes;
 use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{deserialize, deserialize_owned, serialize};
-use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions, TlsConfig};
+use framewire::transport::{
+    Address, Connection, ConnectionBuilder, HandshakeOptions, Socket, TlsConfig,
+};
 use framewire::{dumps, Envelope, Limits, Value};
 use serde_json::{json, Value as Json};
 
@@ -84,7 +87,11 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("serve") => serve(),
         Some("rss-recv") => rss_recv(args.get(1).map(String::as_str) == Some("deserialize")),
-        Some("wire-recv") => wire_recv(&args[1], &args[2]),
+        Some("wire-recv") => wire_recv(
+            &args[1],
+            &args[2],
+            args.get(3).map(String::as_str) == Some("raw"),
+        ),
         Some("make-certs") => {
             certs::make(std::path::Path::new(&args[1]));
         }
@@ -94,7 +101,10 @@ fn main() {
             args[3].parse().expect("a count"),
             Flavor::parse(&args[4]),
         ),
-        Some("peer-pong") => peer_pong(Flavor::parse(&args[1])),
+        Some("peer-pong") => peer_pong(
+            Flavor::parse(&args[1]),
+            args.get(2).map(String::as_str) == Some("raw"),
+        ),
         _ => {
             // `cargo bench` runs every bench target with `--bench`: nothing to do here.
             eprintln!("compare: the worker of scripts/bench-compare (run that instead)");
@@ -380,7 +390,12 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
             let count = get_usize(req, "count");
             let flavor = Flavor::parse(req["flavor"].as_str().unwrap_or("2threads"));
             let spawned = req["client"].as_str() != Some("block_on");
-            let secs = peer_round_trips(cache.runtime(flavor.name()), count, flavor, spawned);
+            let rt = cache.runtime(flavor.name());
+            let secs = if req["raw"].as_bool() == Some(true) {
+                peer_round_trips_raw(rt, count, flavor)
+            } else {
+                peer_round_trips(rt, count, flavor, spawned)
+            };
             json!({"secs": secs, "count": count})
         }
         "transport" => {
@@ -652,13 +667,73 @@ fn peer_round_trips(rt: &Runtime, count: usize, flavor: Flavor, spawned: bool) -
     secs
 }
 
-/// The server process of a `peer_rt` measurement.
-fn peer_pong(flavor: Flavor) {
+/// The bytes of one `"ping"` (or `"pong"`) message on the wire: the
+/// prelude (`N`, frame count 1, frame length 5) and frame 0, msgpack
+/// `"ping"`.
+fn wire_ping() -> Vec<u8> {
+    let frame = dumps(&Value::str("ping")).expect("dumps");
+    let env = Envelope::new(frame).expect("env");
+    let mut bytes = env.prelude().to_vec();
+    for frame in env.frames() {
+        bytes.extend_from_slice(frame);
+    }
+    assert_eq!(bytes.len() as u64, env.wire_len());
+    bytes
+}
+
+/// The ceiling of the `peer_rt` rows: the same set-up (two processes, a
+/// task spawned on `flavor`'s runtime, `TCP_NODELAY`), the same bytes each
+/// way as one `"ping"`/`"pong"` message, written whole and read whole with
+/// `read_exact`: no framing, no msgpack, nothing built or parsed. What is
+/// left is the runtime, the syscalls and the kernel's loopback.
+fn peer_round_trips_raw(rt: &Runtime, count: usize, flavor: Flavor) -> f64 {
+    let (mut child, port) = spawn_peer(&["peer-pong", flavor.name(), "raw"]);
+    let ping = wire_ping();
+    let secs = rt.block_on(async move {
+        let mut s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let run = async move {
+            let mut answer = vec![0u8; ping.len()];
+            let mut t0 = Instant::now();
+            for i in 0..10 + count {
+                if i == 10 {
+                    t0 = Instant::now();
+                }
+                s.write_all(&ping).await.expect("write");
+                s.read_exact(&mut answer).await.expect("read");
+            }
+            t0.elapsed().as_secs_f64()
+        };
+        tokio::spawn(run).await.expect("the client")
+    });
+    child.wait().expect("peer-pong exit");
+    secs
+}
+
+/// The server process of a `peer_rt` measurement (`raw`: of its ceiling,
+/// answering each message's bytes with as many bytes, unparsed).
+fn peer_pong(flavor: Flavor, raw: bool) {
     let rt = flavor.runtime();
     rt.block_on(async {
         let s = accept_one().await;
-        tokio::spawn(pong_server(s)).await.expect("the server");
+        if raw {
+            tokio::spawn(raw_pong_server(s)).await.expect("the server");
+        } else {
+            tokio::spawn(pong_server(s)).await.expect("the server");
+        }
     });
+}
+
+/// Reads one message's bytes at a time and writes as many back, until the
+/// client closes.
+async fn raw_pong_server(mut s: TcpStream) {
+    let pong = wire_ping();
+    let mut buf = vec![0u8; pong.len()];
+    while s.read_exact(&mut buf).await.is_ok() {
+        s.write_all(&pong).await.expect("write");
+    }
 }
 
 /// The TLS files of a `make-certs` directory (`-`: none, plain TCP).
@@ -695,14 +770,20 @@ fn wire_send(req: &Json) -> Json {
     let scheme = req["scheme"].as_str().expect("scheme");
     let certs = req["certs"].as_str().unwrap_or("-");
     let (size, count) = (get_usize(req, "size"), get_usize(req, "count"));
+    let raw = req["raw"].as_bool() == Some(true);
     let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args(["wire-recv", scheme, certs])
+        .args(["wire-recv", scheme, certs, if raw { "raw" } else { "msgs" }])
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn wire-recv");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let address = lines.next().expect("an address").expect("read");
     let tls = tls_config(certs);
+    if raw {
+        let (secs, suite) = raw_wire_send(&address, tls.as_ref(), size, count);
+        child.wait().expect("wire-recv exit");
+        return json!({"secs": secs, "bytes": size * count, "count": count, "cipher": suite});
+    }
     let data = ndarray_message(Bytes::from(vec![1u8; size]));
     let with_last = |last: bool| {
         let mut m = data.clone(); // the same payload `Bytes`, not a copy
@@ -735,8 +816,62 @@ fn wire_send(req: &Json) -> Json {
     json!({"secs": secs, "bytes": size * count, "count": count, "cipher": suite})
 }
 
-/// The receiving process of a `wire` row.
-fn wire_recv(scheme: &str, certs: &str) {
+/// The ceiling of the `wire` rows (`raw`): the same socket (framewire's
+/// [`Socket`], TLS included), the same payload size and count, written
+/// with `write_all` after an 8-byte length (its top bit: the last one) and
+/// read with `read_exact` into one reused buffer; no Dask handshake,
+/// nothing framed, encoded or decoded. The receiver answers one byte to
+/// each message marked last, as the framed rows' receiver answers "ok".
+fn raw_wire_send(
+    address: &str,
+    tls: Option<&TlsConfig>,
+    size: usize,
+    count: usize,
+) -> (f64, Option<String>) {
+    let address = Address::parse(address).expect("an address");
+    let payload = vec![1u8; size];
+    let rt = Flavor::TwoThreads.runtime();
+    rt.block_on(async {
+        let mut s = Socket::connect(&address, tls).await.expect("connect");
+        let suite = s.cipher_suite();
+        let send = async |s: &mut Socket, last: bool| {
+            let head = size as u64 | u64::from(last) << 63;
+            s.write_all(&head.to_le_bytes()).await.expect("write");
+            s.write_all(&payload).await.expect("write");
+            if last {
+                s.flush().await.expect("flush");
+                s.read_exact(&mut [0u8]).await.expect("the answer");
+            }
+        };
+        send(&mut s, true).await; // warm-up
+        let t0 = Instant::now();
+        for i in 0..count {
+            send(&mut s, i + 1 == count).await;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        s.shutdown().await.ok();
+        (secs, suite)
+    })
+}
+
+/// The receiving process of a raw `wire` row ([`raw_wire_send`]).
+async fn raw_wire_recv(mut s: Socket) {
+    let mut buf = Vec::new();
+    let mut head = [0u8; 8];
+    while s.read_exact(&mut head).await.is_ok() {
+        let head = u64::from_le_bytes(head);
+        let len = (head & !(1 << 63)) as usize;
+        buf.resize(len, 0);
+        s.read_exact(&mut buf).await.expect("the payload");
+        if head >> 63 == 1 {
+            s.write_all(b"k").await.expect("answer");
+            s.flush().await.expect("flush");
+        }
+    }
+}
+
+/// The receiving process of a `wire` row (`raw`: of its ceiling).
+fn wire_recv(scheme: &str, certs: &str, raw: bool) {
     let tls = tls_config(certs);
     let rt = Flavor::TwoThreads.runtime();
     rt.block_on(async {
@@ -747,6 +882,10 @@ fn wire_recv(scheme: &str, certs: &str) {
         println!("{scheme}://127.0.0.1:{port}");
         std::io::stdout().flush().expect("stdout");
         let (s, _) = listener.accept().await.expect("accept");
+        if raw {
+            let s = Socket::accept(s, tls.as_ref()).await.expect("accept");
+            return raw_wire_recv(s).await;
+        }
         let (mut conn, _) = builder(tls.as_ref())
             .accept_socket(s, &handshake_options())
             .await

@@ -373,6 +373,16 @@ def build_table(groups):
                 if gid == "round_trip" and f == "2threads":
                     note = f"target ≥ 3×: {verdict(median(ratios(fw, peer, True)), 3, True)}"
                 t.pair(f"{what}: framewire ({label}) vs Python comm", fw, peer, "msgs/s", True, note)
+            if gid == "round_trip" and "raw_2threads" in g[gid]:
+                raw = [rate(r) for r in g[gid]["raw_2threads"]]
+                t.pair("the same: framewire (multi-thread runtime) vs the raw loop (the same bytes each way, "
+                       "written whole and read whole with `read_exact`, nothing parsed or built)",
+                       [rate(r) for r in g[gid]["fw_2threads"]], raw, "msgs/s", True,
+                       "peer = the raw loop, the ceiling of this set-up (runtime, syscalls, loopback)")
+                ceiling = median(ratios(raw, peer, True))
+                t.pair("the raw loop vs Python comm: the most any framing could reach over Python here",
+                       raw, peer, "msgs/s", True,
+                       "the ≥ 3× target is above this ceiling" if ceiling < 3 else "the ≥ 3× target is below it")
     if any(k.startswith("local/") for k in g):
         t.section("Extra: one process (both framewire ends tasks of one runtime; both Python ends on one "
                   "event loop, the set-up of earlier versions)")
@@ -436,6 +446,16 @@ def build_table(groups):
                gb["fw/tcp"], gb["dask/tcp"], "GiB/s", True)
         t.pair("the same: Python over tls:// vs Python over tcp://",
                gb["dask/tls"], gb["dask/tcp"], "GiB/s", True, "both Python")
+        if "raw/tls" in gb:
+            for scheme in ["tcp", "tls"]:
+                t.pair(f"64 MiB over {scheme}://: framewire's messages vs the raw loop (the same socket and payload, "
+                       "`write_all` after an 8-byte length, `read_exact` into one reused buffer; no handshake, "
+                       "nothing framed or decoded)", gb[f"fw/{scheme}"], gb[f"raw/{scheme}"], "GiB/s", True,
+                       "peer = the raw loop, the ceiling of this set-up")
+            ceiling = median(ratios(gb["raw/tls"], gb["raw/tcp"], True))
+            t.pair("the raw loop over tls:// vs the raw loop over tcp://: the ceiling of the tls/tcp ratio above",
+                   gb["raw/tls"], gb["raw/tcp"], "GiB/s", True,
+                   "the ≥ 0.7× target is " + ("above" if ceiling < 0.7 else "below") + " this ceiling")
     if "connect" in g:
         c = g["connect"]
         ms = {k: [median(r["times"]) * 1e6 for r in v] for k, v in c.items()}
