@@ -44,6 +44,9 @@ RESULTS = os.path.join(ROOT, "docs", "bench")
 # A run that starts with a load average of at least this share of the cores
 # was taken on a loaded machine (other work running), and says so.
 LOADED = 0.5
+# A run during which the hypervisor took at least this share of the CPU time
+# (steal, /proc/stat) ran on a busy host, and says so.
+STOLEN = 0.05
 
 OPEN = re.compile(r"^<!-- table:([a-z0-9-]+) -->$")
 CLOSE = re.compile(r"^<!-- /table:([a-z0-9-]+) -->$")
@@ -93,13 +96,29 @@ def environment():
         "llc": llc,
         "nproc": os.cpu_count(),
         "load_start": round(os.getloadavg()[0], 2),
+        "cpu_times": cpu_times(),
     }
+
+
+def cpu_times():
+    """(stolen, total) jiffies of all CPUs so far (/proc/stat): time the
+    hypervisor gave to other guests while this one had work, and all time."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal (guest times are inside user)
+    return [fields[7] if len(fields) > 7 else 0, sum(fields[:8])]
 
 
 def finish(env):
     """`env` with the load average at the end and the wall time."""
     env = dict(env)
     env.setdefault("load_end", round(os.getloadavg()[0], 2))
+    start, end = env.pop("cpu_times", None), cpu_times()
+    if start and end and end[1] > start[1]:
+        env["steal"] = round((end[0] - start[0]) / (end[1] - start[1]), 3)
     started = env.pop("started", None)
     if started is not None:
         env["wall_s"] = round(time.time() - started)
@@ -115,6 +134,10 @@ def header(rec):
     load = f"load average {env['load_start']:.2f} at the start, {env['load_end']:.2f} at the end"
     if loaded(env):
         load += " (**a loaded machine**: other work was running, figures indicative only)"
+    if "steal" in env:
+        load += f", {env['steal']:.0%} of CPU time stolen by the hypervisor"
+        if env["steal"] >= STOLEN:
+            load += " (**a busy host**: absolute figures low, ratios of the same rounds still paired)"
     return (f"> commit {env['commit']} · {env['date']} · {env['nproc']} × {env['cpu']}, {env['llc']} · "
             f"{load} · command: `{rec['command']}` · results: `docs/bench/{rec['name']}.json`")
 
