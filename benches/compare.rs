@@ -20,9 +20,10 @@
 //!                    127.0.0.1 (port printed first), receives 1 + COUNT
 //!                    messages of VARIANT and answers one byte after the first
 //!                    and after the last
-//! compare peer-pong FLAVOR
+//! compare peer-pong FLAVOR [raw]
 //!                    the server process of a `peer_rt` measurement: answers
-//!                    every "ping" with "pong" until the client closes
+//!                    every "ping" with "pong" until the client closes (`raw`:
+//!                    as many bytes back, unparsed, the rows' ceiling)
 //! ```
 //!
 //! Requests (`"op"`): `serde` {struct, mode, n, min_time}, `floor` {n,
@@ -33,13 +34,14 @@
 //! `msg_collection` {struct, n, min_time} (`dumps` + `loads` of a message
 //! carrying the collection, iterated, in a `Serialize`), `dumps` {size, min_time}, `peer` {variant,
 //! size, count, flavor} (two processes: this one sends, a fresh `peer-recv`
-//! receives), `peer_rt` {count, flavor} (two processes: this one asks, a
-//! fresh `peer-pong` answers), and the same in one process (both ends
+//! receives), `peer_rt` {count, flavor, raw?} (two processes: this one asks, a
+//! fresh `peer-pong` answers; `raw`: the same bytes unparsed, the ceiling), and the same in one process (both ends
 //! spawned tasks of one runtime): `transport` {variant, size, count,
 //! flavor}, `small_one_way` {count, flavor}, `round_trip` {count, flavor};
 //! `rss` {size, deserialize},
-//! `wire` {scheme, size, count, certs} (two processes: this one sends,
-//! a fresh `wire-recv` receives), `connect` {address, certs, count} (connect,
+//! `wire` {scheme, size, count, certs, raw?} (two processes: this one sends,
+//! a fresh `wire-recv` receives; `raw`: length-prefixed bytes over the same
+//! socket, the ceiling), `connect` {address, certs, count} (connect,
 //! TLS and Dask handshakes, one `identity` call, to a running server),
 //! `typed` {case, path, min_time} (a captured message, `tests/captures/conversation/<case>`,
 //! through `loads`, `from_frames` (`typed_decode`), `loads+from_value`
