@@ -88,13 +88,15 @@ class Run:
 
     def group(self, gid, cells, rounds=None, twins=False):
         """cells: {cell: (worker name, request)}; runs them interleaved. With `twins`
-        and a baseline worker, each framewire cell gets a `before/` twin beside it."""
+        and a baseline worker, each framewire cell gets a `before/` twin beside it
+        (not a `raw` ceiling: it measures no framewire code, and a baseline from
+        before the ceilings would run its framed loop under that name)."""
         rounds = rounds or self.rounds["default"]
         if twins and "baseline" in self.workers:
             paired = {}
             for cell, (worker, req) in cells.items():
                 paired[cell] = (worker, req)
-                if worker == "rust":
+                if worker == "rust" and not cell.startswith("raw"):
                     paired[f"before/{cell}"] = ("baseline", req)
             cells = paired
         out = {cell: [] for cell in cells}
