@@ -147,10 +147,8 @@ fn assert_dead_peer(side: &str, ended: &Ended, cut: Instant) {
 }
 
 #[test]
-fn an_idle_connection_across_a_partition_ends_on_both_sides_within_the_tcp_timeout() {
-    let Some(net) = Net::for_test("idle connection across a partition") else {
-        return;
-    };
+fn netns_an_idle_connection_across_a_partition_ends_on_both_sides_within_the_tcp_timeout() {
+    let net = Net::for_test("idle connection across a partition");
     let p = pair(
         &net,
         async |conn| ping_then_wait(conn, true).await,
@@ -167,10 +165,8 @@ fn an_idle_connection_across_a_partition_ends_on_both_sides_within_the_tcp_timeo
 }
 
 #[test]
-fn a_256_mib_transfer_cut_by_a_partition_fails_typed_on_both_sides() {
-    let Some(net) = Net::for_test("a 256 MiB transfer cut by a partition") else {
-        return;
-    };
+fn netns_a_256_mib_transfer_cut_by_a_partition_fails_typed_on_both_sides() {
+    let net = Net::for_test("a 256 MiB transfer cut by a partition");
     // 200 Mbit/s out of A: the message takes about 11 s, so the partition
     // comes in the middle of it.
     net.tc(
@@ -226,10 +222,8 @@ fn numbered(i: u32) -> Envelope {
 }
 
 #[test]
-fn a_partition_healed_in_time_loses_and_duplicates_nothing() {
-    let Some(net) = Net::for_test("a partition healed in time") else {
-        return;
-    };
+fn netns_a_partition_healed_in_time_loses_and_duplicates_nothing() {
+    let net = Net::for_test("a partition healed in time");
     const COUNT: u32 = 120;
     let p = pair(
         &net,
@@ -291,10 +285,8 @@ fn a_partition_healed_in_time_loses_and_duplicates_nothing() {
 /// SYN), so the first one is cut at a fifth of the connect timeout, and the
 /// next finds the server once the link is back.
 #[test]
-fn a_connect_across_a_partition_succeeds_once_it_heals() {
-    let Some(net) = Net::for_test("a connect across a partition") else {
-        return;
-    };
+fn netns_a_connect_across_a_partition_succeeds_once_it_heals() {
+    let net = Net::for_test("a connect across a partition");
     let addr = SocketAddr::new(net.a.ip.into(), PORT);
     let (listening, wait) = mpsc::channel();
     let server = net.spawn_in(&net.a, move || {
@@ -334,10 +326,8 @@ fn a_connect_across_a_partition_succeeds_once_it_heals() {
 /// A connect across a partition that does not heal: attempts until the
 /// connect timeout, then one error naming the address and the cause.
 #[test]
-fn a_connect_across_a_lasting_partition_gives_up_at_the_connect_timeout() {
-    let Some(net) = Net::for_test("a connect across a lasting partition") else {
-        return;
-    };
+fn netns_a_connect_across_a_lasting_partition_gives_up_at_the_connect_timeout() {
+    let net = Net::for_test("a connect across a lasting partition");
     net.partition();
     let addr = SocketAddr::new(net.a.ip.into(), PORT);
     let client = net.spawn_in(&net.b, move || {

@@ -21,14 +21,20 @@
 //! behind are deleted by the next one.
 //!
 //! Needs root and `ip` (iproute2). Where they are missing, [`Net::new`]
-//! says why; [`Net::for_test`] then fails the test when `CI` is set, and
-//! otherwise says on stderr that it did not run.
+//! says why and [`Net::for_test`] fails the test with that reason: a test
+//! that did not run never counts as passed. Every test that needs a
+//! namespace is named `netns_*`, so leaving them out is a filter the test
+//! output shows (`N filtered out`): `FRAMEWIRE_SKIP_NETNS=1 scripts/test`,
+//! or `cargo test -- --skip netns_`.
 #![allow(dead_code)]
 
 use std::net::Ipv4Addr;
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The variable `scripts/test` reads to leave out the `netns_*` tests.
+pub const SKIP_VAR: &str = "FRAMEWIRE_SKIP_NETNS";
 
 /// One end of the network.
 #[derive(Clone, Debug)]
@@ -119,20 +125,17 @@ impl Net {
         Ok(net)
     }
 
-    /// A network for `test`: `None` (the test did not run, said on stderr)
-    /// where namespaces cannot be made, unless `CI` is set: then the test
-    /// fails with the reason.
-    pub fn for_test(test: &str) -> Option<Net> {
-        match Net::new() {
-            Ok(net) => Some(net),
-            Err(why) if std::env::var_os("CI").is_some() => {
-                panic!("{test}: network namespaces are needed (CI is set): {why}")
-            }
-            Err(why) => {
-                eprintln!("{test}: DID NOT RUN: network namespaces unavailable: {why}");
-                None
-            }
-        }
+    /// A network for `test`; where namespaces cannot be made, the test
+    /// fails with the reason and the way to leave such tests out.
+    pub fn for_test(test: &str) -> Net {
+        Net::new().unwrap_or_else(|why| {
+            panic!(
+                "{test}: network namespaces are needed (root and `ip`, iproute2): {why}. \
+                 To leave the tests that need them out, visibly: \
+                 `{SKIP_VAR}=1 scripts/test` (it filters out every test named `netns_*` \
+                 and says so), or `cargo test -- --skip netns_`"
+            )
+        })
     }
 
     /// Checks what the tests rely on: no default route in either namespace,
