@@ -124,8 +124,8 @@ async fn python_computes_on_what_rust_scattered() {
         &[&addr, "sum", "rust-array", "rust-bytes"],
         &[&sched, &w1, &w2],
     );
-    // Small bytes go inline (msgpack bin): Python holds `bytes`, as when a
-    // Python client scatters them.
+    // Python holds `bytes`, as when a Python client scatters them (that
+    // they went inline is checked on the wire: worker_connections_are_pooled).
     assert_eq!(facts["bytes"]["type"], "bytes", "{facts:?}");
     assert_eq!(facts["bytes"]["value"], "hello from rust");
     // What 2026.8.0 needs: `Future(key, client=c)` alone stays pending.
@@ -472,7 +472,8 @@ async fn scatter_wait_gather_over_tls() {
 /// Worker connections are pooled: a scatter opens one connection to the
 /// worker, and the gathers after it reuse it (no connect, no handshake),
 /// each getting the value back; a large array gathered again lands in the
-/// same (recycled) memory once the last one was dropped.
+/// same (recycled) memory once the last one was dropped, never copied out
+/// of it; small bytes are scattered inline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_connections_are_pooled() {
     let python = dask_python::python();
@@ -511,8 +512,14 @@ async fn worker_connections_are_pooled() {
             (2, 1 + 2 * i)
         );
     }
+    // The large array gathered twice: the first lands in a fresh receive
+    // buffer, the second in the same memory, recycled (the transport counts
+    // it when it takes the recycled buffer). Each time the array is the
+    // frame itself, not a copy: its memory is shared with the buffer the
+    // connection keeps for recycling (a copy would own its memory alone).
     let mut at = None;
-    for _ in 0..2 {
+    for recycled in 0..2 {
+        let before = client.pool().stats();
         let got = client
             .gather(std::slice::from_ref(&big))
             .await
@@ -521,12 +528,41 @@ async fn worker_connections_are_pooled() {
             panic!("{:?}", got[&big]);
         };
         assert_eq!(a.data(), &data);
+        assert!(
+            !a.data().is_unique(),
+            "gather copied the array out of the buffer it was received in"
+        );
         let ptr = a.data().as_ptr();
+        drop(got);
+        // Counted when the connections were handed back, before `gather`
+        // returned.
+        let d = client.pool().stats() - before;
+        assert_eq!(d.buffers_recycled_on_receive, recycled, "{d:?}");
+        assert!(d.bytes_received > 16 << 20, "{d:?}");
         if let Some(first) = at {
-            assert_eq!(ptr, first, "the second gather did not reuse the buffer");
+            assert_eq!(ptr, first, "the recycled buffer is the first one");
         }
         at = Some(ptr);
     }
     assert_eq!((client.pool().opened(), client.pool().reused()), (2, 11));
+
+    // Bytes of up to 64 KiB go inline in `update_data` (msgpack bin: one
+    // frame per message on every connection), larger ones in frames of
+    // their own (a header and the payload: two more).
+    for (len, out_of_band) in [(64 << 10, 0), ((64 << 10) + 1, 2)] {
+        let before = client.pool().stats();
+        let key = Key::from(("scattered", len as i64));
+        client
+            .scatter([(key.clone(), Value::bin(vec![5u8; len]))])
+            .await
+            .expect("scatter");
+        let d = client.pool().stats() - before;
+        // `ncores_running`, `update_data` to the worker, then to the
+        // scheduler: a request each, a reply each.
+        assert_eq!((d.messages_sent, d.messages_received), (3, 3), "{d:?}");
+        assert_eq!(d.frames_sent, d.messages_sent + out_of_band, "{len} bytes: {d:?}");
+        let got = client.gather(std::slice::from_ref(&key)).await.expect("gather");
+        assert_eq!(got[&key], Value::bin(vec![5u8; len]));
+    }
     client.close().await.expect("close");
 }

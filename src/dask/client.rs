@@ -598,8 +598,10 @@ impl Client {
 
     /// The connections of the client's calls, [`gather`](Client::gather)
     /// and [`scatter`](Client::scatter). Its counters (opened, reused, open
-    /// now) include [`gather_blocks`](Client::gather_blocks)'
-    /// connections, which share its limit.
+    /// now, and what they sent and received:
+    /// [`stats`](ConnectionPool::stats)) include
+    /// [`gather_blocks`](Client::gather_blocks)' connections, which share
+    /// its limit.
     pub fn pool(&self) -> &ConnectionPool {
         &self.pool
     }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{GetData, GetDataReply, Rpc, RpcError};
-use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket};
+use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, Stats};
 
 /// Idle connections a pool keeps per address by default.
 pub const DEFAULT_IDLE_PER_ADDRESS: usize = 4;
@@ -91,6 +91,8 @@ struct Shared {
     kinds: AtomicUsize,
     opened: AtomicU64,
     reused: AtomicU64,
+    /// What the connections handed back or closed had moved by then.
+    stats: Mutex<Stats>,
 }
 
 impl Shared {
@@ -103,6 +105,7 @@ impl Shared {
             kinds: AtomicUsize::new(1),
             opened: AtomicU64::new(0),
             reused: AtomicU64::new(0),
+            stats: Mutex::new(Stats::default()),
         })
     }
 }
@@ -112,8 +115,12 @@ impl Shared {
 /// handed back ([`ConnectionPool::reuse`]).
 #[derive(Debug)]
 pub struct Pooled {
-    rpc: Rpc<Socket>,
+    /// `None` only once [`Pooled::close`] took it.
+    rpc: Option<Rpc<Socket>>,
     reused: bool,
+    /// Its counters as last added to the pool's ([`ConnectionPool::stats`]).
+    counted: Stats,
+    shared: Arc<Shared>,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -126,21 +133,38 @@ impl Pooled {
 
     /// Closes the connection with Dask's goodbye ([`Rpc::close`]) instead
     /// of handing it back; its place under the limit is freed after.
-    pub async fn close(self) -> Result<(), RpcError> {
-        self.rpc.close().await
+    pub async fn close(mut self) -> Result<(), RpcError> {
+        self.count();
+        let rpc = self.rpc.take().expect("taken only here");
+        rpc.close().await
+    }
+
+    /// Adds what the connection moved since it was last counted to the
+    /// pool's [`stats`](ConnectionPool::stats).
+    fn count(&mut self) {
+        let Some(rpc) = &mut self.rpc else { return };
+        let now = rpc.connection().stats();
+        *self.shared.stats.lock().expect("not poisoned") += now - self.counted;
+        self.counted = now;
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        self.count();
     }
 }
 
 impl Deref for Pooled {
     type Target = Rpc<Socket>;
     fn deref(&self) -> &Rpc<Socket> {
-        &self.rpc
+        self.rpc.as_ref().expect("taken only by close")
     }
 }
 
 impl DerefMut for Pooled {
     fn deref_mut(&mut self) -> &mut Rpc<Socket> {
-        &mut self.rpc
+        self.rpc.as_mut().expect("taken only by close")
     }
 }
 
@@ -197,6 +221,15 @@ impl ConnectionPool {
         self.shared.reused.load(Ordering::Relaxed)
     }
 
+    /// What the connections of this pool and of those sharing its limit
+    /// sent and received ([`Stats`]: messages, frames, bytes, and the
+    /// bytes copied on the way), counted when a connection is handed back,
+    /// closed or dropped: a connection in use adds its part when its call
+    /// is done.
+    pub fn stats(&self) -> Stats {
+        *self.shared.stats.lock().expect("not poisoned")
+    }
+
     /// Idle connections to `address` now.
     pub fn idle(&self, address: &str) -> usize {
         let idle = self.shared.idle.lock().expect("not poisoned");
@@ -239,8 +272,10 @@ impl ConnectionPool {
         let rpc = Rpc::connect(address, &self.builder, &self.handshake).await?;
         shared.opened.fetch_add(1, Ordering::Relaxed);
         Ok(Pooled {
-            rpc,
+            rpc: Some(rpc),
             reused: false,
+            counted: Stats::default(),
+            shared: shared.clone(),
             _permit: permit,
         })
     }
@@ -250,6 +285,7 @@ impl ConnectionPool {
     /// [`idle_per_address`](ConnectionPool::idle_per_address), and any
     /// while a caller waits for the limit, is dropped instead (closing it).
     pub fn reuse(&self, address: &str, mut rpc: Pooled) {
+        rpc.count();
         if rpc.connection().is_poisoned() || self.shared.waiting.load(Ordering::SeqCst) > 0 {
             return;
         }
@@ -475,9 +511,19 @@ mod tests {
         let pool = pool();
         for i in 0..3 {
             let key = format!("k{i}");
+            let before = pool.stats();
             let reply = pool.get_data(&address, &request(&key)).await.unwrap();
             assert_eq!(got(&reply, &key), Value::bin(&b"v"[..]));
             assert_eq!(pool.idle(&address), 1);
+            // Counted once handed back: `get_data` and the `"OK"` out, the
+            // reply in (and the handshake both ways on the first call).
+            let d = pool.stats() - before;
+            let handshake = u64::from(i == 0);
+            assert_eq!(
+                (d.messages_sent, d.messages_received),
+                (2 + handshake, 1 + handshake),
+                "{d:?}"
+            );
         }
         assert_eq!((pool.opened(), pool.reused()), (1, 2));
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
@@ -522,8 +568,9 @@ mod tests {
     }
 
     /// At the limit, a call that needs a connection waits for one in use
-    /// instead of opening another: the worker sees no third connection
-    /// while two calls are held, then every call completes.
+    /// instead of opening another: while two calls are held, the third
+    /// waits for a permit and the worker sees no third connection; then
+    /// every call completes.
     #[tokio::test]
     async fn the_limit_bounds_open_connections() {
         let gate = Arc::new(Semaphore::new(0));
@@ -539,8 +586,12 @@ mod tests {
                 })
             })
             .collect();
+        // Two calls hold the two connections (the worker holds their
+        // replies); the third is parked, waiting for a permit, which it
+        // needs before it connects.
         eventually(|| w.accepted.load(Ordering::SeqCst) == 2).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        eventually(|| pool.shared.waiting.load(Ordering::SeqCst) == 1).await;
+        assert_eq!(pool.shared.permits.available_permits(), 0);
         assert_eq!(w.accepted.load(Ordering::SeqCst), 2, "a third connection");
         assert_eq!(pool.open_connections(), 2);
         gate.add_permits(3);

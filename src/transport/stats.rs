@@ -84,9 +84,64 @@ pub struct Stats {
     /// buffer's address changed across the reservation. Only the buffers
     /// framewire grows itself (`Framed`'s own reservations are tokio-util's).
     pub bytes_relocated_on_receive: u64,
+    /// Large frames received into the recycled buffer of an earlier one
+    /// (its memory handed back once the application dropped every frame
+    /// in it: no new allocation, no page faults), counted when the
+    /// recycled buffer is taken. The other large runs got a fresh buffer.
+    pub buffers_recycled_on_receive: u64,
+}
+
+/// Counter by counter, what `self` counts beyond `earlier` (saturating):
+/// what a connection moved between two readings of its [`Stats`].
+impl std::ops::Sub for Stats {
+    type Output = Stats;
+    fn sub(self, earlier: Stats) -> Stats {
+        let mut d = self;
+        d.zip_with(&earlier, u64::saturating_sub);
+        d
+    }
+}
+
+/// Counter by counter, the sum (saturating): what several connections
+/// moved in all.
+impl std::ops::AddAssign for Stats {
+    fn add_assign(&mut self, other: Stats) {
+        self.zip_with(&other, u64::saturating_add);
+    }
 }
 
 impl Stats {
+    /// Applies `f` to each counter of `self` and the same counter of
+    /// `other`, in place.
+    fn zip_with(&mut self, other: &Stats, f: fn(u64, u64) -> u64) {
+        let Stats {
+            messages_sent,
+            frames_sent,
+            bytes_sent,
+            bytes_copied_on_send,
+            messages_received,
+            frames_received,
+            bytes_received,
+            bytes_copied_on_receive,
+            bytes_relocated_on_receive,
+            buffers_recycled_on_receive,
+        } = self;
+        for (mine, theirs) in [
+            (messages_sent, other.messages_sent),
+            (frames_sent, other.frames_sent),
+            (bytes_sent, other.bytes_sent),
+            (bytes_copied_on_send, other.bytes_copied_on_send),
+            (messages_received, other.messages_received),
+            (frames_received, other.frames_received),
+            (bytes_received, other.bytes_received),
+            (bytes_copied_on_receive, other.bytes_copied_on_receive),
+            (bytes_relocated_on_receive, other.bytes_relocated_on_receive),
+            (buffers_recycled_on_receive, other.buffers_recycled_on_receive),
+        ] {
+            *mine = f(*mine, theirs);
+        }
+    }
+
     /// The send counters of `sent` with the receive counters of `received`.
     pub(crate) fn merge(sent: Stats, received: Received) -> Stats {
         Stats {
@@ -95,6 +150,7 @@ impl Stats {
             bytes_received: received.bytes_received,
             bytes_copied_on_receive: received.bytes_copied_on_receive,
             bytes_relocated_on_receive: received.bytes_relocated_on_receive,
+            buffers_recycled_on_receive: received.buffers_recycled_on_receive,
             ..sent
         }
     }
@@ -110,6 +166,7 @@ pub(crate) struct Received {
     pub(crate) bytes_received: u64,
     pub(crate) bytes_copied_on_receive: u64,
     pub(crate) bytes_relocated_on_receive: u64,
+    pub(crate) buffers_recycled_on_receive: u64,
 }
 
 impl From<Received> for Stats {

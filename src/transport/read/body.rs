@@ -142,7 +142,7 @@ impl Placing<'_> {
         let recycle = self.placement.recycle;
         let own = body
             .large
-            .get_or_insert_with(|| take_large_buffer(self.spare, run.len, recycle));
+            .get_or_insert_with(|| take_large_buffer(self.spare, run.len, recycle, self.stats));
         if !shared.is_empty() && own.len() < run.len {
             // At most READ_AHEAD bytes: the only copy of a large frame.
             let n = shared.len().min(run.len - own.len());
@@ -226,8 +226,14 @@ impl Placing<'_> {
 /// A buffer for a large run of `len` bytes: the recycled one if the
 /// application dropped every frame of it (no new allocation, no page
 /// faults), else a fresh one that grows as bytes arrive.
-fn take_large_buffer(spare: &mut BytesMut, len: usize, recycle: bool) -> BytesMut {
+fn take_large_buffer(
+    spare: &mut BytesMut,
+    len: usize,
+    recycle: bool,
+    stats: &mut Received,
+) -> BytesMut {
     if recycle && spare.try_reclaim(len) {
+        stats.buffers_recycled_on_receive += 1;
         return mem::take(spare);
     }
     *spare = BytesMut::new(); // the application still holds it: let go
