@@ -18,6 +18,10 @@ the Rust client wanted the keys (it waited on them).
 MODE `client CLIENT_ID KEY`: what the scheduler knows of that client and
 key (registered, last heartbeat, the key's state and who wants it).
 
+MODE `heartbeats CLIENT_ID SECONDS`: the client's heartbeats as the
+scheduler records them (`ClientState.last_seen`, looked at every 50 ms for
+SECONDS): each distinct time, and whether the client stayed registered.
+
 Each check prints one JSON line `{"check": name, ...facts}`; the Rust test
 asserts on them, and this script raises (exit status 1) when a check it
 makes itself fails.
@@ -160,6 +164,31 @@ def client_mode(addr, client_id, key):
         emit("client", **c.run_on_scheduler(look))
 
 
+def heartbeats_mode(addr, client_id, seconds):
+    with Client(addr, timeout=30) as c:
+
+        def last_seen(dask_scheduler, client_id=client_id):
+            cs = dask_scheduler.clients.get(client_id)
+            return cs.last_seen if cs is not None else None
+
+        beats = []
+        registered = True
+        end = time.monotonic() + float(seconds)
+        while time.monotonic() < end:
+            seen = c.run_on_scheduler(last_seen)
+            if seen is None:
+                registered = False
+            elif not beats or seen != beats[-1]:
+                beats.append(seen)
+            time.sleep(0.05)
+        emit("heartbeats", beats=beats, registered=registered)
+
+
 if __name__ == "__main__":
     addr, mode, *args = sys.argv[1:]
-    {"sum": sum_mode, "compute": compute_mode, "client": client_mode}[mode](addr, *args)
+    {
+        "sum": sum_mode,
+        "compute": compute_mode,
+        "client": client_mode,
+        "heartbeats": heartbeats_mode,
+    }[mode](addr, *args)

@@ -25,8 +25,20 @@ warnings.simplefilter("ignore")
 RUST = "Client-rust-1"
 
 
-async def settle():
-    await asyncio.sleep(0.3)
+async def until(cond, what, timeout=20):
+    """Waits for the scheduler's state to satisfy `cond` (polled every
+    10 ms): never a fixed sleep before an assertion."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        await asyncio.sleep(0.01)
+
+
+def wanted_by(s, key):
+    ts = s.tasks.get(key)
+    return {cs.client_key for cs in ts.who_wants} if ts is not None else set()
 
 
 async def main():
@@ -72,8 +84,7 @@ async def main():
             # Rust releases the key it is forgotten, and the future fails.
             assert {cs.client_key for cs in s.tasks["from-rust"].who_wants} == {RUST}
             stream.send({"op": "client-releases-keys", "keys": ["from-rust"], "client": RUST})
-            await settle()
-            assert "from-rust" not in s.tasks
+            await until(lambda: "from-rust" not in s.tasks, "from-rust forgotten")
             try:
                 await g.result(timeout=5)
                 raise AssertionError("a forgotten key gave a result")
@@ -87,23 +98,22 @@ async def main():
             h = Future("for-python", client=c, state="memory")
             assert await h.result(timeout=5) == b"owned"
             del h
-            await settle()
-            assert "for-python" not in s.tasks
+            await until(lambda: "for-python" not in s.tasks, "for-python forgotten")
 
             # 3. Rust scatters under its id and declares, on its stream, that
             # the Python client wants it too: both hold it; it lives until
             # both release it.
             await rust_scatter("shared", b"shared", RUST)
             stream.send({"op": "client-desires-keys", "keys": ["shared"], "client": c.id})
-            await settle()
+            await until(lambda: wanted_by(s, "shared") == {RUST, c.id}, "both want shared")
             k = Future("shared", client=c, state="memory")
             stream.send({"op": "client-releases-keys", "keys": ["shared"], "client": RUST})
-            await settle()
-            assert "shared" in s.tasks
+            # Rust's release is processed, and the key stays for Python.
+            await until(lambda: wanted_by(s, "shared") == {c.id}, "Rust's release of shared")
+            assert s.tasks["shared"].state == "memory"
             assert await k.result(timeout=5) == b"shared"
             del k
-            await settle()
-            assert "shared" not in s.tasks
+            await until(lambda: "shared" not in s.tasks, "shared forgotten")
 
             # 4. Python -> Rust: keys (str or tuple) read by key from the
             # scheduler, kept after Python drops them once Rust desires them.
@@ -116,12 +126,14 @@ async def main():
             assert reply["status"] == "OK", reply
             assert reply["data"] == {x.key: b"from python", ("len", 0): 11}, reply
             stream.send({"op": "client-desires-keys", "keys": [x.key], "client": RUST})
-            await settle()
             xk = x.key
+            await until(lambda: RUST in wanted_by(s, xk), "Rust's desire of x")
             del x, y
-            await settle()
-            assert xk in s.tasks, "Rust's desire keeps it"
-            assert ("len", 0) not in s.tasks, "nobody else wanted it"
+            # Python's release of both is processed: its key is forgotten,
+            # and x stays, for Rust alone.
+            await until(lambda: ("len", 0) not in s.tasks, "nobody else wanted it")
+            await until(lambda: c.id not in wanted_by(s, xk), "Python's release of x")
+            assert wanted_by(s, xk) == {RUST}, "Rust's desire keeps it"
             reply = await r.gather(keys=[xk])
             assert reply["data"] == {xk: b"from python"}, reply
 
