@@ -69,6 +69,8 @@ def cases():
     yield "list_ints", list(range(2500)), None
     yield "sets", [{1, 2, 3}, frozenset({"a", "b"}), set(), frozenset()], None
     yield "dicts", [{}, {"a": 1, "b": [1, 2]}, {1: "x", (1, 2): "y", b"k": 3.5, None: True}], None
+    yield "dict_key_types", [{True: "bool", 2: "int", 3.0: "float", "4": "str", b"5": "bytes"},
+                             {1.0: "float one"}, {False: 0}, {(1, 2.0): "tuple"}], None
     yield "dict_str_float", {f"k{i}": i / 7 for i in range(2000)}, None
     yield "shared_list", [shared, {"again": shared}, shared], None
     yield "shared_tuples", [pair] * 3, None
@@ -183,10 +185,12 @@ def same(a, b, path="value"):
                 return why
         return None
     if type(a) is dict:
-        if list(a) != list(b):
+        # Keys type for type too: 1, 1.0, True and numpy.int64(1) are one
+        # key to `==`, but a key written back with another type is wrong.
+        if len(a) != len(b):
             return f"{path}: keys {list(a)!r} != {list(b)!r}"
-        for k in a:
-            why = same(a[k], b[k], f"{path}[{k!r}]")
+        for i, ((ka, va), (kb, vb)) in enumerate(zip(a.items(), b.items())):
+            why = same(ka, kb, f"{path}.keys()[{i}]") or same(va, vb, f"{path}[{ka!r}]")
             if why:
                 return why
         return None
@@ -198,6 +202,13 @@ def same(a, b, path="value"):
             return f"{path}: array data differs"
         return None
     return None if a == b else f"{path}: {a!r} != {b!r}"
+
+
+# The comparison tells key types apart (a check that could not fail would
+# hold nothing).
+assert same({1: "x"}, {True: "x"}) and same({1: "x"}, {1.0: "x"})
+assert same({1: "x"}, {np.int64(1): "x"}) and same({(1,): 0}, {(1.0,): 0})
+assert same({1: "x", "a": 2.5}, {1: "x", "a": 2.5}) is None
 
 
 def rust_cases():
