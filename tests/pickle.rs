@@ -282,11 +282,19 @@ fn deep_nesting_is_an_error_on_a_small_stack() {
             assert_eq!(r, Err(PickleError::DepthExceeded { limit }));
         }
     }
-    // At the limit it reads.
+    // At the limit it reads: 64 tuples, each the only item of the one
+    // around it, the innermost empty.
     let mut at_limit = vec![0x80, 5, b')'];
     at_limit.extend(std::iter::repeat_n(0x85, 63));
     at_limit.push(b'.');
-    assert!(pickle::loads(&Bytes::from(at_limit), &[], &Limits::strict()).is_ok());
+    let mut expected = Value::Array(Vec::new());
+    for _ in 0..63 {
+        expected = Value::Array(vec![expected]);
+    }
+    assert_eq!(
+        pickle::loads(&Bytes::from(at_limit), &[], &Limits::strict()),
+        Ok(expected)
+    );
 }
 
 #[test]
