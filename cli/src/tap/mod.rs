@@ -56,6 +56,14 @@
 //! that are not a Dask message are an `error` line. A failing connection
 //! never stops the others.
 //!
+//! On `SIGUSR1` the tap writes one line of what it holds: the connections
+//! whose sockets and buffers it still has (from the accept until their
+//! task let go of them), and the connections accepted so far:
+//!
+//! ```text
+//! 2026-12-04T22:10:31.004Z stats live=2 accepted=17
+//! ```
+//!
 //! Compressed frames are forwarded as they came: the tap never decodes a
 //! payload, so it needs no codec of its own.
 //!
@@ -168,6 +176,26 @@ struct Shared {
     dial: ConnectionBuilder,
     logger: Logger,
     opts: Options,
+    /// Connections whose state (sockets, relay buffers) the tap still
+    /// holds: counted from the accept until that state is dropped.
+    live: AtomicU64,
+}
+
+/// One connection counted in [`Shared::live`] while it lives: the first
+/// thing a connection's task holds, so the last it drops.
+struct Live<'a>(&'a AtomicU64);
+
+impl<'a> Live<'a> {
+    fn new(count: &'a AtomicU64) -> Live<'a> {
+        count.fetch_add(1, Ordering::SeqCst);
+        Live(count)
+    }
+}
+
+impl Drop for Live<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Relays connections accepted on `listen` to `upstream` until killed.
@@ -224,6 +252,7 @@ pub fn run(
         dial,
         logger,
         opts,
+        live: AtomicU64::new(0),
     });
     rt.block_on(serve(&listen, shared))
 }
@@ -236,13 +265,22 @@ async fn serve(listen: &Address, shared: Arc<Shared>) -> Result<(), String> {
         .local_addr()
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let upstream = &shared.upstream;
+    // Counted from the first connection on; the handler in place before
+    // the tap says it listens (SIGUSR1 would otherwise end the process).
+    let next_id = Arc::new(AtomicU64::new(1));
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let usr1 = signal(SignalKind::user_defined1())
+            .map_err(|e| format!("cannot handle SIGUSR1: {e}"))?;
+        tokio::spawn(stats_on_signal(usr1, shared.clone(), next_id.clone()));
+    }
     // `HOST:PORT` first (scripts read it), the schemes after.
     let scheme = if listen.is_tls() { "tls" } else { "tcp" };
     eprintln!("framewire tap: listening on {local}, upstream {upstream}, clients over {scheme}://");
     shared.logger.line(format_args!(
         "listening on {scheme}://{local} upstream={upstream}"
     ));
-    let next_id = AtomicU64::new(1);
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -257,6 +295,23 @@ async fn serve(listen: &Address, shared: Arc<Shared>) -> Result<(), String> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+    }
+}
+
+/// On each `SIGUSR1`, one line: the connections the tap holds now and those
+/// accepted so far (`stats live=N accepted=M`).
+#[cfg(unix)]
+async fn stats_on_signal(
+    mut usr1: tokio::signal::unix::Signal,
+    shared: Arc<Shared>,
+    next_id: Arc<AtomicU64>,
+) {
+    while usr1.recv().await.is_some() {
+        let live = shared.live.load(Ordering::SeqCst);
+        let accepted = next_id.load(Ordering::Relaxed) - 1;
+        shared
+            .logger
+            .line(format_args!("stats live={live} accepted={accepted}"));
     }
 }
 
@@ -368,7 +423,10 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
         dial,
         logger,
         opts,
+        live,
     } = &*shared;
+    // Dropped last: after the sockets and the relays' buffers.
+    let _live = Live::new(live);
     let timeout = opts.handshake_timeout;
     // A client's TLS handshake first: nothing reaches the upstream (it is
     // not even connected) from a client the tap refused.
