@@ -336,6 +336,8 @@ def plan_client(run, quick, min_time):
             "fw_nopool": ("rust", {"op": "client_gather", "address": address, "key": key, "count": count,
                                    "idle": 0}),
             "dask": ("python", {"op": "client_gather", "address": address, "key": key, "count": count}),
+            "dask_direct": ("python", {"op": "client_gather", "address": address, "key": key,
+                                       "count": count, "direct": True}),
         })
         n, size = CLIENT_SMALL
         run.group("client/small", {

@@ -449,15 +449,18 @@ class Peer:
         return {"key": fut.key}
 
     def client_gather(self, req):
-        """Client.gather of a held key, `count` times after one untimed gather."""
+        """Client.gather of a held key, `count` times after one untimed gather; with
+        `direct`, straight from the worker (`direct=True`, as framewire's gather), else
+        as by default (through the scheduler)."""
         c = self._client(req["address"])
         fut = self.held[req["key"]]
         del c  # only the future's client is used
-        fut.result()  # warm-up, untimed
+        direct = bool(req.get("direct", False))
+        fut.client.gather(fut, direct=direct)  # warm-up, untimed
         times, nbytes = [], 0
         for _ in range(req["count"]):
             t0 = time.perf_counter()
-            x = fut.client.gather(fut)
+            x = fut.client.gather(fut, direct=direct)
             times.append(time.perf_counter() - t0)
             nbytes = x.nbytes
             del x
