@@ -448,10 +448,11 @@ impl<T> Connection<T> {
     }
 
     /// A message [`Connection::recv`] gave, decoded as
-    /// [`Connection::recv_value`] decodes it (an error poisons the
-    /// connection).
-    #[cfg(feature = "dask")]
-    pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
+    /// [`Connection::recv_value`] decodes it (with this connection's
+    /// limits and `deserialize_blocks`; an error poisons the connection):
+    /// for a caller that looks at the frames before deciding to decode
+    /// (a batched stream that skips what it cannot read, say).
+    pub fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
         let r = self.reader.decode_value(env, &self.session);
         if r.is_err() {
             self.writer.poison();
@@ -695,9 +696,9 @@ impl<R: AsyncRead + Unpin> ReadHalf<R> {
     }
 
     /// A message [`ReadHalf::recv`] gave, decoded as
-    /// [`ReadHalf::recv_value`] decodes it (an error poisons this half).
-    #[cfg(feature = "dask")]
-    pub(crate) fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
+    /// [`ReadHalf::recv_value`] decodes it (an error poisons this half);
+    /// see [`Connection::decode_value`].
+    pub fn decode_value(&mut self, env: &Envelope) -> Result<Value, TransportError> {
         self.reader.decode_value(env, &self.session)
     }
 

@@ -54,7 +54,16 @@ mod error;
 mod handshake;
 #[cfg(feature = "serde")]
 mod message_codec;
+// The sans-IO reader the connections drive, public for a relay that drives
+// it itself (the CLI's tap): an API that may change in any release, so only
+// behind the `unstable` feature (as h2 keeps its `frame` module).
+#[cfg(feature = "unstable")]
 pub mod read;
+// Without it, the relay's part of the reader is unused here, and its public
+// items are reached only from within the crate.
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code, unreachable_pub)]
+pub(crate) mod read;
 mod session;
 mod socket;
 mod stats;
