@@ -44,6 +44,10 @@ pub enum EncodeError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A numpy object array (dtype `|O`, as in a `.npy` file of one): its
+    /// elements are pointers to Python objects, which travel pickled, not
+    /// numbers an `NdArray` can hold.
+    ObjectArray,
     /// A message with no frames: Python's reader cannot handle one.
     NoFrames,
     /// The first read was asked to cover more frames than the message has.
@@ -102,6 +106,9 @@ impl fmt::Display for EncodeError {
             ),
             EncodeError::Unserializable { what } => write!(f, "no serializer family accepts {what}"),
             EncodeError::InvalidArray { reason } => write!(f, "invalid array: {reason}"),
+            EncodeError::ObjectArray => f.write_str(
+                "object arrays (dtype |O) cannot be read: they hold pickled Python objects",
+            ),
             EncodeError::NoFrames => f.write_str("a message needs at least one frame"),
             EncodeError::FirstReadOutOfRange { k, frames } => {
                 write!(f, "first read of {k} frames asked for a message of {frames}")

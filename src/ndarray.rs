@@ -92,8 +92,19 @@ pub(crate) struct Geometry {
 
 impl NdArray {
     /// A C-contiguous array over `data`, which must hold exactly
-    /// `product(shape) × item size` bytes.
+    /// `product(shape) × item size` bytes. An object dtype (`|O`) is
+    /// [`EncodeError::ObjectArray`].
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use framewire::{EncodeError, NdArray};
+    /// let pointers = Bytes::from(vec![0u8; 16]);
+    /// assert_eq!(NdArray::from_c_order("|O", &[2], pointers), Err(EncodeError::ObjectArray));
+    /// ```
     pub fn from_c_order(dtype: &str, shape: &[u64], data: Bytes) -> Result<NdArray, EncodeError> {
+        if matches!(dtype.as_bytes(), [b'<' | b'>' | b'|' | b'=', b'O', ..]) {
+            return Err(EncodeError::ObjectArray);
+        }
         let bad = || EncodeError::InvalidArray {
             reason: "dtype, shape and data length do not agree",
         };
@@ -390,6 +401,21 @@ mod tests {
     fn aligned_f64(values: &[f64]) -> Bytes {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
         placed(&bytes, 0)
+    }
+
+    #[test]
+    fn object_arrays_are_refused_as_such() {
+        let pointers = Bytes::from(vec![0u8; 16]);
+        assert_eq!(
+            NdArray::from_c_order("|O", &[2], pointers.clone()),
+            Err(EncodeError::ObjectArray)
+        );
+        assert_eq!(
+            NdArray::from_c_order("|O", &[3], pointers)
+                .unwrap_err()
+                .to_string(),
+            "object arrays (dtype |O) cannot be read: they hold pickled Python objects"
+        );
     }
 
     #[test]

@@ -361,4 +361,21 @@ mod tests {
         assert_eq!(back.data(), a.data());
         assert!(npy_read(Bytes::from_static(b"hello world"), "x").is_err());
     }
+
+    #[test]
+    fn object_npy_is_refused_as_such() {
+        // What `np.save` writes for `np.array([1, "a"], dtype=object)`: a
+        // pickle after the header, where numbers would be.
+        let mut header = "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }".to_string();
+        header.extend(std::iter::repeat_n(' ', 117 - header.len()));
+        header.push('\n');
+        let mut file = b"\x93NUMPY\x01\x00".to_vec();
+        file.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        file.extend_from_slice(header.as_bytes());
+        file.extend_from_slice(b"\x80\x02]q\x00(K\x01X\x01\x00\x00\x00aq\x01e.");
+        assert_eq!(
+            npy_read(Bytes::from(file), "o.npy").unwrap_err(),
+            "o.npy: object arrays (dtype |O) cannot be read: they hold pickled Python objects"
+        );
+    }
 }
