@@ -63,9 +63,12 @@ pub enum EncodeError {
         /// The length.
         len: usize,
     },
-    /// A value that serde could not write ([`to_value`](crate::to_value)):
+    /// A value that serde could not write ([`to_value`][to_value]):
     /// a map key or an integer msgpack cannot hold, a type's own error, at
     /// `path` (`"data.x"`; empty at the top).
+    ///
+    #[cfg_attr(feature = "serde", doc = "[to_value]: crate::to_value")]
+    #[cfg_attr(not(feature = "serde"), doc = "[to_value]: crate#cargo-features")]
     Field {
         /// Where: field names, map keys and indexes from the top.
         path: String,
