@@ -44,6 +44,10 @@ pub enum EncodeError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A numpy object array (dtype `|O`, as in a `.npy` file of one): its
+    /// elements are pointers to Python objects, which travel pickled, not
+    /// numbers an `NdArray` can hold.
+    ObjectArray,
     /// A message with no frames: Python's reader cannot handle one.
     NoFrames,
     /// The first read was asked to cover more frames than the message has.
@@ -59,9 +63,12 @@ pub enum EncodeError {
         /// The length.
         len: usize,
     },
-    /// A value that serde could not write ([`to_value`](crate::to_value)):
+    /// A value that serde could not write ([`to_value`][to_value]):
     /// a map key or an integer msgpack cannot hold, a type's own error, at
     /// `path` (`"data.x"`; empty at the top).
+    ///
+    #[cfg_attr(feature = "serde", doc = "[to_value]: crate::to_value")]
+    #[cfg_attr(not(feature = "serde"), doc = "[to_value]: crate#cargo-features")]
     Field {
         /// Where: field names, map keys and indexes from the top.
         path: String,
@@ -102,6 +109,9 @@ impl fmt::Display for EncodeError {
             ),
             EncodeError::Unserializable { what } => write!(f, "no serializer family accepts {what}"),
             EncodeError::InvalidArray { reason } => write!(f, "invalid array: {reason}"),
+            EncodeError::ObjectArray => f.write_str(
+                "object arrays (dtype |O) cannot be read: they hold pickled Python objects",
+            ),
             EncodeError::NoFrames => f.write_str("a message needs at least one frame"),
             EncodeError::FirstReadOutOfRange { k, frames } => {
                 write!(f, "first read of {k} frames asked for a message of {frames}")

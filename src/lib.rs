@@ -20,7 +20,7 @@
 //!   `distributed.protocol.dumps` / `loads` (`deserialize=True`);
 //!   [`message::encode`] / [`message::decode`] are the pass-through layer alone.
 //! * `typed` (feature `serde`): your serde types as messages,
-//!   [`to_value`] / [`from_value`],
+//!   [`to_value`][to_value] / [`from_value`][from_value],
 //!   blocks, arrays and bin fields kept zero-copy.
 //! * `transport` (feature `transport`): the tokio transport, a zero-copy
 //!   `Connection` (vectored writes, recycled receive buffers) with its
@@ -79,6 +79,12 @@
 //! * `examples/framed.rs` — a `Framed` pipeline with `FrameCodec`;
 //! * `examples/inspect.rs` — a capture inspector on the library API: frames,
 //!   ops, and every block deserialized.
+//!
+// Links to items of a feature that is off go to the feature table.
+#![cfg_attr(feature = "serde", doc = "[to_value]: crate::to_value")]
+#![cfg_attr(not(feature = "serde"), doc = "[to_value]: crate#cargo-features")]
+#![cfg_attr(feature = "serde", doc = "[from_value]: crate::from_value")]
+#![cfg_attr(not(feature = "serde"), doc = "[from_value]: crate#cargo-features")]
 #![deny(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![warn(unreachable_pub)]
 // `unsafe` is denied everywhere but in `mmap`, the one audited module.

@@ -3,6 +3,8 @@
 //! wire as Dask's `numpy.ndarray` header plus one data frame, zero-copy both
 //! ways (SPEC.md §5.4).
 
+use std::fmt;
+
 use bytes::{Bytes, BytesMut};
 use zerocopy::{FromBytes, Immutable, KnownLayout};
 
@@ -48,7 +50,24 @@ elements! {
 /// assert_eq!(a.item_size(), 8);
 /// # Ok::<(), framewire::EncodeError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// `Debug` shows the elements as numbers, in C order, for the dtypes with
+/// numbers in them (bool, ints, uints, `f4`, `f8`, complex `c8` and `c16`,
+/// either byte order); past 8 of them, the first and last three around
+/// `...`, as numpy's repr does. Other dtypes show a byte count:
+///
+/// ```
+/// # use bytes::Bytes;
+/// # use framewire::NdArray;
+/// let data: Vec<u8> = [7i32, -1, 300].iter().flat_map(|x| x.to_be_bytes()).collect();
+/// let a = NdArray::from_c_order(">i4", &[3], Bytes::from(data))?;
+/// assert_eq!(
+///     format!("{a:?}"),
+///     r#"NdArray { dtype: ">i4", shape: [3], strides: [4], writeable: true, broadcast_to: None, data: [7, -1, 300] }"#
+/// );
+/// # Ok::<(), framewire::EncodeError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq)]
 pub struct NdArray {
     dtype: String,
     item_size: usize,
@@ -92,8 +111,19 @@ pub(crate) struct Geometry {
 
 impl NdArray {
     /// A C-contiguous array over `data`, which must hold exactly
-    /// `product(shape) × item size` bytes.
+    /// `product(shape) × item size` bytes. An object dtype (`|O`) is
+    /// [`EncodeError::ObjectArray`].
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use framewire::{EncodeError, NdArray};
+    /// let pointers = Bytes::from(vec![0u8; 16]);
+    /// assert_eq!(NdArray::from_c_order("|O", &[2], pointers), Err(EncodeError::ObjectArray));
+    /// ```
     pub fn from_c_order(dtype: &str, shape: &[u64], data: Bytes) -> Result<NdArray, EncodeError> {
+        if matches!(dtype.as_bytes(), [b'<' | b'>' | b'|' | b'=', b'O', ..]) {
+            return Err(EncodeError::ObjectArray);
+        }
         let bad = || EncodeError::InvalidArray {
             reason: "dtype, shape and data length do not agree",
         };
@@ -357,6 +387,167 @@ impl NdArray {
     }
 }
 
+/// Elements up to which an [`NdArray`]'s `Debug` shows them all; past it,
+/// the first and last three (numpy's `edgeitems`).
+const DEBUG_ELEMENTS: usize = 8;
+
+/// numpy's `edgeitems`: elements shown at each end of a long array.
+const EDGE_ELEMENTS: usize = 3;
+
+impl fmt::Debug for NdArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("NdArray");
+        s.field("dtype", &self.dtype)
+            .field("shape", &self.shape)
+            .field("strides", &self.strides)
+            .field("writeable", &self.writeable)
+            .field("broadcast_to", &self.broadcast_to);
+        match (self.number_kind(), self.count()) {
+            (Some(kind), Some(count)) => s.field(
+                "data",
+                &Elements {
+                    array: self,
+                    kind,
+                    count,
+                },
+            ),
+            _ => s.field("data", &format_args!("{} bytes", self.data.len())),
+        }
+        .finish()
+    }
+}
+
+/// How an element's bytes make a number, for `Debug`.
+#[derive(Clone, Copy, Debug)]
+struct NumberKind {
+    /// numpy's kind: `b`, `i`, `u`, `f` or `c`.
+    kind: char,
+    /// The bytes are big-endian.
+    big_endian: bool,
+}
+
+impl NdArray {
+    /// How the dtype's elements read as numbers, or `None` for a dtype
+    /// without numbers `Debug` can show (strings, datetimes, `f2`...).
+    fn number_kind(&self) -> Option<NumberKind> {
+        let mut chars = self.dtype.chars();
+        let big_endian = match chars.next()? {
+            '>' => true,
+            '<' => false,
+            '|' | '=' => cfg!(target_endian = "big"),
+            _ => return None,
+        };
+        let kind = chars.next()?;
+        match (kind, self.item_size) {
+            ('b', 1) | ('i' | 'u', 1 | 2 | 4 | 8) | ('f', 4 | 8) | ('c', 8 | 16) => {
+                Some(NumberKind { kind, big_endian })
+            }
+            _ => None,
+        }
+    }
+
+    /// The bytes of the `i`-th element in C order of the logical shape
+    /// (none past the data, which a checked array never reaches).
+    fn element(&self, i: usize) -> Option<&[u8]> {
+        let (mut rest, mut at) = (i as u64, 0u64);
+        for (&n, &stride) in self.logical_shape().iter().zip(&self.strides).rev() {
+            at = at.checked_add(rest.checked_rem(n)?.checked_mul(stride)?)?;
+            rest = rest.checked_div(n)?;
+        }
+        let at = usize::try_from(at).ok()?;
+        self.data.get(at..at.checked_add(self.item_size)?)
+    }
+}
+
+/// The elements of an array as numbers, for `Debug`.
+struct Elements<'a> {
+    array: &'a NdArray,
+    kind: NumberKind,
+    /// The number of elements (the logical shape's).
+    count: usize,
+}
+
+impl Elements<'_> {
+    /// Element `i` as a number.
+    fn number(&self, i: usize) -> Option<Number> {
+        let bytes = self.array.element(i)?;
+        let NumberKind { kind, big_endian } = self.kind;
+        // The bytes as an unsigned integer, most significant first.
+        let uint = |b: &[u8]| {
+            let fold = |n: u64, &x: &u8| (n << 8) | u64::from(x);
+            match big_endian {
+                true => b.iter().fold(0, fold),
+                false => b.iter().rev().fold(0, fold),
+            }
+        };
+        let float = |b: &[u8]| match b.len() {
+            4 => f64::from(f32::from_bits(uint(b) as u32)),
+            _ => f64::from_bits(uint(b)),
+        };
+        Some(match kind {
+            'b' => Number::Bool(bytes[0] != 0),
+            'u' => Number::Uint(uint(bytes)),
+            'i' => {
+                // Sign-extended from the item's width.
+                let shift = 64 - 8 * bytes.len() as u32;
+                Number::Int(((uint(bytes) << shift) as i64) >> shift)
+            }
+            'f' => Number::Float(float(bytes)),
+            _ => {
+                let (re, im) = bytes.split_at(bytes.len() / 2);
+                Number::Complex(float(re), float(im))
+            }
+        })
+    }
+}
+
+impl fmt::Debug for Elements<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = self.count;
+        let shown: Vec<usize> = match count <= DEBUG_ELEMENTS {
+            true => (0..count).collect(),
+            false => (0..EDGE_ELEMENTS)
+                .chain(count - EDGE_ELEMENTS..count)
+                .collect(),
+        };
+        let mut list = f.debug_list();
+        for (n, &i) in shown.iter().enumerate() {
+            if count > DEBUG_ELEMENTS && n == EDGE_ELEMENTS {
+                list.entry(&format_args!("..."));
+            }
+            match self.number(i) {
+                Some(x) => list.entry(&x),
+                None => list.entry(&format_args!("?")),
+            };
+        }
+        list.finish()
+    }
+}
+
+/// One element, as `Debug` shows it.
+enum Number {
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    /// Real and imaginary parts.
+    Complex(f64, f64),
+}
+
+impl fmt::Debug for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Number::Bool(b) => write!(f, "{b}"),
+            Number::Int(i) => write!(f, "{i}"),
+            Number::Uint(u) => write!(f, "{u}"),
+            Number::Float(x) => write!(f, "{x:?}"),
+            // numpy's `1+2j`, with Rust's float digits.
+            Number::Complex(re, im) if im.is_sign_negative() => write!(f, "{re:?}-{:?}j", -im),
+            Number::Complex(re, im) => write!(f, "{re:?}+{im:?}j"),
+        }
+    }
+}
+
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 {
         a
@@ -390,6 +581,125 @@ mod tests {
     fn aligned_f64(values: &[f64]) -> Bytes {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
         placed(&bytes, 0)
+    }
+
+    /// `Debug`'s `data` field of an array.
+    fn debug_data(a: &NdArray) -> String {
+        let s = format!("{a:?}");
+        let at = s.find("data: ").expect("a data field") + "data: ".len();
+        s[at..s.len() - " }".len()].to_owned()
+    }
+
+    fn bytes_of<const N: usize>(items: impl IntoIterator<Item = [u8; N]>) -> Bytes {
+        Bytes::from(items.into_iter().flatten().collect::<Vec<u8>>())
+    }
+
+    #[test]
+    fn debug_shows_numbers_in_either_byte_order() {
+        let a = NdArray::from_c_order(
+            "<f8",
+            &[2, 3],
+            bytes_of([1.0f64, 2.5, -3.0, 4.0, 5.0, 6.0].map(f64::to_le_bytes)),
+        )
+        .unwrap();
+        assert_eq!(
+            format!("{a:?}"),
+            r#"NdArray { dtype: "<f8", shape: [2, 3], strides: [24, 8], writeable: true, broadcast_to: None, data: [1.0, 2.5, -3.0, 4.0, 5.0, 6.0] }"#
+        );
+        let cases = [
+            NdArray::from_c_order(
+                ">f4",
+                &[2],
+                bytes_of([0.5f32, f32::NAN].map(f32::to_be_bytes)),
+            ),
+            NdArray::from_c_order(
+                "<i2",
+                &[3],
+                bytes_of([-2i16, 0, i16::MAX].map(i16::to_le_bytes)),
+            ),
+            NdArray::from_c_order(">i8", &[2], bytes_of([i64::MIN, 7].map(i64::to_be_bytes))),
+            NdArray::from_c_order("|i1", &[2], bytes_of([-128i8, 127].map(i8::to_le_bytes))),
+            NdArray::from_c_order(">u4", &[2], bytes_of([u32::MAX, 1].map(u32::to_be_bytes))),
+            NdArray::from_c_order("<u8", &[1], bytes_of([u64::MAX].map(u64::to_le_bytes))),
+            NdArray::from_c_order("|b1", &[3], Bytes::from_static(&[1, 0, 1])),
+            NdArray::from_c_order(
+                "<c16",
+                &[2],
+                bytes_of([1.0f64, 2.0, 0.5, -1.5].map(f64::to_le_bytes)),
+            ),
+            NdArray::from_c_order(">c8", &[1], bytes_of([-1.0f32, 0.25].map(f32::to_be_bytes))),
+        ];
+        let want = [
+            "[0.5, NaN]",
+            "[-2, 0, 32767]",
+            "[-9223372036854775808, 7]",
+            "[-128, 127]",
+            "[4294967295, 1]",
+            "[18446744073709551615]",
+            "[true, false, true]",
+            "[1.0+2.0j, 0.5-1.5j]",
+            "[-1.0+0.25j]",
+        ];
+        for (a, want) in cases.iter().zip(want) {
+            assert_eq!(debug_data(a.as_ref().unwrap()), want);
+        }
+    }
+
+    #[test]
+    fn debug_truncates_long_arrays_as_numpy_does() {
+        let a = NdArray::from_c_order("<i4", &[1000], bytes_of((0..1000i32).map(i32::to_le_bytes)))
+            .unwrap();
+        assert_eq!(debug_data(&a), "[0, 1, 2, ..., 997, 998, 999]");
+        let a =
+            NdArray::from_c_order("<i4", &[8], bytes_of((0..8i32).map(i32::to_le_bytes))).unwrap();
+        assert_eq!(debug_data(&a), "[0, 1, 2, 3, 4, 5, 6, 7]");
+        let a = NdArray::from_c_order("<i4", &[3, 0], Bytes::new()).unwrap();
+        assert_eq!(debug_data(&a), "[]");
+    }
+
+    #[test]
+    fn debug_reads_strided_and_broadcast_arrays_in_c_order() {
+        // The transpose of [[0, 1, 2], [3, 4, 5]]: strides of a
+        // Fortran-order view.
+        let data = bytes_of((0..6i16).map(i16::to_le_bytes));
+        let geometry = Geometry {
+            shape: vec![3, 2],
+            strides: vec![2, 6],
+            broadcast_to: None,
+        };
+        let a = NdArray::from_parts("<i2", geometry, true, data.clone()).unwrap();
+        assert_eq!(debug_data(&a), "[0, 3, 1, 4, 2, 5]");
+        // One row broadcast to two.
+        let geometry = Geometry {
+            shape: vec![1, 3],
+            strides: vec![0, 2],
+            broadcast_to: Some(vec![2, 3]),
+        };
+        let a = NdArray::from_parts("<i2", geometry, false, data).unwrap();
+        assert_eq!(debug_data(&a), "[0, 1, 2, 0, 1, 2]");
+    }
+
+    #[test]
+    fn debug_counts_the_bytes_of_other_dtypes() {
+        let a = NdArray::from_c_order("<U2", &[2], Bytes::from(vec![0u8; 16])).unwrap();
+        assert_eq!(debug_data(&a), "16 bytes");
+        let a = NdArray::from_c_order("<M8[ns]", &[1], Bytes::from(vec![0u8; 8])).unwrap();
+        assert_eq!(debug_data(&a), "8 bytes");
+    }
+
+    #[test]
+    fn object_arrays_are_refused_as_such() {
+        let pointers = Bytes::from(vec![0u8; 16]);
+        assert_eq!(
+            NdArray::from_c_order("|O", &[2], pointers.clone()),
+            Err(EncodeError::ObjectArray)
+        );
+        assert_eq!(
+            NdArray::from_c_order("|O", &[3], pointers)
+                .unwrap_err()
+                .to_string(),
+            "object arrays (dtype |O) cannot be read: they hold pickled Python objects"
+        );
     }
 
     #[test]

@@ -17,11 +17,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use framewire::transport::{Connection, FrameCodec, Stats};
-
-/// Frames under 16 KiB are copied next to their prelude on send (the
-/// `Connection`'s documented behaviour).
-const COALESCE_THRESHOLD: usize = 16 << 10;
+use framewire::transport::{Connection, FrameCodec, Stats, COALESCE_THRESHOLD};
 use framewire::{Envelope, Limits};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::codec::{Decoder, Encoder};

@@ -28,11 +28,7 @@ use framewire::dask::{
     Map, Op, RequestError, Requests, Rpc, RpcError, SchedulerRequest, UpdateData, UpdateDataReply,
     WorkerRequest,
 };
-use framewire::transport::{ConnectionBuilder, HandshakeOptions};
-
-/// Frames under 16 KiB are copied next to their prelude on send (the
-/// `Connection`'s documented behaviour); larger ones go from their own memory.
-const COALESCE_THRESHOLD: usize = 16 << 10;
+use framewire::transport::{ConnectionBuilder, HandshakeOptions, COALESCE_THRESHOLD};
 use framewire::{Block, Header, Value};
 use tokio::net::TcpListener;
 

@@ -27,11 +27,7 @@ use framewire::dumps_with;
 use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{DeserializeOptions, SerializeOptions};
-use framewire::transport::{Connection, FrameCodec};
-
-/// Frames under 16 KiB are copied next to their prelude on send (the
-/// `Connection`'s documented behaviour); larger ones go from their own memory.
-const COALESCE_THRESHOLD: usize = 16 << 10;
+use framewire::transport::{Connection, FrameCodec, COALESCE_THRESHOLD};
 use framewire::{dumps, Envelope, Limits, Value};
 use tokio_util::codec::Encoder;
 

@@ -22,19 +22,20 @@
 //! `--checksums require` refuses a server that does not offer them. Replies
 //! are decompressed whatever was negotiated, as Dask does.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::Duration;
 
-use framewire::message::{self, BlockKind, Decoded};
-use framewire::serialize::{self, Codec, DecompressBudget, DeserializeOptions};
+use framewire::message::{self, Decoded};
+use framewire::serialize::{Codec, DeserializeOptions};
 use framewire::transport::{
-    Address, Checksums, Connection, ConnectionBuilder, HandshakeError, HandshakeOptions, TlsConfig,
+    Address, Checksums, Connection, ConnectionBuilder, HandshakeError, HandshakeOptions,
     TransportError,
 };
 use framewire::{DeserializeError, Envelope, Limits, Value};
 use serde_json::Value as Json;
 use tokio::time::{timeout_at, Instant};
 
+use crate::args::Connect;
 use crate::json;
 
 /// Time allowed for the `{"op": "close"}` goodbye after the reply arrived.
@@ -54,33 +55,20 @@ pub enum ChecksumMode {
 pub struct Options {
     /// Connecting, handshake and reply, all together.
     pub timeout: Duration,
-    /// `--tcp-timeout`: when a silent server is called dead.
-    pub tcp_timeout: Option<Duration>,
-    /// `--connect-timeout`: how long connecting is retried (within
-    /// `timeout`).
-    pub connect_timeout: Duration,
+    /// `--tcp-timeout`, `--connect-timeout` (connecting is retried within
+    /// `timeout`) and `--tls-*`.
+    pub connect: Connect,
     /// `--compression`: a codec name, checked before anything else.
     pub compression: Option<String>,
     /// `--checksums`; `None`: not offered (as Python peers).
     pub checksums: Option<ChecksumMode>,
-    /// `--tls-*`: for a `tls://` address.
-    pub tls: Option<TlsConfig>,
 }
 
 /// Sends the message `input` (JSON text, or `-` for stdin) to the Dask
 /// server at `address` and prints its reply.
 pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> Result<(), String> {
     let codec = opts.compression.as_deref().map(parse_codec).transpose()?;
-    let text = if input == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .lock()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("<stdin>: {e}"))?;
-        s
-    } else {
-        input.to_owned()
-    };
+    let text = crate::input::text_arg(input)?;
     let msg = message_from_json(&text)?;
     let op = msg
         .get("op")
@@ -93,7 +81,6 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
     // the handshake agrees, if any.
     framewire::dumps(&msg).map_err(|e| format!("cannot encode the message: {e}"))?;
     let address = Address::parse(address)?;
-    let tls = crate::tls::for_address(&address, opts.tls.as_ref(), "--tls")?;
     let handshake = {
         let mut o = HandshakeOptions::default();
         o.compression = codec;
@@ -116,13 +103,11 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
         wants_reply,
     };
     let mut builder = Connection::builder();
-    builder
-        .limits(Limits::dask_compat())
-        .tcp_timeout(opts.tcp_timeout)
-        .connect_timeout(Some(opts.connect_timeout.min(opts.timeout)));
-    if let Some(config) = tls {
-        builder.tls(config.clone());
-    }
+    builder.limits(Limits::dask_compat());
+    opts.connect.configure(&mut builder, &address)?;
+    builder.connect_timeout(Some(
+        opts.connect.timeouts.connect_timeout().min(opts.timeout),
+    ));
     let reply = rt.block_on(converse(
         &address,
         &builder,
@@ -268,30 +253,19 @@ fn reply_json(loaded: &Decoded) -> Result<Json, String> {
         return Err(err);
     }
     let opts = DeserializeOptions::with_limits(Limits::dask_compat());
-    // One decompression budget for the whole reply, as `inspect` does.
-    let mut budget = DecompressBudget::new(&opts.limits);
-    let blocks = json::blocks_in_order(&loaded.value);
-    let results = loaded
-        .blocks
-        .iter()
-        .zip(blocks)
-        .map(|(r, b)| match r.kind {
-            BlockKind::Pickled => Ok(Ok(Value::Pickled(Box::new(b.clone())))),
-            BlockKind::Serialized => {
-                match serialize::deserialize_with_budget(b, &opts, &mut budget) {
-                    Ok(v) => Ok(Ok(v)),
-                    Err(DeserializeError::RemoteSerializationError { text }) => Err(format!(
-                        "the reply holds a value the server could not serialize: {text}"
-                    )),
-                    Err(e) => Err(format!(
-                        "the reply's block {}@{}: {e}",
-                        json::kind_name(r.kind),
-                        r.offset
-                    )),
-                }
+    // Dask's client raises on a value the server could not serialize.
+    let results = json::deserialize_blocks(loaded, &opts, |r, e| {
+        Err(match e {
+            DeserializeError::RemoteSerializationError { text } => {
+                format!("the reply holds a value the server could not serialize: {text}")
             }
+            e => format!(
+                "the reply's block {}@{}: {e}",
+                json::kind_name(r.kind),
+                r.offset
+            ),
         })
-        .collect::<Result<Vec<_>, String>>()?;
+    })?;
     Ok(json::deserialized_to_json(&loaded.value, &results))
 }
 
@@ -314,17 +288,6 @@ fn remote_error(reply: &Value) -> Option<String> {
 /// `1.5 s`, `30 s`.
 fn seconds(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
-}
-
-/// `--timeout`: seconds, fractions allowed, more than 0.
-pub fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if secs.is_nan() || secs <= 0.0 || secs.is_infinite() {
-        return Err(format!("{s:?}: the timeout must be more than 0 seconds"));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
 #[cfg(test)]
@@ -368,14 +331,5 @@ mod tests {
             "--compression \"brotli\": unknown codec (known: zlib, snappy, lz4, zstd)"
         );
         assert!(parse_codec("auto").is_err());
-    }
-
-    #[test]
-    fn timeouts() {
-        assert_eq!(parse_timeout("1.5"), Ok(Duration::from_millis(1500)));
-        assert!(parse_timeout("0").is_err());
-        assert!(parse_timeout("nan").is_err());
-        assert!(parse_timeout("-1").is_err());
-        assert!(parse_timeout("x").is_err());
     }
 }

@@ -1,28 +1,19 @@
 //! `framewire scatter`, `gather` and `who-has`: the library's
 //! [`Client`](framewire::dask::Client) from the command line.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use bytes::Bytes;
 use framewire::dask::{Client, ClientOptions, Key, Map};
 use framewire::pickle::PickleFamily;
 use framewire::serialize::Registry;
-use framewire::transport::TlsConfig;
 use framewire::{NdArray, Value};
 use serde_json::Value as Json;
 
+use crate::args::Connect;
+use crate::input::Input;
 use crate::json::{json_to_value, value_to_json};
-
-/// How to reach the cluster.
-pub struct Options {
-    /// `--tcp-timeout` (`None`: keepalive off).
-    pub tcp_timeout: Option<Duration>,
-    /// `--connect-timeout`.
-    pub connect_timeout: Duration,
-    /// `--tls-*`, for a `tls://` address.
-    pub tls: Option<TlsConfig>,
-}
 
 /// What `scatter`'s FILE holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,15 +26,11 @@ pub enum Format {
     Json,
 }
 
-fn client_options(address: &str, opts: &Options) -> Result<ClientOptions, String> {
+/// The client's options: `opts`, and the pickle family for plain values.
+fn client_options(address: &str, opts: &Connect) -> Result<ClientOptions, String> {
     let mut o = ClientOptions::default();
-    o.connection
-        .tcp_timeout(opts.tcp_timeout)
-        .connect_timeout(Some(opts.connect_timeout));
     let parsed = framewire::transport::Address::parse(address)?;
-    if let Some(tls) = crate::tls::for_address(&parsed, opts.tls.as_ref(), "--tls")? {
-        o.connection.tls(tls.clone());
-    }
+    opts.configure(&mut o.connection, &parsed)?;
     o.registry = Registry::default().with(PickleFamily);
     Ok(o)
 }
@@ -66,18 +53,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-fn read_input(file: &str) -> Result<Vec<u8>, String> {
-    if file == "-" {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut buf)
-            .map_err(|e| format!("<stdin>: {e}"))?;
-        return Ok(buf);
-    }
-    std::fs::read(file).map_err(|e| format!("{file}: {e}"))
-}
-
 /// How long `framewire scatter` keeps its key alive.
 pub enum Keep {
     /// Until SIGINT or SIGTERM, then the key is released.
@@ -97,14 +72,14 @@ pub fn scatter(
     file: &str,
     format: Format,
     keep: Keep,
-    opts: &Options,
+    opts: &Connect,
     out: &mut impl Write,
 ) -> Result<(), String> {
     let key = parse_key(key)?;
-    let input = read_input(file)?;
+    let input = Input::read(file)?.buf;
     let value = match format {
-        Format::Npy => Value::NdArray(Box::new(npy_read(Bytes::from(input), file)?)),
-        Format::Bytes => Value::Bin(Bytes::from(input)),
+        Format::Npy => Value::NdArray(Box::new(npy_read(input, file)?)),
+        Format::Bytes => Value::Bin(input),
         Format::Json => {
             let j: Json = serde_json::from_slice(&input).map_err(|e| format!("{file}: {e}"))?;
             json_to_value(&j)?
@@ -159,7 +134,7 @@ pub fn gather(
     key: &str,
     output: Option<&str>,
     timeout: Duration,
-    opts: &Options,
+    opts: &Connect,
     out: &mut impl Write,
 ) -> Result<(), String> {
     let key = parse_key(key)?;
@@ -243,7 +218,7 @@ fn unreadable(value: &Value) -> Option<String> {
 pub fn who_has(
     address: &str,
     keys: &[String],
-    opts: &Options,
+    opts: &Connect,
     out: &mut impl Write,
 ) -> Result<(), String> {
     let keys: Vec<Key> = keys
@@ -385,5 +360,22 @@ mod tests {
         assert_eq!(back.shape(), &[2, 3]);
         assert_eq!(back.data(), a.data());
         assert!(npy_read(Bytes::from_static(b"hello world"), "x").is_err());
+    }
+
+    #[test]
+    fn object_npy_is_refused_as_such() {
+        // What `np.save` writes for `np.array([1, "a"], dtype=object)`: a
+        // pickle after the header, where numbers would be.
+        let mut header = "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }".to_string();
+        header.extend(std::iter::repeat_n(' ', 117 - header.len()));
+        header.push('\n');
+        let mut file = b"\x93NUMPY\x01\x00".to_vec();
+        file.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        file.extend_from_slice(header.as_bytes());
+        file.extend_from_slice(b"\x80\x02]q\x00(K\x01X\x01\x00\x00\x00aq\x01e.");
+        assert_eq!(
+            npy_read(Bytes::from(file), "o.npy").unwrap_err(),
+            "o.npy: object arrays (dtype |O) cannot be read: they hold pickled Python objects"
+        );
     }
 }

@@ -28,12 +28,9 @@ use bytes::Bytes;
 use framewire::dask::{HeartbeatWorker, Op};
 use framewire::dumps_with;
 use framewire::serialize::{Codec, DeserializeOptions, IterateCollection, SerializeOptions};
-use framewire::transport::{Connection, HandshakeOptions, Stats};
-
-/// Frames under 16 KiB are copied next to their prelude on send (the
-/// `Connection`'s documented behaviour); larger ones are written from their
-/// own memory.
-const COALESCE_THRESHOLD: usize = 16 << 10;
+// Frames under the threshold are copied next to their prelude on send;
+// larger ones are written from their own memory.
+use framewire::transport::{Connection, HandshakeOptions, Stats, COALESCE_THRESHOLD};
 use framewire::{Envelope, Limits, NdArray, Value};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};

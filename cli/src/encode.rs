@@ -1,7 +1,7 @@
 //! `framewire encode`: one message, built from JSON in the conventions of
 //! `inspect --json`, written to stdout as Dask's TCP framing.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use framewire::dumps_with;
 use framewire::envelope::Envelope;
@@ -34,16 +34,7 @@ pub fn run(
     first_read: FirstRead,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let text = if input == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .lock()
-            .read_to_string(&mut s)
-            .map_err(|e| format!("<stdin>: {e}"))?;
-        s
-    } else {
-        input.to_owned()
-    };
+    let text = crate::input::text_arg(input)?;
     // Parsing, converting and dropping JSON 4096 levels deep all recurse.
     let frames = std::thread::scope(|s| {
         std::thread::Builder::new()

@@ -7,6 +7,20 @@ use bytes::Bytes;
 use framewire::message::{self, BlockRef};
 use framewire::{DecodeError, Envelope, EnvelopeError, Limits, Position};
 
+/// The text of an argument that is either the text itself or `-`, which
+/// reads it from stdin (the JSON of `encode` and `call`).
+pub fn text_arg(arg: &str) -> Result<String, String> {
+    if arg != "-" {
+        return Ok(arg.to_owned());
+    }
+    let mut s = String::new();
+    std::io::stdin()
+        .lock()
+        .read_to_string(&mut s)
+        .map_err(|e| format!("<stdin>: {e}"))?;
+    Ok(s)
+}
+
 /// A whole input file in one buffer: frames are slices of it.
 pub struct Input {
     /// The name to print (`-` is shown as `<stdin>`).

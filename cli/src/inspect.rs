@@ -2,8 +2,8 @@
 
 use std::io::Write;
 
-use framewire::message::{BlockKind, BlockRef};
-use framewire::serialize::{self, DecompressBudget, DeserializeOptions};
+use framewire::message::BlockRef;
+use framewire::serialize::DeserializeOptions;
 use framewire::{Block, DeserializeError, Limits, Value};
 use serde_json::{Map, Value as Json};
 
@@ -60,23 +60,10 @@ fn deserialize_message(input: &Input, msg: &Decoded) -> Result<Vec<Result<Value,
     let mut opts = DeserializeOptions::default();
     opts.limits = Limits::dask_compat();
     opts.backing = vec![input.buf.clone()];
-    let mut budget = DecompressBudget::new(&opts.limits);
-    let blocks = json::blocks_in_order(&msg.loaded.value);
-    msg.loaded
-        .blocks
-        .iter()
-        .zip(blocks)
-        .map(|(r, b)| match r.kind {
-            BlockKind::Pickled => Ok(Ok(Value::Pickled(Box::new(b.clone())))),
-            BlockKind::Serialized => {
-                match serialize::deserialize_with_budget(b, &opts, &mut budget) {
-                    Ok(v) => Ok(Ok(v)),
-                    Err(DeserializeError::RemoteSerializationError { text }) => Ok(Err(text)),
-                    Err(e) => Err(input::block_error(&input.name, msg, r, &e.into())),
-                }
-            }
-        })
-        .collect()
+    json::deserialize_blocks(&msg.loaded, &opts, |r, e| match e {
+        DeserializeError::RemoteSerializationError { text } => Ok(text),
+        e => Err(input::block_error(&input.name, msg, r, &e.into())),
+    })
 }
 
 /// The `--json` object of one message.

@@ -35,8 +35,9 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
-use framewire::message::{BlockKind, BlockRef};
-use framewire::{Block, NdArray, Value};
+use framewire::message::{self, BlockKind, BlockRef};
+use framewire::serialize::{self, DecompressBudget, DeserializeOptions};
+use framewire::{Block, DeserializeError, NdArray, Value};
 use serde_json::{Map, Number, Value as Json};
 use sha2::{Digest, Sha256};
 
@@ -62,6 +63,36 @@ pub fn deserialized_to_json(value: &Value, results: &[Result<Value, String>]) ->
         leaves: Leaves::Deserialized(results.iter()),
     }
     .convert(value)
+}
+
+/// Every block of a decoded message deserialized with `opts` (compressed
+/// frames decompressed under one budget for the whole message), in the
+/// order of [`blocks_in_order`], as [`deserialized_to_json`] takes them: a
+/// value (a `Pickled` block stays itself, frames as they came), or the
+/// text `on_error` gives for a block that failed. `on_error` returns
+/// `Ok(text)` to keep the text in the block's place (a remote serialization
+/// error, shown as `$error`), or `Err` to stop with that error.
+pub fn deserialize_blocks(
+    loaded: &message::Decoded,
+    opts: &DeserializeOptions,
+    mut on_error: impl FnMut(&BlockRef, DeserializeError) -> Result<String, String>,
+) -> Result<Vec<Result<Value, String>>, String> {
+    let mut budget = DecompressBudget::new(&opts.limits);
+    let blocks = blocks_in_order(&loaded.value);
+    loaded
+        .blocks
+        .iter()
+        .zip(blocks)
+        .map(|(r, b)| match r.kind {
+            BlockKind::Pickled => Ok(Ok(Value::Pickled(Box::new(b.clone())))),
+            BlockKind::Serialized => {
+                match serialize::deserialize_with_budget(b, opts, &mut budget) {
+                    Ok(v) => Ok(Ok(v)),
+                    Err(e) => on_error(r, e).map(Err),
+                }
+            }
+        })
+        .collect()
 }
 
 /// The JSON of a value that holds no placeholders (a sub-header, a handshake).

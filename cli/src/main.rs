@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use framewire::serialize::{IterateCollection, SerializeOptions, DEFAULT_SHARD_SIZE};
 
+mod args;
 mod call;
 mod client;
 mod demo;
@@ -79,10 +80,10 @@ enum Command {
     Call {
         /// Give up after this many seconds (connecting, handshake, reply).
         #[arg(long, value_name = "SECONDS", default_value = "30",
-              value_parser = call::parse_timeout)]
+              value_parser = args::parse_timeout)]
         timeout: std::time::Duration,
         #[command(flatten)]
-        timeouts: Timeouts,
+        connect: args::ConnectArgs,
         /// Offer this codec in the handshake (lz4, zstd, snappy, zlib); if
         /// the server offers the same, payloads are compressed under Dask's
         /// policy. A Python Dask server answers nil to a client on its own
@@ -95,8 +96,6 @@ enum Command {
         /// Python Dask server never does).
         #[arg(long, value_enum, value_name = "MODE")]
         checksums: Option<call::ChecksumMode>,
-        #[command(flatten)]
-        tls: tls::TlsArgs,
         /// The server: `tcp://HOST:PORT`, `tls://HOST:PORT` (with the
         /// `--tls-*` files) or `HOST:PORT`.
         #[arg(value_name = "ADDRESS")]
@@ -133,10 +132,10 @@ enum Command {
         /// Deadline of a client's TLS handshake; past it the connection is
         /// refused (one log line) and the tap carries on.
         #[arg(long, value_name = "SECONDS", default_value = "30",
-              value_parser = call::parse_timeout)]
+              value_parser = args::parse_timeout)]
         handshake_timeout: std::time::Duration,
         #[command(flatten)]
-        timeouts: Timeouts,
+        timeouts: args::Timeouts,
         /// Write the log here instead of stdout.
         #[arg(long, value_name = "FILE")]
         log: Option<String>,
@@ -166,16 +165,14 @@ enum Command {
         json: bool,
         /// Exit (releasing the key) after this many seconds instead of
         /// when interrupted (SIGINT or SIGTERM).
-        #[arg(long, value_name = "SECONDS", value_parser = call::parse_timeout)]
+        #[arg(long, value_name = "SECONDS", value_parser = args::parse_timeout)]
         hold: Option<std::time::Duration>,
         /// Exit at once and leave the key in the cluster (Dask's
         /// `fire_and_forget`: no client closing releases it).
         #[arg(long, conflicts_with = "hold")]
         fire_and_forget: bool,
         #[command(flatten)]
-        timeouts: Timeouts,
-        #[command(flatten)]
-        tls: tls::TlsArgs,
+        connect: args::ConnectArgs,
         /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
         #[arg(value_name = "ADDRESS")]
         address: String,
@@ -198,12 +195,10 @@ enum Command {
         output: Option<String>,
         /// Give up when KEY is not in memory after this many seconds.
         #[arg(long, value_name = "SECONDS", default_value = "30",
-              value_parser = call::parse_timeout)]
+              value_parser = args::parse_timeout)]
         timeout: std::time::Duration,
         #[command(flatten)]
-        timeouts: Timeouts,
-        #[command(flatten)]
-        tls: tls::TlsArgs,
+        connect: args::ConnectArgs,
         /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
         #[arg(value_name = "ADDRESS")]
         address: String,
@@ -216,9 +211,7 @@ enum Command {
     /// key when none is given.
     WhoHas {
         #[command(flatten)]
-        timeouts: Timeouts,
-        #[command(flatten)]
-        tls: tls::TlsArgs,
+        connect: args::ConnectArgs,
         /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
         #[arg(value_name = "ADDRESS")]
         address: String,
@@ -254,53 +247,6 @@ fn tap_tls(tls: &tls::TlsArgs, upstream: &tls::UpstreamTlsArgs) -> Result<tap::T
         listen.clone()
     };
     Ok(tap::Tls { listen, upstream })
-}
-
-/// The connection options of `scatter`, `gather` and `who-has`.
-fn client_opts(timeouts: &Timeouts, tls: &tls::TlsArgs) -> Result<client::Options, String> {
-    Ok(client::Options {
-        tcp_timeout: timeouts.tcp_timeout.0,
-        connect_timeout: timeouts.connect_timeout,
-        tls: tls.config("--tls")?,
-    })
-}
-
-/// Dask's `distributed.comm.timeouts`, under its names.
-#[derive(clap::Args, Debug)]
-struct Timeouts {
-    /// Dask's `distributed.comm.timeouts.tcp`: a connection whose peer
-    /// stops answering (a dead host, a partition) is called dead after
-    /// about this long (TCP keepalive and TCP_USER_TIMEOUT, as Dask sets
-    /// them; at least 11), `0`: keepalive off.
-    #[arg(long, value_name = "SECONDS", default_value = "30",
-          value_parser = parse_tcp_timeout)]
-    tcp_timeout: TcpTimeout,
-    /// Dask's `distributed.comm.timeouts.connect`: how long connecting is
-    /// retried (with Dask's backoff) before giving up.
-    #[arg(long, value_name = "SECONDS", default_value = "30",
-          value_parser = call::parse_timeout)]
-    connect_timeout: std::time::Duration,
-}
-
-/// `--tcp-timeout`; `None` for 0.
-#[derive(Clone, Copy, Debug)]
-struct TcpTimeout(Option<std::time::Duration>);
-
-/// `--tcp-timeout`: whole seconds, at least 11 (Dask's bound), or 0 for
-/// none.
-fn parse_tcp_timeout(s: &str) -> Result<TcpTimeout, String> {
-    let secs: u64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a whole number of seconds"))?;
-    let min = framewire::transport::ConnectionBuilder::MIN_TCP_TIMEOUT;
-    match secs {
-        0 => Ok(TcpTimeout(None)),
-        s if s < min.as_secs() => Err(format!(
-            "{s} s is too short: at least {} s (10 keepalive probes a second apart, plus one), or 0 for none",
-            min.as_secs()
-        )),
-        s => Ok(TcpTimeout(Some(std::time::Duration::from_secs(s)))),
-    }
 }
 
 /// `--iterate`: Dask's `iterate_collection` True / False / None.
@@ -342,20 +288,17 @@ fn main() -> ExitCode {
         }
         Command::Call {
             timeout,
-            timeouts,
+            connect,
             compression,
             checksums,
-            tls,
             address,
             json,
-        } => tls.config("--tls").and_then(|tls| {
+        } => connect.read().and_then(|connect| {
             let opts = call::Options {
                 timeout: *timeout,
-                tcp_timeout: timeouts.tcp_timeout.0,
-                connect_timeout: timeouts.connect_timeout,
+                connect,
                 compression: compression.clone(),
                 checksums: *checksums,
-                tls,
             };
             call::run(address, json, &opts, &mut out).map(|()| true)
         }),
@@ -371,8 +314,8 @@ fn main() -> ExitCode {
             no_splice,
         } => tap_tls(tls, upstream_tls).and_then(|tls| {
             let opts = tap::Options {
-                tcp_timeout: timeouts.tcp_timeout.0,
-                connect_timeout: timeouts.connect_timeout,
+                tcp_timeout: timeouts.tcp_timeout(),
+                connect_timeout: timeouts.connect_timeout(),
                 checksums: *checksums,
                 splice: !*no_splice,
                 handshake_timeout: *handshake_timeout,
@@ -384,12 +327,11 @@ fn main() -> ExitCode {
             json,
             hold,
             fire_and_forget,
-            timeouts,
-            tls,
+            connect,
             address,
             data_key,
             file,
-        } => client_opts(timeouts, tls).and_then(|opts| {
+        } => connect.read().and_then(|opts| {
             let format = match (bytes, json) {
                 (true, _) => client::Format::Bytes,
                 (_, true) => client::Format::Json,
@@ -405,11 +347,10 @@ fn main() -> ExitCode {
         Command::Gather {
             output,
             timeout,
-            timeouts,
-            tls,
+            connect,
             address,
             data_key,
-        } => client_opts(timeouts, tls).and_then(|opts| {
+        } => connect.read().and_then(|opts| {
             client::gather(
                 address,
                 data_key,
@@ -421,11 +362,11 @@ fn main() -> ExitCode {
             .map(|()| true)
         }),
         Command::WhoHas {
-            timeouts,
-            tls,
+            connect,
             address,
             keys,
-        } => client_opts(timeouts, tls)
+        } => connect
+            .read()
             .and_then(|opts| client::who_has(address, keys, &opts, &mut out).map(|()| true)),
         Command::Demo => demo::run(&mut out).map(|()| true),
     };

@@ -31,7 +31,10 @@ pub struct ClientOptions {
     /// Connections to the scheduler and the workers: the connect retry
     /// ([`connect_timeout`](ConnectionBuilder::connect_timeout)), TCP
     /// timeouts, and the certificates for `tls://`
-    /// ([`tls`](ConnectionBuilder::tls)).
+    /// ([`tls`][tls]).
+    ///
+    #[cfg_attr(feature = "tls", doc = "[tls]: ConnectionBuilder::tls")]
+    #[cfg_attr(not(feature = "tls"), doc = "[tls]: crate#cargo-features")]
     pub connection: ConnectionBuilder,
     /// The handshake (its `timeout` also bounds registering).
     pub handshake: HandshakeOptions,
@@ -48,9 +51,15 @@ pub struct ClientOptions {
     /// `None`: for ever.
     pub timeout: Option<Duration>,
     /// The serializer families [`Client::gather`] reads values with, as
-    /// they arrive (add [`PickleFamily`](crate::pickle::PickleFamily),
+    /// they arrive (add [`PickleFamily`][PickleFamily],
     /// feature `pickle`, for the values Python pickles: ints, dicts, lists
     /// of arrays...).
+    ///
+    #[cfg_attr(
+        feature = "pickle",
+        doc = "[PickleFamily]: crate::pickle::PickleFamily"
+    )]
+    #[cfg_attr(not(feature = "pickle"), doc = "[PickleFamily]: crate#cargo-features")]
     pub registry: Registry,
     /// Idle connections kept per server (the scheduler, each worker)
     /// between calls, `gather`s and `scatter`s (a [`ConnectionPool`], as

@@ -334,7 +334,7 @@ impl ConnectionBuilder {
 /// [`Envelope`]s, with [`send`](Connection::send) / [`recv`](Connection::recv).
 ///
 /// * Writes are zero-copy for large frames: the prelude and frames under
-///   16 KiB are coalesced into one
+///   [`COALESCE_THRESHOLD`](super::COALESCE_THRESHOLD) (16 KiB) are coalesced into one
 ///   buffer (a small message is one system call), larger frames go out from
 ///   their own `Bytes` in vectored writes of at most
 ///   1024 slices (Linux's `IOV_MAX`).

@@ -16,10 +16,13 @@ use super::socket::{self, address_error, Address, Socket};
 
 impl ConnectionBuilder {
     /// Connects to a Dask address — `tcp://`, or `tls://` with the
-    /// builder's [`tls`](ConnectionBuilder::tls) certificates — as
+    /// builder's [`tls`][tls] certificates — as
     /// [`connect_socket`](ConnectionBuilder::connect_socket) does (retrying
     /// until the [`connect_timeout`](ConnectionBuilder::connect_timeout)),
     /// then exchanges the Dask handshake within `opts.timeout`.
+    ///
+    #[cfg_attr(feature = "tls", doc = "[tls]: ConnectionBuilder::tls")]
+    #[cfg_attr(not(feature = "tls"), doc = "[tls]: crate#cargo-features")]
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), framewire::transport::TransportError> {
@@ -80,9 +83,12 @@ impl ConnectionBuilder {
     }
 
     /// Takes an accepted TCP stream, does the TLS handshake when the builder
-    /// has [`tls`](ConnectionBuilder::tls) certificates (see
+    /// has [`tls`][tls] certificates (see
     /// [`Socket::accept`]), then the Dask handshake, all within
     /// `opts.timeout`.
+    ///
+    #[cfg_attr(feature = "tls", doc = "[tls]: ConnectionBuilder::tls")]
+    #[cfg_attr(not(feature = "tls"), doc = "[tls]: crate#cargo-features")]
     pub async fn accept_socket(
         &self,
         stream: TcpStream,

@@ -90,3 +90,4 @@ pub use socket::{Address, Socket};
 pub use stats::Stats;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsError};
+pub use write::COALESCE_THRESHOLD;

@@ -13,7 +13,7 @@ use bytes::BytesMut;
 /// encrypts or decrypts (every byte, into records of its own).
 ///
 /// * [`Connection`](super::Connection) sends: the prelude and the frames
-///   under 16 KiB are copied into
+///   under [`COALESCE_THRESHOLD`](super::COALESCE_THRESHOLD) (16 KiB) are copied into
 ///   one buffer per message (counted: the frame bytes); larger frames go to
 ///   the kernel from their own memory.
 /// * [`Connection`](super::Connection) receives: frames are slices of the

@@ -40,12 +40,13 @@ use super::error::{TimeoutPhase, TransportError};
 use super::session::{self, Session};
 use super::stats::Stats;
 
-/// Frames shorter than this are copied next to the prelude, into one buffer
-/// per message, instead of getting an iovec of their own (h2 makes the same
-/// trade with its `CHAIN_THRESHOLD`). Copying 16 KiB costs about a
-/// microsecond, less than the bookkeeping of a separate slice; larger frames
-/// are never copied.
-pub(crate) const COALESCE_THRESHOLD: usize = 16 << 10;
+/// Frames shorter than this (16 KiB) are copied next to the prelude when a
+/// [`Connection`](super::Connection) sends them, into one buffer per message,
+/// instead of getting an iovec of their own (h2 makes the same trade with
+/// its `CHAIN_THRESHOLD`). Copying 16 KiB costs about a microsecond, less
+/// than the bookkeeping of a separate slice; larger frames are never copied
+/// (they go to the kernel from their own memory).
+pub const COALESCE_THRESHOLD: usize = 16 << 10;
 
 /// Slices passed to one vectored write: Linux's `IOV_MAX`. A message with
 /// more chunks is written in several calls.
