@@ -462,8 +462,7 @@ fn client_for<'c>(
     if !cache.clients.contains_key(&want) {
         cache.clients.retain(|(a, _), _| a == address);
         let rt = cache.runtime("2threads");
-        let mut opts = ClientOptions::default();
-        opts.idle_connections_per_address = idle;
+        let opts = ClientOptions::new().idle_connections_per_address(idle);
         let client = rt
             .block_on(Client::connect(address, opts))
             .expect("connect the client");

@@ -86,7 +86,11 @@ const LATE_S: f64 = 3.0;
 /// (`client_peer.py heartbeats`): their times, s; the client stays
 /// registered meanwhile.
 fn heartbeats(python: &Path, addr: &str, id: &str, seconds: u64, logs: &[&Daemon]) -> Vec<f64> {
-    let facts = peer(python, &[addr, "heartbeats", id, &seconds.to_string()], logs);
+    let facts = peer(
+        python,
+        &[addr, "heartbeats", id, &seconds.to_string()],
+        logs,
+    );
     let h = &facts["heartbeats"];
     assert_eq!(h["registered"], true, "{h}");
     as_f64s(&h["beats"])
@@ -189,9 +193,9 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
             .find_map(|l| serde_json::from_str(l).ok())
     });
 
-    let mut opts = ClientOptions::default();
-    opts.registry = Registry::default().with(PickleFamily);
-    let client = Client::connect(&addr, opts.clone()).await.expect("connect");
+    let registry = Registry::default().with(PickleFamily);
+    let opts = ClientOptions::new().registry(registry.clone());
+    let client = Client::connect(&addr, opts).await.expect("connect");
     let keys: Vec<Key> = ["py-array", "py-int", "py-dict", "py-list"]
         .into_iter()
         .map(Key::from)
@@ -227,7 +231,7 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
         other => panic!("not a block: {other:?}"),
     };
     let mut read = DeserializeOptions::default();
-    read.registry = opts.registry.clone();
+    read.registry = registry;
     let array = match deserialize_blocks(block, &read).unwrap() {
         Value::NdArray(a) => a,
         other => panic!("not an array: {other:?}"),
@@ -310,8 +314,7 @@ async fn heartbeats_then_close_forgets_keys() {
     let (w1, _) = python_worker(&python, dir.path(), &addr, "w1");
     let logs = [&sched, &w1];
 
-    let mut opts = ClientOptions::default();
-    opts.heartbeat_interval = Duration::from_millis(500);
+    let opts = ClientOptions::new().heartbeat_interval(Duration::from_millis(500));
     let client = Client::connect(&addr, opts).await.expect("connect");
     let key = Key::from("rust-held");
     client
@@ -329,7 +332,10 @@ async fn heartbeats_then_close_forgets_keys() {
     // of 0.5 s): over 12 s it records them at that interval, and the client
     // stays registered.
     let beats = heartbeats(&python, &addr, &id, 12, &logs);
-    assert!(beats.len() >= 3, "fewer than two heartbeats in 12 s: {beats:?}");
+    assert!(
+        beats.len() >= 3,
+        "fewer than two heartbeats in 12 s: {beats:?}"
+    );
     for gap in beats.windows(2).map(|w| w[1] - w[0]) {
         // Not faster than asked; late by no more than a loaded machine is.
         assert!(
@@ -387,9 +393,9 @@ async fn registers_again_after_the_scheduler_restarts() {
     let (sched, addr) = scheduler(&python, dir.path(), &[]);
     let (w1, _) = python_worker(&python, dir.path(), &addr, "w1");
 
-    let mut opts = ClientOptions::default();
-    opts.heartbeat_interval = Duration::from_millis(500);
-    opts.registry = Registry::default().with(PickleFamily);
+    let opts = ClientOptions::new()
+        .heartbeat_interval(Duration::from_millis(500))
+        .registry(Registry::default().with(PickleFamily));
     let client = Client::connect(&addr, opts).await.expect("connect");
     let id = client.id().to_owned();
     let before = Key::from("before-restart");
@@ -476,12 +482,12 @@ async fn scatter_wait_gather_over_tls() {
     assert!(addr.starts_with("tls://"), "{addr}");
     let (w1, w_addr) = cluster::python_worker_with(&python, dir.path(), &addr, "w1", &tls_args);
 
-    let mut opts = ClientOptions::default();
-    opts.connection.tls(
+    let mut connection = framewire::transport::ConnectionBuilder::new();
+    connection.tls(
         framewire::transport::TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key()))
             .unwrap(),
     );
-    let client = Client::connect(&addr, opts)
+    let client = Client::connect(&addr, ClientOptions::new().connection(connection))
         .await
         .expect("connect over tls");
     let key = Key::from(("rust-tls", 1));
@@ -591,8 +597,15 @@ async fn worker_connections_are_pooled() {
         // `ncores_running`, `update_data` to the worker, then to the
         // scheduler: a request each, a reply each.
         assert_eq!((d.messages_sent, d.messages_received), (3, 3), "{d:?}");
-        assert_eq!(d.frames_sent, d.messages_sent + out_of_band, "{len} bytes: {d:?}");
-        let got = client.gather(std::slice::from_ref(&key)).await.expect("gather");
+        assert_eq!(
+            d.frames_sent,
+            d.messages_sent + out_of_band,
+            "{len} bytes: {d:?}"
+        );
+        let got = client
+            .gather(std::slice::from_ref(&key))
+            .await
+            .expect("gather");
         assert_eq!(got[&key], Value::bin(vec![5u8; len]));
     }
     client.close().await.expect("close");

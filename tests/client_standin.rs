@@ -54,7 +54,12 @@ struct Seen {
 
 impl Seen {
     fn calls(&self, op: &str) -> usize {
-        self.calls.lock().unwrap().iter().filter(|o| *o == op).count()
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|o| *o == op)
+            .count()
     }
 
     fn stream_ops(&self, op: &str) -> Vec<Value> {
@@ -118,7 +123,11 @@ async fn serve(
             .to_vec()
     };
     while let Some(Ok(msg)) = conn.recv_value().await {
-        let op = msg.get("op").and_then(Value::as_str).unwrap_or("").to_owned();
+        let op = msg
+            .get("op")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         if op == "register-client" {
             seen.open.fetch_sub(1, Ordering::SeqCst);
             seen.registrations.lock().unwrap().push(Instant::now());
@@ -166,9 +175,17 @@ async fn serve(
 
 /// The client's stream: `stream-start` (or a refusal), then every op it
 /// sends recorded, until the client closes it or the test cuts it.
-async fn stream(mut conn: Connection<tokio::net::TcpStream>, seen: &Seen, mut cut: watch::Receiver<bool>) {
+async fn stream(
+    mut conn: Connection<tokio::net::TcpStream>,
+    seen: &Seen,
+    mut cut: watch::Receiver<bool>,
+) {
     let refuse = seen.refuse.load(Ordering::SeqCst);
-    let error = if refuse { "refused by the stand-in" } else { "" };
+    let error = if refuse {
+        "refused by the stand-in"
+    } else {
+        ""
+    };
     let start = Value::map_of([
         ("op", Value::from_static("stream-start")),
         ("error", Value::str(error)),
@@ -238,8 +255,7 @@ async fn a_wait_in_progress_fails_with_connection_lost_when_the_stream_is_lost()
 async fn registering_again_gives_up_at_the_clients_timeout() {
     let s = stand_in(Script::default(), vec![], None).await;
     let timeout = Duration::from_secs(1);
-    let mut opts = ClientOptions::default();
-    opts.timeout = Some(timeout);
+    let opts = ClientOptions::new().timeout(Some(timeout));
     let _client = Client::connect(&s.address, opts).await.expect("connect");
     s.seen.refuse.store(true, Ordering::SeqCst);
     let cut = Instant::now();
@@ -256,7 +272,10 @@ async fn registering_again_gives_up_at_the_clients_timeout() {
         .filter(|t| **t > cut)
         .map(|t| *t - cut)
         .collect();
-    assert!(after.len() >= 2, "it did not try again, or only once: {after:?}");
+    assert!(
+        after.len() >= 2,
+        "it did not try again, or only once: {after:?}"
+    );
     // The last attempt started before the timeout passed (plus what a
     // loaded machine needs for one attempt).
     let last = *after.last().unwrap();
@@ -302,7 +321,10 @@ async fn gather_falls_back_to_the_scheduler_through_the_pool_with_its_retry() {
     assert_eq!(got[&key], Value::from(42));
     assert_eq!(worker.seen.calls("get_data"), 1);
     assert_eq!(
-        (scheduler.seen.calls("who_has"), scheduler.seen.calls("gather")),
+        (
+            scheduler.seen.calls("who_has"),
+            scheduler.seen.calls("gather")
+        ),
         (1, 1)
     );
     // `who_has` opened the scheduler's pooled connection, the worker's
@@ -321,12 +343,12 @@ async fn the_clients_two_pools_share_one_connection_limit() {
     let data = vec![(key_value("shared-limit"), Value::bin(&b"bytes"[..]))];
     let worker = stand_in(Script::default(), data.clone(), None).await;
     let scheduler = stand_in(Script::default(), data, Some(worker.address.clone())).await;
-    let mut opts = ClientOptions::default();
-    opts.connection_limit = 1;
+    let opts = ClientOptions::new().connection_limit(1);
     let client = Client::connect(&scheduler.address, opts)
         .await
         .expect("connect");
-    let open = || scheduler.seen.open.load(Ordering::SeqCst) + worker.seen.open.load(Ordering::SeqCst);
+    let open =
+        || scheduler.seen.open.load(Ordering::SeqCst) + worker.seen.open.load(Ordering::SeqCst);
     let keys = std::slice::from_ref(&key);
     let got = client.gather(keys).await.expect("gather");
     assert_eq!(got[&key], Value::bin(&b"bytes"[..]));
@@ -376,4 +398,29 @@ async fn release_tells_the_scheduler_only_when_the_last_hold_goes() {
     );
     assert_eq!(s.seen.stream_ops("client-desires-keys").len(), 2);
     client.close().await.expect("close");
+}
+
+/// Clones share one client: a key one clone holds (from another task) is
+/// held by all, and `close` through one ends it for every clone.
+#[tokio::test]
+async fn a_clients_clones_share_it() {
+    let s = stand_in(Script::default(), vec![], None).await;
+    let client = Client::connect(&s.address, ClientOptions::default())
+        .await
+        .expect("connect");
+    let key = Key::from("held-by-a-clone");
+    let other = client.clone();
+    let k = key.clone();
+    tokio::spawn(async move { other.desire(std::slice::from_ref(&k)) })
+        .await
+        .unwrap()
+        .expect("desire through a clone");
+    assert_eq!(client.held(), vec![key.clone()]);
+    let other = client.clone();
+    client.close().await.expect("close");
+    match other.desire(std::slice::from_ref(&key)) {
+        Err(ClientError::Transport(_)) => {}
+        r => panic!("a clone of a closed client: {r:?}"),
+    }
+    eventually("the stream closed", || s.seen.stream_ops("close-client").len() == 1).await;
 }

@@ -28,11 +28,12 @@ pub enum Format {
 
 /// The client's options: `opts`, and the pickle family for plain values.
 fn client_options(address: &str, opts: &Connect) -> Result<ClientOptions, String> {
-    let mut o = ClientOptions::default();
+    let mut connection = framewire::transport::ConnectionBuilder::new();
     let parsed = framewire::transport::Address::parse(address)?;
-    opts.configure(&mut o.connection, &parsed)?;
-    o.registry = Registry::default().with(PickleFamily);
-    Ok(o)
+    opts.configure(&mut connection, &parsed)?;
+    Ok(ClientOptions::new()
+        .connection(connection)
+        .registry(Registry::default().with(PickleFamily)))
 }
 
 /// A key as given: a JSON list (`'["x", 0]'`, a tuple key) or a string.

@@ -399,7 +399,10 @@ fn netns_a_tap_closes_the_client_side_of_a_silent_upstream_and_lets_go_of_it() {
         "the tap still holds connections a minute after they ended:\n{}",
         tail(&log)
     );
-    assert_eq!(sockets, idle_sockets, "the tap has sockets open it had not when idle");
+    assert_eq!(
+        sockets, idle_sockets,
+        "the tap has sockets open it had not when idle"
+    );
     assert!(tap.is_running(), "{}", tap.logs());
     assert!(sched.is_running());
 }

@@ -24,60 +24,30 @@ use crate::transport::{
 use crate::typed;
 use crate::value::Value;
 
-/// How a [`Client`] connects and behaves.
+/// How a [`Client`] connects and behaves: a builder over private settings,
+/// each set by the method of its name (every default is Dask's client's).
+///
+/// ```
+/// use std::time::Duration;
+/// use framewire::dask::ClientOptions;
+///
+/// let opts = ClientOptions::new()
+///     .heartbeat_interval(Duration::from_secs(2))
+///     .timeout(Some(Duration::from_secs(10)))
+///     .connection_limit(64);
+/// # let _ = opts;
+/// ```
 #[derive(Clone, Debug)]
-#[non_exhaustive]
+#[must_use]
 pub struct ClientOptions {
-    /// Connections to the scheduler and the workers: the connect retry
-    /// ([`connect_timeout`](ConnectionBuilder::connect_timeout)), TCP
-    /// timeouts, and the certificates for `tls://`
-    /// ([`tls`][tls]).
-    ///
-    #[cfg_attr(feature = "tls", doc = "[tls]: ConnectionBuilder::tls")]
-    #[cfg_attr(not(feature = "tls"), doc = "[tls]: crate#cargo-features")]
-    pub connection: ConnectionBuilder,
-    /// The handshake (its `timeout` also bounds registering).
-    pub handshake: HandshakeOptions,
-    /// Time between `heartbeat-client`s until the scheduler says otherwise
-    /// (`adjust-heartbeat-interval`): 5 s, Dask's
-    /// `distributed.client.heartbeat` (at least 1 ms).
-    pub heartbeat_interval: Duration,
-    /// How the client's stream batches what it sends: 10 ms, as Dask's
-    /// client.
-    pub batch_interval: Duration,
-    /// How long [`Client::scatter`] waits for a running worker, and how
-    /// long the client tries to register again after losing its stream to
-    /// the scheduler (30 s, the default `timeout` of Dask's `Client`);
-    /// `None`: for ever.
-    pub timeout: Option<Duration>,
-    /// The serializer families [`Client::gather`] reads values with, as
-    /// they arrive (add [`PickleFamily`][PickleFamily],
-    /// feature `pickle`, for the values Python pickles: ints, dicts, lists
-    /// of arrays...).
-    ///
-    #[cfg_attr(
-        feature = "pickle",
-        doc = "[PickleFamily]: crate::pickle::PickleFamily"
-    )]
-    #[cfg_attr(not(feature = "pickle"), doc = "[PickleFamily]: crate#cargo-features")]
-    pub registry: Registry,
-    /// Idle connections kept per server (the scheduler, each worker)
-    /// between calls, `gather`s and `scatter`s (a [`ConnectionPool`], as
-    /// Dask's client keeps its `rpc` pool): [`DEFAULT_IDLE_PER_ADDRESS`];
-    /// 0: a connection per call. An idle connection keeps its last large
-    /// receive buffer for the next value once every frame in it is dropped
-    /// (that memory is not faulted in again), up to
-    /// [`max_recycled_buffer`](ConnectionBuilder::max_recycled_buffer) each;
-    /// [`recycle_buffers(false)`](ConnectionBuilder::recycle_buffers) on
-    /// [`connection`](ClientOptions::connection), or 0 here, gives that
-    /// memory back after each call.
-    pub idle_connections_per_address: usize,
-    /// Connections to the scheduler and the workers open at once, idle or
-    /// in use, for calls, `gather`s and `scatter`s (the stream excepted):
-    /// [`DEFAULT_CONNECTION_LIMIT`], as Dask's `Client(connection_limit=512)`.
-    /// At the limit, idle connections are closed, then a call waits for
-    /// one in use (see [`ConnectionPool`]).
-    pub connection_limit: usize,
+    connection: ConnectionBuilder,
+    handshake: HandshakeOptions,
+    heartbeat_interval: Duration,
+    batch_interval: Duration,
+    timeout: Option<Duration>,
+    registry: Registry,
+    idle_connections_per_address: usize,
+    connection_limit: usize,
 }
 
 impl Default for ClientOptions {
@@ -92,6 +62,95 @@ impl Default for ClientOptions {
             idle_connections_per_address: DEFAULT_IDLE_PER_ADDRESS,
             connection_limit: DEFAULT_CONNECTION_LIMIT,
         }
+    }
+}
+
+impl ClientOptions {
+    /// Dask's client's defaults.
+    pub fn new() -> ClientOptions {
+        ClientOptions::default()
+    }
+
+    /// Connections to the scheduler and the workers: the connect retry
+    /// ([`connect_timeout`](ConnectionBuilder::connect_timeout)), TCP
+    /// timeouts, and the certificates for `tls://`
+    /// ([`tls`][tls]).
+    ///
+    #[cfg_attr(feature = "tls", doc = "[tls]: ConnectionBuilder::tls")]
+    #[cfg_attr(not(feature = "tls"), doc = "[tls]: crate#cargo-features")]
+    pub fn connection(mut self, builder: ConnectionBuilder) -> ClientOptions {
+        self.connection = builder;
+        self
+    }
+
+    /// The handshake (its `timeout` also bounds registering).
+    pub fn handshake(mut self, handshake: HandshakeOptions) -> ClientOptions {
+        self.handshake = handshake;
+        self
+    }
+
+    /// Time between `heartbeat-client`s until the scheduler says otherwise
+    /// (`adjust-heartbeat-interval`): 5 s, Dask's
+    /// `distributed.client.heartbeat` (at least 1 ms).
+    pub fn heartbeat_interval(mut self, interval: Duration) -> ClientOptions {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// How the client's stream batches what it sends: 10 ms, as Dask's
+    /// client.
+    pub fn batch_interval(mut self, interval: Duration) -> ClientOptions {
+        self.batch_interval = interval;
+        self
+    }
+
+    /// How long [`Client::scatter`] waits for a running worker, and how
+    /// long the client tries to register again after losing its stream to
+    /// the scheduler (30 s, the default `timeout` of Dask's `Client`);
+    /// `None`: for ever.
+    pub fn timeout(mut self, timeout: Option<Duration>) -> ClientOptions {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The serializer families [`Client::gather`] reads values with, as
+    /// they arrive (add [`PickleFamily`][PickleFamily],
+    /// feature `pickle`, for the values Python pickles: ints, dicts, lists
+    /// of arrays...).
+    ///
+    #[cfg_attr(
+        feature = "pickle",
+        doc = "[PickleFamily]: crate::pickle::PickleFamily"
+    )]
+    #[cfg_attr(not(feature = "pickle"), doc = "[PickleFamily]: crate#cargo-features")]
+    pub fn registry(mut self, registry: Registry) -> ClientOptions {
+        self.registry = registry;
+        self
+    }
+
+    /// Idle connections kept per server (the scheduler, each worker)
+    /// between calls, `gather`s and `scatter`s (a [`ConnectionPool`], as
+    /// Dask's client keeps its `rpc` pool): [`DEFAULT_IDLE_PER_ADDRESS`];
+    /// 0: a connection per call. An idle connection keeps its last large
+    /// receive buffer for the next value once every frame in it is dropped
+    /// (that memory is not faulted in again), up to
+    /// [`max_recycled_buffer`](ConnectionBuilder::max_recycled_buffer) each;
+    /// [`recycle_buffers(false)`](ConnectionBuilder::recycle_buffers) on
+    /// [`connection`](ClientOptions::connection), or 0 here, gives that
+    /// memory back after each call.
+    pub fn idle_connections_per_address(mut self, n: usize) -> ClientOptions {
+        self.idle_connections_per_address = n;
+        self
+    }
+
+    /// Connections to the scheduler and the workers open at once, idle or
+    /// in use, for calls, `gather`s and `scatter`s (the stream excepted):
+    /// [`DEFAULT_CONNECTION_LIMIT`], as Dask's `Client(connection_limit=512)`.
+    /// At the limit, idle connections are closed, then a call waits for
+    /// one in use (see [`ConnectionPool`]).
+    pub fn connection_limit(mut self, n: usize) -> ClientOptions {
+        self.connection_limit = n;
+        self
     }
 }
 
@@ -281,13 +340,21 @@ static ROUND_ROBIN: AtomicUsize = AtomicUsize::new(0);
 /// # }
 /// ```
 ///
+/// A `Client` is cheap to clone: its clones share one registration, one
+/// stream and one pool, so hand a clone to each task (no `Arc` needed).
 /// Every method takes `&self`; calls to the scheduler and the workers go
 /// over pooled connections ([`Client::pool`]). Must be used within a tokio
-/// runtime. A client
-/// dropped without [`close`](Client::close) ends its stream: the scheduler
-/// then removes it and releases its keys, as at `close`.
-#[derive(Debug)]
+/// runtime. [`close`](Client::close) ends the client for every clone; the
+/// last clone dropped without it ends the stream: the scheduler then
+/// removes the client and releases its keys, as at `close`.
+#[derive(Clone, Debug)]
 pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// What the clones of a [`Client`] share.
+#[derive(Debug)]
+struct Inner {
     id: String,
     scheduler: String,
     opts: ClientOptions,
@@ -297,7 +364,8 @@ pub struct Client {
     /// `gather_blocks` (blocks as they arrived).
     pool: Arc<ConnectionPool>,
     pool_blocks: Arc<ConnectionPool>,
-    reader: JoinHandle<()>,
+    /// Taken by [`Client::close`], which waits for it.
+    reader: Mutex<Option<JoinHandle<()>>>,
     heartbeat: JoinHandle<()>,
 }
 
@@ -345,27 +413,29 @@ impl Client {
         let pool_blocks = Arc::new(pool.sharing_limit(blocks));
         let pool = Arc::new(pool);
         Ok(Client {
-            id,
-            scheduler: address.to_owned(),
-            opts,
-            shared,
-            pool,
-            pool_blocks,
-            reader,
-            heartbeat,
+            inner: Arc::new(Inner {
+                id,
+                scheduler: address.to_owned(),
+                opts,
+                shared,
+                pool,
+                pool_blocks,
+                reader: Mutex::new(Some(reader)),
+                heartbeat,
+            }),
         })
     }
 
     /// The client's id (`"Client-<32 hex digits>"`), as the scheduler
     /// knows it.
     pub fn id(&self) -> &str {
-        &self.id
+        &self.inner.id
     }
 
     /// The keys this client holds (scattered or waited for, and not
     /// released as many times).
     pub fn held(&self) -> Vec<Key> {
-        let state = self.shared.state.lock().expect("not poisoned");
+        let state = self.inner.shared.state.lock().expect("not poisoned");
         state.held.keys().cloned().collect()
     }
 
@@ -376,7 +446,7 @@ impl Client {
         &self,
         request: &Q,
     ) -> Result<R, RpcError> {
-        self.pool.call(&self.scheduler, request).await
+        self.inner.pool.call(&self.inner.scheduler, request).await
     }
 
     /// Places values on the workers as `Client.scatter` does (direct):
@@ -408,7 +478,12 @@ impl Client {
             if !nthreads.is_empty() {
                 break nthreads.into_keys().collect();
             }
-            if self.opts.timeout.is_some_and(|t| started.elapsed() >= t) {
+            if self
+                .inner
+                .opts
+                .timeout
+                .is_some_and(|t| started.elapsed() >= t)
+            {
                 return Err(ClientError::NoWorkers);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -437,7 +512,7 @@ impl Client {
         }
         let mut tasks = tokio::task::JoinSet::new();
         for (worker, values) in groups {
-            let pool = self.pool.clone();
+            let pool = self.inner.pool.clone();
             tasks.spawn(async move {
                 let request = UpdateData {
                     op: Op::new(),
@@ -454,13 +529,13 @@ impl Client {
             let reply = done.expect("an update_data task does not panic")?;
             nbytes.extend(reply.nbytes);
         }
-        self.shared.update(|s| s.hold(who_has.keys()));
+        self.inner.shared.update(|s| s.hold(who_has.keys()));
         let () = self
             .call(&UpdateWhoHas {
                 op: Op::new(),
                 who_has: who_has.clone(),
                 nbytes,
-                client: Some(self.id.clone()),
+                client: Some(self.inner.id.clone()),
                 reply: None,
             })
             .await?;
@@ -488,7 +563,7 @@ impl Client {
     pub fn fire_and_forget(&self, keys: &[Key]) -> Result<(), ClientError> {
         let mut wish = ClientDesiresKeys::new(keys.iter().cloned());
         wish.client = Some("fire-and-forget".into());
-        self.shared.send(&wish)?;
+        self.inner.shared.send(&wish)?;
         Ok(())
     }
 
@@ -496,10 +571,10 @@ impl Client {
     /// this client and reports on them. A key the scheduler does not know
     /// yet is ignored by it (with a warning in its log).
     pub fn desire(&self, keys: &[Key]) -> Result<(), ClientError> {
-        self.shared.update(|s| s.hold(keys.iter()));
+        self.inner.shared.update(|s| s.hold(keys.iter()));
         let mut wish = ClientDesiresKeys::new(keys.iter().cloned());
-        wish.client = Some(self.id.clone());
-        self.shared.send(&wish)?;
+        wish.client = Some(self.inner.id.clone());
+        self.inner.shared.send(&wish)?;
         Ok(())
     }
 
@@ -510,7 +585,7 @@ impl Client {
     /// does not hold is left alone.
     pub fn release(&self, keys: &[Key]) -> Result<(), ClientError> {
         let mut gone = Vec::new();
-        self.shared.update(|s| {
+        self.inner.shared.update(|s| {
             for k in keys {
                 let Some(n) = s.held.get_mut(k) else { continue };
                 *n -= 1;
@@ -522,8 +597,9 @@ impl Client {
             }
         });
         if !gone.is_empty() {
-            self.shared
-                .send(&ClientReleasesKeys::new(gone, self.id.clone()))?;
+            self.inner
+                .shared
+                .send(&ClientReleasesKeys::new(gone, self.inner.id.clone()))?;
         }
         Ok(())
     }
@@ -540,8 +616,9 @@ impl Client {
     /// [`ClientError::ConnectionLost`] (the client lets go of its keys and
     /// registers again, as Dask's client cancels its futures).
     pub async fn wait(&self, keys: &[Key]) -> Result<(), ClientError> {
-        let mut changed = self.shared.changed.subscribe();
+        let mut changed = self.inner.shared.changed.subscribe();
         let lost = self
+            .inner
             .shared
             .state
             .lock()
@@ -553,11 +630,11 @@ impl Client {
         // one (and `key-in-memory` again for one in memory), so that waiting
         // on an unknown key fails instead of hanging.
         for key in keys {
-            self.shared.send(&ReportKey::new(key.clone()))?;
+            self.inner.shared.send(&ReportKey::new(key.clone()))?;
         }
         loop {
             {
-                let state = self.shared.state.lock().expect("not poisoned");
+                let state = self.inner.shared.state.lock().expect("not poisoned");
                 if state.connections_lost != lost {
                     return Err(ClientError::ConnectionLost);
                 }
@@ -596,13 +673,13 @@ impl Client {
     /// [`ClientOptions::idle_connections_per_address`]): a large value's
     /// receive buffer is then reused once the last one was dropped.
     pub async fn gather(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
-        self.fetch(keys, &self.pool).await
+        self.fetch(keys, &self.inner.pool).await
     }
 
     /// [`gather`](Client::gather), the values left as the blocks they
     /// arrived as (views of the receive buffers).
     pub async fn gather_blocks(&self, keys: &[Key]) -> Result<Map<Key, Value>, ClientError> {
-        self.fetch(keys, &self.pool_blocks).await
+        self.fetch(keys, &self.inner.pool_blocks).await
     }
 
     /// The connections of the client's calls, [`gather`](Client::gather)
@@ -612,7 +689,7 @@ impl Client {
     /// [`gather_blocks`](Client::gather_blocks)' connections, which share
     /// its limit.
     pub fn pool(&self) -> &ConnectionPool {
-        &self.pool
+        &self.inner.pool
     }
 
     async fn fetch(
@@ -630,14 +707,14 @@ impl Client {
             .collect();
         if !missing.is_empty() {
             // Through the scheduler (Dask's `retry_operation(
-            // self.scheduler.gather, ...)`), on a pooled connection that
+            // self.inner.scheduler.gather, ...)`), on a pooled connection that
             // reads values as the workers' do.
             let request = GatherKeys {
                 op: Op::new(),
                 keys: missing,
                 reply: None,
             };
-            let reply: GatherKeysReply = pool.call(&self.scheduler, &request).await?;
+            let reply: GatherKeysReply = pool.call(&self.inner.scheduler, &request).await?;
             if reply.status != "OK" {
                 return Err(ClientError::Missing(reply.keys.unwrap_or_default()));
             }
@@ -659,10 +736,16 @@ impl Client {
     /// Closes the client as Dask's does: `close-client` (the scheduler
     /// releases every key this client holds) and `close-stream` on the
     /// stream, then the stream and the scheduler connection are closed.
-    pub async fn close(mut self) -> Result<(), ClientError> {
-        self.heartbeat.abort();
-        self.shared.closing.store(true, Ordering::Release);
-        let writer = self.shared.writer.lock().expect("not poisoned").take();
+    pub async fn close(&self) -> Result<(), ClientError> {
+        self.inner.heartbeat.abort();
+        self.inner.shared.closing.store(true, Ordering::Release);
+        let writer = self
+            .inner
+            .shared
+            .writer
+            .lock()
+            .expect("not poisoned")
+            .take();
         let mut result = Ok(());
         if let Some(w) = writer {
             let bye = |op: &'static str| Value::map_of([("op", Value::from_static(op))]);
@@ -671,9 +754,12 @@ impl Client {
             result = w.close().await.map_err(ClientError::from);
         }
         // The scheduler answers with `stream-closed` and closes its end.
-        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.reader).await;
-        self.pool.close().await;
-        self.pool_blocks.close().await;
+        let reader = self.inner.reader.lock().expect("not poisoned").take();
+        if let Some(reader) = reader {
+            let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
+        }
+        self.inner.pool.close().await;
+        self.inner.pool_blocks.close().await;
         result
     }
 }
@@ -754,11 +840,14 @@ impl Registration {
     }
 }
 
-impl Drop for Client {
+impl Drop for Inner {
     fn drop(&mut self) {
-        // Without `close`: the stream's end tells the scheduler.
+        // The last clone gone, without `close`: the stream's end tells the
+        // scheduler.
         self.heartbeat.abort();
-        self.reader.abort();
+        if let Some(reader) = self.reader.lock().expect("not poisoned").take() {
+            reader.abort();
+        }
     }
 }
 

@@ -136,7 +136,10 @@ impl Stats {
             (bytes_received, other.bytes_received),
             (bytes_copied_on_receive, other.bytes_copied_on_receive),
             (bytes_relocated_on_receive, other.bytes_relocated_on_receive),
-            (buffers_recycled_on_receive, other.buffers_recycled_on_receive),
+            (
+                buffers_recycled_on_receive,
+                other.buffers_recycled_on_receive,
+            ),
         ] {
             *mine = f(*mine, theirs);
         }
