@@ -10,6 +10,7 @@ use bytes::Bytes;
 use bytestring::ByteString;
 
 use super::error::{shown, PickleError};
+use super::keys;
 use super::numpy::{self, Dtype};
 use crate::limits::Limits;
 use crate::ndarray::NdArray;
@@ -221,11 +222,17 @@ struct Reader<'a> {
 /// A memo slot with this bit set is an index in [`Reader::spans`].
 const SPAN: u32 = 1 << 31;
 
-/// An [`Value::IntArray`] too short to stay packed becomes an array.
-fn unpacked(v: Value) -> Value {
+/// A value as it leaves the machine, placed in a container or returned: an
+/// [`Value::IntArray`] too short to stay packed becomes an array, a dict
+/// keeps one entry per key (Python's [`keys::merge_repeated`]).
+fn finished(v: Value) -> Value {
     match v {
         Value::IntArray(ints) if ints.len() < PACK_MIN => {
             Value::Array(ints.into_iter().map(Value::from).collect())
+        }
+        Value::Map(mut entries) => {
+            keys::merge_repeated(&mut entries);
+            Value::Map(entries)
         }
         v => v,
     }
@@ -265,7 +272,7 @@ fn is_plain(item: &Item) -> bool {
 /// An item [`is_plain`] says is a value, as that value.
 fn plain(item: Item) -> Value {
     match item {
-        Item::Value(v) => unpacked(v),
+        Item::Value(v) => finished(v),
         Item::Buffer(b) => Value::Bin(b),
         _ => unreachable!("is_plain is checked first"),
     }
@@ -883,7 +890,7 @@ impl<'a> Reader<'a> {
     /// A slot as the value placed in a container.
     fn place(&mut self, slot: Slot) -> Result<Value, Stop> {
         match self.resolve(slot)? {
-            Item::Value(v) => Ok(unpacked(v)),
+            Item::Value(v) => Ok(finished(v)),
             Item::Buffer(b) => Ok(Value::Bin(b)),
             other => Err(PickleError::NotPlainData {
                 what: other.what(),
