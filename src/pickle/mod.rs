@@ -83,8 +83,8 @@
 //! ```
 
 mod error;
-mod keys;
 mod numpy;
+mod opcodes;
 mod read;
 mod write;
 
