@@ -650,9 +650,33 @@ fn a_key_set_twice_keeps_its_last_value() {
             ]),
         ),
     ];
-    for (p, want) in cases {
-        assert_eq!(hostile(p, &Limits::strict()), Ok(want), "{p:02x?}");
+    for (p, want) in &cases {
+        assert_eq!(hostile(p, &Limits::strict()), Ok(want.clone()), "{p:02x?}");
     }
+    // The last case's pairs and eight more keys, none equal to another
+    // (tuples whose strs join alike too): through the hash table.
+    let (p, Value::Map(mut entries)) = cases[cases.len() - 1].clone() else {
+        unreachable!("a dict")
+    };
+    let mut p = p[..p.len() - 2].to_vec(); // SETITEMS, STOP after them
+    for (i, pair) in [["a", "bc"], ["ab", "c"], ["abc", ""], ["", "abc"]]
+        .iter()
+        .enumerate()
+    {
+        p.push(b'(');
+        for x in pair {
+            p.extend_from_slice(&[0x8c, x.len() as u8]);
+            p.extend_from_slice(x.as_bytes());
+        }
+        p.extend_from_slice(&[b't', b'K', i as u8]);
+        entries.push((Value::Array(pair.map(s).to_vec()), Value::from(i as u8)));
+    }
+    for i in 100..104u8 {
+        p.extend_from_slice(&[b'K', i, b'N']);
+        entries.push((i.into(), Value::Nil));
+    }
+    p.extend_from_slice(b"u.");
+    assert_eq!(hostile(&p, &Limits::strict()), Ok(map(entries)));
 
     // Larger dicts go through a hash table: 300 pairs over 30 keys, each
     // set as an int and as a float (numbers, then 1-tuples of them), in a

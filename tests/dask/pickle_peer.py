@@ -141,7 +141,8 @@ def handmade():
                     (2.0**64, "k"), (math.inf, "l"), (math.inf, "m"), (math.nan, "n"),
                     (math.nan, "o"), (0.5, "p"), (0.25, "q"), (0.5, "r")],
         "kinds": [("a", 1), (b"a", 2), (None, 3), (None, 4), ("a", 5), ((1, "a"), 6),
-                  ((1.0, "a"), 7), ((1,), 8), ((True, (2.0,)), 9), ((1, (2,)), 10)],
+                  ((1.0, "a"), 7), ((1,), 8), ((True, (2.0,)), 9), ((1, (2,)), 10),
+                  (("a", "bc"), 11), (("ab", "c"), 12), (("a", "bc"), 13)],
         "many": [(i % 40 if i % 2 else float(i % 40), i) for i in range(1000)],
     }
     for name, pairs in dicts.items():

@@ -11,49 +11,23 @@
 //! here have none), and a numpy scalar (Python would merge
 //! `np.float64(1.0)` with `1`; framewire keeps both).
 
-use std::collections::hash_map::{Entry, HashMap};
-use std::hash::{Hash, Hasher};
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::mem;
 use std::slice;
 
 use crate::value::Value;
 
 /// Dicts with at most this many entries compare their keys pairwise; larger
-/// ones through a hash table.
+/// ones through a table of their hashes ([`hashed`]).
 const PAIRWISE: usize = 8;
 
 /// Merges the entries of a dict whose keys Python holds equal: the first
 /// key stays in its place, with the last value set for it.
-// A `Key` hashes scalars and tuples only: nothing in it changes (clippy
-// sees a block's lazily decoded header in `Value`).
-#[allow(clippy::mutable_key_type)]
 pub(super) fn merge_repeated(entries: &mut Vec<(Value, Value)>) {
-    // (a repeat, the entry it sets), in order.
-    let repeats: Vec<(usize, usize)> = if entries.len() <= PAIRWISE {
-        (1..entries.len())
-            .filter_map(|i| {
-                let key = Part::Value(&entries[i].0);
-                (0..i)
-                    .find(|&j| same(key, Part::Value(&entries[j].0)))
-                    .map(|j| (i, j))
-            })
-            .collect()
-    } else {
-        let mut first = HashMap::with_capacity(entries.len());
-        let mut repeats = Vec::new();
-        for (i, (k, _)) in entries.iter().enumerate() {
-            let key = Key(Part::Value(k));
-            if !same(key.0, key.0) {
-                continue;
-            }
-            match first.entry(key) {
-                Entry::Occupied(j) => repeats.push((i, *j.get())),
-                Entry::Vacant(slot) => {
-                    slot.insert(i);
-                }
-            }
-        }
-        repeats
+    let repeats = match entries.len() <= PAIRWISE {
+        true => pairwise(entries),
+        false => hashed(entries),
     };
     if repeats.is_empty() {
         return;
@@ -70,6 +44,56 @@ pub(super) fn merge_repeated(entries: &mut Vec<(Value, Value)>) {
     });
 }
 
+/// Each entry whose key equals an earlier one, and the first such entry
+/// (a repeat, the entry it sets), in order: every key against those before
+/// it.
+fn pairwise(entries: &[(Value, Value)]) -> Vec<(usize, usize)> {
+    (1..entries.len())
+        .filter_map(|i| {
+            let key = Part::Value(&entries[i].0);
+            (0..i)
+                .find(|&j| same(key, Part::Value(&entries[j].0)))
+                .map(|j| (i, j))
+        })
+        .collect()
+}
+
+/// As [`pairwise`], through a table of the keys' hashes: open addressing,
+/// a slot the top 32 bits of a key's hash and 1 + its entry's index (0 when
+/// empty; a dict holds fewer than 2^31 entries, one per byte of pickle at
+/// most), twice as many slots as keys. Only keys whose slots and hashes
+/// meet are compared. The hash is SipHash under a random key (std's
+/// `RandomState`): no input aims its keys at one slot.
+fn hashed(entries: &[(Value, Value)]) -> Vec<(usize, usize)> {
+    let state = RandomState::new();
+    let mask = (entries.len() * 2).next_power_of_two() - 1;
+    let mut table = vec![0u64; mask + 1];
+    let mut repeats = Vec::new();
+    for (i, (k, _)) in entries.iter().enumerate() {
+        let key = Part::Value(k);
+        let mut hasher = state.build_hasher();
+        if !hash(key, &mut hasher) {
+            continue;
+        }
+        let h = hasher.finish();
+        let mut slot = h as usize & mask;
+        loop {
+            let e = table[slot];
+            if e == 0 {
+                table[slot] = (h & !0xffff_ffff) | (i as u64 + 1);
+                break;
+            }
+            let j = (e as u32 - 1) as usize;
+            if e >> 32 == h >> 32 && same(key, Part::Value(&entries[j].0)) {
+                repeats.push((i, j));
+                break;
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+    repeats
+}
+
 /// A key, or an item of a tuple key.
 #[derive(Clone, Copy)]
 enum Part<'a> {
@@ -78,7 +102,10 @@ enum Part<'a> {
     Int(i64),
 }
 
-/// A key that is not a tuple, as Python compares it.
+/// A key that is not a tuple, as Python compares it. Its derived `Hash`
+/// feeds a prefix-free stream (the variant, then a fixed width or a
+/// length), as [`hash`] does for tuples: distinct keys feed distinct
+/// streams, so only chance, never an input, makes their hashes meet.
 #[derive(PartialEq, Eq, Hash)]
 enum Atom<'a> {
     None,
@@ -161,27 +188,15 @@ fn same(a: Part<'_>, b: Part<'_>) -> bool {
     }
 }
 
-/// A key that equals itself, in a hash table: its hash is the same for
-/// keys Python holds equal.
-#[derive(Clone, Copy)]
-struct Key<'a>(Part<'a>);
-
-impl PartialEq for Key<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        same(self.0, other.0)
-    }
-}
-
-impl Eq for Key<'_> {}
-
-impl Hash for Key<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        match self.0.items() {
-            Some(items) => {
-                state.write_usize(items.len());
-                items.for_each(|item| Key(item).hash(state));
-            }
-            None => self.0.atom().hash(state),
+/// Feeds a key to `state`, the same for keys Python holds equal; false
+/// (what is fed then is of no use) for a key that equals no key.
+fn hash(key: Part<'_>, state: &mut impl Hasher) -> bool {
+    match key.items() {
+        Some(mut items) => {
+            state.write_u8(u8::MAX);
+            state.write_usize(items.len());
+            items.all(|item| hash(item, state))
         }
+        None => key.atom().map(|atom| atom.hash(state)).is_some(),
     }
 }
