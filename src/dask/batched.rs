@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::op_of;
+use super::wire::op_of;
 use crate::envelope::Envelope;
 use crate::limits::Limits;
 use crate::message;

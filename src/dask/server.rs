@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::{op_of, ErrorReply, GetDataReply};
+use super::wire::op_of;
+use super::{ErrorReply, GetDataReply};
 use crate::transport::{Connection, TransportError};
 use crate::typed;
 use crate::value::Value;

@@ -10,15 +10,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AddKeys, BatchedReader, BatchedWriter, HeartbeatReply, HeartbeatWorker, Key, Map, Op,
-    RegisterWorker, RegisterWorkerReply, ReleaseWorkerData, RemoteError, Reschedule, Rpc, RpcError,
-    WorkerStatusChange, DEFAULT_BATCH_INTERVAL,
+    BatchedReader, BatchedWriter, HeartbeatReply, HeartbeatWorker, Map, Op, RegisterWorker,
+    RegisterWorkerReply, RemoteError, Rpc, RpcError, DEFAULT_BATCH_INTERVAL,
 };
 use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
 use crate::typed;
 use crate::value::Value;
 
-use super::runtime::{now, resident_memory, server_id, stimulus_id};
+use super::runtime::{now, resident_memory};
 
 /// `spilled_bytes` of [`WorkerMetrics`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -97,42 +96,6 @@ impl WorkerMetrics {
     /// The metrics as the map a message carries.
     pub fn to_value(&self) -> Value {
         typed::to_value(self).expect("metrics are plain msgpack values")
-    }
-}
-
-impl RegisterWorker {
-    /// A `register-worker` the 2026.8.0 scheduler accepts, for a worker
-    /// reached at `address` (`tcp://host:port`): status `"init"` (send
-    /// `worker-status-change` `"running"` once registered, as Dask's worker
-    /// does), no resources, services or nanny, empty `versions` and
-    /// `extra`, [`WorkerMetrics::new(0)`](WorkerMetrics::new), a fresh
-    /// `server_id`.
-    pub fn new(
-        address: &str,
-        name: Value,
-        nthreads: u32,
-        memory_limit: Option<u64>,
-    ) -> RegisterWorker {
-        RegisterWorker {
-            op: Op::new(),
-            reply: false,
-            address: address.to_owned(),
-            status: "init".to_owned(),
-            nthreads,
-            name,
-            now: now(),
-            resources: Map::new(),
-            memory_limit,
-            local_directory: std::env::temp_dir().display().to_string(),
-            services: Map::new(),
-            nanny: None,
-            pid: std::process::id(),
-            versions: Value::Map(Vec::new()),
-            metrics: WorkerMetrics::new(0).to_value(),
-            extra: Value::Map(Vec::new()),
-            stimulus_id: stimulus_id("worker-connect"),
-            server_id: server_id("Worker"),
-        }
     }
 }
 
@@ -390,49 +353,4 @@ pub struct WorkerIdentity {
     pub nthreads: u32,
     /// Bytes, or nil.
     pub memory_limit: Option<u64>,
-}
-
-impl WorkerStatusChange {
-    /// The worker's status is now `status` (a `Status` name), with a fresh
-    /// `stimulus_id`.
-    pub fn new(status: &str) -> WorkerStatusChange {
-        WorkerStatusChange {
-            op: Op::new(),
-            status: status.to_owned(),
-            stimulus_id: stimulus_id("worker-status-change"),
-        }
-    }
-}
-
-impl Reschedule {
-    /// Give `key` back to the scheduler, with a fresh `stimulus_id`.
-    pub fn new(key: Key) -> Reschedule {
-        Reschedule {
-            key,
-            op: Op::new(),
-            stimulus_id: stimulus_id("reschedule"),
-        }
-    }
-}
-
-impl AddKeys {
-    /// The worker now holds `keys`.
-    pub fn new(keys: Vec<Key>, stimulus_id: String) -> AddKeys {
-        AddKeys {
-            keys,
-            op: Op::new(),
-            stimulus_id,
-        }
-    }
-}
-
-impl ReleaseWorkerData {
-    /// `key` is gone from the worker.
-    pub fn new(key: Key, stimulus_id: String) -> ReleaseWorkerData {
-        ReleaseWorkerData {
-            key,
-            op: Op::new(),
-            stimulus_id,
-        }
-    }
 }

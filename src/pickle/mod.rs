@@ -16,7 +16,7 @@
 //! | `int` in `-2^63 ..= 2^64 - 1` | 2–5 | `Int`; beyond: [`PickleError::IntegerOutOfRange`] |
 //! | `bytes`, `bytearray` | 2–5 | `Bin` (a slice of the pickle from protocol 3 on) |
 //! | `tuple`, `list`, `set`, `frozenset` | 2–5 | `Array` in pickle order (`IntArray` for 32 integers or more, as the `msgpack` family reads them) |
-//! | `dict` | 2–5 | `Map`, in order |
+//! | `dict` | 2–5 | `Map`, in order; a key set twice one entry holding the last value, as in Python (`1`, `1.0` and `True` one key) |
 //! | `numpy.ndarray` out of band (protocol 5, `buffer_callback`) | 5 | `NdArray` over the buffer's own `Bytes`, C or Fortran order |
 //! | `numpy.ndarray` in band | 2–5 | `NdArray` over a slice of the pickle (protocols 3–5; numpy's `_reconstruct` form for non-contiguous arrays) |
 //! | numpy scalar (`np.float64(1.5)`), `complex` | 2–5 | a 0-d `NdArray` (`complex` as `<c16`) |
@@ -84,6 +84,7 @@
 
 mod error;
 mod numpy;
+mod opcodes;
 mod read;
 mod write;
 

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use super::numpy;
+use super::opcodes::*;
 use crate::error::EncodeError;
 use crate::ndarray::NdArray;
 use crate::value::Value;
@@ -17,11 +18,11 @@ const MAX_DEPTH: usize = 1024;
 /// Fortran-contiguous), and whether the array is writeable.
 pub(super) fn dumps(value: &Value) -> Result<(Bytes, Vec<(Bytes, bool)>), EncodeError> {
     let mut w = Writer {
-        out: vec![0x80, 5],
+        out: vec![PROTO, 5],
         buffers: Vec::new(),
     };
     w.value(value)?;
-    w.out.push(b'.');
+    w.out.push(STOP);
     Ok((Bytes::from(w.out), w.buffers))
 }
 
@@ -29,6 +30,11 @@ struct Writer {
     out: Vec<u8>,
     buffers: Vec<(Bytes, bool)>,
 }
+
+/// The opcodes of a str with a 1-, 4- or 8-byte length.
+const STR: [u8; 3] = [SHORT_BINUNICODE, BINUNICODE, BINUNICODE8];
+/// The opcodes of bytes with a 1-, 4- or 8-byte length.
+const BYTES: [u8; 3] = [SHORT_BINBYTES, BINBYTES, BINBYTES8];
 
 /// What no Python dict key can be: a dict, or an n-dimensional array.
 const UNHASHABLE: EncodeError = EncodeError::Unserializable {
@@ -56,16 +62,16 @@ impl Writer {
                 Task::Value(v, depth, key) => (v, depth, key),
             };
             match v {
-                Value::Nil => self.out.push(b'N'),
-                Value::Bool(true) => self.out.push(0x88),
-                Value::Bool(false) => self.out.push(0x89),
+                Value::Nil => self.out.push(NONE),
+                Value::Bool(true) => self.out.push(NEWTRUE),
+                Value::Bool(false) => self.out.push(NEWFALSE),
                 Value::Int(i) => self.int(i.as_i128()),
                 Value::Float(f) => {
-                    self.out.push(b'G');
+                    self.out.push(BINFLOAT);
                     self.out.extend_from_slice(&f.to_be_bytes());
                 }
                 Value::Str(s) => self.str(s),
-                Value::Bin(b) => self.counted([b'C', b'B', 0x8e], b),
+                Value::Bin(b) => self.counted(BYTES, b),
                 Value::Array(items) => {
                     let depth = nested(depth)?;
                     if let Some(close) = self.open_tuple(items.len()) {
@@ -80,16 +86,16 @@ impl Writer {
                 Value::BinArray(bins) => {
                     nested(depth)?;
                     self.tuple(bins.len(), |w| {
-                        bins.iter().for_each(|b| w.counted([b'C', b'B', 0x8e], &b))
+                        bins.iter().for_each(|b| w.counted(BYTES, &b))
                     });
                 }
                 Value::Map(_) if key => return Err(UNHASHABLE),
                 Value::Map(entries) => {
                     let depth = nested(depth)?;
-                    self.out.push(b'}');
+                    self.out.push(EMPTY_DICT);
                     if !entries.is_empty() {
-                        self.out.push(b'(');
-                        tasks.push(Task::Close(b'u'));
+                        self.out.push(MARK);
+                        tasks.push(Task::Close(SETITEMS));
                         for (k, x) in entries.iter().rev() {
                             tasks.push(Task::Value(x, depth, false));
                             tasks.push(Task::Value(k, depth, true));
@@ -119,13 +125,13 @@ impl Writer {
     fn open_tuple(&mut self, n: usize) -> Option<u8> {
         match n {
             0 => {
-                self.out.push(b')');
+                self.out.push(EMPTY_TUPLE);
                 None
             }
-            1..=3 => Some(0x84 + n as u8),
+            1..=3 => Some([TUPLE1, TUPLE2, TUPLE3][n - 1]),
             _ => {
-                self.out.push(b'(');
-                Some(b't')
+                self.out.push(MARK);
+                Some(TUPLE)
             }
         }
     }
@@ -140,12 +146,12 @@ impl Writer {
     /// The smallest of `BININT1`, `BININT2`, `BININT`, `LONG1`.
     fn int(&mut self, i: i128) {
         if let Ok(b) = u8::try_from(i) {
-            self.out.extend_from_slice(&[b'K', b]);
+            self.out.extend_from_slice(&[BININT1, b]);
         } else if let Ok(b) = u16::try_from(i) {
-            self.out.push(b'M');
+            self.out.push(BININT2);
             self.out.extend_from_slice(&b.to_le_bytes());
         } else if let Ok(b) = i32::try_from(i) {
-            self.out.push(b'J');
+            self.out.push(BININT);
             self.out.extend_from_slice(&b.to_le_bytes());
         } else {
             // Two's complement, little-endian, as few bytes as keep the sign.
@@ -160,13 +166,13 @@ impl Writer {
                 }
                 n -= 1;
             }
-            self.out.extend_from_slice(&[0x8a, n as u8]);
+            self.out.extend_from_slice(&[LONG1, n as u8]);
             self.out.extend_from_slice(&bytes[..n]);
         }
     }
 
     fn str(&mut self, s: &str) {
-        self.counted([0x8c, b'X', 0x8d], s.as_bytes());
+        self.counted(STR, s.as_bytes());
     }
 
     /// A str or bytes opcode with a 1-, 4- or 8-byte length, then the bytes.
@@ -187,7 +193,7 @@ impl Writer {
     fn global(&mut self, module: &str, name: &str) {
         self.str(module);
         self.str(name);
-        self.out.push(0x93);
+        self.out.push(STACK_GLOBAL);
     }
 
     /// `numpy.dtype(spec, False, True)` and its state, as
@@ -196,22 +202,23 @@ impl Writer {
         let p = numpy::dtype_parts(dtype)?;
         self.global("numpy", "dtype");
         self.str(&p.spec);
-        self.out.extend_from_slice(&[0x89, 0x88, 0x87, b'R', b'(']);
+        self.out
+            .extend_from_slice(&[NEWFALSE, NEWTRUE, TUPLE3, REDUCE, MARK]);
         self.int(if p.datetime.is_some() { 4 } else { 3 });
         self.str(p.endian.encode_utf8(&mut [0; 4]));
-        self.out.extend_from_slice(b"NNN");
+        self.out.extend_from_slice(&[NONE; 3]);
         p.sizes.iter().for_each(|&s| self.int(s.into()));
         if let Some((unit, num)) = p.datetime {
-            self.out.push(b'N');
+            self.out.push(NONE);
             self.tuple(4, |w| {
-                w.counted([b'C', b'B', 0x8e], unit.as_bytes());
+                w.counted(BYTES, unit.as_bytes());
                 w.int(num.into());
                 w.int(1);
                 w.int(1);
             });
-            self.out.push(0x86);
+            self.out.push(TUPLE2);
         }
-        self.out.extend_from_slice(b"tb");
+        self.out.extend_from_slice(&[TUPLE, BUILD]);
         Ok(())
     }
 
@@ -220,8 +227,8 @@ impl Writer {
     fn scalar(&mut self, a: &NdArray) -> Result<(), EncodeError> {
         self.global("numpy._core.multiarray", "scalar");
         self.dtype(a.dtype())?;
-        self.counted([b'C', b'B', 0x8e], &a.to_c_order());
-        self.out.extend_from_slice(&[0x86, b'R']);
+        self.counted(BYTES, &a.to_c_order());
+        self.out.extend_from_slice(&[TUPLE2, REDUCE]);
         Ok(())
     }
 
@@ -235,16 +242,16 @@ impl Writer {
             None => (a.to_c_order(), "C"),
         };
         self.global("numpy._core.numeric", "_frombuffer");
-        self.out.extend_from_slice(&[b'(', 0x97]);
+        self.out.extend_from_slice(&[MARK, NEXT_BUFFER]);
         if !a.writeable() {
-            self.out.push(0x98);
+            self.out.push(READONLY_BUFFER);
         }
         self.buffers.push((data, a.writeable()));
         self.dtype(a.dtype())?;
         let shape = a.logical_shape();
         self.tuple(shape.len(), |w| shape.iter().for_each(|&n| w.int(n.into())));
         self.str(order);
-        self.out.extend_from_slice(b"tR");
+        self.out.extend_from_slice(&[TUPLE, REDUCE]);
         Ok(())
     }
 }

@@ -8,7 +8,9 @@ that sets iterate in the same order in every run.
         5 with out-of-band buffers ("5oob"): DIR/<id>.pkl and its buffers
         DIR/<id>.buf<i>, and DIR/cases.json: per pickle {"id", "name",
         "mode", "buffers", "expect"}, `expect` being what framewire must read
-        (`fw`), or {"$error": variant, ...} when it must refuse.
+        (`fw`), or {"$error": variant, ...} when it must refuse; then the
+        pickles of `handmade()` (mode "handmade"), `expect` what Python's
+        own `pickle.loads` reads of each.
 
     python pickle_peer.py check DIR
         Reads DIR/check.json (a list of {"id", "name", "buffers",
@@ -109,6 +111,49 @@ def cases():
     yield "recursive", recursive_list(), {"$error": "Recursive"}
 
 
+def _push(x):
+    """The opcodes that push x (a scalar or a tuple of them), memoizing nothing."""
+    if x is None:
+        return b"N"
+    if type(x) is bool:
+        return b"\x88" if x else b"\x89"
+    if type(x) is int:
+        n = x.to_bytes(x.bit_length() // 8 + 1, "little", signed=True)
+        return b"\x8a" + bytes([len(n)]) + n
+    if type(x) is float:
+        return b"G" + struct.pack(">d", x)
+    if type(x) is str:
+        return b"\x8c" + bytes([len(x.encode())]) + x.encode()
+    if type(x) is bytes:
+        return b"C" + bytes([len(x)]) + x
+    if type(x) is tuple:
+        return b"(" + b"".join(map(_push, x)) + b"t"
+    raise TypeError(f"no opcodes for {type(x)}")
+
+
+def handmade():
+    """Pickles no pickler writes, for what Python's own `pickle.loads` reads
+    of them: (name, bytes). Dicts that set a key twice keep one entry, the
+    first key and the last value (1, 1.0 and True one key), built by
+    SETITEMS into a memoized dict, by SETITEM, and by DICT."""
+    dicts = {
+        "repeated": [(1, None), (1, "x")],
+        "numbers": [(1, "a"), (1.0, "b"), (True, "c"), (0, "d"), (-0.0, "e"), (False, "f"),
+                    (2**53, "g"), (2.0**53, "h"), (2**53 + 1, "i"), (2**64 - 1, "j"),
+                    (2.0**64, "k"), (math.inf, "l"), (math.inf, "m"), (math.nan, "n"),
+                    (math.nan, "o"), (0.5, "p"), (0.25, "q"), (0.5, "r")],
+        "kinds": [("a", 1), (b"a", 2), (None, 3), (None, 4), ("a", 5), ((1, "a"), 6),
+                  ((1.0, "a"), 7), ((1,), 8), ((True, (2.0,)), 9), ((1, (2,)), 10),
+                  (("a", "bc"), 11), (("ab", "c"), 12), (("a", "bc"), 13)],
+        "many": [(i % 40 if i % 2 else float(i % 40), i) for i in range(1000)],
+    }
+    for name, pairs in dicts.items():
+        items = [_push(k) + _push(v) for k, v in pairs]
+        yield f"dup_keys_{name}_setitems", b"\x80\x05}\x94(" + b"".join(items) + b"u."
+        yield f"dup_keys_{name}_setitem", b"}" + b"s".join(items) + b"s."
+        yield f"dup_keys_{name}_dict", b"(" + b"".join(items) + b"d."
+
+
 MODES = {"2": (2, False), "3": (3, False), "4": (4, False), "5": (5, False), "5oob": (5, True)}
 
 
@@ -185,12 +230,13 @@ def same(a, b, path="value"):
                 return why
         return None
     if type(a) is dict:
-        # Keys type for type too: 1, 1.0, True and numpy.int64(1) are one
-        # key to `==`, but a key written back with another type is wrong.
         if len(a) != len(b):
             return f"{path}: keys {list(a)!r} != {list(b)!r}"
+        # Entry by entry, in order, keys type for type too: 1, 1.0, True and
+        # numpy.int64(1) are one key to `==`, but a key written back with
+        # another type is wrong; NaN keys found.
         for i, ((ka, va), (kb, vb)) in enumerate(zip(a.items(), b.items())):
-            why = same(ka, kb, f"{path}.keys()[{i}]") or same(va, vb, f"{path}[{ka!r}]")
+            why = same(ka, kb, f"{path}.key{i}") or same(va, vb, f"{path}[{ka!r}]")
             if why:
                 return why
         return None
@@ -247,6 +293,11 @@ def produce(out: str) -> None:
                 expect = _copied(expect)
             listing.append({"id": ident, "name": name, "mode": mode,
                             "buffers": len(buffers), "expect": expect})
+    for name, data in handmade():
+        with open(os.path.join(out, name + ".pkl"), "wb") as f:
+            f.write(data)
+        listing.append({"id": name, "name": name, "mode": "handmade", "buffers": 0,
+                        "expect": fw(pickle.loads(data))})
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(listing, f, ensure_ascii=False)
 
@@ -265,6 +316,7 @@ def _copied(expect):
 def check(out: str) -> None:
     expected = {name: value for name, value, error in cases() if error is None}
     expected.update({name: value for name, value in rust_cases()})
+    expected.update({name: pickle.loads(data) for name, data in handmade()})
     with open(os.path.join(out, "check.json")) as f:
         listing = json.load(f)
     for entry in listing:
