@@ -422,5 +422,8 @@ async fn a_clients_clones_share_it() {
         Err(ClientError::Transport(_)) => {}
         r => panic!("a clone of a closed client: {r:?}"),
     }
-    eventually("the stream closed", || s.seen.stream_ops("close-client").len() == 1).await;
+    eventually("the stream closed", || {
+        s.seen.stream_ops("close-client").len() == 1
+    })
+    .await;
 }

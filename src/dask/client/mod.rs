@@ -1,7 +1,6 @@
 //! [`Client`]: a Rust program as a client of a Dask cluster (see its docs).
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,214 +14,18 @@ use super::{
     gather_from_pool, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
     ConnectionPool, GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op,
     RegisterClient, ReportKey, RpcError, SchedulerToClient, StreamStart, UpdateData,
-    UpdateDataReply, UpdateWhoHas, WhoHas, DEFAULT_CONNECTION_LIMIT, DEFAULT_IDLE_PER_ADDRESS,
+    UpdateDataReply, UpdateWhoHas, WhoHas,
 };
-use crate::serialize::{Registry, SerializeOptions};
-use crate::transport::{
-    ConnectionBuilder, HandshakeOptions, ReadHalf, Socket, TransportError, WriteHalf,
-};
+use crate::serialize::SerializeOptions;
+use crate::transport::{ReadHalf, Socket, TransportError, WriteHalf};
 use crate::typed;
 use crate::value::Value;
 
-/// How a [`Client`] connects and behaves: a builder over private settings,
-/// each set by the method of its name (every default is Dask's client's).
-///
-/// ```
-/// use std::time::Duration;
-/// use framewire::dask::ClientOptions;
-///
-/// let opts = ClientOptions::new()
-///     .heartbeat_interval(Duration::from_secs(2))
-///     .timeout(Some(Duration::from_secs(10)))
-///     .connection_limit(64);
-/// # let _ = opts;
-/// ```
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct ClientOptions {
-    connection: ConnectionBuilder,
-    handshake: HandshakeOptions,
-    heartbeat_interval: Duration,
-    batch_interval: Duration,
-    timeout: Option<Duration>,
-    registry: Registry,
-    idle_connections_per_address: usize,
-    connection_limit: usize,
-}
+mod error;
+mod options;
 
-impl Default for ClientOptions {
-    fn default() -> ClientOptions {
-        ClientOptions {
-            connection: ConnectionBuilder::new(),
-            handshake: HandshakeOptions::default(),
-            heartbeat_interval: Duration::from_secs(5),
-            batch_interval: Duration::from_millis(10),
-            timeout: Some(Duration::from_secs(30)),
-            registry: Registry::default(),
-            idle_connections_per_address: DEFAULT_IDLE_PER_ADDRESS,
-            connection_limit: DEFAULT_CONNECTION_LIMIT,
-        }
-    }
-}
-
-impl ClientOptions {
-    /// Dask's client's defaults.
-    pub fn new() -> ClientOptions {
-        ClientOptions::default()
-    }
-
-    /// Connections to the scheduler and the workers: the connect retry
-    /// ([`connect_timeout`](ConnectionBuilder::connect_timeout)), TCP
-    /// timeouts, and the certificates for `tls://`
-    /// ([`tls`][tls]).
-    ///
-    #[cfg_attr(feature = "tls", doc = "[tls]: ConnectionBuilder::tls")]
-    #[cfg_attr(not(feature = "tls"), doc = "[tls]: crate#cargo-features")]
-    pub fn connection(mut self, builder: ConnectionBuilder) -> ClientOptions {
-        self.connection = builder;
-        self
-    }
-
-    /// The handshake (its `timeout` also bounds registering).
-    pub fn handshake(mut self, handshake: HandshakeOptions) -> ClientOptions {
-        self.handshake = handshake;
-        self
-    }
-
-    /// Time between `heartbeat-client`s until the scheduler says otherwise
-    /// (`adjust-heartbeat-interval`): 5 s, Dask's
-    /// `distributed.client.heartbeat` (at least 1 ms).
-    pub fn heartbeat_interval(mut self, interval: Duration) -> ClientOptions {
-        self.heartbeat_interval = interval;
-        self
-    }
-
-    /// How the client's stream batches what it sends: 10 ms, as Dask's
-    /// client.
-    pub fn batch_interval(mut self, interval: Duration) -> ClientOptions {
-        self.batch_interval = interval;
-        self
-    }
-
-    /// How long [`Client::scatter`] waits for a running worker, and how
-    /// long the client tries to register again after losing its stream to
-    /// the scheduler (30 s, the default `timeout` of Dask's `Client`);
-    /// `None`: for ever.
-    pub fn timeout(mut self, timeout: Option<Duration>) -> ClientOptions {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The serializer families [`Client::gather`] reads values with, as
-    /// they arrive (add [`PickleFamily`][PickleFamily],
-    /// feature `pickle`, for the values Python pickles: ints, dicts, lists
-    /// of arrays...).
-    ///
-    #[cfg_attr(
-        feature = "pickle",
-        doc = "[PickleFamily]: crate::pickle::PickleFamily"
-    )]
-    #[cfg_attr(not(feature = "pickle"), doc = "[PickleFamily]: crate#cargo-features")]
-    pub fn registry(mut self, registry: Registry) -> ClientOptions {
-        self.registry = registry;
-        self
-    }
-
-    /// Idle connections kept per server (the scheduler, each worker)
-    /// between calls, `gather`s and `scatter`s (a [`ConnectionPool`], as
-    /// Dask's client keeps its `rpc` pool): [`DEFAULT_IDLE_PER_ADDRESS`];
-    /// 0: a connection per call. An idle connection keeps its last large
-    /// receive buffer for the next value once every frame in it is dropped
-    /// (that memory is not faulted in again), up to
-    /// [`max_recycled_buffer`](ConnectionBuilder::max_recycled_buffer) each;
-    /// [`recycle_buffers(false)`](ConnectionBuilder::recycle_buffers) on
-    /// [`connection`](ClientOptions::connection), or 0 here, gives that
-    /// memory back after each call.
-    pub fn idle_connections_per_address(mut self, n: usize) -> ClientOptions {
-        self.idle_connections_per_address = n;
-        self
-    }
-
-    /// Connections to the scheduler and the workers open at once, idle or
-    /// in use, for calls, `gather`s and `scatter`s (the stream excepted):
-    /// [`DEFAULT_CONNECTION_LIMIT`], as Dask's `Client(connection_limit=512)`.
-    /// At the limit, idle connections are closed, then a call waits for
-    /// one in use (see [`ConnectionPool`]).
-    pub fn connection_limit(mut self, n: usize) -> ClientOptions {
-        self.connection_limit = n;
-        self
-    }
-}
-
-/// What can stop a [`Client`] call.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ClientError {
-    /// A call to the scheduler or a worker failed.
-    Rpc(RpcError),
-    /// The client's stream failed, or the client is closed.
-    Transport(TransportError),
-    /// The scheduler refused the client (`stream-start` with an error).
-    Refused(String),
-    /// No running worker to scatter to within the options'
-    /// [`timeout`](ClientOptions::timeout).
-    NoWorkers,
-    /// The task of this key erred.
-    Erred(Key),
-    /// The scheduler cancelled this key, or does not know it.
-    Cancelled(Key),
-    /// The data of this key was lost (its workers left).
-    Lost(Key),
-    /// These keys could be fetched neither from the workers nor through
-    /// the scheduler.
-    Missing(Vec<Key>),
-    /// The stream to the scheduler was lost while waiting: the client let
-    /// go of every key it held (as Dask cancels every future) and
-    /// registers again on its own.
-    ConnectionLost,
-}
-
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientError::Rpc(e) => e.fmt(f),
-            ClientError::Transport(e) => e.fmt(f),
-            ClientError::Refused(why) => write!(f, "the scheduler refused the client: {why}"),
-            ClientError::NoWorkers => f.write_str("no running worker"),
-            ClientError::Erred(k) => write!(f, "the task of {k} erred"),
-            ClientError::Cancelled(k) => {
-                write!(f, "{k} was cancelled, or is unknown to the scheduler")
-            }
-            ClientError::Lost(k) => write!(f, "the data of {k} was lost"),
-            ClientError::Missing(keys) => write!(f, "could not gather {} keys", keys.len()),
-            ClientError::ConnectionLost => f.write_str(
-                "the connection to the scheduler was lost: every key the client held was let go",
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ClientError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ClientError::Rpc(e) => Some(e),
-            ClientError::Transport(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<RpcError> for ClientError {
-    fn from(e: RpcError) -> ClientError {
-        ClientError::Rpc(e)
-    }
-}
-
-impl From<TransportError> for ClientError {
-    fn from(e: TransportError) -> ClientError {
-        ClientError::Transport(e)
-    }
-}
+pub use error::ClientError;
+pub use options::ClientOptions;
 
 // ---- state ------------------------------------------------------------------
 
