@@ -251,9 +251,11 @@ struct Messages {
 /// each prelude against [`Limits`] before anything is reserved for it, and
 /// hands back whole messages or, as a relay reader, each message's head and
 /// then its bytes. After an error it is poisoned: every later poll returns
-/// [`TransportError::Poisoned`].
+/// [`TransportError::Poisoned`]. Public with the feature `unstable`.
 ///
 /// ```
+/// # #[cfg(feature = "unstable")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use bytes::{Bytes, BytesMut};
 /// use framewire::transport::read::{Event, FrameReader, Need};
 /// use framewire::{Envelope, Limits};
@@ -273,7 +275,10 @@ struct Messages {
 ///     other => panic!("{other:?}"),
 /// }
 /// assert!(matches!(relay.poll(&mut buf)?, Event::Need(Need::Prelude { more: 16 })));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "unstable"))]
+/// # fn main() {}
 /// ```
 #[derive(Debug)]
 pub struct FrameReader {
