@@ -127,7 +127,38 @@ pub use transport::{Connection, FrameCodec, TransportError};
 pub use typed::{from_value, to_value};
 pub use value::{BinArray, BinItems, Block, BlockFrames, Header, Integer, Value};
 
-/// The README's Rust examples, compiled and run as doctests.
-#[cfg(all(doctest, feature = "dask", feature = "tls", feature = "pickle"))]
+// The README's and the guide's Rust examples, compiled and run as doctests
+// (a page whose examples need features is compiled when they are on).
+#[cfg(doctest)]
 #[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
+mod readme {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/README.md")]
+mod guide_index {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/cli.md")]
+mod guide_cli {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/tap.md")]
+mod guide_tap {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/worker.md")]
+mod guide_worker {}
+#[cfg(all(doctest, feature = "dask", feature = "pickle"))]
+#[doc = include_str!("../docs/guide/client.md")]
+mod guide_client {}
+#[cfg(all(doctest, feature = "dask", feature = "tls", feature = "pickle"))]
+#[doc = include_str!("../docs/guide/library.md")]
+mod guide_library {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/tls-and-timeouts.md")]
+mod guide_tls_and_timeouts {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/features.md")]
+mod guide_features {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/testing.md")]
+mod guide_testing {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/layout.md")]
+mod guide_layout {}

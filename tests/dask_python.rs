@@ -1156,7 +1156,7 @@ fn now() -> f64 {
         .as_secs_f64()
 }
 
-/// What the README says about handing keys between Rust and Python
+/// What docs/guide/client.md says about handing keys between Rust and Python
 /// (`tests/dask/key_handoff.py`, the Rust side played by the same messages
 /// from Python): a bare `Future(key, client=c)` stays pending,
 /// `state="memory"` reads it without holding it, scattering under the

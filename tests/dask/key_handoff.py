@@ -1,5 +1,5 @@
-"""Handing keys between a Rust client and a Python `Client` (README, "Keys
-between Rust and Python"): what distributed 2026.8.0 does with each way of
+"""Handing keys between a Rust client and a Python `Client`
+(docs/guide/client.md, "Keys between Rust and Python"): what distributed 2026.8.0 does with each way of
 doing it, asserted.
 
 The Rust side is played here by the messages a framewire program sends
@@ -8,7 +8,7 @@ The Rust side is played here by the messages a framewire program sends
 Dask's own `rpc`/`connect`: the same ops, fields and values.
 
 Run by tests/dask_python.rs (`key_handoff_between_rust_and_python`); prints
-`ok` and exits 0 when every behaviour is as the README says.
+`ok` and exits 0 when every behaviour is as that page says.
 """
 
 import asyncio
