@@ -1,9 +1,79 @@
 //! [`EncodeError`]: everything that can stop framewire from encoding a
 //! value, in every layer (decoding has an error type per layer, gathered in
-//! [`DecodeError`](crate::DecodeError)).
+//! [`DecodeError`](crate::DecodeError)); [`ErrorKind`]: what the error of a
+//! facade (a connection, a call, a client) is, to branch on.
 
 use std::fmt;
 use std::io;
+
+/// What kind of failure an error is, the same for every facade a program
+/// holds: `TransportError::kind` (a [`Connection`], a codec), `RpcError::kind`
+/// (an `Rpc`, a `ConnectionPool`) and `ClientError::kind` (a `Client`) give
+/// one, each delegating to the error it wraps, so a caller branches on the
+/// cause whichever facade reported it (`ErrorKind::Connect` from a client's
+/// call is the connect that failed underneath). The error itself still says
+/// what failed (its `Display`, and the cause through `source()`).
+///
+/// ```
+/// use framewire::ErrorKind;
+///
+/// /// Worth trying again later: the peer or the network, not the request.
+/// fn transient(kind: ErrorKind) -> bool {
+///     matches!(kind, ErrorKind::Connect | ErrorKind::PeerTimeout | ErrorKind::Closed)
+/// }
+/// assert!(transient(ErrorKind::Connect));
+/// assert!(!transient(ErrorKind::Remote));
+/// ```
+#[cfg_attr(feature = "transport", doc = "[`Connection`]: crate::Connection")]
+#[cfg_attr(not(feature = "transport"), doc = "[`Connection`]: crate#cargo-features")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// No connection could be made to the address (refused, unreachable, or
+    /// the connect deadline passed): nothing was sent.
+    Connect,
+    /// An address that cannot be read (not `tcp://HOST:PORT` or
+    /// `tls://HOST:PORT`): nothing was tried.
+    InvalidAddress,
+    /// The peer stopped answering (TCP keepalive or `TCP_USER_TIMEOUT` gave
+    /// up: a dead host, a partition).
+    PeerTimeout,
+    /// A deadline of framewire's own passed (a handshake, a message).
+    Timeout,
+    /// The connection is closed: by the peer (before a reply, or before the
+    /// handshake completed), or by this side.
+    Closed,
+    /// The socket failed otherwise (a reset, a broken pipe...).
+    Io,
+    /// TLS could not be set up, or its handshake failed.
+    Tls,
+    /// The peer sent something that is not a valid message: its framing,
+    /// its msgpack, a checksum, its handshake.
+    Protocol,
+    /// A valid message, but not what the call expects (a reply without a
+    /// field, of another type).
+    UnexpectedReply,
+    /// What was to be sent cannot be encoded (nothing was sent).
+    Encode,
+    /// The server answered with an error (Dask's error reply: its handler
+    /// raised).
+    Remote,
+    /// The scheduler refused the client.
+    Refused,
+    /// No running worker within the client's timeout.
+    NoWorkers,
+    /// The task of a key raised.
+    TaskErred,
+    /// A key was cancelled, or is unknown to the scheduler.
+    Cancelled,
+    /// The data of a key was lost (its workers left).
+    Lost,
+    /// Keys that could be fetched neither from the workers nor through the
+    /// scheduler.
+    Missing,
+    /// The client's stream to the scheduler was lost while waiting.
+    ConnectionLost,
+}
 
 /// Everything that can stop framewire from encoding a value.
 #[derive(Clone, Debug, PartialEq, Eq)]

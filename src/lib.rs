@@ -112,7 +112,7 @@ pub mod typed;
 mod value;
 
 pub use envelope::{Envelope, EnvelopeError};
-pub use error::{EncodeError, LimitName};
+pub use error::{EncodeError, ErrorKind, LimitName};
 pub use limits::Limits;
 pub use message::MessageError;
 pub use msgpack::{MsgpackError, Position};

@@ -219,7 +219,9 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
     .await
     .expect("py-bad reported within 60 s")
     {
-        Err(framewire::dask::ClientError::Erred(k)) => assert_eq!(k, bad),
+        Err(e) if e.kind() == framewire::ErrorKind::TaskErred => {
+            assert_eq!(e.keys(), std::slice::from_ref(&bad), "{e}")
+        }
         other => panic!("py-bad: {other:?}"),
     }
 

@@ -144,6 +144,14 @@ async fn serve(
                     .map(|k| (k, Value::Array(vec![Value::str(worker)])))
                     .collect(),
             ),
+            // A handler that raises, answered as Dask's `Server` answers
+            // then (`error_message`): status, the exception's repr, the
+            // traceback.
+            "raise" => Value::map_of([
+                ("status", Value::from_static("uncaught-error")),
+                ("exception_text", Value::from_static("KeyError('x')")),
+                ("traceback_text", Value::from_static("Traceback ...")),
+            ]),
             "gather" | "get_data" => {
                 let asked = keys(&msg);
                 let found: Vec<(Value, Value)> = data
@@ -426,4 +434,50 @@ async fn a_clients_clones_share_it() {
         s.seen.stream_ops("close-client").len() == 1
     })
     .await;
+}
+
+/// Each facade's error says what kind of failure it is, the same kinds
+/// whichever facade reported it: a refused connection (the client's, a
+/// call's, a connection's), an error reply, an address that is not one.
+#[tokio::test]
+async fn facade_errors_are_matched_by_kind() {
+    use framewire::transport::{ConnectionBuilder, HandshakeOptions};
+    use framewire::ErrorKind;
+
+    // A port nobody listens on (bound, then closed): refused at once.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("tcp://{}", l.local_addr().unwrap())
+    };
+    let mut quick = ConnectionBuilder::new();
+    quick.connect_timeout(Some(Duration::from_millis(300)));
+    let client = Client::connect(&closed, ClientOptions::new().connection(quick.clone())).await;
+    assert_eq!(client.unwrap_err().kind(), ErrorKind::Connect);
+    let rpc = framewire::dask::Rpc::connect(&closed, &quick, &HandshakeOptions::default()).await;
+    assert_eq!(rpc.unwrap_err().kind(), ErrorKind::Connect);
+    let conn = quick
+        .connect_address(&closed, &HandshakeOptions::default())
+        .await;
+    assert_eq!(conn.unwrap_err().kind(), ErrorKind::Connect);
+    let bad = quick
+        .connect_address("ucx://127.0.0.1:1", &HandshakeOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(bad.kind(), ErrorKind::InvalidAddress, "{bad}");
+    assert!(bad.to_string().contains("ucx://127.0.0.1:1"), "{bad}");
+
+    // An error reply: the call's error is Remote, with Dask's texts.
+    let s = stand_in(Script::default(), vec![], None).await;
+    let client = Client::connect(&s.address, ClientOptions::default())
+        .await
+        .expect("connect");
+    let raise = Value::map_of([("op", Value::from_static("raise"))]);
+    let e = client
+        .pool()
+        .call::<_, Value>(&s.address, &raise)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Remote, "{e}");
+    assert_eq!(e.remote().unwrap().exception_text, "KeyError('x')");
+    client.close().await.expect("close");
 }

@@ -135,7 +135,9 @@ const HANG: Duration = Duration::from_secs(60);
 fn assert_dead_peer(side: &str, ended: &Ended, cut: Instant) {
     let after = ended.at.saturating_duration_since(cut);
     match &ended.error {
-        Some(TransportError::PeerTimeout(e)) => {
+        Some(e @ TransportError::PeerTimeout(_)) => {
+            // What a caller branches on.
+            assert_eq!(e.kind(), framewire::ErrorKind::PeerTimeout);
             eprintln!("{side}: peer timeout after {after:.1?} ({e})")
         }
         other => panic!("{side}: expected a PeerTimeout, got {other:?} after {after:?}"),

@@ -80,7 +80,7 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
     // before connecting; the connection encodes it again with the codec
     // the handshake agrees, if any.
     framewire::dumps(&msg).map_err(|e| format!("cannot encode the message: {e}"))?;
-    let address = Address::parse(address)?;
+    let address = Address::parse(address).map_err(|e| e.to_string())?;
     let handshake = {
         let mut o = HandshakeOptions::default();
         o.compression = codec;

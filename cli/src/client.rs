@@ -29,7 +29,7 @@ pub enum Format {
 /// The client's options: `opts`, and the pickle family for plain values.
 fn client_options(address: &str, opts: &Connect) -> Result<ClientOptions, String> {
     let mut connection = framewire::transport::ConnectionBuilder::new();
-    let parsed = framewire::transport::Address::parse(address)?;
+    let parsed = framewire::transport::Address::parse(address).map_err(|e| e.to_string())?;
     opts.configure(&mut connection, &parsed)?;
     Ok(ClientOptions::new()
         .connection(connection)

@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 use super::{ErrorReply, GetData, GetDataReply};
 use crate::envelope::Envelope;
-use crate::error::EncodeError;
+use crate::error::{EncodeError, ErrorKind};
 use crate::message::{self, HeaderRules};
 use crate::msgpack;
 use crate::protocol::DecodeError;
@@ -59,6 +59,30 @@ pub enum RpcError {
     Remote(RemoteError),
     /// The server closed the connection without replying.
     Closed,
+}
+
+impl RpcError {
+    /// What kind of failure this is, to branch on: the transport's kind
+    /// for a failed connection ([`TransportError::kind`]), else the call's
+    /// own (an error reply is [`ErrorKind::Remote`], a reply not of the
+    /// expected shape [`ErrorKind::UnexpectedReply`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RpcError::Transport(e) => e.kind(),
+            RpcError::Encode(_) => ErrorKind::Encode,
+            RpcError::Decode(_) => ErrorKind::UnexpectedReply,
+            RpcError::Remote(_) => ErrorKind::Remote,
+            RpcError::Closed => ErrorKind::Closed,
+        }
+    }
+
+    /// The server's error reply, when this is one.
+    pub fn remote(&self) -> Option<&RemoteError> {
+        match self {
+            RpcError::Remote(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for RpcError {

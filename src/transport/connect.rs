@@ -12,7 +12,7 @@ use super::conn::{Connection, ConnectionBuilder};
 use super::error::{TimeoutPhase, TransportError};
 use super::handshake::{exchange, HandshakeOptions};
 use super::session::Negotiated;
-use super::socket::{self, address_error, Address, Socket};
+use super::socket::{self, Address, Socket};
 
 impl ConnectionBuilder {
     /// Connects to a Dask address — `tcp://`, or `tls://` with the
@@ -37,7 +37,7 @@ impl ConnectionBuilder {
         address: &str,
         opts: &HandshakeOptions,
     ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
-        let address = Address::parse(address).map_err(address_error)?;
+        let address = Address::parse(address)?;
         let socket = self.connect_socket(&address).await?;
         self.handshake(socket, opts).await
     }

@@ -25,8 +25,9 @@ use std::io;
 use std::time::Duration;
 
 use super::checksum::ChecksumError;
+use super::socket::AddressError;
 use crate::envelope::EnvelopeError;
-use crate::error::EncodeError;
+use crate::error::{EncodeError, ErrorKind};
 use crate::protocol::DecodeError;
 
 /// Which step a deadline interrupted.
@@ -108,6 +109,29 @@ impl fmt::Display for HandshakeError {
 
 impl std::error::Error for HandshakeError {}
 
+/// Why TLS could not be set up or a TLS handshake failed: one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsError {
+    message: String,
+}
+
+impl TlsError {
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) fn new(message: impl Into<String>) -> TlsError {
+        TlsError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for TlsError {}
+
 /// Everything that can stop a [`Connection`](super::Connection) or a
 /// [`FrameCodec`](super::FrameCodec).
 #[derive(Debug)]
@@ -148,8 +172,10 @@ pub enum TransportError {
     Handshake(HandshakeError),
     /// TLS could not be set up, or the TLS handshake failed (a certificate
     /// refused, a peer that does not speak TLS...).
-    #[cfg(feature = "tls")]
-    Tls(super::tls::TlsError),
+    Tls(TlsError),
+    /// An address that cannot be connected to as given (not
+    /// `tcp://HOST:PORT` or `tls://HOST:PORT`). Nothing was tried.
+    Address(AddressError),
     /// An earlier error (or a send cancelled after part of its message was
     /// written) left this direction of the stream out of sync.
     Poisoned,
@@ -164,6 +190,33 @@ impl TransportError {
     pub fn is_fatal(&self) -> bool {
         !matches!(self, TransportError::Encode(_))
     }
+
+    /// What kind of failure this is, to branch on (the same kinds as a
+    /// call's and a client's errors).
+    ///
+    /// ```
+    /// use framewire::{ErrorKind, TransportError};
+    ///
+    /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+    /// assert_eq!(TransportError::from(refused).kind(), ErrorKind::Io);
+    /// assert_eq!(TransportError::Closed.kind(), ErrorKind::Closed);
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            TransportError::Io(_) => ErrorKind::Io,
+            TransportError::Decode(_)
+            | TransportError::Checksum(_)
+            | TransportError::Handshake(_) => ErrorKind::Protocol,
+            TransportError::Encode(_) => ErrorKind::Encode,
+            TransportError::PeerTimeout(_) => ErrorKind::PeerTimeout,
+            TransportError::Connect(_) => ErrorKind::Connect,
+            TransportError::Timeout { .. } => ErrorKind::Timeout,
+            TransportError::Tls(_) => ErrorKind::Tls,
+            TransportError::Address(_) => ErrorKind::InvalidAddress,
+            // Unusable either way: closed, or out of sync after an error.
+            TransportError::Poisoned | TransportError::Closed => ErrorKind::Closed,
+        }
+    }
 }
 
 impl fmt::Display for TransportError {
@@ -177,8 +230,8 @@ impl fmt::Display for TransportError {
             TransportError::Connect(e) => e.fmt(f),
             TransportError::Timeout { phase } => write!(f, "timed out {phase}"),
             TransportError::Handshake(e) => write!(f, "handshake failed: {e}"),
-            #[cfg(feature = "tls")]
             TransportError::Tls(e) => e.fmt(f),
+            TransportError::Address(e) => e.fmt(f),
             TransportError::Poisoned => f.write_str(
                 "the connection is poisoned: an earlier error left the stream out of sync",
             ),
@@ -196,8 +249,8 @@ impl std::error::Error for TransportError {
             TransportError::Checksum(e) => Some(e),
             TransportError::Encode(e) => Some(e),
             TransportError::Handshake(e) => Some(e),
-            #[cfg(feature = "tls")]
             TransportError::Tls(e) => Some(e),
+            TransportError::Address(e) => Some(e),
             _ => None,
         }
     }
@@ -210,12 +263,18 @@ impl From<io::Error> for TransportError {
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<tokio_rustls::rustls::Error>())
         {
-            return TransportError::Tls(super::tls::TlsError::session(tls));
+            return TransportError::Tls(TlsError::session(tls));
         }
         if is_peer_timeout(&e) {
             return TransportError::PeerTimeout(e);
         }
         TransportError::Io(e)
+    }
+}
+
+impl From<AddressError> for TransportError {
+    fn from(e: AddressError) -> TransportError {
+        TransportError::Address(e)
     }
 }
 

@@ -74,7 +74,7 @@ mod write;
 pub use checksum::ChecksumError;
 pub use codec::{FrameCodec, FrameCodecBuilder};
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
-pub use error::{ConnectError, HandshakeError, TimeoutPhase, TransportError};
+pub use error::{ConnectError, HandshakeError, TimeoutPhase, TlsError, TransportError};
 pub use handshake::{handshake, Checksums, HandshakeOptions, EXTENSION_PREFIX};
 #[cfg(feature = "serde")]
 pub use message_codec::MessageCodec;
@@ -86,8 +86,8 @@ pub use session::Session;
 pub use socket::Ciphertext;
 #[cfg(not(feature = "tls"))]
 pub use socket::TlsConfig;
-pub use socket::{Address, Socket};
+pub use socket::{Address, AddressError, Socket};
 pub use stats::Stats;
 #[cfg(feature = "tls")]
-pub use tls::{TlsConfig, TlsError};
+pub use tls::TlsConfig;
 pub use write::COALESCE_THRESHOLD;

@@ -13,8 +13,30 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::error::{ConnectError, TimeoutPhase, TransportError};
-#[cfg(feature = "tls")]
-use super::tls::{TlsConfig, TlsError};
+use super::error::TlsError;
+use super::tls::TlsConfig;
+
+/// An address [`Address::parse`] cannot read (`address: what is wrong`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddressError {
+    address: String,
+    problem: String,
+}
+
+impl AddressError {
+    /// The address as given.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+}
+
+impl fmt::Display for AddressError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.address, self.problem)
+    }
+}
+
+impl std::error::Error for AddressError {}
 
 /// A Dask address: `tcp://HOST:PORT`, `tls://HOST:PORT`, or a bare
 /// `HOST:PORT` (TCP), as `distributed.comm.parse_address` reads them.
@@ -25,7 +47,7 @@ use super::tls::{TlsConfig, TlsError};
 /// assert_eq!(Address::parse("tls://[::1]:8786")?, Address::Tls("[::1]:8786".into()));
 /// assert_eq!(Address::parse("localhost:8786")?, Address::Tcp("localhost:8786".into()));
 /// assert!(Address::parse("ucx://h:1").is_err());
-/// # Ok::<(), String>(())
+/// # Ok::<(), framewire::transport::AddressError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Address {
@@ -36,15 +58,19 @@ pub enum Address {
 }
 
 impl Address {
-    /// Parses an address; the error says what is wrong in one line.
-    pub fn parse(address: &str) -> Result<Address, String> {
+    /// Parses an address; the error names it and says what is wrong.
+    pub fn parse(address: &str) -> Result<Address, AddressError> {
+        let error = |problem: String| AddressError {
+            address: address.to_owned(),
+            problem,
+        };
         let (tls, rest) = match address.split_once("://") {
             Some(("tcp", rest)) => (false, rest),
             Some(("tls", rest)) => (true, rest),
             Some((scheme, _)) => {
-                return Err(format!(
-                    "{address}: only tcp:// and tls:// addresses are supported, not {scheme}://"
-                ))
+                return Err(error(format!(
+                    "only tcp:// and tls:// addresses are supported, not {scheme}://"
+                )))
             }
             None => (false, address),
         };
@@ -55,9 +81,7 @@ impl Address {
                     false => Address::Tcp(rest.to_owned()),
                 })
             }
-            _ => Err(format!(
-                "{address}: expected tcp://HOST:PORT or tls://HOST:PORT"
-            )),
+            _ => Err(error("expected tcp://HOST:PORT or tls://HOST:PORT".into())),
         }
     }
 
@@ -661,13 +685,9 @@ pub(super) async fn connect_tcp(
     .await
 }
 
-pub(super) fn address_error(e: String) -> TransportError {
-    TransportError::Io(io::Error::new(io::ErrorKind::InvalidInput, e))
-}
-
 #[cfg(not(feature = "tls"))]
 fn no_tls_feature() -> TransportError {
-    address_error("tls:// needs framewire's `tls` feature".into())
+    TransportError::Tls(TlsError::new("tls:// needs framewire's `tls` feature"))
 }
 
 #[cfg(feature = "tls")]
@@ -818,6 +838,7 @@ mod tests {
         assert_eq!(tls.to_string(), "tls://[::1]:8786");
         assert!(Address::parse("ucx://a:1")
             .unwrap_err()
+            .to_string()
             .contains("not ucx://"));
         for bad in ["tcp://a", "tcp://:80", "tls://a:99999", ""] {
             assert!(Address::parse(bad).is_err(), "{bad}");

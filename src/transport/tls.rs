@@ -16,7 +16,8 @@
 //! `AsyncRead + AsyncWrite` under a [`Connection`](super::Connection)
 //! ([`Socket`](super::Socket)).
 
-use std::fmt;
+
+use super::error::TlsError;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -33,19 +34,7 @@ use tokio_rustls::rustls::{
     SignatureScheme,
 };
 
-/// Why TLS could not be set up or a TLS handshake failed: one line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsError {
-    message: String,
-}
-
 impl TlsError {
-    pub(crate) fn new(message: impl Into<String>) -> TlsError {
-        TlsError {
-            message: message.into(),
-        }
-    }
-
     /// A TLS handshake that failed with this rustls error.
     pub(crate) fn handshake(e: &rustls::Error) -> TlsError {
         TlsError::new(format!("TLS handshake failed: {}", Self::reason(e)))
@@ -76,13 +65,6 @@ impl TlsError {
     }
 }
 
-impl fmt::Display for TlsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for TlsError {}
 
 /// The certificates of one side of `tls://` connections, as Dask's
 /// `--tls-ca-file`, `--tls-cert` and `--tls-key` give them: the CA that

@@ -207,8 +207,8 @@ pub fn run(
     log: Option<&str>,
     opts: Options,
 ) -> Result<(), String> {
-    let listen = Address::parse(listen)?;
-    let upstream = Address::parse(upstream)?;
+    let listen = Address::parse(listen).map_err(|e| e.to_string())?;
+    let upstream = Address::parse(upstream).map_err(|e| e.to_string())?;
     for (address, config, flags) in [
         (&listen, &tls.listen, "--tls-*"),
         (&upstream, &tls.upstream, "--tls-* or --upstream-tls-*"),

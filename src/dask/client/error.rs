@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::dask::{Key, RpcError};
+use crate::error::ErrorKind;
 use crate::transport::TransportError;
 
 /// What can stop a [`Client`](super::Client) call.
@@ -33,6 +34,38 @@ pub enum ClientError {
     ConnectionLost,
 }
 
+impl ClientError {
+    /// What kind of failure this is, to branch on: a failed call's or the
+    /// stream's kind ([`RpcError::kind`], [`TransportError::kind`]), else
+    /// the client's own ([`ErrorKind::TaskErred`], [`ErrorKind::Missing`]...).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ClientError::Rpc(e) => e.kind(),
+            ClientError::Transport(e) => e.kind(),
+            ClientError::Refused(_) => ErrorKind::Refused,
+            ClientError::NoWorkers => ErrorKind::NoWorkers,
+            ClientError::Erred(_) => ErrorKind::TaskErred,
+            ClientError::Cancelled(_) => ErrorKind::Cancelled,
+            ClientError::Lost(_) => ErrorKind::Lost,
+            ClientError::Missing(_) => ErrorKind::Missing,
+            ClientError::ConnectionLost => ErrorKind::ConnectionLost,
+        }
+    }
+
+    /// The keys this error concerns (the key whose task erred, was
+    /// cancelled or lost; the keys that could not be gathered); none for
+    /// the others.
+    pub fn keys(&self) -> &[Key] {
+        match self {
+            ClientError::Erred(k) | ClientError::Cancelled(k) | ClientError::Lost(k) => {
+                std::slice::from_ref(k)
+            }
+            ClientError::Missing(keys) => keys,
+            _ => &[],
+        }
+    }
+}
+
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -45,7 +78,16 @@ impl fmt::Display for ClientError {
                 write!(f, "{k} was cancelled, or is unknown to the scheduler")
             }
             ClientError::Lost(k) => write!(f, "the data of {k} was lost"),
-            ClientError::Missing(keys) => write!(f, "could not gather {} keys", keys.len()),
+            ClientError::Missing(keys) => {
+                write!(f, "could not gather {} keys: ", keys.len())?;
+                for (i, k) in keys.iter().take(10).enumerate() {
+                    write!(f, "{}{k}", if i > 0 { ", " } else { "" })?;
+                }
+                if keys.len() > 10 {
+                    write!(f, " and {} more", keys.len() - 10)?;
+                }
+                Ok(())
+            }
             ClientError::ConnectionLost => f.write_str(
                 "the connection to the scheduler was lost: every key the client held was let go",
             ),
