@@ -23,7 +23,8 @@ use crate::msgpack;
 use crate::protocol::{self, DecodeError};
 use crate::serialize::SerializeOptions;
 use crate::transport::{ReadHalf, TransportError, WriteHalf};
-use crate::typed::{self, Dispatch, OpSeed, BY_OP};
+use super::wire::{Dispatch, OpSeed};
+use crate::typed::{self, BY_OP};
 use crate::value::Value;
 
 /// The interval a worker's `BatchedSend` writes at (`"2ms"`, `worker.py:641`;

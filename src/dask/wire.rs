@@ -3,6 +3,7 @@
 //! [`Timedelta`], [`StartStop`], Dask's [`ErrorReply`], and the serde
 //! helpers the message types name in their attributes.
 
+use serde::de::{self, DeserializeSeed, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
 use super::key::Key;
@@ -207,4 +208,48 @@ where
     T: Deserialize<'de>,
 {
     T::deserialize(d).map(Some)
+}
+
+/// What a message's op is to a type that knows the ops `names`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dispatch {
+    /// One of the names.
+    Known(&'static str),
+    /// A map whose op is none of them, or that has none.
+    Unknown,
+    /// Not a map.
+    NotAMap,
+}
+
+/// Reads the variant the typed layer's by-op reading hands out
+/// (`typed::BY_OP`) as a [`Dispatch`] over `names`.
+pub(crate) struct OpSeed(pub(crate) &'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for OpSeed {
+    type Value = Dispatch;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Dispatch, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OpSeed {
+    type Value = Dispatch;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a message's op")
+    }
+    fn visit_str<E: de::Error>(self, op: &str) -> Result<Dispatch, E> {
+        Ok(self
+            .0
+            .iter()
+            .find(|name| **name == op)
+            .map_or(Dispatch::Unknown, |name| Dispatch::Known(name)))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Dispatch, E> {
+        Ok(Dispatch::Unknown)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Dispatch, E> {
+        Ok(Dispatch::NotAMap)
+    }
 }

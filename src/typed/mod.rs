@@ -65,8 +65,7 @@
 mod by_op;
 mod de;
 mod error;
-#[cfg(feature = "dask")]
-pub(crate) use by_op::{Dispatch, OpSeed, BY_OP};
+pub(crate) use by_op::BY_OP;
 #[cfg(feature = "dask")]
 pub(crate) use error::field_error;
 mod frame_de;

@@ -78,8 +78,8 @@ macro_rules! channel {
                         data: A,
                     ) -> Result<$name, A::Error> {
                         use serde::de::VariantAccess;
-                        let (op, message) = data.variant_seed(crate::typed::OpSeed(OPS))?;
-                        use crate::typed::Dispatch;
+                        let (op, message) = data.variant_seed(crate::dask::wire::OpSeed(OPS))?;
+                        use crate::dask::wire::Dispatch;
                         $(if op == Dispatch::Known(<$ty as crate::dask::OpName>::NAME) {
                             return message.newtype_variant::<$ty>().map($name::$variant);
                         })*
