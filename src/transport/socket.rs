@@ -12,8 +12,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::error::{ConnectError, TimeoutPhase, TransportError};
-use super::error::TlsError;
+use super::error::{ConnectError, TimeoutPhase, TlsError, TransportError};
+#[cfg(feature = "tls")]
 use super::tls::TlsConfig;
 
 /// An address [`Address::parse`] cannot read (`address: what is wrong`).
