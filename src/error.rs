@@ -25,7 +25,10 @@ use std::io;
 /// assert!(!transient(ErrorKind::Remote));
 /// ```
 #[cfg_attr(feature = "transport", doc = "[`Connection`]: crate::Connection")]
-#[cfg_attr(not(feature = "transport"), doc = "[`Connection`]: crate#cargo-features")]
+#[cfg_attr(
+    not(feature = "transport"),
+    doc = "[`Connection`]: crate#cargo-features"
+)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::wire::op_of;
+use super::wire::{Dispatch, OpSeed};
 use crate::envelope::Envelope;
 use crate::limits::Limits;
 use crate::message;
@@ -23,8 +24,8 @@ use crate::msgpack;
 use crate::protocol::{self, DecodeError};
 use crate::serialize::SerializeOptions;
 use crate::transport::{ReadHalf, TransportError, WriteHalf};
-use super::wire::{Dispatch, OpSeed};
-use crate::typed::{self, BY_OP};
+use crate::typed;
+use crate::typed::by_op::BY_OP;
 use crate::value::Value;
 
 /// The interval a worker's `BatchedSend` writes at (`"2ms"`, `worker.py:641`;

@@ -16,7 +16,6 @@
 //! `AsyncRead + AsyncWrite` under a [`Connection`](super::Connection)
 //! ([`Socket`](super::Socket)).
 
-
 use super::error::TlsError;
 use std::path::Path;
 use std::sync::Arc;
@@ -64,7 +63,6 @@ impl TlsError {
         }
     }
 }
-
 
 /// The certificates of one side of `tls://` connections, as Dask's
 /// `--tls-ca-file`, `--tls-cert` and `--tls-key` give them: the CA that

@@ -62,10 +62,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod by_op;
+pub(crate) mod by_op;
 mod de;
 mod error;
-pub(crate) use by_op::BY_OP;
 #[cfg(feature = "dask")]
 pub(crate) use error::field_error;
 mod frame_de;

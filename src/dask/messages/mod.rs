@@ -93,7 +93,7 @@ macro_rules! channel {
                         $name::from_value(v).map_err(crate::typed::field_error)
                     }
                 }
-                d.deserialize_newtype_struct(crate::typed::BY_OP, ByOp)
+                d.deserialize_newtype_struct(crate::typed::by_op::BY_OP, ByOp)
             }
         }
     };
