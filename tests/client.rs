@@ -219,7 +219,7 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
     .await
     .expect("py-bad reported within 60 s")
     {
-        Err(framewire::dask::ClientError::Erred(k)) => assert_eq!(k, bad),
+        Err(framewire::dask::ClientError::Erred(e)) => assert_eq!(e.key(), &bad),
         other => panic!("py-bad: {other:?}"),
     }
 
