@@ -438,8 +438,17 @@ impl Client {
         // `client-desires-keys`; `report-key` answers `cancelled-keys` for
         // one (and `key-in-memory` again for one in memory), so that waiting
         // on an unknown key fails instead of hanging.
-        for key in keys {
-            self.inner.shared.send(&ReportKey::new(key.clone()))?;
+        // A key already reported needs no asking (an erred key the
+        // scheduler has forgotten would be answered `cancelled-keys`).
+        let unknown: Vec<Key> = {
+            let state = self.inner.shared.state.lock().expect("not poisoned");
+            keys.iter()
+                .filter(|k| !state.keys.contains_key(*k))
+                .cloned()
+                .collect()
+        };
+        for key in unknown {
+            self.inner.shared.send(&ReportKey::new(key))?;
         }
         loop {
             {
@@ -733,7 +742,11 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
             SchedulerToClient::LostData(m) => shared.update(one(m.key, KeyState::Lost)),
             SchedulerToClient::CancelledKeys(m) => shared.update(|s| {
                 for k in m.keys {
-                    s.keys.insert(k, KeyState::Cancelled);
+                    // An erred key the scheduler then forgot stays erred:
+                    // its exception is what the client needs.
+                    if !matches!(s.keys.get(&k), Some(KeyState::Erred(_))) {
+                        s.keys.insert(k, KeyState::Cancelled);
+                    }
                 }
             }),
             SchedulerToClient::TaskRetried(m) => shared.update(|s| {
