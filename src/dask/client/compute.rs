@@ -176,7 +176,8 @@ impl Client {
     /// Cancels `keys` (`cancel-keys`, as `Client.cancel`): the scheduler
     /// stops their tasks and reports them cancelled (`cancelled-keys`);
     /// `force` cancels them even if other clients want them. The client's
-    /// holds of them are let go.
+    /// holds of them are let go. (To 2024.12.1 – 2025.3.x schedulers
+    /// without `reason` and `msg`, which 2024.12.1 does not take.)
     pub fn cancel(&self, keys: &[Key], force: bool) -> Result<(), ClientError> {
         let mut msg = CancelKeys::new(keys.iter().cloned());
         msg.force = force;
@@ -185,7 +186,21 @@ impl Client {
                 s.held.remove(k);
             }
         });
-        self.inner.shared.send(&msg)?;
+        // 2024.12.1's `stimulus_cancel(keys, client, force)` takes no
+        // reason nor msg (an unknown argument would end the stream);
+        // 2025.5.1's requires both.
+        match GraphForm::of_release(&self.scheduler_release()) {
+            Some(GraphForm::HighLevelGraph) => {
+                let keys = crate::typed::to_value(&msg.keys)
+                    .map_err(ClientError::Graph)?;
+                self.inner.shared.send(&Value::map_of([
+                    ("op", Value::from_static("cancel-keys")),
+                    ("keys", keys),
+                    ("force", Value::Bool(force)),
+                ]))?;
+            }
+            _ => self.inner.shared.send(&msg)?,
+        }
         Ok(())
     }
 }
