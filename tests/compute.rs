@@ -44,7 +44,12 @@ fn python_reads_the_pickles_of_calls() {
             NdArray::from_c_order(
                 "<f8",
                 &[2],
-                Bytes::from([3.0f64, 4.0].iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>()),
+                Bytes::from(
+                    [3.0f64, 4.0]
+                        .iter()
+                        .flat_map(|x| x.to_le_bytes())
+                        .collect::<Vec<_>>(),
+                ),
             )
             .unwrap(),
         ),
@@ -151,14 +156,25 @@ async fn submit_compute_and_map_on_a_real_cluster() {
     let (_dir, daemons, addr) = cluster("compute");
     let client = connect(&addr).await;
     assert_eq!(client.scheduler_release(), dask_python::release());
-    let logs = || daemons.iter().map(|d| d.logs()).collect::<Vec<_>>().join("\n");
+    let logs = || {
+        daemons
+            .iter()
+            .map(|d| d.logs())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
 
     // operator.add(1, 2)
     let key = client
         .submit(Call::new(f("operator:add")).arg(1i64).arg(2i64))
         .unwrap();
-    assert!(matches!(&key, Key::Str(s) if s.starts_with("add-") && s.len() == 36), "{key}");
-    let v = result(&client, &key).await.unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert!(
+        matches!(&key, Key::Str(s) if s.starts_with("add-") && s.len() == 36),
+        "{key}"
+    );
+    let v = result(&client, &key)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
     assert_eq!(int(&v), 3);
 
     // numpy.sum of an array Rust scattered.
@@ -187,12 +203,19 @@ async fn submit_compute_and_map_on_a_real_cluster() {
     assert_eq!(int(&result(&client, &key).await.unwrap()), 255);
 
     // A chain of three tasks in one graph: neg(add(2, 3)) * 10.
-    let (a, b, c) = (Key::from("chain-a"), Key::from("chain-b"), Key::from("chain-c"));
+    let (a, b, c) = (
+        Key::from("chain-a"),
+        Key::from("chain-b"),
+        Key::from("chain-c"),
+    );
     let keys = client
         .compute([
             (a.clone(), Call::new(f("operator:add")).arg(2i64).arg(3i64)),
             (b.clone(), Call::new(f("operator:neg")).arg(a.clone())),
-            (c.clone(), Call::new(f("operator:mul")).arg(b.clone()).arg(10i64)),
+            (
+                c.clone(),
+                Call::new(f("operator:mul")).arg(b.clone()).arg(10i64),
+            ),
         ])
         .unwrap();
     assert_eq!(keys, vec![a.clone(), b.clone(), c.clone()]);
@@ -211,9 +234,7 @@ async fn submit_compute_and_map_on_a_real_cluster() {
 
     // map: neg over 0..1000, in one graph.
     let neg = f("operator:neg");
-    let keys = client
-        .map(&neg, (0..1000i64).map(|i| [i]))
-        .unwrap();
+    let keys = client.map(&neg, (0..1000i64).map(|i| [i])).unwrap();
     assert_eq!(keys.len(), 1000);
     assert!(keys
         .iter()
@@ -245,7 +266,9 @@ async fn submit_compute_and_map_on_a_real_cluster() {
     }
 
     // A module the scheduler cannot import: the error names it.
-    let key = client.submit(Call::new(f("no_such_module:f")).arg(1i64)).unwrap();
+    let key = client
+        .submit(Call::new(f("no_such_module:f")).arg(1i64))
+        .unwrap();
     match result(&client, &key).await {
         Err(ClientError::Erred(e)) => {
             let text = e.to_string();
@@ -280,12 +303,21 @@ async fn computes_on_a_key_a_python_client_holds() {
     });
     let client = connect(&addr).await;
     let key = client
-        .submit(Call::new(f("operator:add")).arg(Key::from("py-int")).arg(1i64))
+        .submit(
+            Call::new(f("operator:add"))
+                .arg(Key::from("py-int"))
+                .arg(1i64),
+        )
         .unwrap();
     let v = result(&client, &key).await.unwrap();
     assert_eq!(int(&v), submitted["int"].as_i64().unwrap() as i128 + 1);
     std::fs::write(&done, b"").unwrap();
-    assert!(py.wait_exit(Duration::from_secs(60)).is_some_and(|s| s.success()), "{}", py.logs());
+    assert!(
+        py.wait_exit(Duration::from_secs(60))
+            .is_some_and(|s| s.success()),
+        "{}",
+        py.logs()
+    );
     client.close().await.unwrap();
 }
 
@@ -293,7 +325,9 @@ async fn computes_on_a_key_a_python_client_holds() {
 async fn cancel_stops_a_running_task() {
     let (_dir, _daemons, addr) = cluster("compute-cancel");
     let client = connect(&addr).await;
-    let key = client.submit(Call::new(f("time:sleep")).arg(30i64)).unwrap();
+    let key = client
+        .submit(Call::new(f("time:sleep")).arg(30i64))
+        .unwrap();
     // Running: give the scheduler a moment to hand it to a worker.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = std::time::Instant::now();

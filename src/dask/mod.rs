@@ -77,6 +77,7 @@ mod task;
 mod wire;
 mod worker;
 
+pub use crate::pickle::{PyException, PyFunction, PyFunctionError};
 pub use batched::{BatchedReader, BatchedWriter, DEFAULT_BATCH_INTERVAL};
 pub use client::{Client, ClientError, ClientOptions, TaskError};
 pub use key::Key;
@@ -85,7 +86,6 @@ pub use op::{Op, OpName};
 pub use pool::{ConnectionPool, Pooled, DEFAULT_CONNECTION_LIMIT, DEFAULT_IDLE_PER_ADDRESS};
 pub use rpc::{RemoteError, Rpc, RpcError};
 pub use server::{BadRequest, RequestError, Requests};
-pub use crate::pickle::{PyException, PyFunction, PyFunctionError};
 pub use store::{gather_from_pool, gather_from_workers, nbytes, DataStore, Gathered};
 pub use task::{Arg, Call};
 pub use wire::{ErrorReply, Keys, Map, Number, StartStop, Timedelta};

@@ -194,6 +194,9 @@ mod tests {
         }
         let e = "operator add".parse::<PyFunction>().unwrap_err();
         assert_eq!(e.reason(), "no ':' between module and name");
-        assert_eq!(PyFunction::new("numpy", "linalg.norm").unwrap().name(), "norm");
+        assert_eq!(
+            PyFunction::new("numpy", "linalg.norm").unwrap().name(),
+            "norm"
+        );
     }
 }

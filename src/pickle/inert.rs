@@ -117,7 +117,9 @@ fn run(data: &[u8]) -> Result<(Vec<Obj>, u32), PickleError> {
             }
             MARK => m.stack.push(Slot::Mark),
             POP => {
-                m.stack.pop().ok_or_else(|| m.invalid("POP of an empty stack"))?;
+                m.stack
+                    .pop()
+                    .ok_or_else(|| m.invalid("POP of an empty stack"))?;
             }
             POP_MARK => {
                 m.marked()?;
@@ -166,8 +168,8 @@ fn run(data: &[u8]) -> Result<(Vec<Obj>, u32), PickleError> {
             SHORT_BINUNICODE | BINUNICODE | BINUNICODE8 => {
                 let n = m.len_of(op, SHORT_BINUNICODE, BINUNICODE)?;
                 let at = m.at;
-                let s = std::str::from_utf8(m.take(n)?)
-                    .map_err(|_| PickleError::InvalidUtf8 { at })?;
+                let s =
+                    std::str::from_utf8(m.take(n)?).map_err(|_| PickleError::InvalidUtf8 { at })?;
                 m.push(Obj::Value(Value::from(s)));
             }
             SHORT_BINBYTES | BINBYTES | BINBYTES8 | BYTEARRAY8 => {
@@ -258,10 +260,15 @@ fn run(data: &[u8]) -> Result<(Vec<Obj>, u32), PickleError> {
                     BINGET => m.take(1)?[0] as usize,
                     _ => m.len4()?,
                 };
-                let id = m.memo.get(i).copied().flatten().ok_or(PickleError::MemoIndex {
-                    index: i as u64,
-                    at: m.at,
-                })?;
+                let id = m
+                    .memo
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .ok_or(PickleError::MemoIndex {
+                        index: i as u64,
+                        at: m.at,
+                    })?;
                 m.stack.push(Slot::Obj(id));
             }
             GLOBAL => {
@@ -405,7 +412,7 @@ impl<'a> Machine<'a> {
     }
 
     fn pairs(&self, items: Vec<u32>) -> Result<Vec<(u32, u32)>, PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(self.invalid("a dict key without a value"));
         }
         Ok(items.chunks(2).map(|p| (p[0], p[1])).collect())
@@ -440,7 +447,10 @@ impl Tree {
             Obj::Dict(d) => Value::Map(
                 d.iter()
                     .map(|&(k, v)| {
-                        (self.value(k, depth + 1, seen), self.value(v, depth + 1, seen))
+                        (
+                            self.value(k, depth + 1, seen),
+                            self.value(v, depth + 1, seen),
+                        )
                     })
                     .collect(),
             ),
@@ -523,10 +533,7 @@ impl Tree {
             [] => String::new(),
             [Value::Str(s)] => s.to_string(),
             [one] => repr(one),
-            many => format!(
-                "({})",
-                many.iter().map(repr).collect::<Vec<_>>().join(", ")
-            ),
+            many => format!("({})", many.iter().map(repr).collect::<Vec<_>>().join(", ")),
         };
         // tblib: (cause, tb, context, suppress_context, notes).
         let cause = [extra.first(), extra.get(2)]
@@ -564,10 +571,12 @@ impl Tree {
                 Obj::Instance { state, .. } => *state,
                 _ => None,
             };
-            let code = self.dict_get(state, "f_code").and_then(|c| match self.get(c) {
-                Obj::Instance { state, .. } => *state,
-                _ => None,
-            });
+            let code = self
+                .dict_get(state, "f_code")
+                .and_then(|c| match self.get(c) {
+                    Obj::Instance { state, .. } => *state,
+                    _ => None,
+                });
             let text = |id: Option<u32>| match id.map(|i| self.get(i)) {
                 Some(Obj::Value(Value::Str(s))) => s.to_string(),
                 _ => "?".to_owned(),

@@ -191,8 +191,7 @@ impl Client {
         // 2025.5.1's requires both.
         match GraphForm::of_release(&self.scheduler_release()) {
             Some(GraphForm::HighLevelGraph) => {
-                let keys = crate::typed::to_value(&msg.keys)
-                    .map_err(ClientError::Graph)?;
+                let keys = crate::typed::to_value(&msg.keys).map_err(ClientError::Graph)?;
                 self.inner.shared.send(&Value::map_of([
                     ("op", Value::from_static("cancel-keys")),
                     ("keys", keys),

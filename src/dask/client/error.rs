@@ -141,7 +141,11 @@ impl TaskError {
 
     /// The exception and its causes, outermost first (none if unread).
     pub fn chain(&self) -> impl Iterator<Item = &PyException> {
-        self.exception.as_ref().ok().into_iter().flat_map(|e| e.chain())
+        self.exception
+            .as_ref()
+            .ok()
+            .into_iter()
+            .flat_map(|e| e.chain())
     }
 }
 
