@@ -67,6 +67,9 @@ pub enum ErrorKind {
     NoWorkers,
     /// The task of a key raised.
     TaskErred,
+    /// The scheduler runs a release whose graph form framewire does not
+    /// know.
+    UnsupportedRelease,
     /// A key was cancelled, or is unknown to the scheduler.
     Cancelled,
     /// The data of a key was lost (its workers left).

@@ -220,7 +220,11 @@ async fn rust_waits_for_and_gathers_what_python_computed() {
     .expect("py-bad reported within 60 s")
     {
         Err(e) if e.kind() == framewire::ErrorKind::TaskErred => {
-            assert_eq!(e.keys(), std::slice::from_ref(&bad), "{e}")
+            assert_eq!(e.keys(), std::slice::from_ref(&bad), "{e}");
+            let framewire::dask::ClientError::Erred(task) = &e else {
+                unreachable!()
+            };
+            assert_eq!(task.key(), &bad);
         }
         other => panic!("py-bad: {other:?}"),
     }

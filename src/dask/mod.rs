@@ -44,7 +44,8 @@
 //! pool.rs          ConnectionPool: connections to workers kept open
 //! store.rs         DataStore, gather_from_workers: a worker's data
 //! worker.rs        register_worker, Heartbeats, WorkerMetrics: joining as a worker
-//! client.rs        Client: a Rust program as a client of a cluster
+//! client/          Client: a Rust program as a client of a cluster
+//! task.rs          Call, Arg: tasks to compute; the graph pickles per release
 //! runtime.rs       clock, server and stimulus ids, memory, as Dask computes them
 //! ```
 //!
@@ -72,11 +73,13 @@ mod rpc;
 pub mod runtime;
 mod server;
 mod store;
+mod task;
 mod wire;
 mod worker;
 
+pub use crate::pickle::{PyException, PyFunction, PyFunctionError};
 pub use batched::{BatchedReader, BatchedWriter, DEFAULT_BATCH_INTERVAL};
-pub use client::{Client, ClientError, ClientOptions};
+pub use client::{Client, ClientError, ClientOptions, TaskError};
 pub use key::Key;
 pub use messages::*;
 pub use op::{Op, OpName};
@@ -84,6 +87,7 @@ pub use pool::{ConnectionPool, Pooled, DEFAULT_CONNECTION_LIMIT, DEFAULT_IDLE_PE
 pub use rpc::{RemoteError, Rpc, RpcError};
 pub use server::{BadRequest, RequestError, Requests};
 pub use store::{gather_from_pool, gather_from_workers, nbytes, DataStore, Gathered};
+pub use task::{Arg, Call};
 pub use wire::{ErrorReply, Keys, Map, Number, StartStop, Timedelta};
 pub use worker::{
     register_worker, versions_like_scheduler, Bandwidth, HeartbeatError, Heartbeats, SpilledBytes,

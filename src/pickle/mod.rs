@@ -82,7 +82,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod call;
 mod error;
+mod function;
+mod inert;
 mod numpy;
 mod opcodes;
 mod read;
@@ -90,7 +93,10 @@ mod write;
 
 use bytes::Bytes;
 
+pub(crate) use call::{Fixed, Py};
 pub use error::PickleError;
+pub use function::{PyFunction, PyFunctionError};
+pub use inert::PyException;
 
 use crate::error::EncodeError;
 use crate::limits::Limits;
@@ -114,6 +120,37 @@ pub fn loads(data: &Bytes, buffers: &[Bytes], limits: &Limits) -> Result<Value, 
 pub fn dumps(value: &Value) -> Result<(Bytes, Vec<Bytes>), EncodeError> {
     let (pickle, buffers) = write::dumps(value)?;
     Ok((pickle, buffers.into_iter().map(|(b, _)| b).collect()))
+}
+
+/// Reads the pickle of a Python exception, and of its traceback when
+/// given, as Dask's `task-erred` carries them (tblib's
+/// `unpickle_exception_with_attrs(<class>, {"args": ...}, cause, tb, ...)`,
+/// or a plain `<class>(*args)`): the class by name, the arguments, the
+/// message, the traceback's lines and the cause. **Inert**: globals are
+/// read as names, nothing is imported, called or built; whatever else the
+/// pickle holds is described, not run. A pickle that is not an exception,
+/// garbage, or hostile is a [`PickleError`], never a panic.
+///
+/// ```
+/// use framewire::pickle;
+///
+/// // pickle.dumps(ZeroDivisionError("division by zero"), protocol=4)
+/// let p = b"\x80\x04\x95-\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x11ZeroDivisionError\x94\x93\x94\x8c\x10division by zero\x94\x85\x94R\x94.";
+/// let e = pickle::read_exception(p, None)?;
+/// assert_eq!((e.name.as_str(), e.message.as_str()), ("ZeroDivisionError", "division by zero"));
+/// # Ok::<(), pickle::PickleError>(())
+/// ```
+pub fn read_exception(
+    exception: &[u8],
+    traceback: Option<&[u8]>,
+) -> Result<PyException, PickleError> {
+    inert::read_exception(exception, traceback)
+}
+
+/// `py` as a protocol 5 pickle and its out-of-band buffers, each with
+/// whether it is writeable (crate-internal: Dask's task graphs).
+pub(crate) fn dumps_py(py: &Py) -> Result<(Bytes, Vec<(Bytes, bool)>), EncodeError> {
+    write::dumps_py(py)
 }
 
 /// Reads the value of a pickle block: a `{"__Pickled__": i}` block

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use super::call::{Fixed, Global, Py, MAX_CALL_DEPTH};
 use super::numpy;
 use super::opcodes::*;
 use crate::error::EncodeError;
@@ -190,7 +191,13 @@ impl Writer {
         self.out.extend_from_slice(b);
     }
 
-    fn global(&mut self, module: &str, name: &str) {
+    /// A global (`STACK_GLOBAL`): only a [`Global`], never a name from
+    /// data.
+    fn global(&mut self, g: Global<'_>) {
+        let (module, name) = match g {
+            Global::Fixed(f) => f.names(),
+            Global::Function(f) => (f.module(), f.qualname()),
+        };
         self.str(module);
         self.str(name);
         self.out.push(STACK_GLOBAL);
@@ -200,7 +207,7 @@ impl Writer {
     /// `dtype.__reduce__` gives them.
     fn dtype(&mut self, dtype: &str) -> Result<(), EncodeError> {
         let p = numpy::dtype_parts(dtype)?;
-        self.global("numpy", "dtype");
+        self.global(Global::Fixed(Fixed::NumpyDtype));
         self.str(&p.spec);
         self.out
             .extend_from_slice(&[NEWFALSE, NEWTRUE, TUPLE3, REDUCE, MARK]);
@@ -225,7 +232,7 @@ impl Writer {
     /// A 0-d array as the numpy scalar of its dtype (numpy's own pickle of
     /// one: `scalar(dtype, bytes)`).
     fn scalar(&mut self, a: &NdArray) -> Result<(), EncodeError> {
-        self.global("numpy._core.multiarray", "scalar");
+        self.global(Global::Fixed(Fixed::NumpyScalar));
         self.dtype(a.dtype())?;
         self.counted(BYTES, &a.to_c_order());
         self.out.extend_from_slice(&[TUPLE2, REDUCE]);
@@ -241,7 +248,7 @@ impl Writer {
             Some(data) => (data, "F"),
             None => (a.to_c_order(), "C"),
         };
-        self.global("numpy._core.numeric", "_frombuffer");
+        self.global(Global::Fixed(Fixed::NumpyFromBuffer));
         self.out.extend_from_slice(&[MARK, NEXT_BUFFER]);
         if !a.writeable() {
             self.out.push(READONLY_BUFFER);
@@ -288,4 +295,71 @@ fn fortran_data(a: &NdArray) -> Option<Bytes> {
     axes.reverse();
     let c = contiguous(&axes);
     (f && !c && a.data().len() as u64 >= len).then(|| a.data().slice(..len as usize))
+}
+
+/// `py` as a protocol 5 pickle and its out-of-band buffers (as [`dumps`]).
+pub(super) fn dumps_py(py: &Py) -> Result<(Bytes, Vec<(Bytes, bool)>), EncodeError> {
+    let mut w = Writer {
+        out: vec![PROTO, 5],
+        buffers: Vec::new(),
+    };
+    w.py(py, 0)?;
+    w.out.push(STOP);
+    Ok((Bytes::from(w.out), w.buffers))
+}
+
+impl Writer {
+    /// A [`Py`] object, its plain values written as [`Writer::value`] does.
+    fn py(&mut self, py: &Py, depth: usize) -> Result<(), EncodeError> {
+        if depth > MAX_CALL_DEPTH {
+            return Err(EncodeError::DepthExceeded {
+                limit: MAX_CALL_DEPTH,
+            });
+        }
+        let depth = depth + 1;
+        match py {
+            Py::Value(v) => self.value(v)?,
+            Py::Fixed(f) => self.global(Global::Fixed(*f)),
+            Py::Function(f) => self.global(Global::Function(f)),
+            Py::Tuple(items) => {
+                let close = self.open_tuple(items.len());
+                for x in items {
+                    self.py(x, depth)?;
+                }
+                self.out.extend(close);
+            }
+            Py::List(items) => {
+                self.out.push(EMPTY_LIST);
+                if !items.is_empty() {
+                    self.out.push(MARK);
+                    for x in items {
+                        self.py(x, depth)?;
+                    }
+                    self.out.push(APPENDS);
+                }
+            }
+            Py::Dict(entries) => {
+                self.out.push(EMPTY_DICT);
+                if !entries.is_empty() {
+                    self.out.push(MARK);
+                    for (k, v) in entries {
+                        self.py(k, depth)?;
+                        self.py(v, depth)?;
+                    }
+                    self.out.push(SETITEMS);
+                }
+            }
+            Py::EmptySet => self.out.push(EMPTY_SET),
+            Py::Call(f, args) => {
+                self.py(f, depth)?;
+                let close = self.open_tuple(args.len());
+                for x in args {
+                    self.py(x, depth)?;
+                }
+                self.out.extend(close);
+                self.out.push(REDUCE);
+            }
+        }
+        Ok(())
+    }
 }

@@ -4,7 +4,9 @@ use std::fmt;
 
 use crate::dask::{Key, RpcError};
 use crate::error::ErrorKind;
+use crate::pickle::{PickleError, PyException};
 use crate::transport::TransportError;
+use crate::value::Value;
 
 /// What can stop a [`Client`](super::Client) call.
 #[derive(Debug)]
@@ -19,8 +21,16 @@ pub enum ClientError {
     /// No running worker to scatter to within the options'
     /// [`timeout`](super::ClientOptions::timeout).
     NoWorkers,
-    /// The task of this key erred.
-    Erred(Key),
+    /// The task of a key erred: the exception it raised, read from the
+    /// scheduler's `task-erred` (see [`TaskError`]).
+    Erred(Box<TaskError>),
+    /// The scheduler runs a `distributed` release whose `update-graph`
+    /// framewire does not know (it writes the forms of 2024.12.1 through
+    /// 2026.8.x): the release, as the scheduler's `versions` gave it.
+    UnsupportedRelease(String),
+    /// The graph could not be pickled (a value with no pickle, nesting too
+    /// deep).
+    Graph(crate::EncodeError),
     /// The scheduler cancelled this key, or does not know it.
     Cancelled(Key),
     /// The data of this key was lost (its workers left).
@@ -45,6 +55,8 @@ impl ClientError {
             ClientError::Refused(_) => ErrorKind::Refused,
             ClientError::NoWorkers => ErrorKind::NoWorkers,
             ClientError::Erred(_) => ErrorKind::TaskErred,
+            ClientError::UnsupportedRelease(_) => ErrorKind::UnsupportedRelease,
+            ClientError::Graph(_) => ErrorKind::Encode,
             ClientError::Cancelled(_) => ErrorKind::Cancelled,
             ClientError::Lost(_) => ErrorKind::Lost,
             ClientError::Missing(_) => ErrorKind::Missing,
@@ -57,9 +69,8 @@ impl ClientError {
     /// the others.
     pub fn keys(&self) -> &[Key] {
         match self {
-            ClientError::Erred(k) | ClientError::Cancelled(k) | ClientError::Lost(k) => {
-                std::slice::from_ref(k)
-            }
+            ClientError::Erred(e) => std::slice::from_ref(e.key()),
+            ClientError::Cancelled(k) | ClientError::Lost(k) => std::slice::from_ref(k),
             ClientError::Missing(keys) => keys,
             _ => &[],
         }
@@ -73,7 +84,12 @@ impl fmt::Display for ClientError {
             ClientError::Transport(e) => e.fmt(f),
             ClientError::Refused(why) => write!(f, "the scheduler refused the client: {why}"),
             ClientError::NoWorkers => f.write_str("no running worker"),
-            ClientError::Erred(k) => write!(f, "the task of {k} erred"),
+            ClientError::Erred(e) => e.fmt(f),
+            ClientError::UnsupportedRelease(r) => write!(
+                f,
+                "the scheduler runs distributed {r:?}: framewire computes on 2024.12.1 through 2026.8.x"
+            ),
+            ClientError::Graph(e) => write!(f, "the graph could not be pickled: {e}"),
             ClientError::Cancelled(k) => {
                 write!(f, "{k} was cancelled, or is unknown to the scheduler")
             }
@@ -100,6 +116,7 @@ impl std::error::Error for ClientError {
         match self {
             ClientError::Rpc(e) => Some(e),
             ClientError::Transport(e) => Some(e),
+            ClientError::Graph(e) => Some(e),
             _ => None,
         }
     }
@@ -116,3 +133,93 @@ impl From<TransportError> for ClientError {
         ClientError::Transport(e)
     }
 }
+
+/// A task that raised, as the scheduler reported it (`task-erred`): the
+/// key and the exception, read from its pickles without running anything
+/// ([`pickle::read_exception`](crate::pickle::read_exception)). A module
+/// the scheduler could not import shows as its `RuntimeError` ("Error
+/// during deserialization of the task graph") caused by the
+/// `ModuleNotFoundError` naming the module: see [`TaskError::chain`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskError {
+    key: Key,
+    exception: Result<PyException, PickleError>,
+}
+
+impl TaskError {
+    /// Reads `task-erred`'s exception and traceback (blocks of `bytes`
+    /// holding pickles, or the bytes themselves).
+    pub(crate) fn read(key: Key, exception: &Value, traceback: Option<&Value>) -> TaskError {
+        let tb = traceback.and_then(pickle_bytes);
+        let exception = match pickle_bytes(exception) {
+            Some(p) => crate::pickle::read_exception(&p, tb.as_deref()),
+            None => Err(PickleError::NotPickle),
+        };
+        TaskError { key, exception }
+    }
+
+    /// The key whose task erred.
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// The exception, or why its pickle could not be read.
+    pub fn exception(&self) -> Result<&PyException, &PickleError> {
+        self.exception.as_ref()
+    }
+
+    /// The exception's class name (`"ZeroDivisionError"`), if read.
+    pub fn type_name(&self) -> Option<&str> {
+        self.exception.as_ref().ok().map(|e| e.name.as_str())
+    }
+
+    /// `str(exception)` (`"division by zero"`), if read.
+    pub fn message(&self) -> Option<&str> {
+        self.exception.as_ref().ok().map(|e| e.message.as_str())
+    }
+
+    /// The traceback text Dask sent, if any.
+    pub fn traceback(&self) -> Option<&str> {
+        self.exception.as_ref().ok()?.traceback.as_deref()
+    }
+
+    /// The exception and its causes, outermost first (none if unread).
+    pub fn chain(&self) -> impl Iterator<Item = &PyException> {
+        self.exception
+            .as_ref()
+            .ok()
+            .into_iter()
+            .flat_map(|e| e.chain())
+    }
+}
+
+/// The pickle in a `task-erred` field: bytes, or a block whose frames are
+/// bytes (Dask's `dask` serializer for `bytes`).
+fn pickle_bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::Bin(b) => Some(b.to_vec()),
+        Value::Serialized(block) => {
+            let frames = block.frames();
+            Some(frames.iter().flat_map(|f| f.iter().copied()).collect())
+        }
+        _ => None,
+    }
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the task of {} erred", self.key)?;
+        match &self.exception {
+            Ok(e) => {
+                write!(f, ": {}: {}", e.name, e.message)?;
+                for cause in e.chain().skip(1) {
+                    write!(f, " (caused by {}: {})", cause.name, cause.message)?;
+                }
+                Ok(())
+            }
+            Err(why) => write!(f, " (its exception could not be read: {why})"),
+        }
+    }
+}
+
+impl std::error::Error for TaskError {}

@@ -21,10 +21,11 @@ use crate::transport::{ReadHalf, Socket, TransportError, WriteHalf};
 use crate::typed;
 use crate::value::Value;
 
+mod compute;
 mod error;
 mod options;
 
-pub use error::ClientError;
+pub use error::{ClientError, TaskError};
 pub use options::ClientOptions;
 
 // ---- state ------------------------------------------------------------------
@@ -33,7 +34,8 @@ pub use options::ClientOptions;
 #[derive(Clone, Debug, PartialEq)]
 enum KeyState {
     Memory,
-    Erred,
+    /// The exception and traceback of `task-erred`, as they came.
+    Erred(Box<(Value, Option<Value>)>),
     Cancelled,
     Lost,
 }
@@ -60,6 +62,9 @@ struct Shared {
     writer: Mutex<Option<BatchedWriter>>,
     /// [`Client::close`] ends the stream: not to be registered again.
     closing: AtomicBool,
+    /// The scheduler's `distributed` release, as its `versions` gave it
+    /// at the last registration.
+    release: Mutex<String>,
 }
 
 impl State {
@@ -180,7 +185,7 @@ impl Client {
     /// starts heartbeating.
     pub async fn connect(address: &str, opts: ClientOptions) -> Result<Client, ClientError> {
         let id = server_id("Client");
-        let (r, w) = register(address, &id, &opts).await?;
+        let (r, w, release) = register(address, &id, &opts).await?;
         let (changed, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -188,6 +193,7 @@ impl Client {
             heartbeat_ms: AtomicU64::new((opts.heartbeat_interval.as_millis() as u64).max(1)),
             writer: Mutex::new(Some(BatchedWriter::new(w, opts.batch_interval))),
             closing: AtomicBool::new(false),
+            release: Mutex::new(release),
         });
         let registration = Registration {
             address: address.to_owned(),
@@ -432,8 +438,17 @@ impl Client {
         // `client-desires-keys`; `report-key` answers `cancelled-keys` for
         // one (and `key-in-memory` again for one in memory), so that waiting
         // on an unknown key fails instead of hanging.
-        for key in keys {
-            self.inner.shared.send(&ReportKey::new(key.clone()))?;
+        // A key already reported needs no asking (an erred key the
+        // scheduler has forgotten would be answered `cancelled-keys`).
+        let unknown: Vec<Key> = {
+            let state = self.inner.shared.state.lock().expect("not poisoned");
+            keys.iter()
+                .filter(|k| !state.keys.contains_key(*k))
+                .cloned()
+                .collect()
+        };
+        for key in unknown {
+            self.inner.shared.send(&ReportKey::new(key))?;
         }
         loop {
             {
@@ -445,7 +460,13 @@ impl Client {
                 for k in keys {
                     match state.keys.get(k) {
                         Some(KeyState::Memory) => {}
-                        Some(KeyState::Erred) => return Err(ClientError::Erred(k.clone())),
+                        Some(KeyState::Erred(report)) => {
+                            return Err(ClientError::Erred(Box::new(TaskError::read(
+                                k.clone(),
+                                &report.0,
+                                report.1.as_ref(),
+                            ))))
+                        }
                         Some(KeyState::Cancelled) => return Err(ClientError::Cancelled(k.clone())),
                         Some(KeyState::Lost) => return Err(ClientError::Lost(k.clone())),
                         None => all = false,
@@ -575,7 +596,7 @@ async fn register(
     address: &str,
     id: &str,
     opts: &ClientOptions,
-) -> Result<(StreamReader, StreamWriter), ClientError> {
+) -> Result<(StreamReader, StreamWriter, String), ClientError> {
     let (mut conn, _) = opts
         .connection
         .connect_address(address, &opts.handshake)
@@ -586,6 +607,12 @@ async fn register(
     // as its own so that no version mismatch is reported).
     let versions =
         super::versions_like_scheduler(address, &opts.connection, &opts.handshake).await?;
+    let release = versions
+        .get("packages")
+        .and_then(|p| p.get("distributed"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let register = RegisterClient::new(id.to_owned(), versions);
     let exchange = async {
         conn.send_msg(&register).await?;
@@ -609,7 +636,8 @@ async fn register(
     if !start.error.is_empty() {
         return Err(ClientError::Refused(start.error));
     }
-    Ok(conn.into_split())
+    let (r, w) = conn.into_split();
+    Ok((r, w, release))
 }
 
 /// The halves of the client's stream.
@@ -629,7 +657,7 @@ impl Registration {
     /// (each retrying its connection until the connect timeout) until the
     /// client's [`timeout`](ClientOptions::timeout) has passed, 0.1 s
     /// apart; `None` when it passed.
-    async fn again(&self) -> Option<(StreamReader, StreamWriter)> {
+    async fn again(&self) -> Option<(StreamReader, StreamWriter, String)> {
         let deadline = self.opts.timeout.map(|t| tokio::time::Instant::now() + t);
         loop {
             if let Ok(halves) = register(&self.address, &self.id, &self.opts).await {
@@ -678,9 +706,10 @@ async fn read_stream(
             s.keys.clear();
             s.connections_lost += 1;
         });
-        let Some((r, w)) = registration.again().await else {
+        let Some((r, w, release)) = registration.again().await else {
             break;
         };
+        *shared.release.lock().expect("not poisoned") = release;
         let batch = registration.opts.batch_interval;
         *shared.writer.lock().expect("not poisoned") = Some(BatchedWriter::new(w, batch));
         reader = BatchedReader::new(r);
@@ -706,11 +735,18 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
         };
         match report {
             SchedulerToClient::KeyInMemory(m) => shared.update(one(m.key, KeyState::Memory)),
-            SchedulerToClient::TaskErred(m) => shared.update(one(m.key, KeyState::Erred)),
+            SchedulerToClient::TaskErred(m) => shared.update(one(
+                m.key,
+                KeyState::Erred(Box::new((m.exception, m.traceback))),
+            )),
             SchedulerToClient::LostData(m) => shared.update(one(m.key, KeyState::Lost)),
             SchedulerToClient::CancelledKeys(m) => shared.update(|s| {
                 for k in m.keys {
-                    s.keys.insert(k, KeyState::Cancelled);
+                    // An erred key the scheduler then forgot stays erred:
+                    // its exception is what the client needs.
+                    if !matches!(s.keys.get(&k), Some(KeyState::Erred(_))) {
+                        s.keys.insert(k, KeyState::Cancelled);
+                    }
                 }
             }),
             SchedulerToClient::TaskRetried(m) => shared.update(|s| {
@@ -768,6 +804,7 @@ mod tests {
             heartbeat_ms: AtomicU64::new(5000),
             writer: Mutex::new(None),
             closing: AtomicBool::new(false),
+            release: Mutex::new(String::new()),
         });
         let reading = shared.clone();
         let task = tokio::spawn(async move {
@@ -821,7 +858,10 @@ mod tests {
         task.await.unwrap();
         let state = shared.state.lock().unwrap();
         assert_eq!(state.keys.get(&Key::from("x")), Some(&KeyState::Memory));
-        assert_eq!(state.keys.get(&Key::from("bad")), Some(&KeyState::Erred));
+        assert!(matches!(
+            state.keys.get(&Key::from("bad")),
+            Some(KeyState::Erred(_))
+        ));
         assert_eq!(state.keys.get(&Key::from("c2")), Some(&KeyState::Cancelled));
         assert_eq!(state.keys.get(&Key::from(("t", 1))), Some(&KeyState::Lost));
         assert_eq!(state.keys.len(), 5);
