@@ -9,6 +9,21 @@ use crate::ndarray::NdArray;
 use crate::pickle::{self, Fixed, Py, PyFunction};
 use crate::value::Value;
 
+// The globals a task graph names besides the program's functions: constants
+// of this code, never data (`pickle::Fixed`).
+/// `dask._expr.Expr._reconstruct` (2025.4.0 and later).
+const EXPR_RECONSTRUCT: Fixed = Fixed::new("dask._expr", "Expr._reconstruct");
+/// `dask._expr.LLGExpr`.
+const LLG_EXPR: Fixed = Fixed::new("dask._expr", "LLGExpr");
+/// `dask._task_spec.TaskRef`.
+const TASK_REF: Fixed = Fixed::new("dask._task_spec", "TaskRef");
+/// `dask.utils.apply`: a call with keyword arguments.
+const APPLY: Fixed = Fixed::new("dask.utils", "apply");
+/// `distributed.protocol.serialize.ToPickle` (2024.12.1 – 2025.3.x).
+const TO_PICKLE: Fixed = Fixed::new("distributed.protocol.serialize", "ToPickle");
+/// `dask.highlevelgraph.HighLevelGraph` (2024.12.1 – 2025.3.x).
+const HIGH_LEVEL_GRAPH: Fixed = Fixed::new("dask.highlevelgraph", "HighLevelGraph");
+
 /// A call of a named Python function, with positional and keyword
 /// arguments: what a task computes. Written into the graph as Dask's tuple
 /// tasks: `(f, *args)`, or `(dask.utils.apply, f, [args], {kwargs})` with
@@ -194,7 +209,7 @@ impl Call {
             .map(|(n, a)| (Py::Value(Value::from(n.as_str())), a.py()))
             .collect();
         Py::Tuple(vec![
-            Py::Fixed(Fixed::Apply),
+            Py::Fixed(APPLY),
             Py::Function(self.func.clone()),
             Py::List(args.collect()),
             Py::Dict(kwargs),
@@ -206,7 +221,7 @@ impl Arg {
     fn py(&self) -> Py {
         match self {
             Arg::Value(v) => Py::Value(v.clone()),
-            Arg::Key(k) => Py::Call(Box::new(Py::Fixed(Fixed::TaskRef)), vec![key_py(k)]),
+            Arg::Key(k) => Py::Call(Box::new(Py::Fixed(TASK_REF)), vec![key_py(k)]),
             Arg::Call(c) => c.task(),
         }
     }
@@ -270,8 +285,8 @@ pub(crate) fn graph_pickle(
     let token = Py::Value(Value::from(token));
     let graph = match form {
         GraphForm::Expr => Py::Call(
-            Box::new(Py::Fixed(Fixed::ExprReconstruct)),
-            vec![Py::Fixed(Fixed::LlgExpr), dsk, token, Py::Dict(Vec::new())],
+            Box::new(Py::Fixed(EXPR_RECONSTRUCT)),
+            vec![Py::Fixed(LLG_EXPR), dsk, token, Py::Dict(Vec::new())],
         ),
         GraphForm::HighLevelGraph => {
             let Py::Value(Value::Str(t)) = &token else {
@@ -279,13 +294,13 @@ pub(crate) fn graph_pickle(
             };
             let name = Py::Value(Value::from(format!("framewire-{t}").as_str()));
             let hlg = Py::Call(
-                Box::new(Py::Fixed(Fixed::HighLevelGraph)),
+                Box::new(Py::Fixed(HIGH_LEVEL_GRAPH)),
                 vec![
                     Py::Dict(vec![(name.clone(), dsk)]),
                     Py::Dict(vec![(name, Py::EmptySet)]),
                 ],
             );
-            Py::Call(Box::new(Py::Fixed(Fixed::ToPickle)), vec![hlg])
+            Py::Call(Box::new(Py::Fixed(TO_PICKLE)), vec![hlg])
         }
     };
     pickle::dumps_py(&graph)

@@ -6,49 +6,40 @@
 use super::PyFunction;
 use crate::value::Value;
 
-/// The globals of framewire's own code, module and name constants.
+/// A global of framewire's own code: a module and a qualified name written
+/// as constants in the source ([`Fixed::new`] is crate-private; the numpy
+/// constructors are below, the task graph's in `dask::task`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fixed {
-    /// `numpy.dtype`.
-    NumpyDtype,
-    /// `numpy._core.multiarray.scalar`.
-    NumpyScalar,
-    /// `numpy._core.numeric._frombuffer`.
-    NumpyFromBuffer,
-    /// `dask._expr.Expr._reconstruct` (2025.4.0 and later).
-    ExprReconstruct,
-    /// `dask._expr.LLGExpr`.
-    LlgExpr,
-    /// `dask._task_spec.TaskRef`.
-    TaskRef,
-    /// `dask.utils.apply`: a call with keyword arguments.
-    Apply,
-    /// `distributed.protocol.serialize.ToPickle` (2024.12.1 – 2025.3.x).
-    ToPickle,
-    /// `dask.highlevelgraph.HighLevelGraph` (2024.12.1 – 2025.3.x).
-    HighLevelGraph,
+pub(crate) struct Fixed {
+    module: &'static str,
+    qualname: &'static str,
 }
 
 impl Fixed {
+    /// A constant of the code: never built from data.
+    pub(crate) const fn new(module: &'static str, qualname: &'static str) -> Fixed {
+        Fixed { module, qualname }
+    }
+
     /// The module and the qualified name.
     pub(crate) fn names(self) -> (&'static str, &'static str) {
-        match self {
-            Fixed::NumpyDtype => ("numpy", "dtype"),
-            Fixed::NumpyScalar => ("numpy._core.multiarray", "scalar"),
-            Fixed::NumpyFromBuffer => ("numpy._core.numeric", "_frombuffer"),
-            Fixed::ExprReconstruct => ("dask._expr", "Expr._reconstruct"),
-            Fixed::LlgExpr => ("dask._expr", "LLGExpr"),
-            Fixed::TaskRef => ("dask._task_spec", "TaskRef"),
-            Fixed::Apply => ("dask.utils", "apply"),
-            Fixed::ToPickle => ("distributed.protocol.serialize", "ToPickle"),
-            Fixed::HighLevelGraph => ("dask.highlevelgraph", "HighLevelGraph"),
-        }
+        (self.module, self.qualname)
     }
 }
+
+/// `numpy.dtype`.
+pub(crate) const NUMPY_DTYPE: Fixed = Fixed::new("numpy", "dtype");
+/// `numpy._core.multiarray.scalar`.
+pub(crate) const NUMPY_SCALAR: Fixed = Fixed::new("numpy._core.multiarray", "scalar");
+/// `numpy._core.numeric._frombuffer`.
+pub(crate) const NUMPY_FROMBUFFER: Fixed = Fixed::new("numpy._core.numeric", "_frombuffer");
 
 /// A global the writer may name: one of its own constants, or a function
 /// the program named. There is no other way to write one.
 #[derive(Clone, Copy, Debug)]
+// Functions and calls are written for the task graphs of the layer above
+// (`dask`); a build without it writes only numpy's globals.
+#[allow(dead_code)]
 pub(crate) enum Global<'a> {
     Fixed(Fixed),
     Function(&'a PyFunction),
@@ -57,6 +48,7 @@ pub(crate) enum Global<'a> {
 /// A Python object to pickle: plain values, globals, containers of them,
 /// calls.
 #[derive(Clone, Debug)]
+#[allow(dead_code)] // (see Global)
 pub(crate) enum Py {
     /// A plain value (as [`dumps`](super::dumps) writes it).
     Value(Value),
@@ -77,4 +69,5 @@ pub(crate) enum Py {
 }
 
 /// Calls nested deeper than this are refused.
+#[allow(dead_code)] // (see Global)
 pub(crate) const MAX_CALL_DEPTH: usize = 256;

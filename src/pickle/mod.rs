@@ -93,7 +93,10 @@ mod write;
 
 use bytes::Bytes;
 
-pub(crate) use call::{Fixed, Py};
+pub(crate) use call::Py;
+// For the layer above, whose task graphs name constants of their own.
+#[allow(unused_imports)]
+pub(crate) use call::Fixed;
 pub use error::PickleError;
 pub use function::{PyFunction, PyFunctionError};
 pub use inert::PyException;
@@ -149,6 +152,7 @@ pub fn read_exception(
 
 /// `py` as a protocol 5 pickle and its out-of-band buffers, each with
 /// whether it is writeable (crate-internal: Dask's task graphs).
+#[allow(dead_code)] // (see call::Global)
 pub(crate) fn dumps_py(py: &Py) -> Result<(Bytes, Vec<(Bytes, bool)>), EncodeError> {
     write::dumps_py(py)
 }

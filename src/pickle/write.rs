@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::call::{Fixed, Global, Py, MAX_CALL_DEPTH};
+use super::call::{Global, Py, MAX_CALL_DEPTH, NUMPY_DTYPE, NUMPY_FROMBUFFER, NUMPY_SCALAR};
 use super::numpy;
 use super::opcodes::*;
 use crate::error::EncodeError;
@@ -207,7 +207,7 @@ impl Writer {
     /// `dtype.__reduce__` gives them.
     fn dtype(&mut self, dtype: &str) -> Result<(), EncodeError> {
         let p = numpy::dtype_parts(dtype)?;
-        self.global(Global::Fixed(Fixed::NumpyDtype));
+        self.global(Global::Fixed(NUMPY_DTYPE));
         self.str(&p.spec);
         self.out
             .extend_from_slice(&[NEWFALSE, NEWTRUE, TUPLE3, REDUCE, MARK]);
@@ -232,7 +232,7 @@ impl Writer {
     /// A 0-d array as the numpy scalar of its dtype (numpy's own pickle of
     /// one: `scalar(dtype, bytes)`).
     fn scalar(&mut self, a: &NdArray) -> Result<(), EncodeError> {
-        self.global(Global::Fixed(Fixed::NumpyScalar));
+        self.global(Global::Fixed(NUMPY_SCALAR));
         self.dtype(a.dtype())?;
         self.counted(BYTES, &a.to_c_order());
         self.out.extend_from_slice(&[TUPLE2, REDUCE]);
@@ -248,7 +248,7 @@ impl Writer {
             Some(data) => (data, "F"),
             None => (a.to_c_order(), "C"),
         };
-        self.global(Global::Fixed(Fixed::NumpyFromBuffer));
+        self.global(Global::Fixed(NUMPY_FROMBUFFER));
         self.out.extend_from_slice(&[MARK, NEXT_BUFFER]);
         if !a.writeable() {
             self.out.push(READONLY_BUFFER);
@@ -298,6 +298,7 @@ fn fortran_data(a: &NdArray) -> Option<Bytes> {
 }
 
 /// `py` as a protocol 5 pickle and its out-of-band buffers (as [`dumps`]).
+#[allow(dead_code)] // (see call::Global)
 pub(super) fn dumps_py(py: &Py) -> Result<(Bytes, Vec<(Bytes, bool)>), EncodeError> {
     let mut w = Writer {
         out: vec![PROTO, 5],
@@ -310,6 +311,7 @@ pub(super) fn dumps_py(py: &Py) -> Result<(Bytes, Vec<(Bytes, bool)>), EncodeErr
 
 impl Writer {
     /// A [`Py`] object, its plain values written as [`Writer::value`] does.
+    #[allow(dead_code)] // (see call::Global)
     fn py(&mut self, py: &Py, depth: usize) -> Result<(), EncodeError> {
         if depth > MAX_CALL_DEPTH {
             return Err(EncodeError::DepthExceeded {
