@@ -23,9 +23,11 @@ use crate::value::Value;
 
 mod error;
 mod options;
+mod primitives;
 
 pub use error::ClientError;
 pub use options::ClientOptions;
+pub use primitives::{Dataset, Event, Variable, VariableValue};
 
 // ---- state ------------------------------------------------------------------
 
