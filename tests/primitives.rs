@@ -350,3 +350,58 @@ async fn events_both_ways() {
     assert!(py.is_set().await.unwrap());
     client.close().await.unwrap();
 }
+
+/// A Lock held by Rust blocks Python's `Lock.acquire(timeout=...)` and the
+/// reverse; a lock held past the lease timeout stays held, as the Rust
+/// client refreshes its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_both_ways() {
+    // Leases checked every 0.5 s, so that one not refreshed lapses fast.
+    let cl = Cluster::start(
+        "prims-locks",
+        &[(
+            "DASK_DISTRIBUTED__SCHEDULER__LOCKS__LEASE_VALIDATION_INTERVAL",
+            "0.5s",
+        )],
+    );
+    let client = cl.client().await;
+
+    // Rust holds: Python's acquire times out; released, Python gets it.
+    let lock = client.lock("rust-lock");
+    assert!(lock.acquire(Some(Duration::from_secs(5))).await.unwrap());
+    assert!(lock.locked().await.unwrap());
+    let tried = cl.peer(&["lock-try", "rust-lock", "1"]);
+    assert_eq!(tried["lock-try"]["acquired"], false, "{tried:?}");
+    assert!(tried["lock-try"]["waited"].as_f64().unwrap() >= 0.9);
+    assert!(lock.release().await.unwrap());
+    assert!(!lock.release().await.unwrap(), "released twice");
+    let tried = cl.peer(&["lock-try", "rust-lock", "5"]);
+    assert_eq!(tried["lock-try"]["acquired"], true, "{tried:?}");
+
+    // Python holds: Rust's acquire times out, then gets it once released.
+    let holding = spawn_peer(&cl.python, &cl.addr, &["lock-hold", "py-lock", "3"], "held");
+    let lock = client.lock("py-lock");
+    let start = Instant::now();
+    assert!(!lock
+        .acquire(Some(Duration::from_millis(500)))
+        .await
+        .unwrap());
+    assert!(start.elapsed() >= Duration::from_millis(450));
+    assert!(lock.acquire(Some(Duration::from_secs(30))).await.unwrap());
+    assert_eq!(holding.finish()["lock-hold"]["released"], true);
+    assert!(lock.release().await.unwrap());
+
+    // A lease of 2 s held for 5 s: refreshed (every 0.4 s), so still held.
+    let short = client.semaphore_with("short-lease", 1, Some(Duration::from_secs(2)));
+    assert!(short.acquire(Some(Duration::from_secs(5))).await.unwrap());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let tried = cl.peer(&["lock-try", "short-lease", "0.2"]);
+    assert_eq!(
+        tried["lock-try"]["acquired"], false,
+        "the lease lapsed: {tried:?}"
+    );
+    assert_eq!(short.value().await.unwrap(), 1);
+    assert!(short.release().await.unwrap());
+    assert_eq!(short.value().await.unwrap(), 0);
+    client.close().await.unwrap();
+}

@@ -24,10 +24,12 @@ use crate::value::Value;
 mod error;
 mod options;
 mod primitives;
+mod semaphore;
 
 pub use error::ClientError;
 pub use options::ClientOptions;
 pub use primitives::{Dataset, Event, Variable, VariableValue};
+pub use semaphore::{Lock, Semaphore, DEFAULT_LEASE_TIMEOUT};
 
 // ---- state ------------------------------------------------------------------
 
