@@ -405,3 +405,81 @@ async fn locks_both_ways() {
     assert_eq!(short.value().await.unwrap(), 0);
     client.close().await.unwrap();
 }
+
+/// A Queue filled by Python is emptied by Rust and the reverse (keys and
+/// plain values, in order); the events log is shared both ways; no key is
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_and_the_events_log() {
+    let cl = Cluster::start("prims-queues", &[]);
+    let client = cl.client().await;
+
+    // Python → Rust.
+    let put = cl.peer(&["queue-put", "py-q", "5"]);
+    assert_eq!(put["queue-put"]["qsize"], 2);
+    let py_key = Key::from(put["queue-put"]["key"].as_str().unwrap());
+    let q = client.queue("py-q", 0).await.unwrap();
+    assert_eq!(q.qsize().await.unwrap(), 2);
+    let Some(VariableValue::Key { key, state }) =
+        q.get(Some(Duration::from_secs(10))).await.unwrap()
+    else {
+        panic!("the first item is not a key");
+    };
+    assert_eq!((&key, state.as_str()), (&py_key, "memory"));
+    assert_eq!(
+        client.gather(std::slice::from_ref(&key)).await.unwrap()[&key],
+        Value::from(5)
+    );
+    assert_eq!(
+        q.get(None).await.unwrap(),
+        Some(VariableValue::Value(Value::str("plain")))
+    );
+    assert_eq!(q.qsize().await.unwrap(), 0);
+    // Empty: a timeout.
+    assert_eq!(q.get(Some(Duration::from_millis(300))).await.unwrap(), None);
+    client.release(std::slice::from_ref(&key)).unwrap();
+    no_key_left(&cl.python, &cl.addr, &cl.logs()).await;
+
+    // Rust → Python.
+    let rq = client.queue("rust-q", 0).await.unwrap();
+    let x = Key::from("rust-q-x");
+    client
+        .scatter([(x.clone(), Value::from(11))])
+        .await
+        .unwrap();
+    rq.put_key(&x).await.unwrap();
+    client.release(std::slice::from_ref(&x)).unwrap();
+    rq.put(Value::from(12)).await.unwrap();
+    assert_eq!(rq.qsize().await.unwrap(), 2);
+    let got = cl.peer(&["queue-get", "rust-q", "2"]);
+    let items = &got["queue-get"]["items"];
+    assert_eq!(items[0]["future"], "rust-q-x", "{items}");
+    assert_eq!(items[0]["value"], 11, "{items}");
+    assert_eq!(items[1]["value"], 12, "{items}");
+    assert_eq!(got["queue-get"]["qsize"], 0);
+    rq.close().unwrap();
+    q.close().unwrap();
+    no_key_left(&cl.python, &cl.addr, &cl.logs()).await;
+
+    // The events log.
+    client
+        .log_event("rust-topic", Value::map_of([("from", Value::str("rust"))]))
+        .await
+        .unwrap();
+    let seen = cl.peer(&["events", "rust-topic"]);
+    assert_eq!(
+        seen["events"]["msgs"],
+        serde_json::json!([{"from": "rust"}])
+    );
+    cl.peer(&["log-event", "py-topic"]);
+    let events = client.events("py-topic").await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].1, Value::map_of([("from", Value::str("python"))]));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!((now - events[0].0).abs() < 120.0, "{events:?}");
+    assert!(client.events("no-topic").await.unwrap().is_empty());
+    client.close().await.unwrap();
+}

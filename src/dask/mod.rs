@@ -77,7 +77,9 @@ mod worker;
 
 pub use batched::{BatchedReader, BatchedWriter, DEFAULT_BATCH_INTERVAL};
 pub use client::{Client, ClientError, ClientOptions};
-pub use client::{Dataset, Event, Lock, Semaphore, Variable, VariableValue, DEFAULT_LEASE_TIMEOUT};
+pub use client::{
+    Dataset, Event, Lock, Queue, Semaphore, Variable, VariableValue, DEFAULT_LEASE_TIMEOUT,
+};
 pub use key::Key;
 pub use messages::*;
 pub use op::{Op, OpName};

@@ -18,6 +18,12 @@ MODE `lock-try NAME TIMEOUT`: `Lock(NAME).acquire(timeout=TIMEOUT)` (and a
     release when acquired).
 MODE `lock-hold NAME SECONDS`: acquire Lock(NAME), print "held", hold it
     SECONDS, release it.
+MODE `queue-put NAME VALUE`: put a future of the int VALUE (scattered here)
+    and the str "plain" in Queue(NAME).
+MODE `queue-get NAME N`: get N items of Queue(NAME) (each waited for up to
+    10 s), futures as their results.
+MODE `log-event TOPIC`: `log_event(TOPIC, {"from": "python"})`.
+MODE `events TOPIC`: `get_events(TOPIC)`, the messages.
 MODE `tasks`: the keys the scheduler knows, and who wants each.
 
 Each check prints one JSON line `{"check": name, ...facts}`.
@@ -27,7 +33,7 @@ import json
 import sys
 import time
 
-from distributed import Client, Event, Lock, Variable
+from distributed import Client, Event, Lock, Queue, Variable
 
 
 def emit(check, **facts):
@@ -102,6 +108,33 @@ def main():
             time.sleep(float(seconds))
             lock.release()
             emit("lock-hold", released=True)
+        elif mode == "queue-put":
+            name, value = args
+            q = Queue(name)
+            fut = c.scatter(int(value))
+            q.put(fut)
+            q.put("plain")
+            emit("queue-put", key=str(fut.key), qsize=q.qsize())
+        elif mode == "queue-get":
+            name, n = args
+            q = Queue(name)
+            items = []
+            for _ in range(int(n)):
+                item = q.get(timeout=10)
+                if hasattr(item, "result"):
+                    items.append(
+                        {"future": str(item.key), "value": item.result(timeout=30)}
+                    )
+                else:
+                    items.append({"value": item})
+            emit("queue-get", items=items, qsize=q.qsize())
+        elif mode == "log-event":
+            (topic,) = args
+            c.log_event(topic, {"from": "python"})
+            emit("log-event")
+        elif mode == "events":
+            (topic,) = args
+            emit("events", msgs=[msg for _, msg in c.get_events(topic)])
         elif mode == "tasks":
 
             def tasks(dask_scheduler):

@@ -24,11 +24,13 @@ use crate::value::Value;
 mod error;
 mod options;
 mod primitives;
+mod queue;
 mod semaphore;
 
 pub use error::ClientError;
 pub use options::ClientOptions;
 pub use primitives::{Dataset, Event, Variable, VariableValue};
+pub use queue::Queue;
 pub use semaphore::{Lock, Semaphore, DEFAULT_LEASE_TIMEOUT};
 
 // ---- state ------------------------------------------------------------------
