@@ -78,7 +78,7 @@ mod worker;
 pub use batched::{BatchedReader, BatchedWriter, DEFAULT_BATCH_INTERVAL};
 pub use client::{Client, ClientError, ClientOptions};
 pub use client::{
-    Dataset, Event, Lock, Queue, Semaphore, Variable, VariableValue, DEFAULT_LEASE_TIMEOUT,
+    Dataset, Lock, Queue, Semaphore, SharedEvent, Variable, VariableValue, DEFAULT_LEASE_TIMEOUT,
 };
 pub use key::Key;
 pub use messages::*;

@@ -29,7 +29,7 @@ mod semaphore;
 
 pub use error::ClientError;
 pub use options::ClientOptions;
-pub use primitives::{Dataset, Event, Variable, VariableValue};
+pub use primitives::{Dataset, SharedEvent, Variable, VariableValue};
 pub use queue::Queue;
 pub use semaphore::{Lock, Semaphore, DEFAULT_LEASE_TIMEOUT};
 

@@ -1,5 +1,5 @@
 //! Dask's coordination primitives on a [`Client`]: published datasets,
-//! [`Variable`]s and [`Event`]s, each the scheduler extension Python's
+//! [`Variable`]s and [`SharedEvent`]s (Python's `Event`), each the scheduler extension Python's
 //! object of the same name talks to (`distributed.publish`, `.variable`,
 //! `.event` of 2026.8.0; the datasets of 2026.3.0 and before too). Locks and
 //! semaphores are in `semaphore.rs`.
@@ -360,7 +360,7 @@ impl Client {
         }
     }
 
-    /// The [`Event`] `name` (Python's `Event(name)`), shared with every
+    /// The [`SharedEvent`] `name` (Python's `Event(name)`), shared with every
     /// client of the scheduler.
     ///
     /// ```no_run
@@ -369,8 +369,8 @@ impl Client {
     /// client.event("go").set().await?;
     /// # Ok(()) }
     /// ```
-    pub fn event(&self, name: &str) -> Event {
-        Event {
+    pub fn event(&self, name: &str) -> SharedEvent {
+        SharedEvent {
             client: self.clone(),
             name: name.to_owned(),
         }
@@ -564,7 +564,9 @@ impl Variable {
 
 // ---- Event ----------------------------------------------------------------------
 
-/// A Dask `Event`: a flag under a name, shared by every client of the
+/// A Dask `Event` (`distributed.Event`; named apart from
+/// [`Event`](crate::dask::Event), the events log's `event` message): a flag
+/// under a name, shared by every client of the
 /// scheduler, that clients wait on (`event_set`, `event_clear`,
 /// `event_is_set`, `event_wait`: the scheduler's `EventExtension`). Made by
 /// [`Client::event`]; cheap to clone.
@@ -579,12 +581,12 @@ impl Variable {
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
-pub struct Event {
+pub struct SharedEvent {
     client: Client,
     name: String,
 }
 
-impl Event {
+impl SharedEvent {
     /// The event's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -600,7 +602,7 @@ impl Event {
     }
 
     /// Sets the flag: every waiter, now and later until
-    /// [`clear`](Event::clear), is woken.
+    /// [`clear`](SharedEvent::clear), is woken.
     ///
     /// ```no_run
     /// # async fn f(client: framewire::dask::Client) -> Result<(), Box<dyn std::error::Error>> {
