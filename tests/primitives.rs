@@ -4,7 +4,9 @@
 //! (`tests/dask/primitives_peer.py`) that read what the Rust client
 //! published or set, and set what it reads. Each test checks that no key is
 //! left in the scheduler afterwards. The tests fail, never skip, when
-//! Python Dask is missing.
+//! Python Dask is missing. Run against 2026.8.0 and, by `scripts/test`,
+//! older releases (`FRAMEWIRE_DASK_RELEASE`, `FRAMEWIRE_PYTHON`): before
+//! 2026.6.0 the datasets take their older wire form.
 
 #[path = "support/cluster.rs"]
 mod cluster;

@@ -1,8 +1,9 @@
 //! Dask's coordination primitives on a [`Client`]: published datasets,
-//! [`Variable`]s and [`SharedEvent`]s (Python's `Event`), each the scheduler extension Python's
-//! object of the same name talks to (`distributed.publish`, `.variable`,
-//! `.event` of 2026.8.0; the datasets of 2026.3.0 and before too). Locks and
-//! semaphores are in `semaphore.rs`.
+//! [`Variable`]s and [`SharedEvent`]s (Python's `Event`), each speaking the
+//! scheduler extension Python's object of the same name talks to
+//! (`distributed.publish`, `.variable`, `.event` of 2026.8.0; the datasets
+//! of 2026.3.0 and before too). Locks and semaphores are in `semaphore.rs`,
+//! queues and the events log in `queue.rs`.
 
 use std::time::Duration;
 
