@@ -24,9 +24,15 @@ use crate::value::Value;
 mod compute;
 mod error;
 mod options;
+mod primitives;
+mod queue;
+mod semaphore;
 
 pub use error::{ClientError, TaskError};
 pub use options::ClientOptions;
+pub use primitives::{Dataset, SharedEvent, Variable, VariableValue};
+pub use queue::Queue;
+pub use semaphore::{Lock, Semaphore, DEFAULT_LEASE_TIMEOUT};
 
 // ---- state ------------------------------------------------------------------
 
