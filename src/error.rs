@@ -7,7 +7,7 @@ use std::fmt;
 use std::io;
 
 /// What kind of failure an error is, the same for every facade a program
-/// holds: `TransportError::kind` (a [`Connection`], a codec), `RpcError::kind`
+/// holds: `TransportError::kind` (a `Connection`, a codec), `RpcError::kind`
 /// (an `Rpc`, a `ConnectionPool`) and `ClientError::kind` (a `Client`) give
 /// one, each delegating to the error it wraps, so a caller branches on the
 /// cause whichever facade reported it (`ErrorKind::Connect` from a client's
@@ -24,11 +24,6 @@ use std::io;
 /// assert!(transient(ErrorKind::Connect));
 /// assert!(!transient(ErrorKind::Remote));
 /// ```
-#[cfg_attr(feature = "transport", doc = "[`Connection`]: crate::Connection")]
-#[cfg_attr(
-    not(feature = "transport"),
-    doc = "[`Connection`]: crate#cargo-features"
-)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -139,12 +134,10 @@ pub enum EncodeError {
         /// The length.
         len: usize,
     },
-    /// A value that serde could not write ([`to_value`][to_value]):
+    /// A value that serde could not write (`framewire::to_value`):
     /// a map key or an integer msgpack cannot hold, a type's own error, at
     /// `path` (`"data.x"`; empty at the top).
     ///
-    #[cfg_attr(feature = "serde", doc = "[to_value]: crate::to_value")]
-    #[cfg_attr(not(feature = "serde"), doc = "[to_value]: crate#cargo-features")]
     Field {
         /// Where: field names, map keys and indexes from the top.
         path: String,

@@ -59,16 +59,14 @@ pub struct Limits {
     /// Every item takes at least one byte of the frame, so without this
     /// limit the items are bounded by [`max_header_len`](Limits::max_header_len).
     pub max_msgpack_items: usize,
-    /// Values one pickle makes ([`pickle`][pickle], feature `pickle`): every
+    /// Values one pickle makes (`framewire::pickle`, feature `pickle`): every
     /// opcode that pushes one counts, and every value copied out of a shared
     /// reference. Stops value-count bombs that stay within the byte limits,
     /// and bounds the memo (indices below it). A pickle never makes more
     /// values than it has bytes, whatever this says; each costs up to about
     /// 120 bytes while it is read (a stack slot, as Python builds an object
     /// per opcode).
-    ///
-    #[cfg_attr(feature = "pickle", doc = "[pickle]: crate::pickle")]
-    #[cfg_attr(not(feature = "pickle"), doc = "[pickle]: crate#cargo-features")]
+
     pub max_pickle_values: usize,
     /// Bytes that the compressed frames of one message may decompress to,
     /// together (each frame is also bounded by `max_frame_len` and by Dask's

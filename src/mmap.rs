@@ -1,7 +1,7 @@
 //! Memory-mapped frames (Linux): payloads that live in a file mapping
 //! instead of the heap, as ordinary [`Bytes`] (`Bytes::from_owner`), so they
 //! go through [`Envelope`](crate::Envelope), `dumps` and the
-//! [`Connection`][Connection]'s vectored writes like any
+//! `transport::Connection`'s vectored writes like any
 //! other frame, without being read into memory.
 //!
 //! **This is framewire's only module with `unsafe` code**: two calls that
@@ -20,7 +20,7 @@
 //!   temporary file that only this process holds open, with its blocks
 //!   allocated up front (`fallocate`), so a full disk is an error at
 //!   creation, never a `SIGBUS` on a write. The transport receives large
-//!   frames into one when [`ConnectionBuilder::spill`][spill]
+//!   frames into one when `transport::ConnectionBuilder::spill`
 //!   is set.
 //!
 //! Any other file (a user's file that another process may truncate) is
@@ -44,17 +44,6 @@
 //! ));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-//!
-#![cfg_attr(
-    feature = "transport",
-    doc = "[Connection]: crate::transport::Connection"
-)]
-#![cfg_attr(not(feature = "transport"), doc = "[Connection]: crate#cargo-features")]
-#![cfg_attr(
-    feature = "transport",
-    doc = "[spill]: crate::transport::ConnectionBuilder::spill"
-)]
-#![cfg_attr(not(feature = "transport"), doc = "[spill]: crate#cargo-features")]
 
 use std::fmt;
 use std::fs::File;

@@ -130,11 +130,9 @@ pub enum DecodeError {
     /// Layer 3: rebuilding a value from a block.
     Deserialize(DeserializeError),
     /// A value that does not fit the type asked of it
-    /// ([`from_value`][from_value]): a wrong type, a missing field,
+    /// (`framewire::from_value`): a wrong type, a missing field,
     /// an unknown variant, at `path` (`"who_has.x[0]"`; empty at the top).
     ///
-    #[cfg_attr(feature = "serde", doc = "[from_value]: crate::from_value")]
-    #[cfg_attr(not(feature = "serde"), doc = "[from_value]: crate#cargo-features")]
     Field {
         /// Where: field names, map keys and indexes from the top.
         path: String,
