@@ -204,7 +204,13 @@ fn unreadable(value: &Value) -> Option<String> {
                 .and_then(Value::as_str)
                 .unwrap_or("?")
                 .to_owned();
-            Some(format!("a block of serializer {serializer:?}"))
+            // A pickle framewire refuses says why: the global that stopped
+            // it (`pickle global not allowed: collections.OrderedDict`).
+            let why = framewire::pickle::deserialize(b, &Default::default())
+                .err()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            Some(format!("a block of serializer {serializer:?}{why}"))
         }
         Value::Array(items) => items.iter().find_map(unreadable),
         Value::Map(entries) => entries

@@ -168,7 +168,7 @@ fn scatter_gather_who_has_against_a_real_cluster() {
     keys.sort();
     assert_eq!(
         keys,
-        ["cli-array", "cli-bytes", "cli-json", "py-array", "py-dict"],
+        ["cli-array", "cli-bytes", "cli-json", "py-array", "py-dict", "py-ordered"],
         "{all}\n{}\n{}",
         sched.logs(),
         worker.logs()
@@ -196,6 +196,16 @@ fn scatter_gather_who_has_against_a_real_cluster() {
     );
     let summary = String::from_utf8(ok(&["gather", &addr, "py-array"])).unwrap();
     assert_eq!(summary, "py-array: array shape=[5] dtype=<f8 bytes=40\n");
+
+    // A value that is not plain data: one line naming the global that
+    // stopped it, status 1.
+    let ordered = framewire(&["gather", &addr, "py-ordered"]);
+    assert!(!ordered.status.success());
+    let err = String::from_utf8(ordered.stderr).unwrap();
+    assert!(
+        err.contains("which framewire cannot read") && err.contains("collections.OrderedDict"),
+        "{err}"
+    );
 
     // A key the scheduler does not know: one line, status 1, at once.
     let started = Instant::now();

@@ -13,9 +13,6 @@ use super::error::{shown, PickleError};
 use super::opcodes::*;
 use crate::value::Value;
 
-const NEWOBJ: u8 = 0x81;
-const NEWOBJ_EX: u8 = 0x92;
-
 /// Pickles longer than this are not read (an exception's is a few KiB).
 const MAX_LEN: usize = 16 << 20;
 /// How deep the tree is followed, and how many traceback levels.

@@ -109,6 +109,10 @@ pub(super) const STACK_GLOBAL: u8 = 0x93;
 pub(super) const REDUCE: u8 = b'R';
 /// `b`: the top item set as the state of the object below it.
 pub(super) const BUILD: u8 = b'b';
+/// `\x81`: `cls.__new__(cls, *args)` (protocol 2).
+pub(super) const NEWOBJ: u8 = 0x81;
+/// `\x92`: `cls.__new__(cls, *args, **kwargs)` (protocol 4).
+pub(super) const NEWOBJ_EX: u8 = 0x92;
 
 // Out-of-band buffers (protocol 5).
 /// `\x97`: the next out-of-band buffer.

@@ -12,6 +12,7 @@ status 1) when a check it makes fails.
 
 import json
 import os
+import collections
 import sys
 
 import numpy as np
@@ -57,6 +58,10 @@ def check(addr):
         fs = [
             c.submit(lambda: dict(PY_DICT), key="py-dict", pure=False),
             c.submit(lambda: np.linspace(0.0, 1.0, 5), key="py-array", pure=False),
+            # Not plain data: the CLI says which global stopped it.
+            c.submit(
+                lambda: collections.OrderedDict(a=1), key="py-ordered", pure=False
+            ),
         ]
         for f in fs:
             f.result(timeout=30)

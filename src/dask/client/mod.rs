@@ -499,6 +499,11 @@ impl Client {
     /// [`NdArray`](crate::NdArray) over the receive buffer it arrived in
     /// (its shards too, when they arrived back to back: no copy).
     ///
+    /// A value the registry cannot read (a pickle naming a global that
+    /// framewire does not read, such as `collections.OrderedDict`) stays
+    /// the block it arrived as; `framewire::pickle::deserialize` of that
+    /// block gives the error naming the global.
+    ///
     /// Worker connections are kept open for the next call (see
     /// [`ClientOptions::idle_connections_per_address`]): a large value's
     /// receive buffer is then reused once the last one was dropped.
