@@ -66,7 +66,6 @@ pub struct Limits {
     /// values than it has bytes, whatever this says; each costs up to about
     /// 120 bytes while it is read (a stack slot, as Python builds an object
     /// per opcode).
-
     pub max_pickle_values: usize,
     /// Bytes that the compressed frames of one message may decompress to,
     /// together (each frame is also bounded by `max_frame_len` and by Dask's

@@ -168,7 +168,14 @@ fn scatter_gather_who_has_against_a_real_cluster() {
     keys.sort();
     assert_eq!(
         keys,
-        ["cli-array", "cli-bytes", "cli-json", "py-array", "py-dict", "py-ordered"],
+        [
+            "cli-array",
+            "cli-bytes",
+            "cli-json",
+            "py-array",
+            "py-dict",
+            "py-ordered"
+        ],
         "{all}\n{}\n{}",
         sched.logs(),
         worker.logs()
