@@ -65,8 +65,11 @@ pub enum ErrorKind {
     /// The scheduler runs a release whose graph form framewire does not
     /// know.
     UnsupportedRelease,
-    /// A key was cancelled, or is unknown to the scheduler.
+    /// A key was cancelled.
     Cancelled,
+    /// A key is unknown to the scheduler now (not submitted yet, or
+    /// forgotten).
+    Unknown,
     /// The data of a key was lost (its workers left).
     Lost,
     /// Keys that could be fetched neither from the workers nor through the

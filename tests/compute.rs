@@ -339,3 +339,62 @@ async fn cancel_stops_a_running_task() {
     assert!(started.elapsed() < Duration::from_secs(2));
     client.close().await.unwrap();
 }
+
+/// A key the scheduler does not know is `Unknown` to `wait`, at once; one
+/// submitted later (here by a second client) is waited for by `wait_for`;
+/// one that never comes is `TimedOut` at the time given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_keys_and_keys_still_to_come() {
+    let (_dir, _daemons, addr) = cluster("compute-wait-for");
+    let client = connect(&addr).await;
+    let never = Key::from("never-submitted");
+    let never_ = std::slice::from_ref(&never);
+    match tokio::time::timeout(Duration::from_secs(10), client.wait(never_)).await {
+        Ok(Err(e)) => {
+            assert_eq!(e.kind(), framewire::ErrorKind::Unknown, "{e}");
+            assert_eq!(e.keys(), never_);
+        }
+        other => panic!("a key never submitted: {other:?}"),
+    }
+
+    // Unknown, then submitted: no longer unknown.
+    client
+        .submit_as(never.clone(), Call::new(f("operator:neg")).arg(1i64))
+        .expect("submit");
+    assert_eq!(int(&result(&client, &never).await.expect("now known")), -1);
+    client.release(never_).unwrap();
+    let never = Key::from("never-submitted-either");
+    let never_ = std::slice::from_ref(&never);
+
+    let later = Key::from("submitted-later");
+    let submitter = connect(&addr).await;
+    let key = later.clone();
+    let submitting = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let add = Call::new(f("operator:add")).arg(40i64).arg(2i64);
+        submitter.submit_as(key, add).expect("submit");
+        submitter
+    });
+    let later_ = std::slice::from_ref(&later);
+    client
+        .wait_for(later_, Duration::from_secs(60))
+        .await
+        .expect("the key submitted later, in memory");
+    assert_eq!(
+        int(&client.gather(later_).await.expect("gather")[&later]),
+        42
+    );
+    let submitter = submitting.await.unwrap();
+
+    let started = std::time::Instant::now();
+    match client.wait_for(never_, Duration::from_secs(1)).await {
+        Err(e) => {
+            assert_eq!(e.kind(), framewire::ErrorKind::Timeout, "{e}");
+            assert_eq!(e.keys(), never_);
+        }
+        Ok(()) => panic!("a key never submitted came"),
+    }
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    submitter.close().await.unwrap();
+    client.close().await.unwrap();
+}

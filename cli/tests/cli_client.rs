@@ -221,7 +221,7 @@ fn scatter_gather_who_has_against_a_real_cluster() {
     assert!(started.elapsed() < Duration::from_secs(20));
     let err = String::from_utf8(missing.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("'nope' was cancelled, or is unknown"), "{err}");
+    assert!(err.contains("'nope' is unknown to the scheduler"), "{err}");
     // Not a .npy file without --bytes: refused before connecting.
     let bad = framewire(&["scatter", &addr, "k", &file("blob.bin")]);
     assert!(!bad.status.success());

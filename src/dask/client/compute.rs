@@ -119,7 +119,14 @@ impl Client {
             }
         }
         // Held before the graph goes, as Python makes its futures first.
-        self.inner.shared.update(|s| s.hold(keys.iter()));
+        self.inner.shared.update(|s| {
+            s.hold(keys.iter());
+            for k in &keys {
+                // Submitted anew: what was reported of it before is moot.
+                s.cancelling.remove(k);
+                s.keys.remove(k);
+            }
+        });
         self.inner.shared.send(&msg)?;
         Ok(keys)
     }
@@ -184,6 +191,7 @@ impl Client {
         self.inner.shared.update(|s| {
             for k in keys {
                 s.held.remove(k);
+                s.cancelling.insert(k.clone());
             }
         });
         // 2024.12.1's `stimulus_cancel(keys, client, force)` takes no

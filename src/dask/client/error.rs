@@ -31,8 +31,14 @@ pub enum ClientError {
     /// The graph could not be pickled (a value with no pickle, nesting too
     /// deep).
     Graph(crate::EncodeError),
-    /// The scheduler cancelled this key, or does not know it.
+    /// The scheduler cancelled this key (a client's `cancel`, lost
+    /// dependencies, already forgotten).
     Cancelled(Key),
+    /// The scheduler does not know this key now: not submitted yet, or
+    /// forgotten (see [`Client::wait_for`](super::Client::wait_for)).
+    Unknown(Key),
+    /// These keys were not in memory within the time given.
+    TimedOut(Vec<Key>),
     /// The data of this key was lost (its workers left).
     Lost(Key),
     /// These keys could be fetched neither from the workers nor through
@@ -58,6 +64,8 @@ impl ClientError {
             ClientError::UnsupportedRelease(_) => ErrorKind::UnsupportedRelease,
             ClientError::Graph(_) => ErrorKind::Encode,
             ClientError::Cancelled(_) => ErrorKind::Cancelled,
+            ClientError::Unknown(_) => ErrorKind::Unknown,
+            ClientError::TimedOut(_) => ErrorKind::Timeout,
             ClientError::Lost(_) => ErrorKind::Lost,
             ClientError::Missing(_) => ErrorKind::Missing,
             ClientError::ConnectionLost => ErrorKind::ConnectionLost,
@@ -70,8 +78,10 @@ impl ClientError {
     pub fn keys(&self) -> &[Key] {
         match self {
             ClientError::Erred(e) => std::slice::from_ref(e.key()),
-            ClientError::Cancelled(k) | ClientError::Lost(k) => std::slice::from_ref(k),
-            ClientError::Missing(keys) => keys,
+            ClientError::Cancelled(k) | ClientError::Unknown(k) | ClientError::Lost(k) => {
+                std::slice::from_ref(k)
+            }
+            ClientError::Missing(keys) | ClientError::TimedOut(keys) => keys,
             _ => &[],
         }
     }
@@ -90,25 +100,36 @@ impl fmt::Display for ClientError {
                 "the scheduler runs distributed {r:?}: framewire computes on 2024.12.1 through 2026.8.x"
             ),
             ClientError::Graph(e) => write!(f, "the graph could not be pickled: {e}"),
-            ClientError::Cancelled(k) => {
-                write!(f, "{k} was cancelled, or is unknown to the scheduler")
+            ClientError::Cancelled(k) => write!(f, "{k} was cancelled"),
+            ClientError::Unknown(k) => write!(
+                f,
+                "{k} is unknown to the scheduler (not submitted yet, or forgotten)"
+            ),
+            ClientError::TimedOut(keys) => {
+                write!(f, "not in memory in time: ")?;
+                list_keys(f, keys)
             }
             ClientError::Lost(k) => write!(f, "the data of {k} was lost"),
             ClientError::Missing(keys) => {
                 write!(f, "could not gather {} keys: ", keys.len())?;
-                for (i, k) in keys.iter().take(10).enumerate() {
-                    write!(f, "{}{k}", if i > 0 { ", " } else { "" })?;
-                }
-                if keys.len() > 10 {
-                    write!(f, " and {} more", keys.len() - 10)?;
-                }
-                Ok(())
+                list_keys(f, keys)
             }
             ClientError::ConnectionLost => f.write_str(
                 "the connection to the scheduler was lost: every key the client held was let go",
             ),
         }
     }
+}
+
+/// The first ten keys, and how many more.
+fn list_keys(f: &mut fmt::Formatter<'_>, keys: &[Key]) -> fmt::Result {
+    for (i, k) in keys.iter().take(10).enumerate() {
+        write!(f, "{}{k}", if i > 0 { ", " } else { "" })?;
+    }
+    if keys.len() > 10 {
+        write!(f, " and {} more", keys.len() - 10)?;
+    }
+    Ok(())
 }
 
 impl std::error::Error for ClientError {

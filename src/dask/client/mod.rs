@@ -1,6 +1,6 @@
 //! [`Client`]: a Rust program as a client of a Dask cluster (see its docs).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,6 +43,9 @@ enum KeyState {
     /// The exception and traceback of `task-erred`, as they came.
     Erred(Box<(Value, Option<Value>)>),
     Cancelled,
+    /// Unknown to the scheduler: it answered `report-key` with a
+    /// `cancelled-keys` of no reason (not submitted yet, or forgotten).
+    Unknown,
     Lost,
 }
 
@@ -52,6 +55,10 @@ struct State {
     keys: HashMap<Key, KeyState>,
     /// The keys this client holds, each with its number of holds.
     held: HashMap<Key, usize>,
+    /// Keys this client asked the scheduler to cancel, until submitted
+    /// again (2024.12.1's `cancelled-keys` gives no reason: these are
+    /// cancelled, not unknown, however many times it reports them).
+    cancelling: HashSet<Key>,
     /// Times the stream was lost (and registered again).
     connections_lost: u64,
     /// The stream ended for good (closed, or lost and not registered again).
@@ -424,8 +431,9 @@ impl Client {
     /// `key-in-memory` reports (sent at once for a key already in memory),
     /// as Dask's `wait` on futures. A key whose task erred, was cancelled
     /// or lost is an error, and so is a key the scheduler does not know
-    /// ([`ClientError::Cancelled`]: asked with `report-key`, the scheduler
-    /// answers `cancelled-keys`). A key still computing is waited for as
+    /// now ([`ClientError::Unknown`]: not submitted yet, or forgotten; to
+    /// wait for a key that is still to come, [`wait_for`](Client::wait_for)).
+    /// A key still computing is waited for as
     /// long as it takes: bound the wait with `tokio::time::timeout`. When
     /// the stream to the scheduler is lost meanwhile, the wait fails with
     /// [`ClientError::ConnectionLost`] (the client lets go of its keys and
@@ -474,6 +482,7 @@ impl Client {
                             ))))
                         }
                         Some(KeyState::Cancelled) => return Err(ClientError::Cancelled(k.clone())),
+                        Some(KeyState::Unknown) => return Err(ClientError::Unknown(k.clone())),
                         Some(KeyState::Lost) => return Err(ClientError::Lost(k.clone())),
                         None => all = false,
                     }
@@ -487,6 +496,49 @@ impl Client {
             }
             if changed.changed().await.is_err() {
                 return Err(TransportError::Closed.into());
+            }
+        }
+    }
+
+    /// Waits, for at most `timeout`, until every key is in memory, keys the
+    /// scheduler does not know yet included (submitted later, by this
+    /// client or another): it asks the scheduler for their states
+    /// (`get_task_status`, every 0.1 s, which logs nothing) until it knows
+    /// each, then waits as [`wait`](Client::wait) does. Past the timeout:
+    /// [`ClientError::TimedOut`] with the keys not in memory. A key that
+    /// erred, was cancelled or lost once known is that error.
+    pub async fn wait_for(&self, keys: &[Key], timeout: Duration) -> Result<(), ClientError> {
+        let waiting = async {
+            loop {
+                let states: Map<Key, Option<String>> = self.call(&GetTaskStatus::new(keys)).await?;
+                if keys
+                    .iter()
+                    .all(|k| states.get(k).is_some_and(Option::is_some))
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Known now: an earlier "unknown" is moot.
+            self.inner.shared.update(|s| {
+                for k in keys {
+                    if matches!(s.keys.get(k), Some(KeyState::Unknown)) {
+                        s.keys.remove(k);
+                    }
+                }
+            });
+            self.wait(keys).await
+        };
+        match tokio::time::timeout(timeout, waiting).await {
+            Ok(done) => done,
+            Err(_) => {
+                let state = self.inner.shared.state.lock().expect("not poisoned");
+                let late = keys
+                    .iter()
+                    .filter(|k| !matches!(state.keys.get(*k), Some(KeyState::Memory)))
+                    .cloned()
+                    .collect();
+                Err(ClientError::TimedOut(late))
             }
         }
     }
@@ -651,6 +703,24 @@ async fn register(
     Ok((r, w, release))
 }
 
+/// `get_task_status`: the scheduler's state of each key (`None`: unknown).
+#[derive(Serialize)]
+struct GetTaskStatus<'a> {
+    op: &'static str,
+    keys: &'a [Key],
+    reply: bool,
+}
+
+impl<'a> GetTaskStatus<'a> {
+    fn new(keys: &'a [Key]) -> GetTaskStatus<'a> {
+        GetTaskStatus {
+            op: "get_task_status",
+            keys,
+            reply: true,
+        }
+    }
+}
+
 /// The halves of the client's stream.
 type StreamReader = ReadHalf<tokio::io::ReadHalf<Socket>>;
 type StreamWriter = WriteHalf<tokio::io::WriteHalf<Socket>>;
@@ -715,6 +785,7 @@ async fn read_stream(
         shared.update(|s| {
             s.held.clear();
             s.keys.clear();
+            s.cancelling.clear();
             s.connections_lost += 1;
         });
         let Some((r, w, release)) = registration.again().await else {
@@ -756,7 +827,14 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
                     // An erred key the scheduler then forgot stays erred:
                     // its exception is what the client needs.
                     if !matches!(s.keys.get(&k), Some(KeyState::Erred(_))) {
-                        s.keys.insert(k, KeyState::Cancelled);
+                        // `report-key`'s answer for a key the scheduler
+                        // does not know is the one without a reason.
+                        let state = if m.reason.is_some() || s.cancelling.contains(&k) {
+                            KeyState::Cancelled
+                        } else {
+                            KeyState::Unknown
+                        };
+                        s.keys.insert(k, state);
                     }
                 }
             }),
