@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use bytes::Bytes;
-use framewire::dask::{Client, ClientOptions, Key, Map};
+use framewire::dask::{Arg, Call, Client, ClientError, ClientOptions, Key, Map, PyFunction};
 use framewire::pickle::PickleFamily;
 use framewire::serialize::Registry;
 use framewire::{NdArray, Value};
@@ -159,11 +159,24 @@ pub fn gather(
         got.swap_remove(&key)
             .ok_or_else(|| format!("{key}: no value"))
     })?;
-    let name = key_name(&key);
-    if let Some(what) = unreadable(&value) {
+    write_value(&key, &value, output, out)
+}
+
+/// A gathered value as `gather` prints it: an array to `output` as `.npy`
+/// (else a summary line), bytes to `output` as they are (else a JSON
+/// line), a plain value as one JSON line; anything else is an error saying
+/// what it is.
+fn write_value(
+    key: &Key,
+    value: &Value,
+    output: Option<&str>,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let name = key_name(key);
+    if let Some(what) = unreadable(value) {
         return Err(format!("{name}: {what}, which framewire cannot read"));
     }
-    let (bytes, summary) = match &value {
+    let (bytes, summary) = match value {
         Value::NdArray(a) => {
             let line = format!(
                 "{name}: array shape={:?} dtype={} bytes={}\n",
@@ -174,7 +187,7 @@ pub fn gather(
             (npy_write(a), line.into_bytes())
         }
         Value::Bin(b) => {
-            let mut line = value_to_json(&value).to_string();
+            let mut line = value_to_json(value).to_string();
             line.push('\n');
             (b.to_vec(), line.into_bytes())
         }
@@ -191,6 +204,91 @@ pub fn gather(
         Some(_) => out.write_all(&bytes).map_err(|e| e.to_string()),
         None => out.write_all(&summary).map_err(|e| e.to_string()),
     }
+}
+
+/// What `framewire submit` computes, and how it waits.
+pub struct Submit<'a> {
+    /// `module:qualname`.
+    pub function: &'a str,
+    /// Positional arguments: JSON values, or `@KEY` for a key's value.
+    pub args: &'a [String],
+    /// Keyword arguments: a JSON object.
+    pub kwargs: Option<&'a str>,
+    /// The task's key (else one made as Dask makes a pure call's).
+    pub key: Option<&'a str>,
+    /// How long to wait for the result.
+    pub timeout: Duration,
+    /// Where the result goes (as `gather`'s `-o`).
+    pub output: Option<&'a str>,
+}
+
+/// One argument: `@KEY` (a key's value: a string, or `@["x", 0]` for a
+/// tuple key), else a JSON value.
+fn submit_arg(s: &str) -> Result<Arg, String> {
+    if let Some(key) = s.strip_prefix('@') {
+        return Ok(Arg::Key(parse_key(key)?));
+    }
+    let j: Json = serde_json::from_str(s).map_err(|e| format!("argument {s}: {e}"))?;
+    Ok(Arg::Value(json_to_value(&j)?))
+}
+
+/// `framewire submit`: computes FUNCTION(ARG..., **kwargs) on the cluster
+/// and prints its result as `gather` does.
+/// A task that raised is one line naming the exception.
+pub fn submit(
+    address: &str,
+    s: &Submit<'_>,
+    opts: &Connect,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let function: PyFunction = s.function.parse().map_err(|e| format!("{e}"))?;
+    let mut call = Call::new(function);
+    for a in s.args {
+        call = call.arg(submit_arg(a)?);
+    }
+    if let Some(kwargs) = s.kwargs {
+        let j: Json = serde_json::from_str(kwargs).map_err(|e| format!("--kwargs: {e}"))?;
+        let Json::Object(entries) = j else {
+            return Err("--kwargs: a JSON object is expected".into());
+        };
+        for (name, v) in entries {
+            call = call.kwarg(name, Arg::Value(json_to_value(&v)?));
+        }
+    }
+    let key = s.key.map(parse_key).transpose()?;
+    let copts = client_options(address, opts)?;
+    runtime()?.block_on(async {
+        let client = Client::connect(address, copts)
+            .await
+            .map_err(|e| e.to_string())?;
+        let key = match key {
+            Some(k) => {
+                client
+                    .submit_as(k.clone(), call)
+                    .map_err(|e| e.to_string())?;
+                k
+            }
+            None => client.submit(call).map_err(|e| e.to_string())?,
+        };
+        let value = match tokio::time::timeout(s.timeout, client.result(&key)).await {
+            Err(_) => {
+                return Err(format!(
+                    "{key} is not in memory after {} s",
+                    s.timeout.as_secs_f64()
+                ))
+            }
+            Ok(Err(ClientError::Erred(e))) => {
+                return Err(match (e.type_name(), e.message()) {
+                    (Some(t), Some(m)) if !m.is_empty() => format!("{t}: {m}"),
+                    (Some(t), _) => t.to_owned(),
+                    _ => e.to_string(),
+                })
+            }
+            Ok(r) => r.map_err(|e| e.to_string())?,
+        };
+        client.close().await.map_err(|e| e.to_string())?;
+        write_value(&key, &value, s.output, out)
+    })
 }
 
 /// What a value holds that is not plain data (a block framewire did not

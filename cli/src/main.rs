@@ -206,6 +206,41 @@ enum Command {
         #[arg(value_name = "KEY")]
         data_key: String,
     },
+    /// Compute FUNCTION(ARG..., **KWARGS) on the cluster and print its
+    /// result as `gather` prints a value (one JSON line; an array to `-o
+    /// FILE` as `.npy`, or a summary line). FUNCTION is `module:qualname`
+    /// (`operator:add`, `numpy.linalg:norm`), importable on the scheduler
+    /// and the workers. A task that raises is one line naming the exception
+    /// (`ZeroDivisionError: division by zero`) and exit status 1.
+    Submit {
+        /// The task's key (default: as Dask names a pure call's,
+        /// `FUNCTION-<token>`): a string, or a JSON list for a tuple key.
+        #[arg(long = "key", value_name = "KEY")]
+        task_key: Option<String>,
+        /// Keyword arguments: a JSON object (`'{"base": 16}'`).
+        #[arg(long, value_name = "JSON")]
+        kwargs: Option<String>,
+        /// Give up when the result is not in memory after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value = "30",
+              value_parser = args::parse_timeout)]
+        timeout: std::time::Duration,
+        /// Write the result here instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<String>,
+        #[command(flatten)]
+        connect: args::ConnectArgs,
+        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
+        #[arg(value_name = "ADDRESS")]
+        address: String,
+        /// The function: `module:qualname`.
+        #[arg(value_name = "FUNCTION")]
+        function: String,
+        /// Positional arguments: each a JSON value (`1`, `"text"`, `[1, 2]`,
+        /// `{"a": 1}`), or `@KEY` for the value of a key in the cluster
+        /// (`@["x", 0]` for a tuple key).
+        #[arg(value_name = "ARG", allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Print where keys are in memory, as one JSON object `{key:
     /// [worker...]}` (a key the scheduler does not hold has none); every
     /// key when none is given.
@@ -360,6 +395,26 @@ fn main() -> ExitCode {
                 &mut out,
             )
             .map(|()| true)
+        }),
+        Command::Submit {
+            task_key,
+            kwargs,
+            timeout,
+            output,
+            connect,
+            address,
+            function,
+            args,
+        } => connect.read().and_then(|opts| {
+            let submit = client::Submit {
+                function,
+                args,
+                kwargs: kwargs.as_deref(),
+                key: task_key.as_deref(),
+                timeout: *timeout,
+                output: output.as_deref(),
+            };
+            client::submit(address, &submit, &opts, &mut out).map(|()| true)
         }),
         Command::WhoHas {
             connect,

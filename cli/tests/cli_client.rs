@@ -227,3 +227,62 @@ fn scatter_gather_who_has_against_a_real_cluster() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a .npy file"));
 }
+
+/// `framewire submit`: a named function's result printed as `gather`
+/// prints it (keyword arguments, a key of the cluster as an argument, a
+/// key given), a task that raises as one line naming the exception.
+#[test]
+fn submit_against_a_real_cluster() {
+    let python = dask_python::python();
+    let dir = scratch_dir("cli-submit");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_worker, _) = cluster::python_worker(&python, d, &addr, "w1");
+
+    assert_eq!(
+        json_line(&ok(&["submit", &addr, "operator:add", "1", "2"])),
+        json!(3)
+    );
+    assert_eq!(
+        json_line(&ok(&[
+            "submit",
+            "--kwargs",
+            r#"{"base": 16}"#,
+            &addr,
+            "builtins:int",
+            "\"ff\""
+        ])),
+        json!(255)
+    );
+    // A key given, and a key of the cluster as an argument (kept there by a
+    // `scatter --fire-and-forget`).
+    let six = file_with(d, "six.json", b"6");
+    ok(&["scatter", "--json", "--fire-and-forget", &addr, "six", &six]);
+    let args = [
+        "submit",
+        "--key",
+        "cli-prod",
+        &addr,
+        "operator:mul",
+        "@six",
+        "7",
+    ];
+    assert_eq!(json_line(&ok(&args)), json!(42));
+    // A task that raises: one line naming the exception, status 1.
+    let raised = framewire(&["submit", &addr, "operator:truediv", "1", "0"]);
+    assert_eq!(raised.status.code(), Some(1));
+    let err = String::from_utf8(raised.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("ZeroDivisionError: division by zero"), "{err}");
+    // A function name that is not one: refused before connecting.
+    let bad = framewire(&["submit", &addr, "operator.add", "1"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("operator.add"));
+}
+
+/// `dir/name` holding `bytes`, as a path string.
+fn file_with(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.to_str().unwrap().to_owned()
+}

@@ -500,6 +500,13 @@ impl Client {
         }
     }
 
+    /// The scheduler's state of each key (`"processing"`, `"memory"`,
+    /// `"erred"`...; `None`: it does not know the key), as Dask's
+    /// `get_task_status`.
+    pub async fn task_status(&self, keys: &[Key]) -> Result<Map<Key, Option<String>>, ClientError> {
+        Ok(self.call(&GetTaskStatus::new(keys)).await?)
+    }
+
     /// Waits, for at most `timeout`, until every key is in memory, keys the
     /// scheduler does not know yet included (submitted later, by this
     /// client or another): it asks the scheduler for their states
@@ -510,7 +517,7 @@ impl Client {
     pub async fn wait_for(&self, keys: &[Key], timeout: Duration) -> Result<(), ClientError> {
         let waiting = async {
             loop {
-                let states: Map<Key, Option<String>> = self.call(&GetTaskStatus::new(keys)).await?;
+                let states = self.task_status(keys).await?;
                 if keys
                     .iter()
                     .all(|k| states.get(k).is_some_and(Option::is_some))
