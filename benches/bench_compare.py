@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import figures  # noqa: E402 (benches/figures.py: BENCHMARKS.md's tables from results files)
 from compare_tables import (  # noqa: E402 (benches/compare_tables.py: the tables of a run)
-    CLIENT_ARRAY, CLIENT_SMALL, GIB, KIB, MIB, MODES, PICKLE_CASES, RAW_VARIANTS, SWEEP_SIZES,
+    CLIENT_ARRAY, CLIENT_COMPUTE, CLIENT_SMALL, GIB, KIB, MIB, MODES, PICKLE_CASES, RAW_VARIANTS, SWEEP_SIZES,
     SWEEP_VARIANTS, TRANSPORT_SIZES, build_before_after, build_table, gibs, median, ns_per_elem,
     run_line, size_label, table_groups, transport_by)
 
@@ -343,6 +343,17 @@ def plan_client(run, quick, min_time):
         run.group("client/small", {
             "fw": ("rust", {"op": "client_small", "address": address, "n": n, "size": size}),
             "dask": ("python", {"op": "client_small", "address": address, "n": n, "size": size}),
+        })
+        # Computing: many tiny tasks in one graph, and one task's round trip.
+        n = CLIENT_COMPUTE
+        run.group("client/compute", {
+            "fw": ("rust", {"op": "client_compute", "address": address, "n": n}),
+            "dask": ("python", {"op": "client_compute", "address": address, "n": n}),
+        })
+        tiny = 10 if quick else 30
+        run.group("client/tiny", {
+            "fw": ("rust", {"op": "client_tiny", "address": address, "count": tiny}),
+            "dask": ("python", {"op": "client_tiny", "address": address, "count": tiny}),
         })
     finally:
         for proc in [worker, sched]:

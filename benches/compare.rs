@@ -51,6 +51,10 @@
 //! key a Python client holds, `count` times after one untimed),
 //! `client_small` {address, n, size, idle?} (`Client::scatter` of `n` bytes
 //! values, then `Client::gather` of them; see those functions),
+//! `client_compute` {address, n} (`Client::map` of `operator:add` over `n`
+//! inputs, then `wait`: wall and process CPU seconds), `client_tiny`
+//! {address, count} (`submit` + `result` of one `operator:add`, `count`
+//! times),
 //! `reset` (drop cached values), `quit`. Timed loops run until `min_time` seconds have passed (at least
 //! one call); results are seconds, never ratios: the driver pairs them.
 //! `serde`, `floor`, `output_floor`, `msg_collection` and `dumps` also report the thread's CPU seconds per
@@ -131,6 +135,9 @@ struct Cache {
     clients: HashMap<(String, usize), framewire::dask::Client>,
     /// Keys of the `client_small` rows are new each round.
     small_round: u64,
+    /// Inputs of the `client_compute` and `client_tiny` rows are new each
+    /// call (their keys are tokens of them).
+    compute_round: i64,
 }
 
 impl Cache {
@@ -429,6 +436,8 @@ fn handle(op: &str, req: &Json, cache: &mut Cache) -> Json {
         "connect" => connect_identity(req),
         "client_gather" => client_gather(req, cache),
         "client_small" => client_small(req, cache),
+        "client_compute" => client_compute(req, cache),
+        "client_tiny" => client_tiny(req, cache),
         "reset" => {
             let runtimes = std::mem::take(&mut cache.runtimes);
             *cache = Cache {
@@ -551,6 +560,83 @@ fn client_small(req: &Json, cache: &mut Cache) -> Json {
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         json!({"scatter_s": scatter_s, "gather_s": gather_s, "secs": scatter_s + gather_s, "n": n})
+    })
+}
+
+/// This process's CPU seconds (user + system, `/proc/self/stat`, in the
+/// kernel's clock ticks of 1/100 s).
+fn process_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // After the command name's closing parenthesis: fields 3 onwards.
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f[i].parse::<f64>().expect("a tick count");
+    // utime and stime are fields 14 and 15, here 11 and 12.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Releases `keys` and polls the scheduler until it has forgotten them
+/// (then 0.5 s more), untimed: no freeing overlaps the next measure.
+async fn forget(client: &framewire::dask::Client, keys: &[framewire::dask::Key]) {
+    client.release(keys).expect("release");
+    let quiet = Instant::now();
+    while quiet.elapsed().as_secs() < 30 {
+        let states = client.task_status(keys).await.expect("task_status");
+        if states.values().all(Option::is_none) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+}
+
+/// `client_compute` {address, n}: `Client::map` of `operator:add` over
+/// `(i, round)` for `i` in `0..n` (one `update-graph`), then `wait` for all
+/// of them: the wall seconds and this process's CPU seconds of the two;
+/// then the keys are released and forgotten, untimed.
+fn client_compute(req: &Json, cache: &mut Cache) -> Json {
+    let address = req["address"].as_str().expect("address").to_owned();
+    let n = get_usize(req, "n") as i64;
+    cache.compute_round += 1;
+    let round = cache.compute_round;
+    let (rt, client) = client_for(&address, req, cache);
+    let add: framewire::dask::PyFunction = "operator:add".parse().expect("a name");
+    rt.block_on(async {
+        let (t, cpu) = (Instant::now(), process_cpu_s());
+        let keys = client.map(&add, (0..n).map(|i| [i, round])).expect("map");
+        client.wait(&keys).await.expect("wait");
+        let (secs, cpu_s) = (t.elapsed().as_secs_f64(), process_cpu_s() - cpu);
+        forget(client, &keys).await;
+        json!({"secs": secs, "cpu_s": cpu_s, "n": n})
+    })
+}
+
+/// `client_tiny` {address, count}: `submit` of one `operator:add(round, 1)`
+/// and its `result`, `count` times (new inputs each time); the seconds of
+/// each.
+fn client_tiny(req: &Json, cache: &mut Cache) -> Json {
+    use framewire::dask::Call;
+    let address = req["address"].as_str().expect("address").to_owned();
+    let count = get_usize(req, "count");
+    let first = cache.compute_round + 1;
+    cache.compute_round += count as i64;
+    let (rt, client) = client_for(&address, req, cache);
+    rt.block_on(async {
+        let mut times = Vec::with_capacity(count);
+        let mut keys = Vec::with_capacity(count);
+        for round in first..first + count as i64 {
+            let t = Instant::now();
+            let add = Call::new("operator:add".parse().expect("a name"))
+                .arg(round)
+                .arg(1i64);
+            let key = client.submit(add).expect("submit");
+            let got = client.result(&key).await.expect("result");
+            times.push(t.elapsed().as_secs_f64());
+            assert_eq!(got, Value::from(round + 1));
+            keys.push(key);
+        }
+        forget(client, &keys).await;
+        json!({"times": times})
     })
 }
 

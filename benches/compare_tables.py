@@ -48,6 +48,7 @@ CLIENT_ARRAY = 256 * MIB
 
 
 CLIENT_SMALL = (10_000, 100)  # keys, bytes each
+CLIENT_COMPUTE = 10_000  # operator.add tasks in one graph
 
 
 # What `--only pickle` reads: the pickles Python writes for plain values (protocol 5,
@@ -541,6 +542,32 @@ def build_table(groups):
             r = t.pair(f"{what} of {n:,} small keys: framewire `Client` vs Python `Client`", fw, dk, "us", False)
             if field == "secs":
                 t.judged(f"target ≥ 2×: {verdict(r, 2, True)}")
+    if "client/compute" in g or "client/tiny" in g:
+        t.section("Computing from Rust beside Python's `Client`, two processes per side (`--only client`)",
+                  f"The same cluster. Many tasks: {CLIENT_COMPUTE:,} `operator.add(i, round)` in one graph "
+                  "(framewire `Client::map` + `wait`; Python `client.map` + `distributed.wait`), new inputs "
+                  "each round (their keys are tokens of them), the keys forgotten between measures; wall time "
+                  "from the call to every key in memory, and the client process's CPU time over the same "
+                  "span (framewire: `/proc/self/stat`; Python: `time.process_time()`, every thread). One "
+                  "task: `submit` of one `operator.add` and its result (framewire `Client::result`, Python "
+                  "`Future.result()`), the median of the calls of a round.")
+    if "client/compute" in g:
+        c = g["client/compute"]
+        n = c["fw"][0]["n"]
+        fw = [x["secs"] * 1e6 for x in c["fw"]]
+        dk = [x["secs"] * 1e6 for x in c["dask"]]
+        r = t.pair(f"submit and wait for {n:,} tasks: wall time, framewire vs Python", fw, dk, "us", False)
+        t.judged(f"target ≥ 1× (no slower): {verdict(r, 1, True)}")
+        fw = [x["cpu_s"] * 1e6 for x in c["fw"]]
+        dk = [x["cpu_s"] * 1e6 for x in c["dask"]]
+        r = t.pair(f"the same: the client process's CPU time, framewire vs Python", fw, dk, "us", False)
+        t.judged(f"target ≥ 5× (at most a fifth): {verdict(r, 5, True)}")
+    if "client/tiny" in g:
+        c = g["client/tiny"]
+        fw = [median(x["times"]) * 1e6 for x in c["fw"]]
+        dk = [median(x["times"]) * 1e6 for x in c["dask"]]
+        r = t.pair("one tiny task, submit to result: framewire vs Python", fw, dk, "us", False)
+        t.judged(f"target ≥ 1× (no slower): {verdict(r, 1, True)}")
     if any(k.startswith("pickle/") for k in g):
         t.section("Plain Python values read from their pickles, two processes (`--only pickle`)",
                   "The pickles Python writes (protocol 5, as Dask's pickle family sends a result that is "

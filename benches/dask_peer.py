@@ -123,6 +123,7 @@ class Peer:
         self.client = None  # (address, distributed.Client): the client_* rows'
         self.held = {}  # key -> Future: the arrays client_setup scattered
         self.small_round = 0
+        self.compute_round = 0  # the client_compute / client_tiny inputs, new each call
 
     def cache(self, key, make):
         if self.cached is None or self.cached[0] != key:
@@ -490,6 +491,50 @@ class Peer:
             time.sleep(0.05)
         time.sleep(0.5)
         return {"scatter_s": t1 - t0, "gather_s": t2 - t1, "secs": t2 - t0, "n": n}
+
+    def _forget(self, c, keys):
+        """Untimed: polls the scheduler until it has forgotten `keys` (then 0.5 s)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+                s is not None for s in c.sync(c.scheduler.get_task_status, keys=keys).values()):
+            time.sleep(0.05)
+        time.sleep(0.5)
+
+    def client_compute(self, req):
+        """Client.map of operator.add over (i, round) for i in range(n), then wait: the
+        wall seconds and this process's CPU seconds (every thread: the client's event
+        loop runs in one of its own); then released and forgotten, untimed."""
+        import operator
+        from distributed import wait
+        c = self._client(req["address"])
+        self.compute_round += 1
+        n, r = req["n"], self.compute_round
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        futs = c.map(operator.add, range(n), [r] * n)
+        wait(futs)
+        secs, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        keys = [f.key for f in futs]
+        del futs
+        self._forget(c, keys)
+        return {"secs": secs, "cpu_s": cpu, "n": n}
+
+    def client_tiny(self, req):
+        """Client.submit of one operator.add(round, 1) and .result(), `count` times."""
+        import operator
+        c = self._client(req["address"])
+        times, keys = [], []
+        for _ in range(req["count"]):
+            self.compute_round += 1
+            r = self.compute_round
+            t0 = time.perf_counter()
+            f = c.submit(operator.add, r, 1)
+            got = f.result()
+            times.append(time.perf_counter() - t0)
+            assert got == r + 1
+            keys.append(f.key)
+            del f
+        self._forget(c, keys)
+        return {"times": times}
 
     # ---- peak RSS ---------------------------------------------------------------------
 
