@@ -501,17 +501,20 @@ class Peer:
         time.sleep(0.5)
 
     def client_compute(self, req):
-        """Client.map of operator.add over (i, round) for i in range(n), then wait: the
+        """Client.map of operator.add over (i, round) for i in range(n), then wait (as
+        `distributed.wait` does, on this client): the
         wall seconds and this process's CPU seconds (every thread: the client's event
         loop runs in one of its own); then released and forgotten, untimed."""
         import operator
-        from distributed import wait
+        from distributed.client import _wait
         c = self._client(req["address"])
         self.compute_round += 1
         n, r = req["n"], self.compute_round
         t0, cpu0 = time.perf_counter(), time.process_time()
         futs = c.map(operator.add, range(n), [r] * n)
-        wait(futs)
+        # `distributed.wait` on this client (not the default one: the peer's
+        # client is not set as default).
+        c.sync(_wait, futs)
         secs, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         keys = [f.key for f in futs]
         del futs
