@@ -55,6 +55,9 @@ struct State {
     keys: HashMap<Key, KeyState>,
     /// The keys this client holds, each with its number of holds.
     held: HashMap<Key, usize>,
+    /// Reports of a failure (erred, cancelled, unknown, lost), any key:
+    /// [`Client::wait`] looks at every key again when this moved.
+    failures: u64,
     /// Keys this client asked the scheduler to cancel, until submitted
     /// again (2024.12.1's `cancelled-keys` gives no reason: these are
     /// cancelled, not unknown, however many times it reports them).
@@ -464,30 +467,34 @@ impl Client {
         for key in unknown {
             self.inner.shared.send(&ReportKey::new(key))?;
         }
+        // Keys before `next` are in memory. Every key is looked at again
+        // only when the scheduler reported a failure (of any key) since the
+        // last look: a wait on n keys reported one by one costs O(n), not
+        // O(n) per report.
+        let mut next = 0;
+        let mut failures_seen = None;
         loop {
             {
                 let state = self.inner.shared.state.lock().expect("not poisoned");
                 if state.connections_lost != lost {
                     return Err(ClientError::ConnectionLost);
                 }
-                let mut all = true;
-                for k in keys {
-                    match state.keys.get(k) {
-                        Some(KeyState::Memory) => {}
-                        Some(KeyState::Erred(report)) => {
-                            return Err(ClientError::Erred(Box::new(TaskError::read(
-                                k.clone(),
-                                &report.0,
-                                report.1.as_ref(),
-                            ))))
+                if failures_seen != Some(state.failures) {
+                    failures_seen = Some(state.failures);
+                    for k in keys {
+                        if let Some(e) = key_error(k, state.keys.get(k)) {
+                            return Err(e);
                         }
-                        Some(KeyState::Cancelled) => return Err(ClientError::Cancelled(k.clone())),
-                        Some(KeyState::Unknown) => return Err(ClientError::Unknown(k.clone())),
-                        Some(KeyState::Lost) => return Err(ClientError::Lost(k.clone())),
-                        None => all = false,
                     }
                 }
-                if all {
+                while next < keys.len() {
+                    match state.keys.get(&keys[next]) {
+                        Some(KeyState::Memory) => next += 1,
+                        None => break,
+                        failed => return Err(key_error(&keys[next], failed).expect("a failure")),
+                    }
+                }
+                if next == keys.len() {
                     return Ok(());
                 }
                 if state.ended {
@@ -710,6 +717,22 @@ async fn register(
     Ok((r, w, release))
 }
 
+/// The error of a key in a failed state; `None` when it is in memory or
+/// not reported yet.
+fn key_error(k: &Key, state: Option<&KeyState>) -> Option<ClientError> {
+    Some(match state? {
+        KeyState::Memory => return None,
+        KeyState::Erred(report) => ClientError::Erred(Box::new(TaskError::read(
+            k.clone(),
+            &report.0,
+            report.1.as_ref(),
+        ))),
+        KeyState::Cancelled => ClientError::Cancelled(k.clone()),
+        KeyState::Unknown => ClientError::Unknown(k.clone()),
+        KeyState::Lost => ClientError::Lost(k.clone()),
+    })
+}
+
 /// `get_task_status`: the scheduler's state of each key (`None`: unknown).
 #[derive(Serialize)]
 struct GetTaskStatus<'a> {
@@ -819,6 +842,9 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
         };
         let one = |key: Key, state: KeyState| {
             move |s: &mut State| {
+                if !matches!(state, KeyState::Memory) {
+                    s.failures += 1;
+                }
                 s.keys.insert(key, state);
             }
         };
@@ -830,6 +856,7 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
             )),
             SchedulerToClient::LostData(m) => shared.update(one(m.key, KeyState::Lost)),
             SchedulerToClient::CancelledKeys(m) => shared.update(|s| {
+                s.failures += 1;
                 for k in m.keys {
                     // An erred key the scheduler then forgot stays erred:
                     // its exception is what the client needs.
@@ -917,10 +944,18 @@ mod tests {
             ),
             op(
                 "cancelled-keys",
-                vec![(
-                    "keys",
-                    Value::Array(vec![Value::str("c1"), Value::str("c2")]),
-                )],
+                vec![
+                    (
+                        "keys",
+                        Value::Array(vec![Value::str("c1"), Value::str("c2")]),
+                    ),
+                    ("reason", Value::str("lost dependencies")),
+                ],
+            ),
+            // `report-key`'s answer for a key the scheduler does not know.
+            op(
+                "cancelled-keys",
+                vec![("keys", Value::Array(vec![Value::str("u")]))],
             ),
             op(
                 "lost-data",
@@ -959,8 +994,9 @@ mod tests {
             Some(KeyState::Erred(_))
         ));
         assert_eq!(state.keys.get(&Key::from("c2")), Some(&KeyState::Cancelled));
+        assert_eq!(state.keys.get(&Key::from("u")), Some(&KeyState::Unknown));
         assert_eq!(state.keys.get(&Key::from(("t", 1))), Some(&KeyState::Lost));
-        assert_eq!(state.keys.len(), 5);
+        assert_eq!(state.keys.len(), 6);
         assert_eq!(shared.heartbeat_ms.load(Ordering::Relaxed), 10_000);
     }
 }
