@@ -22,7 +22,7 @@ pub(super) fn uid() -> String {
 }
 
 /// Seconds, as Dask reads a timeout (nil: none).
-fn seconds(t: Option<Duration>) -> Value {
+pub(super) fn seconds(t: Option<Duration>) -> Value {
     match t {
         Some(t) => Value::Float(t.as_secs_f64()),
         None => Value::Nil,
@@ -35,6 +35,23 @@ fn key_value(key: &Key) -> Value {
 }
 
 /// `{"op": op, fields...}`.
+/// A call whose wait the scheduler bounds by `timeout` (`variable_get`,
+/// `queue_get`): its reply, or `None` when that wait ran out (the
+/// scheduler's error reply names a `TimeoutError`).
+pub(super) async fn call_until(
+    client: &Client,
+    request: &Value,
+    timeout: Option<Duration>,
+) -> Result<Option<Value>, ClientError> {
+    match client.call(request).await {
+        Ok(r) => Ok(Some(r)),
+        Err(RpcError::Remote(e)) if timeout.is_some() && e.exception_text.contains("Timeout") => {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 pub(super) fn op_of(op: &'static str, fields: Vec<(&'static str, Value)>) -> Value {
     let mut entries = vec![(Value::from_static("op"), Value::from_static(op))];
     entries.extend(fields.into_iter().map(|(k, v)| (Value::from_static(k), v)));
@@ -508,14 +525,8 @@ impl Variable {
                 ("timeout", seconds(timeout)),
             ],
         );
-        let record: Value = match self.client.call(&request).await {
-            Ok(r) => r,
-            Err(RpcError::Remote(e))
-                if timeout.is_some() && e.exception_text.contains("Timeout") =>
-            {
-                return Ok(None)
-            }
-            Err(e) => return Err(e.into()),
+        let Some(record) = call_until(&self.client, &request, timeout).await? else {
+            return Ok(None);
         };
         let value = record.get("value").cloned().unwrap_or(Value::Nil);
         if record.get("type").and_then(Value::as_str) != Some("Future") {

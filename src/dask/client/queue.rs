@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::primitives::op_of;
+use super::primitives::{call_until, op_of, seconds};
 use super::{Client, ClientError, VariableValue};
 use crate::dask::{Key, RpcError};
 use crate::typed;
@@ -170,24 +170,12 @@ impl Queue {
             "queue_get",
             vec![
                 ("name", Value::str(&self.name)),
-                (
-                    "timeout",
-                    match timeout {
-                        Some(t) => Value::Float(t.as_secs_f64()),
-                        None => Value::Nil,
-                    },
-                ),
+                ("timeout", seconds(timeout)),
                 ("batch", Value::Bool(false)),
             ],
         );
-        let record: Value = match self.client.call(&request).await {
-            Ok(r) => r,
-            Err(RpcError::Remote(e))
-                if timeout.is_some() && e.exception_text.contains("Timeout") =>
-            {
-                return Ok(None)
-            }
-            Err(e) => return Err(e.into()),
+        let Some(record) = call_until(&self.client, &request, timeout).await? else {
+            return Ok(None);
         };
         let value = record.get("value").cloned().unwrap_or(Value::Nil);
         if record.get("type").and_then(Value::as_str) != Some("Future") {
