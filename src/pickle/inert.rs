@@ -284,17 +284,10 @@ fn run(data: &[u8]) -> Result<(Vec<Obj>, u32), PickleError> {
                 let g = Obj::Global(shown(module.as_bytes()), shown(name.as_bytes()));
                 m.push(g);
             }
-            REDUCE | NEWOBJ => {
-                let args = m.pop()?;
-                let func = m.pop()?;
-                m.push(Obj::Instance {
-                    func,
-                    args,
-                    state: None,
-                });
-            }
-            NEWOBJ_EX => {
-                let _kwargs = m.pop()?;
+            REDUCE | NEWOBJ | NEWOBJ_EX => {
+                if op == NEWOBJ_EX {
+                    m.pop()?; // the keyword arguments: not kept
+                }
                 let args = m.pop()?;
                 let func = m.pop()?;
                 m.push(Obj::Instance {
