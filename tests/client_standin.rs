@@ -454,7 +454,9 @@ async fn facade_errors_are_matched_by_kind() {
     let client = Client::connect(&closed, ClientOptions::new().connection(quick.clone())).await;
     assert_eq!(client.unwrap_err().kind(), ErrorKind::Connect);
     let rpc = framewire::dask::Rpc::connect(&closed, &quick, &HandshakeOptions::default()).await;
-    assert_eq!(rpc.unwrap_err().kind(), ErrorKind::Connect);
+    let e = rpc.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connect);
+    assert_eq!(e.address(), Some(closed.as_str()), "{e}");
     let conn = quick
         .connect_address(&closed, &HandshakeOptions::default())
         .await;
@@ -479,5 +481,15 @@ async fn facade_errors_are_matched_by_kind() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Remote, "{e}");
     assert_eq!(e.remote().unwrap().exception_text, "KeyError('x')");
+    // It names the op and the address it called.
+    assert_eq!(
+        (e.op(), e.address()),
+        (Some("raise"), Some(s.address.as_str()))
+    );
+    assert!(
+        e.to_string()
+            .starts_with(&format!("calling raise on {}: ", s.address)),
+        "{e}"
+    );
     client.close().await.expect("close");
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use framewire::dask::{
     gather_from_workers, DataStore, GetData, GetDataReply, HeartbeatError, Heartbeats, Key, Keys,
-    Map, Op, RequestError, Requests, Rpc, RpcError, SchedulerRequest, UpdateData, UpdateDataReply,
+    Map, Op, RequestError, Requests, Rpc, RpcCause, SchedulerRequest, UpdateData, UpdateDataReply,
     WorkerRequest,
 };
 use framewire::transport::{ConnectionBuilder, HandshakeOptions, COALESCE_THRESHOLD};
@@ -378,7 +378,7 @@ async fn heartbeats_give_up_on_an_unreachable_scheduler() {
         panic!("{why}");
     };
     assert!(*for_ >= Duration::from_millis(500), "{why}");
-    assert!(matches!(last, RpcError::Transport(_)), "{why}");
+    assert!(matches!(last.cause(), RpcCause::Transport(_)), "{why}");
     assert!(
         why.to_string()
             .starts_with("no heartbeat reached the scheduler"),

@@ -130,17 +130,17 @@ pub async fn register_worker(
     let (mut conn, _) = builder.connect_address(scheduler, opts).await?;
     let exchange = async {
         conn.send_msg(msg).await?;
-        Ok::<_, RpcError>(conn.recv_value().await.ok_or(RpcError::Closed)??)
+        Ok::<_, RpcError>(conn.recv_value().await.ok_or_else(RpcError::closed)??)
     };
     let reply = match opts.timeout {
         Some(t) => tokio::time::timeout(t, exchange)
             .await
-            .map_err(|_| RpcError::Transport(timed_out("registering with the scheduler")))??,
+            .map_err(|_| RpcError::from(timed_out("registering with the scheduler")))??,
         None => exchange.await?,
     };
     let reply: RegisterWorkerReply = typed::from_value(reply)?;
     if reply.status != "OK" {
-        return Err(RpcError::Remote(RemoteError {
+        return Err(RpcError::from(RemoteError {
             status: reply.status.clone(),
             exception_text: reply.message.clone().unwrap_or_default(),
             traceback_text: String::new(),
@@ -270,7 +270,7 @@ impl Heartbeats {
         let result = match self.opts.timeout {
             Some(t) => tokio::time::timeout(t, call)
                 .await
-                .unwrap_or_else(|_| Err(RpcError::Transport(timed_out("to a heartbeat")))),
+                .unwrap_or_else(|_| Err(timed_out("to a heartbeat").into())),
             None => call.await,
         };
         match &result {
