@@ -891,7 +891,7 @@ fn wire_send(req: &Json) -> Json {
     let rt = Flavor::TwoThreads.runtime();
     let (secs, suite) = rt.block_on(async {
         let (mut conn, _) = builder(tls.as_ref())
-            .connect_address(&address, &handshake_options())
+            .connect(&address, &handshake_options())
             .await
             .expect("connect");
         let suite = conn.get_ref().cipher_suite();
@@ -927,7 +927,10 @@ fn raw_wire_send(
     let payload = vec![1u8; size];
     let rt = Flavor::TwoThreads.runtime();
     rt.block_on(async {
-        let mut s = Socket::connect(&address, tls).await.expect("connect");
+        let mut s = builder(tls)
+            .connect_socket(&address)
+            .await
+            .expect("connect");
         let suite = s.cipher_suite();
         let send = async |s: &mut Socket, last: bool| {
             let head = size as u64 | u64::from(last) << 63;
@@ -978,11 +981,14 @@ fn wire_recv(scheme: &str, certs: &str, raw: bool) {
         std::io::stdout().flush().expect("stdout");
         let (s, _) = listener.accept().await.expect("accept");
         if raw {
-            let s = Socket::accept(s, tls.as_ref()).await.expect("accept");
+            let s = builder(tls.as_ref())
+                .accept_socket(s, None)
+                .await
+                .expect("accept");
             return raw_wire_recv(s).await;
         }
         let (mut conn, _) = builder(tls.as_ref())
-            .accept_socket(s, &handshake_options())
+            .accept(s, &handshake_options())
             .await
             .expect("accept");
         let ok = Value::str("ok");
@@ -1010,7 +1016,7 @@ fn connect_identity(req: &Json) -> Json {
         for _ in 0..count {
             let t0 = Instant::now();
             let (mut conn, _) = builder(tls.as_ref())
-                .connect_address(address, &handshake_options())
+                .connect(address, &handshake_options())
                 .await
                 .expect("connect");
             conn.send_value(&identity).await.expect("send");

@@ -501,7 +501,7 @@ async fn accept(listener: TcpListener, w: Arc<Worker>) {
         };
         let w = w.clone();
         tokio::spawn(async move {
-            let mut rq = match w.builder.accept_socket(socket, &w.opts).await {
+            let mut rq = match w.builder.accept(socket, &w.opts).await {
                 Ok((conn, _)) => Requests::new(conn),
                 Err(e) => return log!("connection from {peer}: handshake failed: {e}"),
             };

@@ -109,7 +109,7 @@ fn a_held_block_is_served_from_the_frames_it_arrived_in() {
     let client = std::thread::spawn(move || {
         current_thread().block_on(async move {
             let (conn, _) = ConnectionBuilder::new()
-                .connect(addr, &HandshakeOptions::default())
+                .connect(&addr.to_string(), &HandshakeOptions::default())
                 .await
                 .unwrap();
             let mut rpc = Rpc::new(conn);
@@ -197,7 +197,7 @@ async fn collection_blocks_are_held_and_served_whole() {
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(serve_one(listener, DataStore::new()));
     let (conn, _) = pass_through()
-        .connect(addr, &HandshakeOptions::default())
+        .connect(&addr.to_string(), &HandshakeOptions::default())
         .await
         .unwrap();
     let mut rpc = Rpc::new(conn);
@@ -412,7 +412,7 @@ async fn bad_requests_are_answered_and_the_connection_goes_on() {
         seen
     });
     let (mut conn, _) = ConnectionBuilder::new()
-        .connect(addr, &HandshakeOptions::default())
+        .connect(&addr.to_string(), &HandshakeOptions::default())
         .await
         .unwrap();
     let ask = |v: Value| v;

@@ -255,7 +255,7 @@ impl Rpc<Socket> {
         opts: &HandshakeOptions,
     ) -> Result<Rpc<Socket>, RpcError> {
         let (conn, _) = builder
-            .connect_address(addr, opts)
+            .connect(addr, opts)
             .await
             .map_err(|e| RpcError::from(e).calling(None, Some(addr)))?;
         Ok(Rpc {

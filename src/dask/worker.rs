@@ -127,7 +127,7 @@ pub async fn register_worker(
     msg: &RegisterWorker,
 ) -> Result<WorkerStream, RpcError> {
     // Connecting has its own deadline (the builder's connect timeout).
-    let (mut conn, _) = builder.connect_address(scheduler, opts).await?;
+    let (mut conn, _) = builder.connect(scheduler, opts).await?;
     let exchange = async {
         conn.send_msg(msg).await?;
         Ok::<_, RpcError>(conn.recv_value().await.ok_or_else(RpcError::closed)??)
@@ -258,10 +258,7 @@ impl Heartbeats {
         };
         let call = async {
             if self.rpc.is_none() {
-                let (conn, _) = self
-                    .builder
-                    .connect_address(&self.scheduler, &self.opts)
-                    .await?;
+                let (conn, _) = self.builder.connect(&self.scheduler, &self.opts).await?;
                 self.rpc = Some(Rpc::new(conn));
             }
             let rpc = self.rpc.as_mut().expect("connected above");
@@ -320,7 +317,7 @@ pub async fn versions_like_scheduler(
     builder: &ConnectionBuilder,
     opts: &HandshakeOptions,
 ) -> Result<Value, RpcError> {
-    let (conn, _) = builder.connect_address(scheduler, opts).await?;
+    let (conn, _) = builder.connect(scheduler, opts).await?;
     let mut rpc = Rpc::new(conn);
     let theirs: Value = rpc
         .call(&Value::map_of([("op", Value::from_static("versions"))]))

@@ -676,7 +676,7 @@ async fn register(
 ) -> Result<(StreamReader, StreamWriter, String), ClientError> {
     let (mut conn, _) = opts
         .connection
-        .connect_address(address, &opts.handshake)
+        .connect(address, &opts.handshake)
         .await
         .map_err(RpcError::from)?;
     // As `_ensure_connected`: the scheduler's information first (here
