@@ -22,7 +22,9 @@ use super::de::{kind as value_kind, ValueDeserializer};
 use super::error::Error;
 use super::types::MAGIC;
 use super::{by_op, side};
-use crate::message::{is_placeholder_at, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY};
+use crate::message::{
+    is_placeholder_at, placeholder_at, BlockKind, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY,
+};
 use crate::msgpack::{self, Stream, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
 use crate::value::Value;
@@ -71,6 +73,9 @@ impl<'de> Decoder<'de> {
     /// The whole value here, as `loads` gives it: placeholders claimed and
     /// their blocks deserialized.
     fn value(&mut self) -> Result<Value, Error> {
+        if let Some(v) = self.block()? {
+            return Ok(v);
+        }
         let Decoder {
             stream,
             claims,
@@ -84,6 +89,27 @@ impl<'de> Decoder<'de> {
             }
             other => Ok(other),
         })
+    }
+
+    /// The value of the placeholder here, as [`Decoder::value`] gives it,
+    /// read in place: its three items counted and checked as `value` checks
+    /// them, no map built for it. `None` when there is none here, or its
+    /// offset is not an int of 1 or more (`value` refuses it).
+    #[inline]
+    fn block(&mut self) -> Result<Option<Value>, Error> {
+        let Some((kind, offset)) = placeholder_at(self.frame0, self.stream.pos()) else {
+            return Ok(None);
+        };
+        for _ in 0..3 {
+            self.stream.next()?; // the map, its key and the offset
+        }
+        let block = self.claims.claim(kind, offset)?;
+        Ok(Some(match kind {
+            BlockKind::Pickled => block.into_value(),
+            BlockKind::Serialized => {
+                serialize::deserialize_with_budget(&block, self.opts, &mut self.budget)?
+            }
+        }))
     }
 
     /// [`Decoder::value`], kept for as long as the conversion.
@@ -383,11 +409,12 @@ impl<'de> MapAccess<'_, 'de> {
     /// A map of frame 0 that uses a reserved key as a key, and is not a
     /// one-entry placeholder (which was read as its block), is refused.
     fn check_key(&self) -> Result<(), Error> {
-        let buf: &[u8] = self.d.frame0;
-        let reserved = msgpack::str_at(buf, self.d.stream.pos()).is_some_and(|r| {
-            let key = &buf[r];
-            key == SERIALIZED_KEY.as_bytes() || key == PICKLED_KEY.as_bytes()
-        });
+        let reserved = msgpack::is_str_at(
+            self.d.frame0,
+            self.d.stream.pos(),
+            SERIALIZED_KEY,
+            PICKLED_KEY,
+        );
         match reserved {
             true => Err(MessageError::AmbiguousReference {
                 at: self.d.stream.at(self.start),

@@ -65,8 +65,6 @@
 pub(crate) mod by_op;
 mod de;
 mod error;
-#[cfg(feature = "dask")]
-pub(crate) use error::field_error;
 mod frame_de;
 mod frame_ser;
 mod ser;

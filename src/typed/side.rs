@@ -9,7 +9,7 @@
 //! conversion inside another one (a [`ToSerialize`](super::ToSerialize)
 //! field) shares it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 use bytes::Bytes;
 
@@ -41,13 +41,15 @@ struct Table {
     /// The buffers whose slices were handed to serde as borrowed bytes, so
     /// that a [`Bin`](super::Bin) can take a slice of its buffer back.
     owners: Vec<Bytes>,
+    /// `Value`s being written field by field by [`to_frames`](super::to_frames),
+    /// one inside another (see [`Nested`]).
+    nested_values: usize,
 }
 
 thread_local! {
+    /// The one piece of state the typed layer keeps between serde calls
+    /// (`typed/mod.rs` says why it cannot be passed instead).
     static TABLE: RefCell<Table> = RefCell::new(Table::default());
-    /// `Value`s being written field by field by [`to_frames`](super::to_frames),
-    /// one inside another (see [`Nested`]).
-    static NESTED_VALUES: Cell<usize> = const { Cell::new(0) };
 }
 
 /// How many `Value`s inside one another [`to_frames`](super::to_frames)
@@ -61,9 +63,10 @@ pub(super) struct Nested(());
 impl Nested {
     /// `None` when [`MAX_NESTED_VALUES`] are being written already.
     pub(super) fn enter() -> Option<Nested> {
-        NESTED_VALUES.with(|n| {
-            (n.get() < MAX_NESTED_VALUES).then(|| {
-                n.set(n.get() + 1);
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            (t.nested_values < MAX_NESTED_VALUES).then(|| {
+                t.nested_values += 1;
                 Nested(())
             })
         })
@@ -72,7 +75,7 @@ impl Nested {
 
 impl Drop for Nested {
     fn drop(&mut self) {
-        NESTED_VALUES.with(|n| n.set(n.get() - 1));
+        TABLE.with(|t| t.borrow_mut().nested_values -= 1);
     }
 }
 
