@@ -39,6 +39,29 @@ impl Error {
         Error::with(message.to_string(), Vec::new(), None)
     }
 
+    /// The errors both paths give, worded once.
+    pub(super) fn out_of_range(v: impl fmt::Display) -> Error {
+        Error::new(format!("{v} is outside msgpack's integer range"))
+    }
+
+    pub(super) fn outside_conversion() -> Error {
+        Error::new("a framewire value outside its conversion")
+    }
+
+    pub(super) fn value_without_key() -> Error {
+        Error::new("a map value without its key")
+    }
+
+    pub(super) fn not_an_enum(found: &str) -> Error {
+        Error::new(format!(
+            "an enum is a string or a map of one entry, not {found}"
+        ))
+    }
+
+    pub(super) fn unit_variant_holds(found: &str) -> Error {
+        Error::new(format!("a unit variant holds {found}"))
+    }
+
     fn with(message: String, path: Vec<String>, layer: Option<Layer>) -> Error {
         Error(Box::new(Inner {
             message,

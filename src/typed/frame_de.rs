@@ -113,6 +113,7 @@ impl<'de> Decoder<'de> {
     }
 
     /// [`Decoder::value`], kept for as long as the conversion.
+    #[inline(never)]
     fn kept_value(&mut self) -> Result<&'de Value, Error> {
         let v = self.value()?;
         Ok(self.arena.get_or_init(Arena::new).alloc(v))
@@ -121,7 +122,7 @@ impl<'de> Decoder<'de> {
     /// The value here, decoded, when it is not read item by item: a
     /// placeholder's (its block's value), or anything nested deeper than
     /// [`DIRECT_DEPTH`] (the value deserializer needs less stack a level).
-    #[inline]
+    #[inline(always)]
     fn whole(&mut self) -> Result<Option<&'de Value>, Error> {
         match self.stream.depth() >= DIRECT_DEPTH
             || is_placeholder_at(self.frame0, self.stream.pos())
@@ -306,10 +307,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
                 self.d.stream.leave(entered);
                 Ok(value)
             }
-            other => Err(Error::new(format!(
-                "an enum is a string or a map of one entry, not {}",
-                kind(&other)
-            ))),
+            other => Err(Error::not_an_enum(kind(&other))),
         }
     }
 
@@ -472,7 +470,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         if !self.value_pending {
-            return Err(Error::new("a map value without its key"));
+            return Err(Error::value_without_key());
         }
         self.value_pending = false;
         let key = self.key;
@@ -531,7 +529,7 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'_, 'de> {
                 other => kind(&other),
             },
         };
-        Err(Error::new(format!("a unit variant holds {found}")))
+        Err(Error::unit_variant_holds(found))
     }
 
     fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, Error> {
