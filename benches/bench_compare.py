@@ -300,12 +300,12 @@ def plan_typed(run, quick, min_time):
     for path in ["loads", "loads_keep_pickled"]:
         cells[f"dask/{path}"] = ("python", {"op": "typed", "case": "compute-task_1", "path": path,
                                             "min_time": min_time})
-    run.group("typed/compute-task", cells)
+    run.group("typed/compute-task", cells, twins=True)
     cells = {}
     for path in ["dumps", "typed_encode", "typed_encode_value"]:
         cells[f"fw/{path}"] = ("rust", {"op": "typed", "case": "task-finished_1", "path": path, "min_time": min_time})
     cells["dask/dumps"] = ("python", {"op": "typed", "case": "task-finished_1", "path": "dumps", "min_time": min_time})
-    run.group("typed/task-finished", cells)
+    run.group("typed/task-finished", cells, twins=True)
 
 
 def start_worker(address):

@@ -635,6 +635,14 @@ def build_before_after(groups, rev):
         if (cell, size) in then and cell in ("task", "task_1t", "connection", "raw_writev"):
             t.pair(f"{size_label(size)} two processes, {cell}", [gibs(r) for r in results],
                    [gibs(r) for r in then[(cell, size)]], "GiB/s", True, "peer = before")
+    for gid, cell, what in [("typed/compute-task", "typed_decode", "captured compute-task batch: typed decode (from_frames)"),
+                            ("typed/compute-task", "typed_decode_value", "captured compute-task batch: typed decode through a Value"),
+                            ("typed/task-finished", "typed_encode", "captured task-finished batch: typed encode (to_frames)"),
+                            ("typed/task-finished", "typed_encode_value", "captured task-finished batch: typed encode through a Value")]:
+        if f"before/fw/{cell}" in g.get(gid, {}):
+            c = g[gid]
+            t.pair(what, [r["per_call_s"] * 1e6 for r in c[f"fw/{cell}"]],
+                   [r["per_call_s"] * 1e6 for r in c[f"before/fw/{cell}"]], "us", False, "peer = before")
     for gid, what in [("small_one_way", "1 KiB task messages one way"), ("round_trip", "round trips")]:
         if gid in g:
             for f in ["1thread", "2threads"]:

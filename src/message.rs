@@ -202,6 +202,21 @@ pub(crate) fn is_placeholder_at(buf: &[u8], pos: usize) -> bool {
     msgpack::one_entry_map_keyed(buf, pos, SERIALIZED_KEY, PICKLED_KEY)
 }
 
+/// The placeholder at `buf[pos]` when its offset is an int of 1 or more
+/// (any other is refused by [`Claims::resolve`]): its kind and offset,
+/// read in place. Looks only.
+#[cfg(feature = "serde")]
+#[inline]
+pub(crate) fn placeholder_at(buf: &[u8], pos: usize) -> Option<(BlockKind, u64)> {
+    msgpack::one_entry_map_to_count(buf, pos, SERIALIZED_KEY, PICKLED_KEY).map(|(pickled, i)| {
+        let kind = match pickled {
+            true => BlockKind::Pickled,
+            false => BlockKind::Serialized,
+        };
+        (kind, i)
+    })
+}
+
 /// The key only a handshake has among the messages (SPEC.md §6).
 const HANDSHAKE_KEY: &str = "pickle-protocol";
 
@@ -412,6 +427,11 @@ impl<'f> Claims<'f> {
             return Ok(Value::Map(entries));
         };
         let offset = placeholder_offset(&entries[0].1, at)?;
+        Ok(self.claim(kind, offset)?.into_value())
+    }
+
+    /// The block a placeholder of `kind` at `offset` (1 or more) claims.
+    pub(crate) fn claim(&mut self, kind: BlockKind, offset: u64) -> Result<Block, MessageError> {
         let (block, num_sub_frames) =
             claim_block(self.frames, &mut self.claimed, offset, self.limits)?;
         self.blocks.push(BlockRef {
@@ -419,7 +439,7 @@ impl<'f> Claims<'f> {
             offset: offset as usize, // checked by claim_block
             num_sub_frames,
         });
-        Ok(block.with_kind(kind == BlockKind::Pickled).into_value())
+        Ok(block.with_kind(kind == BlockKind::Pickled))
     }
 
     /// Frames (≥ 1) no block claimed, in increasing order.

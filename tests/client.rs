@@ -134,7 +134,7 @@ async fn python_computes_on_what_rust_scattered() {
         assert!([&a1, &a2].contains(&&w.to_string()), "{w}");
     }
     assert_eq!(client.who_has(std::slice::from_ref(&key)).await.unwrap(), {
-        let mut m = framewire::dask::Map::new();
+        let mut m = framewire::dask::Map::default();
         m.insert(key.clone(), who_has[&key].clone());
         m
     });

@@ -407,8 +407,20 @@ fn channel_enums_through_serde_keep_the_field_path() {
     assert_field_error(via_serde, "run_id", "expected i64");
 
     let batch = Value::Array(vec![op_of("free-keys_1"), bad]);
-    let in_a_batch = framewire::from_value::<Vec<SchedulerToWorker>>(batch).map(|_| None);
+    let in_a_batch = framewire::from_value::<Vec<SchedulerToWorker>>(batch.clone()).map(|_| None);
     assert_field_error(in_a_batch, "[1].run_id", "expected i64");
+
+    // Through serde's own buffering (a `flatten`ed field): the message's
+    // path is in the error's message, after the outer path (no thread-local
+    // carries it across the buffered conversion).
+    #[derive(Debug, Deserialize)]
+    struct Flat {
+        #[serde(flatten)]
+        #[allow(dead_code)]
+        msg: SchedulerToWorker,
+    }
+    let buffered = framewire::from_value::<Vec<Flat>>(batch).map(|_| None);
+    assert_field_error(buffered, "[1]", "run_id: invalid type");
 }
 
 /// The same through `BatchedReader::recv`, as a worker reads its stream.

@@ -888,7 +888,7 @@ fn register(
         resources,
         memory_limit: Some(memory_limit),
         local_directory: dir.display().to_string(),
-        services: Map::new(),
+        services: Map::default(),
         nanny: None,
         pid: std::process::id(),
         versions: Value::Map(vec![]),
@@ -1002,7 +1002,7 @@ async fn real_scheduler_accepts_a_typed_worker() {
         address: worker_addr.clone(),
         now: now(),
         metrics: metrics(),
-        executing: Map::new(),
+        executing: Map::default(),
         extensions: Value::Map(vec![]),
         reply: None,
     });
@@ -1026,7 +1026,7 @@ async fn real_scheduler_accepts_a_typed_worker() {
             &format!("{name}-peer-{i}"),
             1,
             1 << 30,
-            Map::new(),
+            Map::default(),
             dir.path(),
         );
         conn.send_msg(&msg).await.unwrap();

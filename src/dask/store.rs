@@ -220,7 +220,7 @@ async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via
     let mut todo: Vec<Key> = who_has.keys().cloned().collect();
     while !todo.is_empty() {
         // Each key goes to a holder not yet tried for it.
-        let mut groups: Map<String, Vec<Key>> = Map::new();
+        let mut groups: Map<String, Vec<Key>> = Map::default();
         for key in todo.drain(..) {
             let seen = tried.entry(key.clone()).or_default();
             let holder = who_has[&key]

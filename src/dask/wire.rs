@@ -10,8 +10,17 @@ use super::key::Key;
 use crate::value::Value;
 
 /// A map that keeps its entries in the order they came (Dask's dicts do):
-/// `indexmap::IndexMap`.
-pub type Map<K, V> = indexmap::IndexMap<K, V>;
+/// `indexmap::IndexMap`, hashed with foldhash. Build one with
+/// `Map::default()` (or `collect`); `Map::new()` is for std's hasher only.
+///
+/// The maps of a message are built from what a peer sends, so their hasher
+/// must be seeded at random, or a peer that knows it could send keys that
+/// all collide (HashDoS): foldhash's `fast::RandomState` draws its global
+/// seed at random once per process and a per-map seed each time, as std's
+/// `RandomState` does, and hashes a message's short keys several times
+/// faster than std's SipHash (which was 18 % of a typed decode of a
+/// `compute-task`).
+pub type Map<K, V> = indexmap::IndexMap<K, V, foldhash::fast::RandomState>;
 
 /// A collection of keys: a list, or the `{"__Set__": true, "as-list": [...]}`
 /// a Python `set` becomes (a worker fetching dependencies sends one).

@@ -77,19 +77,19 @@ impl WorkerMetrics {
     /// (Dask's `distributed.scheduler.bandwidth` default), nothing else.
     pub fn new(managed_bytes: u64) -> WorkerMetrics {
         WorkerMetrics {
-            task_counts: Map::new(),
+            task_counts: Map::default(),
             bandwidth: Bandwidth {
                 total: 100e6,
-                workers: Map::new(),
-                types: Map::new(),
+                workers: Map::default(),
+                types: Map::default(),
             },
-            digests_total_since_heartbeat: Map::new(),
+            digests_total_since_heartbeat: Map::default(),
             managed_bytes,
             spilled_bytes: SpilledBytes::default(),
             memory: resident_memory(),
             cpu: 0.0,
             time: now(),
-            extra: Map::new(),
+            extra: Map::default(),
         }
     }
 
@@ -252,7 +252,7 @@ impl Heartbeats {
             address: self.address.clone(),
             now: now(),
             metrics,
-            executing: Map::new(),
+            executing: Map::default(),
             extensions: Value::Map(Vec::new()),
             reply: None,
         };

@@ -36,13 +36,70 @@ pub(crate) fn str_at(buf: &[u8], pos: usize) -> Option<std::ops::Range<usize>> {
 #[cfg(feature = "serde")]
 #[inline]
 pub(crate) fn one_entry_map_keyed(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
-    let Some((Head::Map(1), width)) = head(buf, pos) else {
+    if !may_be_one_entry_map(buf, pos) {
         return false; // most values: answered by their first byte
+    }
+    let Some((Head::Map(1), width)) = head(buf, pos) else {
+        return false;
     };
-    str_at(buf, pos + width).is_some_and(|r| {
+    is_str_at(buf, pos + width, a, b)
+}
+
+/// Whether the first byte at `buf[pos]` may start a map of one entry: a
+/// fixmap of one, or a map 16 or 32 (whose length is read next).
+#[cfg(feature = "serde")]
+#[inline(always)]
+fn may_be_one_entry_map(buf: &[u8], pos: usize) -> bool {
+    matches!(buf.get(pos), Some(0x81 | 0xde | 0xdf))
+}
+
+/// Whether the value at `buf[pos]` is the str `a` or `b`; a fixstr of
+/// another length is answered by its first byte.
+#[cfg(feature = "serde")]
+#[inline]
+pub(crate) fn is_str_at(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
+    match buf.get(pos) {
+        Some(&m @ 0xa0..=0xbf)
+            if usize::from(m & 0x1f) != a.len() && usize::from(m & 0x1f) != b.len() =>
+        {
+            return false
+        }
+        Some(0xa0..=0xbf | 0xd9..=0xdb) => {}
+        _ => return false,
+    }
+    str_at(buf, pos).is_some_and(|r| {
         let key = &buf[r];
         key == a.as_bytes() || key == b.as_bytes()
     })
+}
+
+/// The one-entry map at `buf[pos]` whose key is the str `a` or `b` and
+/// whose value is an int of 1 or more: whether its key is `b`, and the int.
+/// Looks only.
+#[cfg(feature = "serde")]
+#[inline]
+pub(crate) fn one_entry_map_to_count(
+    buf: &[u8],
+    pos: usize,
+    a: &str,
+    b: &str,
+) -> Option<(bool, u64)> {
+    if !may_be_one_entry_map(buf, pos) {
+        return None;
+    }
+    let (Head::Map(1), width) = head(buf, pos)? else {
+        return None;
+    };
+    let r = str_at(buf, pos + width)?;
+    let is_b = match &buf[r.clone()] {
+        key if key == a.as_bytes() => false,
+        key if key == b.as_bytes() => true,
+        _ => return None,
+    };
+    let (Head::Int(i), _) = head(buf, r.end)? else {
+        return None;
+    };
+    i.as_u64().filter(|&n| n > 0).map(|n| (is_b, n))
 }
 
 /// What [`Walk::next`] meets.

@@ -134,10 +134,7 @@ impl<'de> de::Deserializer<'de> for ValueDeserializer<'de> {
                 variant: &entries[0].0,
                 content: &entries[0].1,
             }),
-            other => Err(Error::new(format!(
-                "an enum is a string or a map of one entry, not {}",
-                kind(other)
-            ))),
+            other => Err(Error::not_an_enum(kind(other))),
         }
     }
 
@@ -294,10 +291,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'de> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let entry = self
-            .value
-            .take()
-            .ok_or_else(|| Error::new("a map value without its key"))?;
+        let entry = self.value.take().ok_or_else(Error::value_without_key)?;
         seed.deserialize(ValueDeserializer::new(&entry.1))
             .map_err(|e| e.at_key(&entry.0))
     }
@@ -326,10 +320,7 @@ impl<'de> de::MapAccess<'de> for MarkerAccess {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let index = self
-            .index
-            .take()
-            .ok_or_else(|| Error::new("a map value without its key"))?;
+        let index = self.index.take().ok_or_else(Error::value_without_key)?;
         seed.deserialize(index.into_deserializer())
     }
 }
@@ -369,7 +360,7 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'de> {
     fn unit_variant(self) -> Result<(), Error> {
         match self.content {
             Value::Nil => Ok(()),
-            other => Err(Error::new(format!("a unit variant holds {}", kind(other)))),
+            other => Err(Error::unit_variant_holds(kind(other))),
         }
     }
 

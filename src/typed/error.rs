@@ -1,7 +1,6 @@
 //! The error of a conversion, with the path of the field it happened at;
 //! it becomes [`DecodeError::Field`] or [`EncodeError::Field`].
 
-use std::cell::Cell;
 use std::fmt;
 
 use crate::error::EncodeError;
@@ -38,6 +37,29 @@ enum Layer {
 impl Error {
     pub(super) fn new(message: impl fmt::Display) -> Error {
         Error::with(message.to_string(), Vec::new(), None)
+    }
+
+    /// The errors both paths give, worded once.
+    pub(super) fn out_of_range(v: impl fmt::Display) -> Error {
+        Error::new(format!("{v} is outside msgpack's integer range"))
+    }
+
+    pub(super) fn outside_conversion() -> Error {
+        Error::new("a framewire value outside its conversion")
+    }
+
+    pub(super) fn value_without_key() -> Error {
+        Error::new("a map value without its key")
+    }
+
+    pub(super) fn not_an_enum(found: &str) -> Error {
+        Error::new(format!(
+            "an enum is a string or a map of one entry, not {found}"
+        ))
+    }
+
+    pub(super) fn unit_variant_holds(found: &str) -> Error {
+        Error::new(format!("a unit variant holds {found}"))
     }
 
     fn with(message: String, path: Vec<String>, layer: Option<Layer>) -> Error {
@@ -155,49 +177,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-thread_local! {
-    /// The path of a [`DecodeError::Field`] on its way through a serde
-    /// `Error::custom` (see [`field_error`]).
-    static PENDING_PATH: Cell<Option<String>> = const { Cell::new(None) };
-}
-
-/// `e` as the error of any deserializer, for a `Deserialize` impl that
-/// runs a conversion of its own (the channel enums of `framewire::dask`):
-/// inside a framewire conversion the field path survives, so that the outer
-/// path is joined to it (`[1].run_id`) instead of printed into the message.
-#[cfg(feature = "dask")]
-pub(crate) fn field_error<E: serde::de::Error>(e: DecodeError) -> E {
-    match e {
-        DecodeError::Field { path, message } => {
-            PENDING_PATH.with(|p| p.set(Some(path.clone())));
-            let err = E::custom(format_args!("{path}: {message}"));
-            // Taken by our `custom`; cleared here for any other deserializer.
-            PENDING_PATH.with(|p| p.take());
-            err
-        }
-        other => E::custom(other),
-    }
-}
-
 impl serde::de::Error for Error {
     fn custom<T: fmt::Display>(msg: T) -> Error {
-        match PENDING_PATH.with(|p| p.take()) {
-            Some(path) => {
-                let text = msg.to_string();
-                let message = text
-                    .strip_prefix(&path)
-                    .and_then(|m| m.strip_prefix(": "))
-                    .unwrap_or(&text)
-                    .to_owned();
-                let path = match path.is_empty() || path.starts_with('[') {
-                    true => path,
-                    false => format!(".{path}"),
-                };
-                let path = if path.is_empty() { vec![] } else { vec![path] };
-                Error::with(message, path, None)
-            }
-            None => Error::new(msg),
-        }
+        Error::new(msg)
     }
 }
 

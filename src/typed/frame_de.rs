@@ -22,7 +22,9 @@ use super::de::{kind as value_kind, ValueDeserializer};
 use super::error::Error;
 use super::types::MAGIC;
 use super::{by_op, side};
-use crate::message::{is_placeholder_at, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY};
+use crate::message::{
+    is_placeholder_at, placeholder_at, BlockKind, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY,
+};
 use crate::msgpack::{self, Stream, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
 use crate::value::Value;
@@ -71,6 +73,9 @@ impl<'de> Decoder<'de> {
     /// The whole value here, as `loads` gives it: placeholders claimed and
     /// their blocks deserialized.
     fn value(&mut self) -> Result<Value, Error> {
+        if let Some(v) = self.block()? {
+            return Ok(v);
+        }
         let Decoder {
             stream,
             claims,
@@ -86,7 +91,29 @@ impl<'de> Decoder<'de> {
         })
     }
 
+    /// The value of the placeholder here, as [`Decoder::value`] gives it,
+    /// read in place: its three items counted and checked as `value` checks
+    /// them, no map built for it. `None` when there is none here, or its
+    /// offset is not an int of 1 or more (`value` refuses it).
+    #[inline]
+    fn block(&mut self) -> Result<Option<Value>, Error> {
+        let Some((kind, offset)) = placeholder_at(self.frame0, self.stream.pos()) else {
+            return Ok(None);
+        };
+        for _ in 0..3 {
+            self.stream.next()?; // the map, its key and the offset
+        }
+        let block = self.claims.claim(kind, offset)?;
+        Ok(Some(match kind {
+            BlockKind::Pickled => block.into_value(),
+            BlockKind::Serialized => {
+                serialize::deserialize_with_budget(&block, self.opts, &mut self.budget)?
+            }
+        }))
+    }
+
     /// [`Decoder::value`], kept for as long as the conversion.
+    #[inline(never)]
     fn kept_value(&mut self) -> Result<&'de Value, Error> {
         let v = self.value()?;
         Ok(self.arena.get_or_init(Arena::new).alloc(v))
@@ -95,7 +122,7 @@ impl<'de> Decoder<'de> {
     /// The value here, decoded, when it is not read item by item: a
     /// placeholder's (its block's value), or anything nested deeper than
     /// [`DIRECT_DEPTH`] (the value deserializer needs less stack a level).
-    #[inline]
+    #[inline(always)]
     fn whole(&mut self) -> Result<Option<&'de Value>, Error> {
         match self.stream.depth() >= DIRECT_DEPTH
             || is_placeholder_at(self.frame0, self.stream.pos())
@@ -280,10 +307,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
                 self.d.stream.leave(entered);
                 Ok(value)
             }
-            other => Err(Error::new(format!(
-                "an enum is a string or a map of one entry, not {}",
-                kind(&other)
-            ))),
+            other => Err(Error::not_an_enum(kind(&other))),
         }
     }
 
@@ -383,11 +407,12 @@ impl<'de> MapAccess<'_, 'de> {
     /// A map of frame 0 that uses a reserved key as a key, and is not a
     /// one-entry placeholder (which was read as its block), is refused.
     fn check_key(&self) -> Result<(), Error> {
-        let buf: &[u8] = self.d.frame0;
-        let reserved = msgpack::str_at(buf, self.d.stream.pos()).is_some_and(|r| {
-            let key = &buf[r];
-            key == SERIALIZED_KEY.as_bytes() || key == PICKLED_KEY.as_bytes()
-        });
+        let reserved = msgpack::is_str_at(
+            self.d.frame0,
+            self.d.stream.pos(),
+            SERIALIZED_KEY,
+            PICKLED_KEY,
+        );
         match reserved {
             true => Err(MessageError::AmbiguousReference {
                 at: self.d.stream.at(self.start),
@@ -445,7 +470,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         if !self.value_pending {
-            return Err(Error::new("a map value without its key"));
+            return Err(Error::value_without_key());
         }
         self.value_pending = false;
         let key = self.key;
@@ -504,7 +529,7 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'_, 'de> {
                 other => kind(&other),
             },
         };
-        Err(Error::new(format!("a unit variant holds {found}")))
+        Err(Error::unit_variant_holds(found))
     }
 
     fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, Error> {

@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use serde::ser::{self, Serialize};
 
 use super::error::Error;
-use super::ser::ValueSerializer;
+use super::ser::{integer_of_i128, integer_of_u128, ValueSerializer};
 use super::side;
 use super::types::MAGIC;
 use crate::message::{check_key_bytes, check_key_str, Placeholders};
@@ -54,11 +54,6 @@ impl FrameSerializer<'_, '_> {
     }
 }
 
-#[inline]
-fn out_of_range(v: impl std::fmt::Display) -> Error {
-    Error::new(format!("{v} is outside msgpack's integer range"))
-}
-
 impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     type Ok = ();
     type Error = Error;
@@ -99,8 +94,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     }
     #[inline]
     fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        let i = Integer::try_from_i128(v).ok_or_else(|| out_of_range(v))?;
-        self.int(i)
+        self.int(integer_of_i128(v)?)
     }
     #[inline]
     fn serialize_u8(self, v: u8) -> Result<(), Error> {
@@ -121,11 +115,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     }
     #[inline]
     fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        let i = i128::try_from(v)
-            .ok()
-            .and_then(Integer::try_from_i128)
-            .ok_or_else(|| out_of_range(v))?;
-        self.int(i)
+        self.int(integer_of_u128(v)?)
     }
     /// msgpack-python reads and writes float64 only.
     #[inline]
@@ -197,7 +187,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
             Value::Int(i) => i.as_u64().and_then(side::take),
             _ => None,
         };
-        let v = stashed.ok_or_else(|| Error::new("a framewire value outside its conversion"))?;
+        let v = stashed.ok_or_else(Error::outside_conversion)?;
         let f = self.f;
         Ok(msgpack::encode_at(
             &v,

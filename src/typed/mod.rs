@@ -21,6 +21,26 @@
 //! What a type buffers (serde's internally tagged enums, `flatten`) or asks
 //! for as a `Value` is built as a `Value` for that part only.
 //!
+//! Why two paths, and what they share: the `Value` path builds and reads
+//! owned values (a message to hold or change; what a type buffers); the
+//! direct path writes and reads frame 0's bytes in place, and is the one
+//! the transport takes, at a fraction of the cost. Each wraps the same
+//! core where one exists: the direct reader hands every whole value it
+//! decodes (a placeholder's block, a `Value` field, what lies deeper than
+//! it reads item by item) to the `Value` reader; the direct writer hands
+//! every out-of-band value to the message layer's encoder, which `dumps`
+//! uses; blocks are claimed by the message layer's `Claims`, as `loads`
+//! claims them. Their equality is tested on every captured message
+//! (`tests/typed_direct.rs`) and fuzzed (`fuzz/fuzz_targets/typed_from_frames.rs`).
+//!
+//! Why one thread-local: serde's data model has no room for a `Bytes`, a
+//! block or an array, and a `Deserialize` impl meets only a generic
+//! deserializer (no downcast without `unsafe`), so a [`Bin`] or a
+//! [`Block`] reaches its value through a side table (as servo/ipc-channel
+//! passes shared memory): one per thread, alive only while a conversion
+//! runs, and emptied when the outermost one ends. Nothing else is kept
+//! between serde calls: an error's path travels in the error.
+//!
 //! Structs are maps with
 //! their field names as keys, in field order (msgpack-python's and rmp-serde's
 //! `write_named` form); `Option` fields may be absent or nil; unknown keys are
@@ -65,8 +85,6 @@
 pub(crate) mod by_op;
 mod de;
 mod error;
-#[cfg(feature = "dask")]
-pub(crate) use error::field_error;
 mod frame_de;
 mod frame_ser;
 mod ser;

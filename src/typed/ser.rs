@@ -11,6 +11,21 @@ use super::types::MAGIC;
 use crate::serialize::PACK_MIN;
 use crate::value::{Integer, Value};
 
+/// A 128-bit integer as msgpack holds it (both paths).
+#[inline]
+pub(super) fn integer_of_i128(v: i128) -> Result<Integer, Error> {
+    Integer::try_from_i128(v).ok_or_else(|| Error::out_of_range(v))
+}
+
+/// A 128-bit integer as msgpack holds it (both paths).
+#[inline]
+pub(super) fn integer_of_u128(v: u128) -> Result<Integer, Error> {
+    i128::try_from(v)
+        .ok()
+        .and_then(Integer::try_from_i128)
+        .ok_or_else(|| Error::out_of_range(v))
+}
+
 /// Serializes into a [`Value`].
 pub(super) struct ValueSerializer;
 
@@ -45,9 +60,7 @@ impl ser::Serializer for ValueSerializer {
         Ok(Value::from(v))
     }
     fn serialize_i128(self, v: i128) -> Result<Value, Error> {
-        Integer::try_from_i128(v)
-            .map(Value::Int)
-            .ok_or_else(|| Error::new(format!("{v} is outside msgpack's integer range")))
+        integer_of_i128(v).map(Value::Int)
     }
     fn serialize_u8(self, v: u8) -> Result<Value, Error> {
         Ok(Value::from(v))
@@ -62,11 +75,7 @@ impl ser::Serializer for ValueSerializer {
         Ok(Value::from(v))
     }
     fn serialize_u128(self, v: u128) -> Result<Value, Error> {
-        i128::try_from(v)
-            .ok()
-            .and_then(Integer::try_from_i128)
-            .map(Value::Int)
-            .ok_or_else(|| Error::new(format!("{v} is outside msgpack's integer range")))
+        integer_of_u128(v).map(Value::Int)
     }
     /// msgpack-python reads and writes float64 only.
     fn serialize_f32(self, v: f32) -> Result<Value, Error> {
@@ -119,7 +128,7 @@ impl ser::Serializer for ValueSerializer {
             };
             return index
                 .and_then(side::take)
-                .ok_or_else(|| Error::new("a framewire value outside its conversion"));
+                .ok_or_else(Error::outside_conversion);
         }
         value.serialize(self)
     }
@@ -507,10 +516,7 @@ impl ser::SerializeMap for MapBuilder {
         Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        let key = self
-            .key
-            .take()
-            .ok_or_else(|| Error::new("a map value without its key"))?;
+        let key = self.key.take().ok_or_else(Error::value_without_key)?;
         let value = value
             .serialize(ValueSerializer)
             .map_err(|e| e.at_key(&key))?;

@@ -9,7 +9,7 @@
 //! conversion inside another one (a [`ToSerialize`](super::ToSerialize)
 //! field) shares it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 use bytes::Bytes;
 
@@ -36,18 +36,24 @@ struct Table {
     /// imitates a stashed value's marker (`{MARKER_KEY: n}`, met where serde
     /// buffers content) names no value.
     nonce: Option<u64>,
+    /// Where the nonces are drawn from: random keys once per thread, then
+    /// a splitmix64 step per nonce (a peer never sees a nonce, so it cannot
+    /// learn the sequence).
+    draws: Option<u64>,
     /// Values stashed by index, taken once.
     values: Vec<Option<Value>>,
     /// The buffers whose slices were handed to serde as borrowed bytes, so
     /// that a [`Bin`](super::Bin) can take a slice of its buffer back.
     owners: Vec<Bytes>,
+    /// `Value`s being written field by field by [`to_frames`](super::to_frames),
+    /// one inside another (see [`Nested`]).
+    nested_values: usize,
 }
 
 thread_local! {
+    /// The one piece of state the typed layer keeps between serde calls
+    /// (`typed/mod.rs` says why it cannot be passed instead).
     static TABLE: RefCell<Table> = RefCell::new(Table::default());
-    /// `Value`s being written field by field by [`to_frames`](super::to_frames),
-    /// one inside another (see [`Nested`]).
-    static NESTED_VALUES: Cell<usize> = const { Cell::new(0) };
 }
 
 /// How many `Value`s inside one another [`to_frames`](super::to_frames)
@@ -61,9 +67,10 @@ pub(super) struct Nested(());
 impl Nested {
     /// `None` when [`MAX_NESTED_VALUES`] are being written already.
     pub(super) fn enter() -> Option<Nested> {
-        NESTED_VALUES.with(|n| {
-            (n.get() < MAX_NESTED_VALUES).then(|| {
-                n.set(n.get() + 1);
+        TABLE.with(|t| {
+            let mut t = t.borrow_mut();
+            (t.nested_values < MAX_NESTED_VALUES).then(|| {
+                t.nested_values += 1;
                 Nested(())
             })
         })
@@ -72,7 +79,7 @@ impl Nested {
 
 impl Drop for Nested {
     fn drop(&mut self) {
-        NESTED_VALUES.with(|n| n.set(n.get() - 1));
+        TABLE.with(|t| t.borrow_mut().nested_values -= 1);
     }
 }
 
@@ -122,14 +129,31 @@ pub(super) fn active() -> bool {
 pub(super) fn stash(value: Value) -> u64 {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
-        let nonce = *t.nonce.get_or_insert_with(|| {
-            use std::hash::BuildHasher;
-            // std's RandomState: random keys per thread, a new pair per call.
-            std::collections::hash_map::RandomState::new().hash_one(0u8) << 32
-        });
+        let nonce = match t.nonce {
+            Some(nonce) => nonce,
+            None => {
+                let nonce = next_nonce(&mut t.draws);
+                t.nonce = Some(nonce);
+                nonce
+            }
+        };
         t.values.push(Some(value));
         nonce | (t.values.len() - 1) as u64
     })
+}
+
+/// A new nonce, in the high half of a `u64`.
+fn next_nonce(draws: &mut Option<u64>) -> u64 {
+    let x = draws.get_or_insert_with(|| {
+        use std::hash::BuildHasher;
+        // std's RandomState: random keys per thread.
+        std::collections::hash_map::RandomState::new().hash_one(0u8)
+    });
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) << 32
 }
 
 /// Takes back a stashed value (once), by a token [`stash`] gave out.

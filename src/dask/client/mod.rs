@@ -293,7 +293,7 @@ impl Client {
     ) -> Result<Map<Key, Vec<String>>, ClientError> {
         let data: Vec<(Key, Value)> = data.into_iter().collect();
         if data.is_empty() {
-            return Ok(Map::new());
+            return Ok(Map::default());
         }
         // As `_scatter`: asked again every 0.1 s until a worker runs, for
         // at most the client's timeout.
@@ -315,8 +315,8 @@ impl Client {
         };
         workers.sort();
         let start = ROUND_ROBIN.fetch_add(data.len(), Ordering::Relaxed);
-        let mut groups: Map<String, Map<Key, Value>> = Map::new();
-        let mut who_has: Map<Key, Vec<String>> = Map::new();
+        let mut groups: Map<String, Map<Key, Value>> = Map::default();
+        let mut who_has: Map<Key, Vec<String>> = Map::default();
         for (i, (key, value)) in data.into_iter().enumerate() {
             let worker = &workers[(start + i) % workers.len()];
             let value = match value {
@@ -349,7 +349,7 @@ impl Client {
                 Ok::<_, RpcError>(reply)
             });
         }
-        let mut nbytes = Map::new();
+        let mut nbytes = Map::default();
         while let Some(done) = tasks.join_next().await {
             let reply = done.expect("an update_data task does not panic")?;
             nbytes.extend(reply.nbytes);
@@ -622,7 +622,7 @@ impl Client {
             data.extend(reply.data.unwrap_or_default());
         }
         // In the order asked.
-        let mut out = Map::new();
+        let mut out = Map::default();
         for k in keys {
             match data.swap_remove(k) {
                 Some(v) => {

@@ -90,7 +90,8 @@ macro_rules! channel {
                         d: D,
                     ) -> Result<$name, D::Error> {
                         let v = <crate::value::Value as serde::Deserialize>::deserialize(d)?;
-                        $name::from_value(v).map_err(crate::typed::field_error)
+                        // The field path of that conversion, in the message.
+                        $name::from_value(v).map_err(serde::de::Error::custom)
                     }
                 }
                 d.deserialize_newtype_struct(crate::typed::by_op::BY_OP, ByOp)
