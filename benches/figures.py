@@ -393,8 +393,8 @@ def held(m, n):
 def render_swarm(d):
     """tests/dask/swarm_bench.py: a real scheduler under `framewire swarm`,
     per cluster size and workload."""
-    out = [f"Workloads of {d['size']:,} tasks (the shuffle: √size inputs, each output taking all of "
-           f"them), tasks of {d['task_ms']:g} ms, workers of 1 thread. Latency: the swarm's decision "
+    out = [f"Workloads of {d['size']:,} tasks (the shuffle: p = √size inputs each split in p pieces, "
+           f"p outputs each taking one piece of every input), tasks of {d['task_ms']:g} ms, workers of 1 thread. Latency: the swarm's decision "
            "latency over the whole run at that size; CPU: during the workload.", "",
            "| workers | workload | tasks | wall s | tasks/s | decision latency p50 / p99, ms | "
            "scheduler CPU s | swarm CPU s | swarm / scheduler CPU | swarm RSS idle per worker, KiB |",

@@ -87,31 +87,44 @@ def sleepy(x, *deps):
     return x
 
 
-def independent(c, size):
+def run_graph(c, dsk, keys):
+    """Submits a whole graph at once (one `update-graph`) and waits for
+    `keys` in the cluster (nothing gathered)."""
     from distributed import wait
-    fs = c.map(sleepy, range(size), pure=False)
+    fs = c.get(dsk, keys, sync=False)
     wait(fs)
     del fs
-    return size
+    return len(dsk)
+
+
+def independent(c, size):
+    dsk = {("leaf", i): (sleepy, i) for i in range(size)}
+    return run_graph(c, dsk, list(dsk))
 
 
 def tree(c, size):
-    fs = c.map(sleepy, range(size), pure=False)
-    n = size
-    while len(fs) > 1:
-        fs = [c.submit(sleepy, 0, *fs[i:i + 2], pure=False) for i in range(0, len(fs), 2)]
-        n += len(fs)
-    fs[0].result()
-    return n
+    dsk = {("t", 0, i): (sleepy, i) for i in range(size)}
+    level, width = 0, size
+    while width > 1:
+        nxt = (width + 1) // 2
+        for i in range(nxt):
+            deps = [("t", level, k) for k in (2 * i, 2 * i + 1) if k < width]
+            dsk[("t", level + 1, i)] = (sleepy, i, *deps)
+        level, width = level + 1, nxt
+    return run_graph(c, dsk, [("t", level, 0)])
 
 
 def shuffle(c, size):
-    from distributed import wait
+    """All-to-all: p inputs, each split into p pieces, p outputs each
+    taking one piece of every input (p + p² + p tasks, p² transfers)."""
     p = max(2, int(size ** 0.5))
-    inputs = c.map(sleepy, range(p), pure=False)
-    outputs = [c.submit(sleepy, j, *inputs, pure=False) for j in range(p)]
-    wait(outputs)
-    return 2 * p
+    dsk = {("in", i): (sleepy, i) for i in range(p)}
+    for i in range(p):
+        for j in range(p):
+            dsk[("split", i, j)] = (sleepy, j, ("in", i))
+    for j in range(p):
+        dsk[("out", j)] = (sleepy, j, *[("split", i, j) for i in range(p)])
+    return run_graph(c, dsk, [("out", j) for j in range(p)])
 
 
 WORKLOADS = {"independent": independent, "tree": tree, "shuffle": shuffle}

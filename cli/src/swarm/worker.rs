@@ -13,9 +13,9 @@ use std::time::Duration;
 use framewire::dask::runtime::{now, stimulus_id};
 use framewire::dask::{
     gather_from_pool, register_worker, AddKeys, CloseStream, ComputeTask, HeartbeatReply,
-    HeartbeatWorker, Key, Map, Number, Op, RegisterWorker, ReleaseWorkerData, Reschedule, RpcError,
-    SchedulerToWorker, StartStop, StealResponse, TaskFinished, WorkerMetrics, WorkerStatusChange,
-    WorkerStream,
+    HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker, ReleaseWorkerData,
+    Reschedule, RpcError, SchedulerToWorker, StartStop, StealResponse, TaskFinished, WorkerMetrics,
+    WorkerStatusChange, WorkerStream,
 };
 use framewire::transport::TransportError;
 use framewire::Value;
@@ -23,6 +23,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant};
 
 use super::Shared;
+
+/// Between two `keep-alive`s.
+const KEEP_ALIVE: Duration = Duration::from_secs(60);
 
 /// Between two registration attempts (Dask's worker sleeps 0.1 s).
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -262,16 +265,19 @@ struct Sim<'a> {
     beat_interval: Duration,
     next_beat: Instant,
     beating: bool,
+    /// `Worker`'s `keep-alive` on the stream, every 60 s (`worker.py:781`).
+    next_keep_alive: Instant,
 }
 
 impl<'a> Sim<'a> {
     fn new(sh: &'a Arc<Shared>, node: &'a Arc<Node>, stream: WorkerStream) -> Sim<'a> {
         let (events_tx, events) = mpsc::unbounded_channel();
         *node.events.lock().expect("not poisoned") = Some(events_tx.clone());
-        // `Worker.heartbeat` sets its period from each reply's
-        // `heartbeat-interval`, which the registration reply carries too.
-        let beat_interval =
-            interval_of(stream.reply.heartbeat_interval.as_ref()).unwrap_or(Duration::from_secs(1));
+        // `Worker.__init__`'s heartbeat period is 1 s (`heartbeat_interval`,
+        // `worker.py:777`) until the first reply of `Worker.heartbeat` sets
+        // the scheduler's (`worker.py:1200`); the registration's reply does
+        // not change it.
+        let beat_interval = Duration::from_secs(1);
         Sim {
             sh,
             node,
@@ -289,6 +295,7 @@ impl<'a> Sim<'a> {
             beat_interval,
             next_beat: Instant::now() + beat_interval,
             beating: false,
+            next_keep_alive: Instant::now() + KEEP_ALIVE,
         }
     }
 
@@ -328,6 +335,10 @@ impl<'a> Sim<'a> {
                     }
                 }
                 _ = sleep_until(self.next_beat), if !self.beating => self.beat(),
+                _ = sleep_until(self.next_keep_alive) => {
+                    self.next_keep_alive = Instant::now() + KEEP_ALIVE;
+                    self.send("keep-alive", &KeepAlive { op: Op::new() });
+                }
                 _ = stopped(stop) => {
                     self.leave().await;
                     return End::Stopped;
