@@ -134,12 +134,14 @@ def counting(dask_scheduler):
     """On the scheduler: count messages by op, both ways (the stream
     handlers, the RPC handlers, and every batched send)."""
     import collections
+    import functools
     from distributed import batched
     counts = collections.Counter()
     dask_scheduler._swarm_bench_counts = counts
     for name, table in (("in", dask_scheduler.stream_handlers), ("rpc", dask_scheduler.handlers)):
         for op, h in list(table.items()):
             def wrap(h=h, key=f"{name}:{op}"):
+                @functools.wraps(h)  # the scheduler inspects a handler's arguments (`comm`)
                 def f(*a, **k):
                     counts[key] += 1
                     return h(*a, **k)

@@ -416,20 +416,18 @@ impl<'a> Sim<'a> {
                 return Some(End::Lost("close-stream from the scheduler".into()))
             }
             SchedulerToWorker::RemoveWorker(_) => {}
-            SchedulerToWorker::Other(v) => {
-                // `cancel-compute`: `_handle_cancel_compute` releases a
-                // task that has not started; `refresh-who-has` only
-                // updates where peers' keys are, which is asked afresh.
-                if name == "cancel-compute" {
-                    let key = v
-                        .get("key")
-                        .cloned()
-                        .map(framewire::typed::from_value::<Key>);
-                    if let Some(Ok(key)) = key {
-                        let state = self.tasks.get(&key).map(|t| t.state);
-                        if matches!(state, Some(State::Ready | State::Waiting)) {
-                            self.tasks.remove(&key);
-                        }
+            // `cancel-compute`: `_handle_cancel_compute` releases a task
+            // that has not started. (`refresh-who-has` only updates where
+            // peers' keys are, which each fetch is told afresh.)
+            SchedulerToWorker::Other(v) if name == "cancel-compute" => {
+                let key = v
+                    .get("key")
+                    .cloned()
+                    .map(framewire::typed::from_value::<Key>);
+                if let Some(Ok(key)) = key {
+                    let state = self.tasks.get(&key).map(|t| t.state);
+                    if matches!(state, Some(State::Ready | State::Waiting)) {
+                        self.tasks.remove(&key);
                     }
                 }
             }
