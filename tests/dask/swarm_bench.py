@@ -135,23 +135,31 @@ def counting(dask_scheduler):
     handlers, the RPC handlers, and every batched send)."""
     import collections
     import functools
+    import inspect
     from distributed import batched
     counts = collections.Counter()
     dask_scheduler._swarm_bench_counts = counts
     for name, table in (("in", dask_scheduler.stream_handlers), ("rpc", dask_scheduler.handlers)):
         for op, h in list(table.items()):
             def wrap(h=h, key=f"{name}:{op}"):
-                @functools.wraps(h)  # the scheduler inspects a handler's arguments (`comm`)
-                def f(*a, **k):
-                    counts[key] += 1
-                    return h(*a, **k)
+                # The scheduler inspects a handler: its arguments (`comm`)
+                # and whether it is a coroutine function.
+                if inspect.iscoroutinefunction(h):
+                    @functools.wraps(h)
+                    async def f(*a, **k):
+                        counts[key] += 1
+                        return await h(*a, **k)
+                else:
+                    @functools.wraps(h)
+                    def f(*a, **k):
+                        counts[key] += 1
+                        return h(*a, **k)
                 return f
             table[op] = wrap()
     if not getattr(batched.BatchedSend, "_swarm_bench", False):
         send = batched.BatchedSend.send
 
         def counted(self, *msgs):
-            c = getattr(self, "_swarm_bench_counts", None)
             for m in msgs:
                 op = m.get("op") if isinstance(m, dict) else None
                 counts[f"out:{op}"] += 1
