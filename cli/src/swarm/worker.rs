@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use framewire::dask::runtime::{now, stimulus_id};
 use framewire::dask::{
-    gather_from_pool, register_worker, AddKeys, CloseStream, ComputeTask, HeartbeatReply,
-    HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker, ReleaseWorkerData,
-    Reschedule, RpcError, SchedulerToWorker, StartStop, StealResponse, TaskFinished, WorkerMetrics,
-    WorkerStatusChange, WorkerStream,
+    gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
+    HeartbeatReply, HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker,
+    ReleaseWorkerData, Reschedule, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
+    StealResponse, TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
 };
 use framewire::transport::TransportError;
 use framewire::Value;
@@ -174,8 +174,23 @@ async fn register(
 /// shared among its workers.
 fn metrics(sh: &Shared, node: &Node) -> Value {
     let held: u64 = node.held.lock().expect("not poisoned").values().sum();
-    let mut m = WorkerMetrics::new(held);
-    m.memory = held + sh.stats.rss.load(Relaxed) / sh.workers.max(1) as u64;
+    // As `WorkerMetrics::new`, without reading /proc for every heartbeat
+    // of thousands of workers: the swarm's RSS, sampled each second.
+    let m = WorkerMetrics {
+        task_counts: Map::new(),
+        bandwidth: Bandwidth {
+            total: 100e6,
+            workers: Map::new(),
+            types: Map::new(),
+        },
+        digests_total_since_heartbeat: Map::new(),
+        managed_bytes: held,
+        spilled_bytes: SpilledBytes::default(),
+        memory: held + sh.stats.rss.load(Relaxed) / sh.workers.max(1) as u64,
+        cpu: 0.0,
+        time: now(),
+        extra: Map::new(),
+    };
     m.to_value()
 }
 
