@@ -174,6 +174,17 @@ def read_counts(dask_scheduler):
     return c
 
 
+def stop(p, timeout=60):
+    """Terminates `p`, killing it if it is not gone in `timeout` (a
+    scheduler removing 5 000 workers takes a while)."""
+    p.terminate()
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def cpu(p):
     t = psutil.Process(p.pid).cpu_times()
     return t.user + t.system
@@ -210,8 +221,7 @@ def scale_run(args, n, tmp):
     finally:
         swarm.send_signal(signal.SIGINT)
         swarm.wait(120)
-        sched.terminate()
-        sched.wait(30)
+        stop(sched)
     res = json.load(open(out))
     return {"workers": n, "rows": rows, "swarm_rss_idle": rss_idle,
             "swarm_rss_idle_per_worker": rss_idle / n,
@@ -242,11 +252,8 @@ def fidelity(args, tmp):
                 swarm.send_signal(signal.SIGINT)
                 swarm.wait(60)
             for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(30)
-            sched.terminate()
-            sched.wait(30)
+                stop(p)
+            stop(sched)
     return out
 
 
