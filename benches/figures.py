@@ -390,8 +390,52 @@ def held(m, n):
     return f"{m['after'] / mib:.0f} = N + {(m['after'] - n) / mib:.0f} (before: {m['before'] / mib:.0f})"
 
 
+def render_swarm(d):
+    """tests/dask/swarm_bench.py: a real scheduler under `framewire swarm`,
+    per cluster size and workload."""
+    out = [f"Workloads of {d['size']:,} tasks (the shuffle: p = √size inputs each split in p pieces, "
+           f"p outputs each taking one piece of every input), tasks of {d['task_ms']:g} ms, workers of 1 thread. Latency: the swarm's decision "
+           "latency over the whole run at that size; CPU: during the workload.", "",
+           "| workers | workload | tasks | wall s | tasks/s | decision latency p50 / p99, ms | "
+           "scheduler CPU s | swarm CPU s | swarm / scheduler CPU | swarm RSS idle per worker, KiB |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for s in d["scales"]:
+        lat = s["decision_latency_ms"]
+        for r in s["rows"]:
+            share = r["swarm_cpu_s"] / r["scheduler_cpu_s"] if r["scheduler_cpu_s"] else 0
+            out.append(f"| {s['workers']:,} | {r['workload']} | {r['tasks']:,} | {r['wall_s']:.2f} | "
+                       f"{r['tasks_per_s']:.0f} | {lat['p50']} / {lat['p99']} | {r['scheduler_cpu_s']:.2f} | "
+                       f"{r['swarm_cpu_s']:.2f} | {100 * share:.0f} % (target ≤ 10 %: {verdict(share <= 0.10)}) | "
+                       f"{s['swarm_rss_idle_per_worker'] / 1024:.1f} |")
+    return "\n".join(out)
+
+
+def render_swarm_fidelity(d):
+    """tests/dask/swarm_bench.py --fidelity: one tree reduction against 8
+    Python workers (tasks sleep 10 ms) and against 8 simulated ones."""
+    f = d["rounds"]
+    wall = {k: median([r["wall_s"] for r in v]) for k, v in f.items()}
+    diff = wall["swarm"] / wall["python"] - 1
+    out = [f"A tree reduction of {f['python'][0]['tasks']:,} tasks of 10 ms on 8 workers of 1 thread, "
+           f"{len(f['python'])} rounds each: Python workers {spread([r['wall_s'] for r in f['python']], '%.2f')} s, "
+           f"simulated {spread([r['wall_s'] for r in f['swarm']], '%.2f')} s: {100 * diff:+.1f} % "
+           f"(target within ±15 %: {verdict(abs(diff) <= 0.15)}).", "",
+           "The scheduler's messages by op (`in:` a worker's stream op or `rpc:` a request handled, "
+           "`out:` an op it sent on any batched stream, clients' included), medians over rounds:", "",
+           "| op | Python workers | simulated | difference | within ±5 % |", "|---|---:|---:|---:|---|"]
+    ops = sorted({op for v in f.values() for r in v for op in r["scheduler_messages"]})
+    for op in ops:
+        x = median([r["scheduler_messages"].get(op, 0) for r in f["python"]])
+        y = median([r["scheduler_messages"].get(op, 0) for r in f["swarm"]])
+        d_ = f"{100 * (y / x - 1):+.1f} %" if x else "–"
+        ok = verdict(x > 0 and abs(y / x - 1) <= 0.05) if x else verdict(y == 0)
+        out.append(f"| `{op}` | {x:g} | {y:g} | {d_} | {ok} |")
+    return "\n".join(out)
+
+
 RENDERERS = {"tap-overhead": render_tap_overhead, "tap-memory": render_tap_memory,
-             "tap-micro": render_tap_micro, "worker": render_worker}
+             "tap-micro": render_tap_micro, "worker": render_worker, "swarm": render_swarm,
+             "swarm-fidelity": render_swarm_fidelity}
 
 
 # ---- command line -------------------------------------------------------------------------

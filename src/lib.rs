@@ -144,6 +144,9 @@ mod guide_tap {}
 #[cfg(doctest)]
 #[doc = include_str!("../docs/guide/worker.md")]
 mod guide_worker {}
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/swarm.md")]
+mod guide_swarm {}
 #[cfg(all(doctest, feature = "dask", feature = "pickle"))]
 #[doc = include_str!("../docs/guide/client.md")]
 mod guide_client {}

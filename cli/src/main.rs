@@ -18,6 +18,7 @@ mod input;
 mod inspect;
 mod json;
 mod roundtrip;
+mod swarm;
 mod tap;
 mod tls;
 
@@ -254,6 +255,58 @@ enum Command {
         #[arg(value_name = "KEY")]
         keys: Vec<String>,
     },
+    /// Simulate N Dask workers in this process against a real scheduler:
+    /// each registers as `dask worker` does, with a listening address of
+    /// its own, heart-beats at the interval the scheduler asks, "runs" each
+    /// task for --task-ms on --nthreads slots (computing nothing) and
+    /// reports a result of --nbytes bytes, fetches dependencies from their
+    /// holders with get_data and serves what it holds as bytes of that
+    /// size. Runs until interrupted, --for SECONDS, or every worker is
+    /// closed by the scheduler; then prints one summary line (tasks per
+    /// second, the scheduler's decision latency, the swarm's CPU and
+    /// memory) and writes the full results to --output.
+    Swarm {
+        /// How many workers.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        workers: u64,
+        /// Threads per worker (tasks run at once; more are queued).
+        #[arg(long, value_name = "T", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        nthreads: u32,
+        /// The memory limit each worker reports (not enforced).
+        #[arg(long, value_name = "BYTES")]
+        memory_limit: Option<u64>,
+        /// Worker names: the prefix then the worker's index.
+        #[arg(long, value_name = "P", default_value = "swarm-")]
+        name_prefix: String,
+        /// Each worker listens on this host, on a port of its own.
+        #[arg(long, value_name = "HOST", default_value = "127.0.0.1")]
+        listen_host: String,
+        /// How long a task runs: `MS`, or `MIN..MAX` (uniform, fixed per
+        /// key).
+        #[arg(long, value_name = "MS", default_value = "10", value_parser = swarm::parse_task_ms)]
+        task_ms: swarm::TaskTime,
+        /// The size of each task's result.
+        #[arg(long, value_name = "BYTES", default_value_t = 1000)]
+        nbytes: u64,
+        /// Stop (every worker leaving as a closing Dask worker does) after
+        /// this many seconds.
+        #[arg(long = "for", value_name = "SECONDS", value_parser = args::parse_timeout)]
+        run_for: Option<std::time::Duration>,
+        /// Write the results (JSON) here.
+        #[arg(long, value_name = "FILE")]
+        output: Option<String>,
+        /// A worker whose scheduler goes away leaves, as Dask's worker does
+        /// (by default it registers again, as a `dask worker` restarted by
+        /// its supervisor would).
+        #[arg(long)]
+        exit_on_scheduler_loss: bool,
+        #[command(flatten)]
+        connect: args::ConnectArgs,
+        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
+        #[arg(value_name = "ADDRESS")]
+        address: String,
+    },
     /// Run a loopback client and server in-process: the handshake, then
     /// 64 MiB payloads, large collections and hundreds of small messages,
     /// each verified on arrival; print messages, bytes, throughput, the
@@ -423,6 +476,38 @@ fn main() -> ExitCode {
         } => connect
             .read()
             .and_then(|opts| client::who_has(address, keys, &opts, &mut out).map(|()| true)),
+        Command::Swarm {
+            workers,
+            nthreads,
+            memory_limit,
+            name_prefix,
+            listen_host,
+            task_ms,
+            nbytes,
+            run_for,
+            output,
+            exit_on_scheduler_loss,
+            connect,
+            address,
+        } => connect.read().and_then(|connect| {
+            let opts = swarm::Options {
+                scheduler: address.clone(),
+                workers: usize::try_from(*workers).unwrap_or(usize::MAX),
+                nthreads: *nthreads,
+                memory_limit: *memory_limit,
+                name_prefix: name_prefix.clone(),
+                listen_host: listen_host.clone(),
+                model: swarm::Model {
+                    time: *task_ms,
+                    nbytes: *nbytes,
+                },
+                run_for: *run_for,
+                output: output.clone(),
+                exit_on_scheduler_loss: *exit_on_scheduler_loss,
+                connect,
+            };
+            swarm::run(&opts, &mut out)
+        }),
         Command::Demo => demo::run(&mut out).map(|()| true),
     };
     // What was printed before an error stays printed.

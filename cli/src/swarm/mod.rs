@@ -1,0 +1,322 @@
+//! `framewire swarm`: thousands of simulated Dask workers in one process,
+//! against a real scheduler. Each worker has its own listening address and
+//! its own batched stream to the scheduler, and answers as a Python worker
+//! answers, but computes nothing: a task "runs" for the model's duration
+//! and its result is `nbytes` of bytes. All workers share one tokio
+//! runtime (its timers and sockets), the configuration, and two
+//! connection pools: one to the scheduler for heartbeats (Dask's worker
+//! has a pooled `rpc` to it too) and one to peers for `get_data`.
+
+mod serve;
+mod stats;
+mod worker;
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use framewire::dask::{versions_like_scheduler, ConnectionPool, Key, RpcError};
+use framewire::transport::{Address, ConnectionBuilder, HandshakeOptions};
+use framewire::Value;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::args::Connect;
+use stats::Stats;
+
+/// How long a task "runs": a fixed time, or uniform between two, chosen
+/// by the key's hash (the same key always takes the same time).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TaskTime {
+    /// Shortest.
+    pub min: Duration,
+    /// Longest.
+    pub max: Duration,
+}
+
+/// `--task-ms`: `MS` or `MIN..MAX` (milliseconds, fractions allowed).
+pub fn parse_task_ms(s: &str) -> Result<TaskTime, String> {
+    let ms = |v: &str| -> Result<Duration, String> {
+        let f: f64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{v:?} is not a number of milliseconds"))?;
+        if !(0.0..=86_400_000.0).contains(&f) {
+            return Err(format!("{v:?}: milliseconds from 0 to a day"));
+        }
+        Ok(Duration::from_secs_f64(f / 1000.0))
+    };
+    let (min, max) = match s.split_once("..") {
+        Some((a, b)) => (ms(a)?, ms(b)?),
+        None => (ms(s)?, ms(s)?),
+    };
+    if max < min {
+        return Err(format!("{s:?}: the range is empty"));
+    }
+    Ok(TaskTime { min, max })
+}
+
+/// What a task costs in the model.
+#[derive(Clone, Copy, Debug)]
+pub struct Model {
+    /// Its duration.
+    pub time: TaskTime,
+    /// Its result's size.
+    pub nbytes: u64,
+}
+
+impl Model {
+    /// The duration of the task `key`.
+    pub fn duration(&self, key: &Key) -> Duration {
+        let span = self.time.max - self.time.min;
+        if span.is_zero() {
+            return self.time.min;
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        let u = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
+        self.time.min + span.mul_f64(u)
+    }
+}
+
+/// `framewire swarm`'s options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub scheduler: String,
+    pub workers: usize,
+    pub nthreads: u32,
+    pub memory_limit: Option<u64>,
+    pub name_prefix: String,
+    pub listen_host: String,
+    pub model: Model,
+    pub run_for: Option<Duration>,
+    pub output: Option<String>,
+    /// Leave (as Dask's worker does) instead of registering again when
+    /// the scheduler goes away.
+    pub exit_on_scheduler_loss: bool,
+    pub connect: Connect,
+}
+
+/// What every simulated worker shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub scheduler: String,
+    pub nthreads: u32,
+    pub memory_limit: Option<u64>,
+    pub model: Model,
+    pub builder: ConnectionBuilder,
+    pub handshake: HandshakeOptions,
+    /// `get_data` to peers.
+    pub peers: Arc<ConnectionPool>,
+    /// Heartbeats to the scheduler.
+    pub heartbeats: ConnectionPool,
+    /// Registrations at once (thousands of workers do not all connect in
+    /// the same instant).
+    pub registering: Semaphore,
+    versions: tokio::sync::Mutex<Option<Value>>,
+    pub stats: Stats,
+    /// Zeros, sliced for the values served.
+    zeros: Bytes,
+    pub reconnect: bool,
+    pub workers: usize,
+    logged: AtomicBool,
+}
+
+impl Shared {
+    /// The `versions` to register with (the scheduler's, asked once).
+    pub async fn versions(&self) -> Result<Value, RpcError> {
+        let mut v = self.versions.lock().await;
+        if v.is_none() {
+            *v = Some(
+                versions_like_scheduler(&self.scheduler, &self.builder, &self.handshake).await?,
+            );
+        }
+        Ok(v.clone().expect("set above"))
+    }
+
+    /// `n` bytes for a value served (shared zeros when small enough).
+    pub fn payload(&self, n: u64) -> Value {
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        if n <= self.zeros.len() {
+            Value::Bin(self.zeros.slice(..n))
+        } else {
+            Value::bin(vec![0u8; n])
+        }
+    }
+
+    /// Whether to log a recurring event: the first time only (thousands
+    /// of workers meet the same thing at once).
+    pub fn log_once(&self) -> bool {
+        !self.logged.swap(true, Relaxed)
+    }
+}
+
+/// Raises the soft limit of open files to the hard one (each simulated
+/// worker holds a listener, a stream and sometimes more).
+fn raise_fd_limit() {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getrlimit, setrlimit, Resource};
+        let mut l = getrlimit(Resource::Nofile);
+        if l.current < l.maximum {
+            l.current = l.maximum;
+            let _ = setrlimit(Resource::Nofile, l);
+        }
+    }
+}
+
+/// Runs the swarm until Ctrl-C, `--for`, or every worker is gone; writes
+/// the results and prints the summary line. `Ok(false)`: a worker could
+/// not register.
+pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String> {
+    let address = Address::parse(&opts.scheduler).map_err(|e| e.to_string())?;
+    let mut builder = ConnectionBuilder::new();
+    opts.connect.configure(&mut builder, &address)?;
+    builder.deserialize_blocks(false);
+    let scheme = match address {
+        Address::Tls(_) => "tls",
+        Address::Tcp(_) => "tcp",
+    };
+    raise_fd_limit();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let (results, summary, ok) = rt.block_on(async {
+        let handshake = HandshakeOptions::default();
+        let sh = Arc::new(Shared {
+            scheduler: opts.scheduler.clone(),
+            nthreads: opts.nthreads,
+            memory_limit: opts.memory_limit,
+            model: opts.model,
+            peers: Arc::new(ConnectionPool::new(builder.clone(), handshake.clone())),
+            heartbeats: ConnectionPool::new(builder.clone(), handshake.clone())
+                .idle_per_address(64)
+                .limit(64),
+            builder,
+            handshake,
+            registering: Semaphore::new(64),
+            versions: tokio::sync::Mutex::new(None),
+            stats: Stats::new(),
+            zeros: Bytes::from(vec![0u8; 1 << 20]),
+            reconnect: !opts.exit_on_scheduler_loss,
+            workers: opts.workers,
+            logged: AtomicBool::new(false),
+        });
+        let (stop_tx, stop) = watch::channel(false);
+        let mut set = tokio::task::JoinSet::new();
+        let mut servers = tokio::task::JoinSet::new();
+        for i in 0..opts.workers {
+            let listener = TcpListener::bind((opts.listen_host.as_str(), 0))
+                .await
+                .map_err(|e| format!("cannot listen on {}: {e} (worker {i})", opts.listen_host))?;
+            let local = listener.local_addr().map_err(|e| e.to_string())?;
+            let node = Arc::new(worker::Node {
+                address: format!("{scheme}://{local}"),
+                held: Mutex::new(Default::default()),
+                server_id: Mutex::new(String::new()),
+                events: Mutex::new(None),
+            });
+            servers.spawn(serve::accept(listener, node.clone(), sh.clone()));
+            let name = format!("{}{i}", opts.name_prefix);
+            set.spawn(worker::run(sh.clone(), name, node, stop.clone()));
+        }
+        // Sampling, and one line once every worker is registered.
+        let sampler = {
+            let sh = sh.clone();
+            let n = opts.workers as u64;
+            tokio::spawn(async move {
+                let mut said = false;
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    sh.stats.sample();
+                    if !said && sh.stats.registered.load(Relaxed) >= n {
+                        said = true;
+                        println!("swarm: {n} workers registered");
+                    }
+                }
+            })
+        };
+        let deadline = async {
+            match opts.run_for {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut ok = true;
+        let mut stopped = false;
+        tokio::pin!(deadline);
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        let mut exits = (0usize, 0usize);
+        let mut removal = None;
+        while !set.is_empty() {
+            tokio::select! {
+                _ = &mut deadline, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
+                _ = &mut ctrl_c, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
+                Some(done) = set.join_next() => match done {
+                    Ok(worker::Exit::Failed(e)) => {
+                        ok = false;
+                        if sh.log_once() { eprintln!("framewire swarm: {e}"); }
+                    }
+                    Ok(worker::Exit::Removed(why)) => { exits.0 += 1; removal = Some(why); }
+                    Ok(worker::Exit::Stopped) => exits.1 += 1,
+                    Err(e) => { ok = false; eprintln!("framewire swarm: a worker failed: {e}"); }
+                },
+            }
+        }
+        sampler.abort();
+        servers.abort_all();
+        sh.peers.close().await;
+        sh.heartbeats.close().await;
+        let config = json!({
+            "scheduler": opts.scheduler,
+            "workers": opts.workers,
+            "nthreads": opts.nthreads,
+            "memory_limit": opts.memory_limit,
+            "task_ms": [opts.model.time.min.as_secs_f64() * 1e3, opts.model.time.max.as_secs_f64() * 1e3],
+            "nbytes": opts.model.nbytes,
+            "left_when_removed": exits.0,
+            "left_when_stopped": exits.1,
+            "last_removal_reason": removal,
+        });
+        let (results, summary) = sh.stats.report(opts.workers, config);
+        Ok::<_, String>((results, summary, ok))
+    })?;
+    if let Some(path) = &opts.output {
+        let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{path}: {e}"))?;
+    }
+    writeln!(out, "{summary}").map_err(|e| e.to_string())?;
+    Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_times() {
+        let t = parse_task_ms("10").unwrap();
+        assert_eq!(
+            (t.min, t.max),
+            (Duration::from_millis(10), Duration::from_millis(10))
+        );
+        let t = parse_task_ms("5..20").unwrap();
+        assert_eq!(
+            (t.min, t.max),
+            (Duration::from_millis(5), Duration::from_millis(20))
+        );
+        assert!(parse_task_ms("20..5").is_err());
+        assert!(parse_task_ms("-1").is_err());
+        assert!(parse_task_ms("x").is_err());
+        let m = Model { time: t, nbytes: 0 };
+        let d = m.duration(&Key::from("a"));
+        assert!(d >= t.min && d <= t.max);
+        assert_eq!(d, m.duration(&Key::from("a")));
+    }
+}

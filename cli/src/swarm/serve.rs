@@ -1,0 +1,164 @@
+//! A simulated worker's listener: the RPCs a peer, the scheduler or a
+//! client sends a worker (`Worker.handlers`): `get_data` answered with
+//! bytes of each key's declared size, `update_data`, `gather`,
+//! `free_keys`, `identity`, `keys`, `ping`; anything else an error reply
+//! (no code runs here).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use framewire::dask::{
+    gather_from_pool, nbytes, GatherReply, GetDataReply, Key, Map, RequestError, Requests,
+    UpdateDataReply, WorkerIdentity, WorkerRequest,
+};
+use framewire::transport::Socket;
+use framewire::Value;
+use tokio::net::TcpListener;
+
+use super::worker::{Event, Node};
+use super::Shared;
+
+/// Time a `get_data` caller gets to acknowledge the reply.
+const ACK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Serves every connection made to the worker, each in a task of its own.
+pub async fn accept(listener: TcpListener, node: Arc<Node>, sh: Arc<Shared>) {
+    loop {
+        let socket = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                if sh.log_once() {
+                    eprintln!("framewire swarm: accept failed: {e}");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (node, sh) = (node.clone(), sh.clone());
+        tokio::spawn(async move {
+            let Ok((conn, _)) = sh.builder.accept_socket(socket, &sh.handshake).await else {
+                return;
+            };
+            let mut rq = Requests::new(conn);
+            while let Some(req) = rq.next::<WorkerRequest>().await {
+                let done = match req {
+                    Ok(req) => handle(&node, &sh, &mut rq, req).await,
+                    Err(RequestError::Bad(_)) => Ok(()),
+                    Err(_) => Err(()),
+                };
+                if done.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+async fn handle(
+    node: &Node,
+    sh: &Arc<Shared>,
+    rq: &mut Requests<Socket>,
+    req: WorkerRequest,
+) -> Result<(), ()> {
+    let op = req.op().unwrap_or("?").to_owned();
+    sh.stats.received(&op);
+    let sent = match req {
+        WorkerRequest::GetData(m) => {
+            let data: Map<Key, Value> = {
+                let held = node.held.lock().expect("not poisoned");
+                m.keys
+                    .keys()
+                    .iter()
+                    .filter_map(|k| held.get(k).map(|n| (k.clone(), sh.payload(*n))))
+                    .collect()
+            };
+            let bytes: u64 = data.values().map(nbytes).sum();
+            sh.stats.bytes_served.fetch_add(bytes, Relaxed);
+            let reply = GetDataReply {
+                status: "OK".into(),
+                data: Some(data),
+            };
+            rq.reply_get_data(&reply, ACK_TIMEOUT).await
+        }
+        WorkerRequest::UpdateData(m) => {
+            let sizes: Map<Key, u64> = {
+                let mut held = node.held.lock().expect("not poisoned");
+                m.data
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let n = nbytes(&v);
+                        held.insert(k.clone(), n);
+                        (k, n)
+                    })
+                    .collect()
+            };
+            let reply = UpdateDataReply {
+                nbytes: sizes,
+                status: "OK".into(),
+            };
+            rq.reply(&reply).await
+        }
+        WorkerRequest::Gather(m) => {
+            // `Worker.gather` (rebalance, replicate): fetch what is not
+            // here from the holders.
+            let mut who_has = m.who_has.clone();
+            {
+                let held = node.held.lock().expect("not poisoned");
+                who_has.retain(|k, _| !held.contains_key(k));
+            }
+            let got = gather_from_pool(&who_has, Some(&node.address), &sh.peers).await;
+            {
+                let mut held = node.held.lock().expect("not poisoned");
+                for (k, v) in &got.data {
+                    held.insert(k.clone(), nbytes(v));
+                }
+            }
+            let missing = got.missing;
+            let reply = GatherReply {
+                status: if missing.is_empty() {
+                    "OK"
+                } else {
+                    "partial-fail"
+                }
+                .into(),
+                keys: Some(missing).filter(|k| !k.is_empty()),
+            };
+            rq.reply(&reply).await
+        }
+        WorkerRequest::FreeKeys(m) => {
+            if let Some(tx) = node.events.lock().expect("not poisoned").as_ref() {
+                let _ = tx.send(Event::FreeKeys(m.keys, m.stimulus_id));
+            }
+            rq.reply(&()).await
+        }
+        WorkerRequest::Identity(_) => {
+            let identity = WorkerIdentity {
+                type_: "Worker".into(),
+                id: node.server_id.lock().expect("not poisoned").clone(),
+                scheduler: sh.scheduler.clone(),
+                nthreads: sh.nthreads,
+                memory_limit: sh.memory_limit,
+            };
+            rq.reply(&identity).await
+        }
+        WorkerRequest::Other(_) if op == "keys" => {
+            let keys: Vec<Key> = node
+                .held
+                .lock()
+                .expect("not poisoned")
+                .keys()
+                .cloned()
+                .collect();
+            rq.reply(&keys).await
+        }
+        WorkerRequest::Other(_) if op == "ping" => rq.reply("pong").await,
+        _ => {
+            rq.reply_error(&format!(
+                "a simulated framewire swarm worker has no handler for {op:?}"
+            ))
+            .await
+        }
+    };
+    sent.map_err(|_| ())
+}

@@ -1,0 +1,779 @@
+//! One simulated worker: it registers as `dask worker` does, keeps the
+//! worker-side task state the scheduler can observe (`distributed`'s
+//! `worker_state_machine.py`), "runs" each task for the model's duration
+//! on `nthreads` slots, fetches dependencies from their holders with
+//! `get_data`, and serves what it holds as bytes of the declared size.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use framewire::dask::runtime::{now, stimulus_id};
+use framewire::dask::{
+    gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
+    HeartbeatReply, HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker,
+    ReleaseWorkerData, Reschedule, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
+    StealResponse, TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
+};
+use framewire::transport::TransportError;
+use framewire::Value;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{sleep_until, Instant};
+
+use super::Shared;
+
+/// Between two `keep-alive`s.
+const KEEP_ALIVE: Duration = Duration::from_secs(60);
+
+/// Between two registration attempts (Dask's worker sleeps 0.1 s).
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// How a simulated worker's life ended.
+#[derive(Debug)]
+pub enum Exit {
+    /// The scheduler closed it (`close`, or heartbeat `missing`).
+    Removed(String),
+    /// The swarm is stopping (Ctrl-C, `--for`).
+    Stopped,
+    /// It cannot register.
+    Failed(String),
+}
+
+/// What a worker's connections share with its main loop.
+#[derive(Debug)]
+pub struct Node {
+    /// `tcp://host:port` (or `tls://`).
+    pub address: String,
+    /// Keys in memory, with their declared sizes.
+    pub held: Mutex<HashMap<Key, u64>>,
+    /// The `server_id` of the current registration.
+    pub server_id: Mutex<String>,
+    /// Events for the main loop from the worker's connections (a
+    /// `free_keys` RPC).
+    pub events: Mutex<Option<mpsc::UnboundedSender<Event>>>,
+}
+
+/// What the main loop hears besides the scheduler's stream.
+#[derive(Debug)]
+pub enum Event {
+    /// A fetch ended: keys got (with their sizes) and keys no holder gave.
+    Fetched {
+        got: Vec<(Key, u64)>,
+        missing: Vec<Key>,
+    },
+    /// A heartbeat's answer.
+    Beat(Result<HeartbeatReply, RpcError>),
+    /// `free_keys` came as an RPC.
+    FreeKeys(Vec<Key>, String),
+}
+
+/// Registers (waiting for the scheduler as a Dask worker does), runs, and
+/// registers again when the scheduler goes away without closing the
+/// worker (as a `dask worker` restarted by its supervisor would), until
+/// stopped or removed.
+pub async fn run(
+    sh: Arc<Shared>,
+    name: String,
+    node: Arc<Node>,
+    mut stop: watch::Receiver<bool>,
+) -> Exit {
+    let mut first = true;
+    loop {
+        let registered = tokio::select! {
+            r = register(&sh, &name, &node, first) => r,
+            _ = stopped(&mut stop) => return Exit::Stopped,
+        };
+        first = false;
+        let stream = match registered {
+            Ok(s) => s,
+            Err(e) => return Exit::Failed(e),
+        };
+        sh.stats.registered.fetch_add(1, Relaxed);
+        sh.stats.registrations.fetch_add(1, Relaxed);
+        let end = Sim::new(&sh, &node, stream).run(&mut stop).await;
+        sh.stats.registered.fetch_sub(1, Relaxed);
+        node.events.lock().expect("not poisoned").take();
+        node.held.lock().expect("not poisoned").clear();
+        match end {
+            End::Lost(why) if sh.reconnect => {
+                if sh.log_once() {
+                    eprintln!("framewire swarm: lost the scheduler ({why}); registering again");
+                }
+            }
+            End::Lost(why) => return Exit::Removed(format!("lost the scheduler: {why}")),
+            End::Removed(why) => return Exit::Removed(why),
+            End::Stopped => return Exit::Stopped,
+        }
+    }
+}
+
+/// Resolves once the swarm stops.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// One registration, retried while the scheduler cannot be reached.
+async fn register(
+    sh: &Shared,
+    name: &str,
+    node: &Node,
+    first: bool,
+) -> Result<WorkerStream, String> {
+    let unreachable = |e: &RpcError| match e {
+        RpcError::Closed => true,
+        RpcError::Transport(t) => matches!(
+            t,
+            TransportError::Connect(_)
+                | TransportError::Timeout { .. }
+                | TransportError::Io(_)
+                | TransportError::PeerTimeout(_)
+                | TransportError::Closed
+        ),
+        _ => false,
+    };
+    let mut logged = false;
+    loop {
+        let attempt = async {
+            let _permit = sh.registering.acquire().await.expect("never closed");
+            let versions = sh.versions().await?;
+            let mut msg = RegisterWorker::new(
+                &node.address,
+                Value::str(name),
+                sh.nthreads,
+                sh.memory_limit,
+            );
+            msg.versions = versions;
+            msg.metrics = metrics(sh, node);
+            let stream = register_worker(&sh.scheduler, &sh.builder, &sh.handshake, &msg).await?;
+            *node.server_id.lock().expect("not poisoned") = msg.server_id;
+            Ok::<_, RpcError>(stream)
+        };
+        match attempt.await {
+            Ok(stream) => {
+                sh.stats.sent("register-worker");
+                return Ok(stream);
+            }
+            Err(e) if unreachable(&e) => {
+                if !logged && !first && sh.log_once() {
+                    eprintln!(
+                        "framewire swarm: waiting to connect to {} ({e})",
+                        sh.scheduler
+                    );
+                }
+                logged = true;
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(e) => return Err(format!("cannot register with {}: {e}", sh.scheduler)),
+        }
+    }
+}
+
+/// The metrics of a heartbeat: the data held, and the swarm's memory
+/// shared among its workers.
+fn metrics(sh: &Shared, node: &Node) -> Value {
+    let held: u64 = node.held.lock().expect("not poisoned").values().sum();
+    // As `WorkerMetrics::new`, without reading /proc for every heartbeat
+    // of thousands of workers: the swarm's RSS, sampled each second.
+    let m = WorkerMetrics {
+        task_counts: Map::new(),
+        bandwidth: Bandwidth {
+            total: 100e6,
+            workers: Map::new(),
+            types: Map::new(),
+        },
+        digests_total_since_heartbeat: Map::new(),
+        managed_bytes: held,
+        spilled_bytes: SpilledBytes::default(),
+        memory: held + sh.stats.rss.load(Relaxed) / sh.workers.max(1) as u64,
+        cpu: 0.0,
+        time: now(),
+        extra: Map::new(),
+    };
+    m.to_value()
+}
+
+/// Why a registration's loop ended.
+enum End {
+    Lost(String),
+    Removed(String),
+    Stopped,
+}
+
+/// A task the worker knows, as `worker_state_machine.TaskState` would be.
+struct Task {
+    run_id: i64,
+    state: State,
+    /// Dependencies not yet in memory here (`waiting`).
+    waiting_for: Vec<Key>,
+    /// Dask's priority, then the worker's `generation` (later arrivals
+    /// first among equals, as `_handle_compute_task`).
+    priority: Vec<i64>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Waiting,
+    Ready,
+    Executing,
+    /// Freed while executing: its result is dropped.
+    Cancelled,
+}
+
+impl State {
+    fn name(self) -> &'static str {
+        match self {
+            State::Waiting => "waiting",
+            State::Ready => "ready",
+            State::Executing => "executing",
+            State::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A ready task in the queue, ordered by priority alone.
+struct Ready {
+    priority: Vec<i64>,
+    key: Key,
+}
+
+impl PartialEq for Ready {
+    fn eq(&self, other: &Ready) -> bool {
+        self.priority == other.priority
+    }
+}
+
+impl Eq for Ready {}
+
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, other: &Ready) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ready {
+    fn cmp(&self, other: &Ready) -> std::cmp::Ordering {
+        self.priority.cmp(&other.priority)
+    }
+}
+
+/// A registered worker's state.
+struct Sim<'a> {
+    sh: &'a Arc<Shared>,
+    node: &'a Arc<Node>,
+    stream: WorkerStream,
+    tasks: HashMap<Key, Task>,
+    /// Ready tasks by priority (Dask's priority, then `generation`: later
+    /// arrivals first among equals, as `_handle_compute_task`).
+    ready: BinaryHeap<Reverse<Ready>>,
+    generation: i64,
+    /// Executing: when each ends.
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    executing: HashMap<u64, (Key, f64)>,
+    seq: u64,
+    in_flight: HashSet<Key>,
+    /// The scheduler's last status for the worker is `running`.
+    running: bool,
+    events: mpsc::UnboundedReceiver<Event>,
+    events_tx: mpsc::UnboundedSender<Event>,
+    beat_interval: Duration,
+    next_beat: Instant,
+    beating: bool,
+    /// `Worker`'s `keep-alive` on the stream, every 60 s (`worker.py:781`).
+    next_keep_alive: Instant,
+}
+
+impl<'a> Sim<'a> {
+    fn new(sh: &'a Arc<Shared>, node: &'a Arc<Node>, stream: WorkerStream) -> Sim<'a> {
+        let (events_tx, events) = mpsc::unbounded_channel();
+        *node.events.lock().expect("not poisoned") = Some(events_tx.clone());
+        // `Worker.__init__`'s heartbeat period is 1 s (`heartbeat_interval`,
+        // `worker.py:777`) until the first reply of `Worker.heartbeat` sets
+        // the scheduler's (`worker.py:1200`); the registration's reply does
+        // not change it.
+        let beat_interval = Duration::from_secs(1);
+        Sim {
+            sh,
+            node,
+            stream,
+            tasks: HashMap::new(),
+            ready: BinaryHeap::new(),
+            generation: 0,
+            timers: BinaryHeap::new(),
+            executing: HashMap::new(),
+            seq: 0,
+            in_flight: HashSet::new(),
+            running: true,
+            events,
+            events_tx,
+            beat_interval,
+            next_beat: Instant::now() + beat_interval,
+            beating: false,
+            next_keep_alive: Instant::now() + KEEP_ALIVE,
+        }
+    }
+
+    fn send<M: serde::Serialize>(&self, op: &'static str, msg: &M) {
+        if self.stream.writer.send(msg).is_ok() {
+            self.sh.stats.sent(op);
+        }
+    }
+
+    async fn run(mut self, stop: &mut watch::Receiver<bool>) -> End {
+        // Registered with status "init"; `running` once started, as
+        // `Worker.start_unsafe` sets it.
+        self.send("worker-status-change", &WorkerStatusChange::new("running"));
+        loop {
+            let next_timer = self.timers.peek().map(|Reverse((t, _))| *t);
+            let timer = sleep_until(next_timer.unwrap_or_else(Instant::now));
+            tokio::select! {
+                op = self.stream.reader.recv_value() => match op {
+                    None => return End::Lost("the scheduler closed the stream".into()),
+                    Some(Err(e)) => return End::Lost(e.to_string()),
+                    Some(Ok(op)) => {
+                        if let Some(end) = self.on_op(op) {
+                            if matches!(end, End::Removed(_)) {
+                                self.leave().await;
+                            }
+                            return end;
+                        }
+                    }
+                },
+                _ = timer, if next_timer.is_some() => self.finish_due(),
+                Some(ev) = self.events.recv() => {
+                    if let Some(end) = self.on_event(ev) {
+                        if matches!(end, End::Removed(_)) {
+                            self.leave().await;
+                        }
+                        return end;
+                    }
+                }
+                _ = sleep_until(self.next_beat), if !self.beating => self.beat(),
+                _ = sleep_until(self.next_keep_alive) => {
+                    self.next_keep_alive = Instant::now() + KEEP_ALIVE;
+                    self.send("keep-alive", &KeepAlive { op: Op::new() });
+                }
+                _ = stopped(stop) => {
+                    self.leave().await;
+                    return End::Stopped;
+                }
+            }
+        }
+    }
+
+    /// `Worker.close`: status `closing`, then `close-stream`, and the
+    /// stream closed.
+    async fn leave(self) {
+        self.send("worker-status-change", &WorkerStatusChange::new("closing"));
+        self.send("close-stream", &CloseStream { op: Op::new() });
+        let _ = self.stream.writer.close().await;
+    }
+
+    fn on_op(&mut self, op: Value) -> Option<End> {
+        let msg = match SchedulerToWorker::from_value(op) {
+            Ok(m) => m,
+            Err(e) => {
+                if self.sh.log_once() {
+                    eprintln!("framewire swarm: a malformed message from the scheduler: {e}");
+                }
+                return None;
+            }
+        };
+        let name = msg.op().unwrap_or("?").to_owned();
+        if !matches!(msg, SchedulerToWorker::ComputeTask(_)) {
+            self.sh.stats.received(&name);
+        }
+        match msg {
+            SchedulerToWorker::ComputeTask(t) => {
+                self.sh.stats.compute_received();
+                self.compute(t);
+            }
+            SchedulerToWorker::FreeKeys(m) => self.free_keys(&m.keys, &m.stimulus_id),
+            SchedulerToWorker::RemoveReplicas(m) => {
+                // `_handle_remove_replicas`: only what is in memory.
+                for key in &m.keys {
+                    self.release(key, &m.stimulus_id);
+                }
+            }
+            SchedulerToWorker::AcquireReplicas(m) => self.fetch(&m.who_has),
+            SchedulerToWorker::StealRequest(m) => {
+                // `_handle_steal_request`: answer the task's state; give it
+                // up if it has not started.
+                let state = match self.tasks.get(&m.key) {
+                    Some(t) => Some(t.state.name()),
+                    None if self.holds(&m.key) => Some("memory"),
+                    None => None,
+                };
+                if matches!(state, Some("ready" | "waiting")) {
+                    self.tasks.remove(&m.key);
+                }
+                let msg = StealResponse {
+                    key: m.key,
+                    state: state.map(str::to_owned),
+                    op: Op::new(),
+                    stimulus_id: m.stimulus_id,
+                };
+                self.send("steal-response", &msg);
+            }
+            SchedulerToWorker::WorkerStatusChange(m) => {
+                // `handle_worker_status_change` sets the status, whose
+                // setter reports it back.
+                self.running = m.status == "running";
+                self.send("worker-status-change", &WorkerStatusChange::new(&m.status));
+                self.start_ready();
+            }
+            SchedulerToWorker::Close(m) => {
+                self.sh.stats.removed.fetch_add(1, Relaxed);
+                return Some(End::Removed(m.reason.unwrap_or_else(|| "closed".into())));
+            }
+            SchedulerToWorker::CloseStream(_) => {
+                return Some(End::Lost("close-stream from the scheduler".into()))
+            }
+            SchedulerToWorker::RemoveWorker(_) => {}
+            // `cancel-compute`: `_handle_cancel_compute` releases a task
+            // that has not started. (`refresh-who-has` only updates where
+            // peers' keys are, which each fetch is told afresh.)
+            SchedulerToWorker::Other(v) if name == "cancel-compute" => {
+                let key = v
+                    .get("key")
+                    .cloned()
+                    .map(framewire::typed::from_value::<Key>);
+                if let Some(Ok(key)) = key {
+                    let state = self.tasks.get(&key).map(|t| t.state);
+                    if matches!(state, Some(State::Ready | State::Waiting)) {
+                        self.tasks.remove(&key);
+                    }
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn holds(&self, key: &Key) -> bool {
+        self.node
+            .held
+            .lock()
+            .expect("not poisoned")
+            .contains_key(key)
+    }
+
+    /// `compute-task`, as `_handle_compute_task`: a task in memory is
+    /// reported finished again; a known one keeps its state; a new one
+    /// waits for the dependencies not held here, fetched from their
+    /// holders, then is ready.
+    fn compute(&mut self, t: ComputeTask) {
+        if self.holds(&t.key) {
+            return self.report_finished(t.key, t.run_id, now(), now());
+        }
+        if let Some(task) = self.tasks.get_mut(&t.key) {
+            task.run_id = t.run_id;
+            if task.state == State::Cancelled {
+                task.state = State::Executing; // `resumed`
+            }
+            return;
+        }
+        let waiting_for: Vec<Key> = t
+            .who_has
+            .keys()
+            .filter(|k| !self.holds(k))
+            .cloned()
+            .collect();
+        let state = if waiting_for.is_empty() {
+            State::Ready
+        } else {
+            State::Waiting
+        };
+        let mut priority: Vec<i64> = t
+            .priority
+            .iter()
+            .map(|n| match n {
+                Number::Int(i) => *i,
+                Number::Float(f) => *f as i64,
+            })
+            .collect();
+        priority.push(self.generation);
+        self.generation -= 1;
+        if state == State::Ready {
+            self.ready.push(Reverse(Ready {
+                priority: priority.clone(),
+                key: t.key.clone(),
+            }));
+        } else {
+            let mut who_has = t.who_has.clone();
+            who_has.retain(|k, _| waiting_for.contains(k));
+            self.fetch(&who_has);
+        }
+        let task = Task {
+            run_id: t.run_id,
+            state,
+            waiting_for,
+            priority,
+        };
+        self.tasks.insert(t.key, task);
+        self.start_ready();
+    }
+
+    /// Starts ready tasks while threads are free and the worker runs.
+    fn start_ready(&mut self) {
+        while self.running && self.executing.len() < self.sh.nthreads as usize {
+            let Some(Reverse(r)) = self.ready.pop() else {
+                return;
+            };
+            let Some(task) = self.tasks.get_mut(&r.key) else {
+                continue;
+            };
+            if task.state != State::Ready {
+                continue;
+            }
+            task.state = State::Executing;
+            let start = Instant::now() + self.sh.model.duration(&r.key);
+            self.seq += 1;
+            self.timers.push(Reverse((start, self.seq)));
+            self.executing.insert(self.seq, (r.key, now()));
+        }
+    }
+
+    /// Tasks whose time is up finish.
+    fn finish_due(&mut self) {
+        let t = Instant::now();
+        while let Some(Reverse((due, seq))) = self.timers.peek().copied() {
+            if due > t {
+                break;
+            }
+            self.timers.pop();
+            let Some((key, start)) = self.executing.remove(&seq) else {
+                continue;
+            };
+            match self.tasks.remove(&key) {
+                Some(task) if task.state == State::Executing => {
+                    self.report_finished(key, task.run_id, start, now());
+                }
+                // Cancelled (freed while running): dropped silently.
+                _ => {}
+            }
+        }
+        self.start_ready();
+    }
+
+    fn report_finished(&mut self, key: Key, run_id: i64, start: f64, stop: f64) {
+        let nbytes = self.sh.model.nbytes;
+        self.node
+            .held
+            .lock()
+            .expect("not poisoned")
+            .insert(key.clone(), nbytes);
+        let msg = TaskFinished {
+            key,
+            run_id,
+            nbytes,
+            type_: framewire::typed::Bin::from(PICKLED_BYTES_TYPE),
+            typename: "bytes".into(),
+            metadata: Value::Map(Vec::new()),
+            thread: Some(1),
+            startstops: vec![StartStop {
+                action: "compute".into(),
+                start,
+                stop,
+                source: None,
+            }],
+            op: Op::new(),
+            stimulus_id: stimulus_id("task-finished"),
+            status: "OK".into(),
+        };
+        if self.stream.writer.send(&msg).is_ok() {
+            self.sh.stats.task_finished();
+        }
+    }
+
+    /// Drops a key in memory, telling the scheduler
+    /// (`_transition_memory_released`).
+    fn release(&self, key: &Key, stimulus_id: &str) {
+        let held = self
+            .node
+            .held
+            .lock()
+            .expect("not poisoned")
+            .remove(key)
+            .is_some();
+        if held {
+            self.send(
+                "release-worker-data",
+                &ReleaseWorkerData::new(key.clone(), stimulus_id.into()),
+            );
+        }
+    }
+
+    /// `free-keys`: every task released; a running one's result dropped.
+    fn free_keys(&mut self, keys: &[Key], stimulus_id: &str) {
+        for key in keys {
+            self.release(key, stimulus_id);
+            match self.tasks.get_mut(key) {
+                Some(t) if t.state == State::Executing => t.state = State::Cancelled,
+                Some(t) if t.state == State::Cancelled => {}
+                Some(_) => {
+                    self.tasks.remove(key);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Fetches the keys of `who_has` not held nor already on their way.
+    fn fetch(&mut self, who_has: &Map<Key, Vec<String>>) {
+        let mut todo = who_has.clone();
+        todo.retain(|k, _| !self.in_flight.contains(k) && !self.holds(k));
+        if todo.is_empty() {
+            return;
+        }
+        self.in_flight.extend(todo.keys().cloned());
+        let (tx, pool, who, stats) = (
+            self.events_tx.clone(),
+            self.sh.peers.clone(),
+            self.node.address.clone(),
+            self.sh.clone(),
+        );
+        tokio::spawn(async move {
+            let got = gather_from_pool(&todo, Some(&who), &pool).await;
+            stats.stats.sent("get_data");
+            let data: Vec<(Key, u64)> = got
+                .data
+                .iter()
+                .map(|(k, v)| (k.clone(), framewire::dask::nbytes(v)))
+                .collect();
+            let _ = tx.send(Event::Fetched {
+                got: data,
+                missing: got.missing,
+            });
+        });
+    }
+
+    fn on_event(&mut self, ev: Event) -> Option<End> {
+        match ev {
+            Event::Fetched { got, missing } => {
+                let id = stimulus_id("gather-dep-success");
+                for (key, n) in got {
+                    self.in_flight.remove(&key);
+                    self.sh.stats.bytes_fetched.fetch_add(n, Relaxed);
+                    self.node
+                        .held
+                        .lock()
+                        .expect("not poisoned")
+                        .insert(key.clone(), n);
+                    // `_transition_flight_memory`: one `add-keys` per key.
+                    self.send("add-keys", &AddKeys::new(vec![key], id.clone()));
+                }
+                for key in &missing {
+                    self.in_flight.remove(key);
+                }
+                self.deps_arrived(&missing);
+            }
+            Event::Beat(r) => {
+                self.beating = false;
+                self.next_beat = Instant::now() + self.beat_interval;
+                match r {
+                    Ok(reply) if reply.status == "missing" => {
+                        // `Worker.heartbeat`: the scheduler forgot this
+                        // worker; it closes.
+                        self.sh.stats.removed.fetch_add(1, Relaxed);
+                        return Some(End::Removed(
+                            "heartbeat: the scheduler does not know this worker".into(),
+                        ));
+                    }
+                    Ok(reply) => {
+                        if let Some(i) = interval_of(reply.heartbeat_interval.as_ref()) {
+                            self.beat_interval = i;
+                            self.next_beat = Instant::now() + i;
+                        }
+                    }
+                    Err(_) => {} // `Worker.heartbeat` logs an OSError and goes on
+                }
+            }
+            Event::FreeKeys(keys, id) => self.free_keys(&keys, &id),
+        }
+        None
+    }
+
+    /// Tasks whose dependencies are all here become ready; those whose
+    /// dependencies no holder gave go back to the scheduler.
+    fn deps_arrived(&mut self, missing: &[Key]) {
+        let held = self.node.held.lock().expect("not poisoned");
+        let mut ready = Vec::new();
+        let mut lost = Vec::new();
+        for (key, t) in self
+            .tasks
+            .iter_mut()
+            .filter(|(_, t)| t.state == State::Waiting)
+        {
+            t.waiting_for.retain(|d| !held.contains_key(d));
+            if t.waiting_for.iter().any(|d| missing.contains(d)) {
+                lost.push(key.clone());
+            } else if t.waiting_for.is_empty() {
+                t.state = State::Ready;
+                ready.push(Ready {
+                    priority: t.priority.clone(),
+                    key: key.clone(),
+                });
+            }
+        }
+        drop(held);
+        for key in lost {
+            self.tasks.remove(&key);
+            self.send("reschedule", &Reschedule::new(key));
+        }
+        self.ready.extend(ready.into_iter().map(Reverse));
+        self.start_ready();
+    }
+
+    /// A heartbeat, on the swarm's pooled connections to the scheduler.
+    fn beat(&mut self) {
+        self.beating = true;
+        let t = now();
+        let executing: Map<Key, f64> = self
+            .executing
+            .values()
+            .map(|(k, s)| (k.clone(), t - s))
+            .collect();
+        let msg = HeartbeatWorker {
+            op: Op::new(),
+            address: self.node.address.clone(),
+            now: t,
+            metrics: metrics(self.sh, self.node),
+            executing,
+            extensions: Value::Map(Vec::new()),
+            reply: None,
+        };
+        let (sh, tx) = (self.sh.clone(), self.events_tx.clone());
+        tokio::spawn(async move {
+            sh.stats.sent("heartbeat_worker");
+            let r = match sh.handshake.timeout {
+                Some(d) => tokio::time::timeout(
+                    d,
+                    sh.heartbeats.call::<_, HeartbeatReply>(&sh.scheduler, &msg),
+                )
+                .await
+                .unwrap_or(Err(RpcError::Closed)),
+                None => {
+                    sh.heartbeats
+                        .call::<_, HeartbeatReply>(&sh.scheduler, &msg)
+                        .await
+                }
+            };
+            let _ = tx.send(Event::Beat(r));
+        });
+    }
+}
+
+/// `pickle.dumps(bytes, protocol=5)`: the `type` of a `task-finished`
+/// whose result is `bytes`.
+const PICKLED_BYTES_TYPE: &[u8] = &[
+    128, 5, 149, 22, 0, 0, 0, 0, 0, 0, 0, 140, 8, 98, 117, 105, 108, 116, 105, 110, 115, 148, 140,
+    5, 98, 121, 116, 101, 115, 148, 147, 148, 46,
+];
+
+/// A `heartbeat-interval` as a duration (at most an hour).
+fn interval_of(n: Option<&Number>) -> Option<Duration> {
+    let s = n?.as_f64();
+    (s > 0.0).then(|| Duration::from_secs_f64(s.min(3600.0)))
+}

@@ -1,0 +1,254 @@
+//! `framewire swarm` against a real `dask scheduler` (2026.8.0) and a real
+//! Python `Client`: the simulated workers register and stay past the
+//! scheduler's worker TTL, run `client.map` spread over many of them and a
+//! tree reduction (dependencies fetched between simulated workers), serve
+//! results a Python client gathers as `bytes` of the declared size, leave
+//! cleanly under `retire_workers` (their keys moved), and register again
+//! with a scheduler restarted under them.
+//!
+//! Small by default (100 workers, 2 000 tasks); `FRAMEWIRE_SWARM_LARGE=1`
+//! runs the issue's sizes (500 workers of 2 threads, 20 000 tasks).
+
+#[path = "../../tests/support/dask_python.rs"]
+mod dask_python;
+#[path = "support/procs.rs"]
+mod procs;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use procs::{cluster, scratch_dir, Daemon};
+use serde_json::Value as Json;
+
+fn large() -> bool {
+    std::env::var("FRAMEWIRE_SWARM_LARGE").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// A Python client script run to its end: its last stdout line as JSON.
+fn client(python: &Path, script: &str, args: &[&str]) -> Json {
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn swarm(dir: &Path, name: &str, args: &[&str]) -> Daemon {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_framewire"));
+    cmd.arg("swarm").args(args);
+    Daemon::start(name, &mut cmd, dir)
+}
+
+/// Waits until the swarm says all its workers are registered.
+fn registered(s: &mut Daemon, n: usize) {
+    let line = format!("swarm: {n} workers registered");
+    s.wait_for(Duration::from_secs(120), |log| {
+        log.contains(&line).then_some(())
+    });
+}
+
+/// Waits for the swarm's summary line (it exits once every worker is gone).
+fn summary(s: &mut Daemon) -> String {
+    let status = s.wait_exit(Duration::from_secs(60));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?}\n{}",
+        s.logs()
+    );
+    let out = s.stdout();
+    out.lines()
+        .find(|l| l.starts_with("swarm: ") && l.contains("tasks finished"))
+        .unwrap_or_else(|| panic!("no summary line\n{}", s.logs()))
+        .to_owned()
+}
+
+const WORKLOAD: &str = r#"
+import json, sys, time
+from dask.distributed import Client, wait
+addr, n, tasks, nbytes, ttl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+out = {}
+c = Client(addr, timeout=60)
+def names():
+    return sorted(w["name"] for w in c.scheduler_info(n_workers=-1)["workers"].values())
+out["registered"] = len(names())
+out["swarm_names"] = all(x.startswith("sim-") for x in names())
+time.sleep(ttl * 1.5)  # past the TTL: heartbeats keep them
+out["after_ttl"] = len(names())
+
+def inc(x):
+    return x + 1
+fs = c.map(inc, range(tasks))
+wait(fs)
+out["map_done"] = sum(f.status == "finished" for f in fs)
+holders = {w for ws in c.who_has(fs).values() for w in ws}
+out["map_workers"] = len(holders)
+
+def pick(a, b):
+    return a
+level, pairs = fs, 0
+while len(level) > 1:
+    nxt = []
+    for i in range(0, len(level), 2):
+        b = level[i + 1] if i + 1 < len(level) else level[i]
+        nxt.append(c.submit(pick, level[i], b, pure=False))
+        pairs += 1
+    level = nxt
+r = level[0].result()
+out["tree_tasks"] = pairs
+out["tree_type"] = type(r).__name__
+out["tree_len"] = len(r)
+g = c.gather(fs[:50])
+out["gather_lens"] = sorted({len(x) for x in g})
+out["gather_types"] = sorted({type(x).__name__ for x in g})
+
+# Retire ten workers that hold keys: they leave, their keys move.
+who = c.who_has(fs)
+holding = sorted({ws[0] for ws in who.values() if ws})[:10]
+before = len(names())
+retired = c.retire_workers(holding, close_workers=True)
+time.sleep(1)
+after = c.scheduler_info(n_workers=-1)["workers"]
+out["retired"] = len(retired)
+out["workers_after_retire"] = len(after)
+out["workers_before_retire"] = before
+who = c.who_has(fs)
+out["keys_lost"] = sum(1 for ws in who.values() if not ws)
+out["keys_on_retired"] = sum(1 for ws in who.values() if set(ws) & set(holding))
+out["still_gatherable"] = len(c.gather(fs[:200]))
+c.shutdown()
+print(json.dumps(out))
+"#;
+
+#[test]
+fn swarm_runs_a_workload_on_a_real_scheduler() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm");
+    let d = dir.path();
+    let (n, tasks, nthreads, ttl) = if large() {
+        (500, 20_000, "2", 10)
+    } else {
+        (100, 2_000, "2", 5)
+    };
+    let ttl_env = format!("{ttl}s");
+    let (_sched, addr) = cluster::scheduler(
+        &python,
+        d,
+        &[("DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL", &ttl_env)],
+    );
+    let results = d.join("results.json");
+    let n_s = n.to_string();
+    let mut s = swarm(
+        d,
+        "swarm",
+        &[
+            &addr,
+            "--workers",
+            &n_s,
+            "--nthreads",
+            nthreads,
+            "--name-prefix",
+            "sim-",
+            "--task-ms",
+            "1",
+            "--nbytes",
+            "1234",
+            "--output",
+            results.to_str().unwrap(),
+        ],
+    );
+    registered(&mut s, n);
+    let out = client(
+        &python,
+        WORKLOAD,
+        &[&addr, &n_s, &tasks.to_string(), "1234", &ttl.to_string()],
+    );
+    assert_eq!(out["registered"], n, "{out}");
+    assert_eq!(out["swarm_names"], true, "{out}");
+    assert_eq!(out["after_ttl"], n, "stayed past the TTL: {out}");
+    assert_eq!(out["map_done"], tasks, "{out}");
+    assert!(
+        out["map_workers"].as_u64().unwrap() >= n as u64 / 2,
+        "spread over many workers: {out}"
+    );
+    assert_eq!(out["tree_type"], "bytes", "{out}");
+    assert_eq!(out["tree_len"], 1234, "{out}");
+    assert_eq!(out["gather_lens"], serde_json::json!([1234]), "{out}");
+    assert_eq!(out["gather_types"], serde_json::json!(["bytes"]), "{out}");
+    assert_eq!(out["retired"], 10, "{out}");
+    assert_eq!(out["workers_after_retire"], n - 10, "{out}");
+    assert_eq!(out["keys_lost"], 0, "keys moved off the retired: {out}");
+    assert_eq!(out["keys_on_retired"], 0, "{out}");
+    assert_eq!(out["still_gatherable"], 200, "{out}");
+
+    // Every worker left when the scheduler closed it; the results are
+    // written.
+    let line = summary(&mut s);
+    assert!(line.contains(&format!("swarm: {n} workers")), "{line}");
+    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let finished = r["tasks_finished"].as_u64().unwrap();
+    assert!(finished >= (tasks + tasks / 2) as u64, "{r}");
+    assert_eq!(r["config"]["left_when_removed"], n, "{r}");
+    assert!(r["messages_received"]["compute-task"].as_u64().unwrap() >= finished);
+    assert!(
+        r["messages_sent"]["add-keys"].as_u64().unwrap() > 0,
+        "deps fetched: {r}"
+    );
+    assert!(r["bytes_served"].as_u64().unwrap() > 0, "{r}");
+    assert!(
+        r["decision_latency_ms"]["samples"].as_u64().unwrap() > 0,
+        "{r}"
+    );
+    assert!(r["messages_sent"]["heartbeat_worker"].as_u64().unwrap() >= n as u64);
+}
+
+const WAIT_AND_RUN: &str = r#"
+import json, sys, time
+from dask.distributed import Client, wait
+addr, n = sys.argv[1], int(sys.argv[2])
+c = Client(addr, timeout=60)
+c.wait_for_workers(n, timeout=90)
+fs = c.map(lambda x: x, range(200))
+wait(fs)
+out = {"workers": len(c.scheduler_info(n_workers=-1)["workers"]),
+       "done": sum(f.status == "finished" for f in fs)}
+c.shutdown()
+print(json.dumps(out))
+"#;
+
+#[test]
+fn swarm_workers_register_again_with_a_restarted_scheduler() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-restart");
+    let d = dir.path();
+    let (mut sched, addr) = cluster::scheduler(&python, d, &[]);
+    let port = addr.rsplit(':').next().unwrap().to_owned();
+    let mut s = swarm(
+        d,
+        "swarm",
+        &[&addr, "--workers", "20", "--connect-timeout", "5"],
+    );
+    registered(&mut s, 20);
+    // The scheduler dies (no `close` to the workers) and a new one starts
+    // on the same address.
+    let _ = sched.child.kill();
+    let _ = sched.child.wait();
+    let (_sched2, addr2) =
+        cluster::scheduler_with(&python, d, "scheduler2", &[], &["--port", &port]);
+    assert_eq!(addr, addr2);
+    let out = client(&python, WAIT_AND_RUN, &[&addr, "20"]);
+    assert_eq!(out["workers"], 20, "{out}");
+    assert_eq!(out["done"], 200, "{out}");
+    let line = summary(&mut s);
+    assert!(line.contains("40 registrations"), "{line}");
+}

@@ -1,0 +1,323 @@
+"""The scheduler benchmark of `scripts/swarm-bench`: a real `dask scheduler`,
+`framewire swarm` (N simulated workers) and a Python client submitting named
+workloads; per cluster size, the wall time of each workload, the tasks the
+swarm finished per second, the scheduler's decision latency (as the swarm
+sees it), and the CPU of the scheduler and of the swarm. `--fidelity`
+instead runs one workload against 8 real Python workers (tasks sleep
+10 ms) and against 8 simulated workers (10 ms), counting the scheduler's
+messages by op (handlers and batched sends wrapped on the scheduler).
+
+Writes JSON (docs/bench/swarm.json), renders a table into BENCHMARKS.md
+(between the swarm markers) and a PNG plot (docs/bench/swarm.png).
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benches"))
+import figures  # noqa: E402 (benches/figures.py: the tables, rendered into BENCHMARKS.md)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def start_scheduler(tmp, port=0):
+    log = open(os.path.join(tmp, "scheduler.log"), "w+")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", str(port), "--no-dashboard"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        log.seek(0)
+        m = re.search(r"Scheduler at:\s+(tcp://\S+)", log.read())
+        if m:
+            return p, m.group(1)
+        if p.poll() is not None:
+            raise SystemExit("the scheduler exited early")
+        time.sleep(0.1)
+    raise SystemExit("no scheduler after 90 s")
+
+
+def start_swarm(binary, addr, n, task_ms, tmp, nthreads=1):
+    out = os.path.join(tmp, f"swarm-{n}.json")
+    log = open(os.path.join(tmp, f"swarm-{n}.log"), "w+")
+    p = subprocess.Popen(
+        [binary, "swarm", addr, "--workers", str(n), "--nthreads", str(nthreads),
+         "--task-ms", str(task_ms), "--nbytes", "100", "--output", out],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        log.seek(0)
+        if f"swarm: {n} workers registered" in log.read():
+            return p, out, log
+        if p.poll() is not None:
+            log.seek(0)
+            raise SystemExit("the swarm exited early:\n" + log.read())
+        time.sleep(0.2)
+    raise SystemExit(f"{n} workers did not register in 600 s")
+
+
+def start_python_workers(addr, n, tmp):
+    procs = []
+    for i in range(n):
+        log = open(os.path.join(tmp, f"worker-{i}.log"), "w")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1",
+             "--no-nanny", "--name", f"py-{i}", "--no-dashboard"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=tmp))
+    return procs
+
+
+# The workloads. Each function runs in the client and returns how many
+# tasks it submitted.
+
+def sleepy(x, *deps):
+    import time as t
+    t.sleep(0.01)
+    return x
+
+
+def run_graph(c, dsk, keys):
+    """Submits a whole graph at once (one `update-graph`) and waits for
+    `keys` in the cluster (nothing gathered)."""
+    from distributed import wait
+    fs = c.get(dsk, keys, sync=False)
+    wait(fs)
+    del fs
+    return len(dsk)
+
+
+def independent(c, size):
+    dsk = {("leaf", i): (sleepy, i) for i in range(size)}
+    return run_graph(c, dsk, list(dsk))
+
+
+def tree(c, size):
+    dsk = {("t", 0, i): (sleepy, i) for i in range(size)}
+    level, width = 0, size
+    while width > 1:
+        nxt = (width + 1) // 2
+        for i in range(nxt):
+            deps = [("t", level, k) for k in (2 * i, 2 * i + 1) if k < width]
+            dsk[("t", level + 1, i)] = (sleepy, i, *deps)
+        level, width = level + 1, nxt
+    return run_graph(c, dsk, [("t", level, 0)])
+
+
+def shuffle(c, size):
+    """All-to-all: p inputs, each split into p pieces, p outputs each
+    taking one piece of every input (p + p² + p tasks, p² transfers)."""
+    p = max(2, int(size ** 0.5))
+    dsk = {("in", i): (sleepy, i) for i in range(p)}
+    for i in range(p):
+        for j in range(p):
+            dsk[("split", i, j)] = (sleepy, j, ("in", i))
+    for j in range(p):
+        dsk[("out", j)] = (sleepy, j, *[("split", i, j) for i in range(p)])
+    return run_graph(c, dsk, [("out", j) for j in range(p)])
+
+
+WORKLOADS = {"independent": independent, "tree": tree, "shuffle": shuffle}
+
+
+def counting(dask_scheduler):
+    """On the scheduler: count messages by op, both ways (the stream
+    handlers, the RPC handlers, and every batched send)."""
+    import collections
+    import functools
+    import inspect
+    from distributed import batched
+    counts = collections.Counter()
+    dask_scheduler._swarm_bench_counts = counts
+    for name, table in (("in", dask_scheduler.stream_handlers), ("rpc", dask_scheduler.handlers)):
+        for op, h in list(table.items()):
+            def wrap(h=h, key=f"{name}:{op}"):
+                # The scheduler inspects a handler: its arguments (`comm`)
+                # and whether it is a coroutine function.
+                if inspect.iscoroutinefunction(h):
+                    @functools.wraps(h)
+                    async def f(*a, **k):
+                        counts[key] += 1
+                        return await h(*a, **k)
+                else:
+                    @functools.wraps(h)
+                    def f(*a, **k):
+                        counts[key] += 1
+                        return h(*a, **k)
+                return f
+            table[op] = wrap()
+    if not getattr(batched.BatchedSend, "_swarm_bench", False):
+        send = batched.BatchedSend.send
+
+        def counted(self, *msgs):
+            for m in msgs:
+                op = m.get("op") if isinstance(m, dict) else None
+                counts[f"out:{op}"] += 1
+            return send(self, *msgs)
+        batched.BatchedSend.send = counted
+        batched.BatchedSend._swarm_bench = True
+
+
+def read_counts(dask_scheduler):
+    c = dict(dask_scheduler._swarm_bench_counts)
+    dask_scheduler._swarm_bench_counts.clear()
+    return c
+
+
+def stop(p, timeout=60):
+    """Terminates `p`, killing it if it is not gone in `timeout` (a
+    scheduler removing 5 000 workers takes a while)."""
+    p.terminate()
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def cpu(p):
+    t = psutil.Process(p.pid).cpu_times()
+    return t.user + t.system
+
+
+def measure(c, sched, swarm, workload, size):
+    c.run_on_scheduler(read_counts)
+    s0, w0 = cpu(sched), (cpu(swarm) if swarm else 0.0)
+    t0 = time.perf_counter()
+    tasks = WORKLOADS[workload](c, size)
+    wall = time.perf_counter() - t0
+    s1, w1 = cpu(sched), (cpu(swarm) if swarm else 0.0)
+    counts = c.run_on_scheduler(read_counts)
+    return {"workload": workload, "tasks": tasks, "wall_s": wall,
+            "tasks_per_s": tasks / wall, "scheduler_cpu_s": s1 - s0,
+            "swarm_cpu_s": w1 - w0, "scheduler_messages": counts}
+
+
+def scale_run(args, n, tmp):
+    from distributed import Client
+    sched, addr = start_scheduler(tmp)
+    swarm, out, log = start_swarm(args.binary, addr, n, args.task_ms, tmp)
+    rss_idle = psutil.Process(swarm.pid).memory_info().rss
+    rows = []
+    try:
+        with Client(addr, timeout=60) as c:
+            c.run_on_scheduler(counting)
+            for w in args.workloads:
+                r = measure(c, sched, swarm, w, args.size)
+                r["workers"] = n
+                rows.append(r)
+                print(json.dumps({k: v for k, v in r.items() if k != "scheduler_messages"}),
+                      file=sys.stderr)
+    finally:
+        swarm.send_signal(signal.SIGINT)
+        swarm.wait(120)
+        stop(sched)
+    res = json.load(open(out))
+    return {"workers": n, "rows": rows, "swarm_rss_idle": rss_idle,
+            "swarm_rss_idle_per_worker": rss_idle / n,
+            "decision_latency_ms": res["decision_latency_ms"],
+            "swarm_tasks_per_second_peak": res["tasks_per_second_peak"],
+            "timeline": res["timeline"]}
+
+
+def fidelity(args, tmp):
+    from distributed import Client
+    out = {}
+    for kind in ("python", "swarm"):
+        sched, addr = start_scheduler(tmp)
+        procs, swarm = [], None
+        try:
+            if kind == "python":
+                procs = start_python_workers(addr, 8, tmp)
+            else:
+                swarm, _, _ = start_swarm(args.binary, addr, 8, 10, tmp)
+            with Client(addr, timeout=60) as c:
+                c.wait_for_workers(8, timeout=120)
+                c.run_on_scheduler(counting)
+                runs = [measure(c, sched, swarm, "tree", args.fidelity_size)
+                        for _ in range(args.rounds)]
+            out[kind] = runs
+        finally:
+            if swarm:
+                swarm.send_signal(signal.SIGINT)
+                swarm.wait(60)
+            for p in procs:
+                stop(p)
+            stop(sched)
+    return out
+
+
+def plot(data, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    scales = data.get("scales") or []
+    if not scales:
+        return
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for w in data["workloads"]:
+        xs = [s["workers"] for s in scales]
+        a.plot(xs, [next(r["tasks_per_s"] for r in s["rows"] if r["workload"] == w) for s in scales],
+               marker="o", label=w)
+    a.set_xscale("log")
+    a.set_xlabel("simulated workers")
+    a.set_ylabel("tasks / s")
+    a.legend()
+    xs = [s["workers"] for s in scales]
+    for p in ("p50", "p99"):
+        b.plot(xs, [s["decision_latency_ms"][p] or 0 for s in scales], marker="o", label=p)
+    b.set_xscale("log")
+    b.set_xlabel("simulated workers")
+    b.set_ylabel("decision latency, ms")
+    b.legend()
+    fig.suptitle("A real dask scheduler under framewire swarm")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--workers", default="10,100,1000")
+    ap.add_argument("--size", type=int, default=2000)
+    ap.add_argument("--task-ms", type=float, default=10)
+    ap.add_argument("--workloads", default="independent,tree,shuffle")
+    ap.add_argument("--fidelity", action="store_true")
+    ap.add_argument("--fidelity-size", type=int, default=2048)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-scales", action="store_true")
+    ap.add_argument("--command", default="scripts/swarm-bench")
+    ap.add_argument("--no-render", action="store_true")
+    args = ap.parse_args()
+    args.workloads = args.workloads.split(",")
+    env = figures.environment()
+    scales = {"task_ms": args.task_ms, "workloads": args.workloads, "size": args.size}
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.no_scales:
+            scales["scales"] = [scale_run(args, int(n), tmp) for n in args.workers.split(",")]
+        fid = fidelity(args, tmp) if args.fidelity else None
+    if args.no_render:
+        print(json.dumps({"scales": scales, "fidelity": fid}, indent=1))
+        return
+    if not args.no_scales:
+        plot(scales, os.path.join(ROOT, "docs/bench/swarm.png"))
+        for s in scales["scales"]:
+            s.pop("timeline", None)
+        print(figures.record("swarm", env, scales, args.command))
+    if fid:
+        print(figures.record("swarm-fidelity", env, {"size": args.fidelity_size, "rounds": fid},
+                             args.command))
+
+
+if __name__ == "__main__":
+    main()
