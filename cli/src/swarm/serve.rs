@@ -37,7 +37,7 @@ pub async fn accept(listener: TcpListener, node: Arc<Node>, sh: Arc<Shared>) {
         };
         let (node, sh) = (node.clone(), sh.clone());
         tokio::spawn(async move {
-            let Ok((conn, _)) = sh.builder.accept_socket(socket, &sh.handshake).await else {
+            let Ok((conn, _)) = sh.builder.accept(socket, &sh.handshake).await else {
                 return;
             };
             let mut rq = Requests::new(conn);

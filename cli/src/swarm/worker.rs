@@ -14,7 +14,7 @@ use framewire::dask::runtime::{now, stimulus_id};
 use framewire::dask::{
     gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
     HeartbeatReply, HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker,
-    ReleaseWorkerData, Reschedule, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
+    ReleaseWorkerData, Reschedule, RpcCause, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
     StealResponse, TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
 };
 use framewire::transport::TransportError;
@@ -121,9 +121,9 @@ async fn register(
     node: &Node,
     first: bool,
 ) -> Result<WorkerStream, String> {
-    let unreachable = |e: &RpcError| match e {
-        RpcError::Closed => true,
-        RpcError::Transport(t) => matches!(
+    let unreachable = |e: &RpcError| match e.cause() {
+        RpcCause::Closed => true,
+        RpcCause::Transport(t) => matches!(
             t,
             TransportError::Connect(_)
                 | TransportError::Timeout { .. }
@@ -177,19 +177,19 @@ fn metrics(sh: &Shared, node: &Node) -> Value {
     // As `WorkerMetrics::new`, without reading /proc for every heartbeat
     // of thousands of workers: the swarm's RSS, sampled each second.
     let m = WorkerMetrics {
-        task_counts: Map::new(),
+        task_counts: Map::default(),
         bandwidth: Bandwidth {
             total: 100e6,
-            workers: Map::new(),
-            types: Map::new(),
+            workers: Map::default(),
+            types: Map::default(),
         },
-        digests_total_since_heartbeat: Map::new(),
+        digests_total_since_heartbeat: Map::default(),
         managed_bytes: held,
         spilled_bytes: SpilledBytes::default(),
         memory: held + sh.stats.rss.load(Relaxed) / sh.workers.max(1) as u64,
         cpu: 0.0,
         time: now(),
-        extra: Map::new(),
+        extra: Map::default(),
     };
     m.to_value()
 }
@@ -297,11 +297,11 @@ impl<'a> Sim<'a> {
             sh,
             node,
             stream,
-            tasks: HashMap::new(),
+            tasks: HashMap::default(),
             ready: BinaryHeap::new(),
             generation: 0,
             timers: BinaryHeap::new(),
-            executing: HashMap::new(),
+            executing: HashMap::default(),
             seq: 0,
             in_flight: HashSet::new(),
             running: true,
@@ -753,7 +753,7 @@ impl<'a> Sim<'a> {
                     sh.heartbeats.call::<_, HeartbeatReply>(&sh.scheduler, &msg),
                 )
                 .await
-                .unwrap_or(Err(RpcError::Closed)),
+                .unwrap_or(Err(RpcError::from(RpcCause::Closed))),
                 None => {
                     sh.heartbeats
                         .call::<_, HeartbeatReply>(&sh.scheduler, &msg)
