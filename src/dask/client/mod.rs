@@ -11,10 +11,9 @@ use tokio::task::JoinHandle;
 
 use super::runtime::server_id;
 use super::{
-    gather_from_pool, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
-    ConnectionPool, GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op,
-    RegisterClient, ReportKey, RpcError, SchedulerToClient, StreamStart, UpdateData,
-    UpdateDataReply, UpdateWhoHas, WhoHas,
+    BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys, ConnectionPool,
+    HeartbeatClient, Key, Map, NcoresRunning, Op, RegisterClient, ReportKey, RpcError,
+    SchedulerToClient, StreamStart, UpdateData, UpdateDataReply, UpdateWhoHas, WhoHas,
 };
 use crate::serialize::SerializeOptions;
 use crate::transport::{ReadHalf, Socket, TransportError, WriteHalf};
@@ -23,16 +22,20 @@ use crate::value::Value;
 
 mod compute;
 mod error;
+mod gather;
+mod handover;
 mod options;
 mod primitives;
 mod queue;
 mod semaphore;
+mod topics;
 
-pub use error::{ClientError, TaskError};
+pub use error::{ClientError, GatherError, KeyFailure, TaskError};
 pub use options::ClientOptions;
 pub use primitives::{Dataset, SharedEvent, Variable, VariableValue};
 pub use queue::Queue;
 pub use semaphore::{Lock, Semaphore, DEFAULT_LEASE_TIMEOUT};
+pub use topics::{TopicEvent, TopicEvents};
 
 // ---- state ------------------------------------------------------------------
 
@@ -81,6 +84,8 @@ struct Shared {
     /// The scheduler's `distributed` release, as its `versions` gave it
     /// at the last registration.
     release: Mutex<String>,
+    /// The event topics subscribed to ([`Client::subscribe_topic`]).
+    topics: Mutex<topics::Topics>,
 }
 
 impl State {
@@ -210,6 +215,7 @@ impl Client {
             writer: Mutex::new(Some(BatchedWriter::new(w, opts.batch_interval))),
             closing: AtomicBool::new(false),
             release: Mutex::new(release),
+            topics: Mutex::default(),
         });
         let registration = Registration {
             address: address.to_owned(),
@@ -291,7 +297,16 @@ impl Client {
         &self,
         data: impl IntoIterator<Item = (Key, Value)>,
     ) -> Result<Map<Key, Vec<String>>, ClientError> {
-        let data: Vec<(Key, Value)> = data.into_iter().collect();
+        self.place(data.into_iter().collect(), None).await
+    }
+
+    /// [`scatter`](Client::scatter), the keys held by the client `owner`
+    /// (`None`: this client).
+    async fn place(
+        &self,
+        data: Vec<(Key, Value)>,
+        owner: Option<&str>,
+    ) -> Result<Map<Key, Vec<String>>, ClientError> {
         if data.is_empty() {
             return Ok(Map::new());
         }
@@ -354,13 +369,15 @@ impl Client {
             let reply = done.expect("an update_data task does not panic")?;
             nbytes.extend(reply.nbytes);
         }
-        self.inner.shared.update(|s| s.hold(who_has.keys()));
+        if owner.is_none() {
+            self.inner.shared.update(|s| s.hold(who_has.keys()));
+        }
         let () = self
             .call(&UpdateWhoHas {
                 op: Op::new(),
                 who_has: who_has.clone(),
                 nbytes,
-                client: Some(self.inner.id.clone()),
+                client: Some(owner.unwrap_or(&self.inner.id).to_owned()),
                 reply: None,
             })
             .await?;
@@ -593,47 +610,6 @@ impl Client {
         &self.inner.pool
     }
 
-    async fn fetch(
-        &self,
-        keys: &[Key],
-        pool: &Arc<ConnectionPool>,
-    ) -> Result<Map<Key, Value>, ClientError> {
-        let who_has = self.who_has(keys).await?;
-        let got = gather_from_pool(&who_has, None, pool).await;
-        let mut data = got.data;
-        let missing: Vec<Key> = keys
-            .iter()
-            .filter(|k| !data.contains_key(*k))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            // Through the scheduler (Dask's `retry_operation(
-            // self.inner.scheduler.gather, ...)`), on a pooled connection that
-            // reads values as the workers' do.
-            let request = GatherKeys {
-                op: Op::new(),
-                keys: missing,
-                reply: None,
-            };
-            let reply: GatherKeysReply = pool.call(&self.inner.scheduler, &request).await?;
-            if reply.status != "OK" {
-                return Err(ClientError::Missing(reply.keys.unwrap_or_default()));
-            }
-            data.extend(reply.data.unwrap_or_default());
-        }
-        // In the order asked.
-        let mut out = Map::new();
-        for k in keys {
-            match data.swap_remove(k) {
-                Some(v) => {
-                    out.insert(k.clone(), v);
-                }
-                None => return Err(ClientError::Missing(vec![k.clone()])),
-            }
-        }
-        Ok(out)
-    }
-
     /// Closes the client as Dask's does: `close-client` (the scheduler
     /// releases every key this client holds) and `close-stream` on the
     /// stream, then the stream and the scheduler connection are closed.
@@ -824,8 +800,10 @@ async fn read_stream(
         *shared.release.lock().expect("not poisoned") = release;
         let batch = registration.opts.batch_interval;
         *shared.writer.lock().expect("not poisoned") = Some(BatchedWriter::new(w, batch));
+        topics::resubscribe(&shared, &registration.id);
         reader = BatchedReader::new(r);
     }
+    topics::end_all(&shared.topics);
     shared.update(|s| s.ended = true);
 }
 
@@ -875,6 +853,7 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
             SchedulerToClient::TaskRetried(m) => shared.update(|s| {
                 s.keys.remove(&m.key);
             }),
+            SchedulerToClient::Event(m) => topics::deliver(&shared.topics, m),
             SchedulerToClient::AdjustHeartbeatInterval(m) => {
                 let secs = m.interval.as_f64();
                 if secs > 0.0 && secs.is_finite() {

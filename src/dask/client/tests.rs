@@ -24,6 +24,7 @@ async fn reports_update_the_state() {
         writer: Mutex::new(None),
         closing: AtomicBool::new(false),
         release: Mutex::new(String::new()),
+        topics: Mutex::default(),
     });
     let reading = shared.clone();
     let task = tokio::spawn(async move {
