@@ -27,7 +27,7 @@ pub enum Format {
 }
 
 /// The client's options: `opts`, and the pickle family for plain values.
-fn client_options(address: &str, opts: &Connect) -> Result<ClientOptions, String> {
+pub(crate) fn client_options(address: &str, opts: &Connect) -> Result<ClientOptions, String> {
     let mut connection = framewire::transport::ConnectionBuilder::new();
     let parsed = framewire::transport::Address::parse(address).map_err(|e| e.to_string())?;
     opts.configure(&mut connection, &parsed)?;
@@ -46,7 +46,7 @@ pub fn parse_key(s: &str) -> Result<Key, String> {
     Ok(Key::from(s))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -166,7 +166,7 @@ pub fn gather(
 /// (else a summary line), bytes to `output` as they are (else a JSON
 /// line), a plain value as one JSON line; anything else is an error saying
 /// what it is.
-fn write_value(
+pub(crate) fn write_value(
     key: &Key,
     value: &Value,
     output: Option<&str>,
@@ -357,7 +357,7 @@ fn who_has_json(who_has: &Map<Key, Vec<String>>) -> Json {
 
 /// A key as a JSON object's name: a str key as it is, any other as Python
 /// writes it (`('x', 0)`).
-fn key_name(key: &Key) -> String {
+pub(crate) fn key_name(key: &Key) -> String {
     match key {
         Key::Str(s) => s.clone(),
         other => other.to_string(),

@@ -12,6 +12,7 @@ use framewire::serialize::{IterateCollection, SerializeOptions, DEFAULT_SHARD_SI
 mod args;
 mod call;
 mod client;
+mod dataset;
 mod demo;
 mod encode;
 mod input;
@@ -241,6 +242,13 @@ enum Command {
         #[arg(value_name = "ARG", allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Dask's published datasets: `list`, `get`, `publish`, `delete` (as
+    /// Python's `Client.list_datasets`, `get_dataset`, `publish_dataset`,
+    /// `unpublish_dataset`).
+    Dataset {
+        #[command(subcommand)]
+        action: dataset::DatasetCommand,
+    },
     /// Print where keys are in memory, as one JSON object `{key:
     /// [worker...]}` (a key the scheduler does not hold has none); every
     /// key when none is given.
@@ -416,6 +424,7 @@ fn main() -> ExitCode {
             };
             client::submit(address, &submit, &opts, &mut out).map(|()| true)
         }),
+        Command::Dataset { action } => dataset::run(action, &mut out).map(|()| true),
         Command::WhoHas {
             connect,
             address,

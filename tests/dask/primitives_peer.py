@@ -7,6 +7,9 @@ client (framewire::dask::Client) uses in the same cluster.
 MODE `dataset-get NAME`: `get_dataset(NAME).result()`, and the dataset names.
 MODE `dataset-put NAME VALUE`: scatter the int VALUE and publish its future
     under NAME (the dataset keeps it after this client closes).
+MODE `dataset-put-plain NAME`: publish {"from": "python", "n": [1, 2]} (no
+    future) under NAME.
+MODE `dataset-get-plain NAME`: `get_dataset(NAME)`, a plain object.
 MODE `variable-get NAME`: `Variable(NAME).get(timeout=10)`, its result when
     a future.
 MODE `variable-set NAME VALUE`: set Variable(NAME) to a future of the int
@@ -69,6 +72,14 @@ def main():
             fut = c.scatter(int(value))
             c.publish_dataset(fut, name=name)
             emit("dataset-put", key=str(fut.key))
+        elif mode == "dataset-put-plain":
+            (name,) = args
+            c.publish_dataset({"from": "python", "n": [1, 2]}, name=name)
+            emit("dataset-put-plain")
+        elif mode == "dataset-get-plain":
+            (name,) = args
+            got = c.get_dataset(name)
+            emit("dataset-get-plain", type=type(got).__name__, value=got)
         elif mode == "variable-get":
             (name,) = args
             v = Variable(name).get(timeout=10)
