@@ -231,6 +231,40 @@ async fn datasets_both_ways() {
     names.sort_by_key(|k| k.to_string());
     assert_eq!(names, vec![Key::from("py-ds"), Key::from("rust-ds")]);
 
+    // Plain objects, no key: Rust's `publish_value` read by Python's
+    // `get_dataset`, and the reverse.
+    let plain = Value::map_of([
+        ("from", Value::str("rust")),
+        ("n", Value::Array(vec![Value::from(1), Value::from(2)])),
+    ]);
+    client
+        .publish_value("rust-plain", plain, false)
+        .await
+        .unwrap();
+    let got = cl.peer(&["dataset-get-plain", "rust-plain"]);
+    let got = &got["dataset-get-plain"];
+    assert_eq!(got["type"], "dict", "{got}");
+    assert_eq!(
+        got["value"],
+        serde_json::json!({"from": "rust", "n": [1, 2]})
+    );
+    cl.peer(&["dataset-put-plain", "py-plain"]);
+    let plain_ds = client
+        .get_dataset("py-plain")
+        .await
+        .unwrap()
+        .expect("py-plain published");
+    assert!(plain_ds.keys.is_empty(), "{plain_ds:?}");
+    assert_eq!(
+        plain_ds.data,
+        Value::map_of([
+            ("from", Value::str("python")),
+            ("n", Value::Array(vec![Value::from(1), Value::from(2)])),
+        ])
+    );
+    client.unpublish_dataset("rust-plain").await.unwrap();
+    client.unpublish_dataset("py-plain").await.unwrap();
+
     // Unpublished and released: nothing left.
     client.unpublish_dataset("rust-ds").await.unwrap();
     client.unpublish_dataset("py-ds").await.unwrap();
