@@ -220,6 +220,8 @@ pub struct Submit<'a> {
     pub timeout: Duration,
     /// Where the result goes (as `gather`'s `-o`).
     pub output: Option<&'a str>,
+    /// Print the key and leave the task to run (`fire_and_forget`).
+    pub no_wait: bool,
 }
 
 /// One argument: `@KEY` (a key's value: a string, or `@["x", 0]` for a
@@ -270,6 +272,21 @@ pub fn submit(
             }
             None => client.submit(call).map_err(|e| e.to_string())?,
         };
+        if s.no_wait {
+            // Wanted by the scheduler's "fire-and-forget" pseudo-client
+            // (sent after the graph, on the same stream): the task runs
+            // after this client closes; once it is done, the scheduler
+            // lets the key go (distributed 2026.8.0 `scheduler.py`,
+            // `_add_to_memory` and `transition_processing_erred`: "if ts in
+            // cs.wants_what: self._client_releases_keys(...)" for
+            // `clients["fire-and-forget"]`), as for Python's
+            // `fire_and_forget`.
+            client
+                .fire_and_forget(std::slice::from_ref(&key))
+                .map_err(|e| e.to_string())?;
+            client.close().await.map_err(|e| e.to_string())?;
+            return writeln!(out, "{}", key_name(&key)).map_err(|e| e.to_string());
+        }
         let value = match tokio::time::timeout(s.timeout, client.result(&key)).await {
             Err(_) => {
                 return Err(format!(

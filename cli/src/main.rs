@@ -228,6 +228,12 @@ enum Command {
         /// Write the result here instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<String>,
+        /// Print the task's key and exit, leaving the task to run (Dask's
+        /// `fire_and_forget`): its result is not kept once computed, as
+        /// Dask's scheduler lets a fire-and-forget key go when it is done,
+        /// unless a client holds it.
+        #[arg(long, conflicts_with = "output")]
+        no_wait: bool,
         #[command(flatten)]
         connect: args::ConnectArgs,
         /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
@@ -409,6 +415,7 @@ fn main() -> ExitCode {
             kwargs,
             timeout,
             output,
+            no_wait,
             connect,
             address,
             function,
@@ -421,6 +428,7 @@ fn main() -> ExitCode {
                 key: task_key.as_deref(),
                 timeout: *timeout,
                 output: output.as_deref(),
+                no_wait: *no_wait,
             };
             client::submit(address, &submit, &opts, &mut out).map(|()| true)
         }),

@@ -274,6 +274,36 @@ fn submit_against_a_real_cluster() {
     let err = String::from_utf8(raised.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("ZeroDivisionError: division by zero"), "{err}");
+    // --no-wait: the key printed, the task left running for the
+    // scheduler's "fire-and-forget" client alone once this one exited...
+    let slept = ok(&[
+        "submit",
+        "--no-wait",
+        "--key",
+        "nap",
+        &addr,
+        "time:sleep",
+        "30",
+    ]);
+    assert_eq!(String::from_utf8(slept).unwrap(), "nap\n");
+    let tasks = primitives_peer(&python, &addr, &["tasks"]);
+    assert_eq!(tasks["tasks"]["nap"], json!(["fire-and-forget"]), "{tasks}");
+    // ...and run: a side effect (a file opened for writing) comes.
+    let made = d.join("made-by-a-task");
+    let made_arg = serde_json::to_string(made.to_str().unwrap()).unwrap();
+    ok(&[
+        "submit",
+        "--no-wait",
+        &addr,
+        "builtins:open",
+        &made_arg,
+        "\"w\"",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !made.exists() {
+        assert!(Instant::now() < deadline, "the task left running never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // A function name that is not one: refused before connecting.
     let bad = framewire(&["submit", &addr, "operator.add", "1"]);
     assert!(!bad.status.success());
