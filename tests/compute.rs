@@ -466,6 +466,10 @@ async fn gather_names_why_each_key_failed() {
         .submit(Call::new(f("time:sleep")).arg(30i64))
         .unwrap();
     let slow_ = std::slice::from_ref(&slow);
+    // Known to the scheduler first (the graph goes on the stream).
+    while client.task_status(slow_).await.unwrap()[&slow].is_none() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     match client.gather(slow_).await {
         Err(ClientError::Missing(e)) => match e.reason(&slow) {
             Some(KeyFailure::NotInMemory(state)) => {

@@ -62,6 +62,24 @@ impl Client {
         ))))
     }
 
+    /// The value of `key`, in memory, a Python scalar (see
+    /// [`scalar_type`]): through the scheduler (`gather`, one call: the
+    /// scheduler fetches it from its worker), as Python's `Future.result()`
+    /// fetches every value; `None` when the scheduler could not give it.
+    pub(super) async fn fetch_scalar(&self, key: &Key) -> Result<Option<Value>, ClientError> {
+        let request = GatherKeys {
+            op: Op::new(),
+            keys: vec![key.clone()],
+            reply: None,
+        };
+        let reply: GatherKeysReply = self
+            .inner
+            .pool
+            .call(&self.inner.scheduler, &request)
+            .await?;
+        Ok(reply.data.and_then(|mut d| d.swap_remove(key)))
+    }
+
     /// Why each of `keys` could not be gathered: what the scheduler
     /// reported of it on the stream (erred with its exception, cancelled,
     /// lost, unknown), else its state in the scheduler
@@ -117,6 +135,25 @@ impl Client {
     }
 }
 
+/// Whether the `type` of a `key-in-memory` report (a pickle of the
+/// result's class; nil for `None`) names one of Python's scalars: `int`,
+/// `float`, `bool`, `complex` or `NoneType`, as a worker pickles them
+/// (`builtins` and the name, `STACK_GLOBAL`). Only compared, never read as
+/// a pickle.
+pub(super) fn scalar_type(type_: Option<&Option<crate::typed::Bin>>) -> bool {
+    const SCALARS: [&[u8]; 4] = [
+        b"\x8c\x08builtins\x94\x8c\x03int\x94\x93\x94.",
+        b"\x8c\x08builtins\x94\x8c\x05float\x94\x93\x94.",
+        b"\x8c\x08builtins\x94\x8c\x04bool\x94\x93\x94.",
+        b"\x8c\x08builtins\x94\x8c\x07complex\x94\x93\x94.",
+    ];
+    match type_ {
+        Some(None) => true,
+        Some(Some(t)) => SCALARS.iter().any(|s| t.ends_with(s)),
+        None => false,
+    }
+}
+
 /// The failure the stream reported of `k`, if any.
 fn failure_of(k: &Key, state: Option<&KeyState>) -> Option<KeyFailure> {
     Some(match key_error(k, state)? {
@@ -126,4 +163,34 @@ fn failure_of(k: &Key, state: Option<&KeyState>) -> Option<KeyFailure> {
         ClientError::Unknown(_) => KeyFailure::Unknown,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scalar_type;
+    use crate::typed::Bin;
+
+    /// The types Python's workers report (`pickle.dumps(int)`, ...):
+    /// scalars by name only; anything else, or a longer name, is not one.
+    #[test]
+    fn scalar_types_by_their_pickles() {
+        let of = |name: &str| {
+            let mut p =
+                b"\x80\x05\x95\x14\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c".to_vec();
+            p.push(name.len() as u8);
+            p.extend(name.as_bytes());
+            p.extend(b"\x94\x93\x94.");
+            Some(Bin::from(p))
+        };
+        for name in ["int", "float", "bool", "complex"] {
+            assert!(scalar_type(Some(&of(name))), "{name}");
+        }
+        for name in ["str", "list", "bytes", "dict", "xint"] {
+            assert!(!scalar_type(Some(&of(name))), "{name}");
+        }
+        assert!(scalar_type(Some(&None)));
+        assert!(!scalar_type(None));
+        let numpy = b"\x80\x05\x8c\x05numpy\x94\x8c\x07ndarray\x94\x93\x94.".to_vec();
+        assert!(!scalar_type(Some(&Some(Bin::from(numpy)))));
+    }
 }

@@ -42,7 +42,12 @@ pub use topics::{TopicEvent, TopicEvents};
 /// Where a key the client follows is, as the scheduler reported it.
 #[derive(Clone, Debug, PartialEq)]
 enum KeyState {
-    Memory,
+    /// In memory; `scalar`: its value is a Python `int`, `float`, `bool`,
+    /// `complex` or `None`, as the `type` of the report named it (small:
+    /// [`Client::result`] fetches it through the scheduler, in one call).
+    Memory {
+        scalar: bool,
+    },
     /// The exception and traceback of `task-erred`, as they came.
     Erred(Box<(Value, Option<Value>)>),
     Cancelled,
@@ -506,7 +511,7 @@ impl Client {
                 }
                 while next < keys.len() {
                     match state.keys.get(&keys[next]) {
-                        Some(KeyState::Memory) => next += 1,
+                        Some(KeyState::Memory { .. }) => next += 1,
                         None => break,
                         failed => return Err(key_error(&keys[next], failed).expect("a failure")),
                     }
@@ -566,7 +571,7 @@ impl Client {
                 let state = self.inner.shared.state.lock().expect("not poisoned");
                 let late = keys
                     .iter()
-                    .filter(|k| !matches!(state.keys.get(*k), Some(KeyState::Memory)))
+                    .filter(|k| !matches!(state.keys.get(*k), Some(KeyState::Memory { .. })))
                     .cloned()
                     .collect();
                 Err(ClientError::TimedOut(late))
@@ -697,7 +702,7 @@ async fn register(
 /// not reported yet.
 fn key_error(k: &Key, state: Option<&KeyState>) -> Option<ClientError> {
     Some(match state? {
-        KeyState::Memory => return None,
+        KeyState::Memory { .. } => return None,
         KeyState::Erred(report) => ClientError::Erred(Box::new(TaskError::read(
             k.clone(),
             &report.0,
@@ -820,14 +825,17 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
         };
         let one = |key: Key, state: KeyState| {
             move |s: &mut State| {
-                if !matches!(state, KeyState::Memory) {
+                if !matches!(state, KeyState::Memory { .. }) {
                     s.failures += 1;
                 }
                 s.keys.insert(key, state);
             }
         };
         match report {
-            SchedulerToClient::KeyInMemory(m) => shared.update(one(m.key, KeyState::Memory)),
+            SchedulerToClient::KeyInMemory(m) => {
+                let scalar = gather::scalar_type(m.type_.as_ref());
+                shared.update(one(m.key, KeyState::Memory { scalar }))
+            }
             SchedulerToClient::TaskErred(m) => shared.update(one(
                 m.key,
                 KeyState::Erred(Box::new((m.exception, m.traceback))),

@@ -85,7 +85,10 @@ async fn reports_update_the_state() {
     drop(tx);
     task.await.unwrap();
     let state = shared.state.lock().unwrap();
-    assert_eq!(state.keys.get(&Key::from("x")), Some(&KeyState::Memory));
+    assert_eq!(
+        state.keys.get(&Key::from("x")),
+        Some(&KeyState::Memory { scalar: false })
+    );
     assert!(matches!(
         state.keys.get(&Key::from("bad")),
         Some(KeyState::Erred(_))
