@@ -122,9 +122,11 @@ impl Client {
         self.inner.shared.update(|s| {
             s.hold(keys.iter());
             for k in &keys {
-                // Submitted anew: what was reported of it before is moot.
+                // Submitted anew: what was reported of it before is moot;
+                // the scheduler reports on it (`update-graph` makes this
+                // client want it), unasked.
                 s.cancelling.remove(k);
-                s.keys.remove(k);
+                s.keys.insert(k.clone(), super::KeyState::Pending);
             }
         });
         self.inner.shared.send(&msg)?;

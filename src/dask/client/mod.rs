@@ -48,6 +48,9 @@ enum KeyState {
     Memory {
         scalar: bool,
     },
+    /// Submitted by this client ([`Client::compute`]): the scheduler
+    /// reports on it without being asked.
+    Pending,
     /// The exception and traceback of `task-erred`, as they came.
     Erred(Box<(Value, Option<Value>)>),
     Cancelled,
@@ -72,6 +75,12 @@ struct State {
     cancelling: HashSet<Key>,
     /// Times the stream was lost (and registered again).
     connections_lost: u64,
+    /// `key-in-memory` reports so far.
+    memory_reports: u64,
+    /// The waits in progress, by the count of `memory_reports` before which
+    /// none can be over (each needs that many more reports): a report
+    /// wakes them only once the least is reached.
+    wake_at: std::collections::BTreeMap<u64, usize>,
     /// The stream ended for good (closed, or lost and not registered again).
     ended: bool,
 }
@@ -113,6 +122,40 @@ impl Shared {
     fn update(&self, f: impl FnOnce(&mut State)) {
         f(&mut self.state.lock().expect("not poisoned"));
         self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// `key` is in memory: waits are woken only when one may be over.
+    fn in_memory(&self, key: Key, scalar: bool) {
+        let wake = {
+            let mut s = self.state.lock().expect("not poisoned");
+            s.keys.insert(key, KeyState::Memory { scalar });
+            s.memory_reports += 1;
+            s.wake_at
+                .first_key_value()
+                .is_some_and(|(&at, _)| s.memory_reports >= at)
+        };
+        if wake {
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// A wait's place in [`State::wake_at`], taken out when the wait wakes or
+/// is dropped.
+struct WakeAt<'a> {
+    shared: &'a Shared,
+    at: u64,
+}
+
+impl Drop for WakeAt<'_> {
+    fn drop(&mut self) {
+        let mut s = self.shared.state.lock().expect("not poisoned");
+        if let Some(n) = s.wake_at.get_mut(&self.at) {
+            *n -= 1;
+            if *n == 0 {
+                s.wake_at.remove(&self.at);
+            }
+        }
     }
 }
 
@@ -418,8 +461,25 @@ impl Client {
     /// this client and reports on them. A key the scheduler does not know
     /// yet is ignored by it (with a warning in its log).
     pub fn desire(&self, keys: &[Key]) -> Result<(), ClientError> {
-        self.inner.shared.update(|s| s.hold(keys.iter()));
-        let mut wish = ClientDesiresKeys::new(keys.iter().cloned());
+        // A key held already, and submitted or reported in memory, is one
+        // the scheduler keeps for this client: not asked again.
+        let mut ask = Vec::new();
+        self.inner.shared.update(|s| {
+            for k in keys {
+                let known = matches!(
+                    s.keys.get(k),
+                    Some(KeyState::Pending | KeyState::Memory { .. })
+                );
+                if !(known && s.held.contains_key(k)) {
+                    ask.push(k.clone());
+                }
+            }
+            s.hold(keys.iter())
+        });
+        if ask.is_empty() {
+            return Ok(());
+        }
+        let mut wish = ClientDesiresKeys::new(ask);
         wish.client = Some(self.inner.id.clone());
         self.inner.shared.send(&wish)?;
         Ok(())
@@ -492,12 +552,16 @@ impl Client {
         // Keys before `next` are in memory. Every key is looked at again
         // only when the scheduler reported a failure (of any key) since the
         // last look: a wait on n keys reported one by one costs O(n), not
-        // O(n) per report.
+        // O(n) per report. Between looks, the wait sleeps until as many
+        // keys were reported in memory (of any wait) as it misses, or a
+        // failure: one wake-up for n keys reported in order, not one per
+        // batch of reports.
         let mut next = 0;
         let mut failures_seen = None;
         loop {
+            let _wake_at;
             {
-                let state = self.inner.shared.state.lock().expect("not poisoned");
+                let mut state = self.inner.shared.state.lock().expect("not poisoned");
                 if state.connections_lost != lost {
                     return Err(ClientError::ConnectionLost);
                 }
@@ -512,7 +576,7 @@ impl Client {
                 while next < keys.len() {
                     match state.keys.get(&keys[next]) {
                         Some(KeyState::Memory { .. }) => next += 1,
-                        None => break,
+                        None | Some(KeyState::Pending) => break,
                         failed => return Err(key_error(&keys[next], failed).expect("a failure")),
                     }
                 }
@@ -522,6 +586,16 @@ impl Client {
                 if state.ended {
                     return Err(TransportError::Closed.into());
                 }
+                let missing = keys[next..]
+                    .iter()
+                    .filter(|k| !matches!(state.keys.get(*k), Some(KeyState::Memory { .. })))
+                    .count() as u64;
+                let at = state.memory_reports + missing;
+                *state.wake_at.entry(at).or_insert(0) += 1;
+                _wake_at = WakeAt {
+                    shared: &self.inner.shared,
+                    at,
+                };
             }
             if changed.changed().await.is_err() {
                 return Err(TransportError::Closed.into());
@@ -702,7 +776,7 @@ async fn register(
 /// not reported yet.
 fn key_error(k: &Key, state: Option<&KeyState>) -> Option<ClientError> {
     Some(match state? {
-        KeyState::Memory { .. } => return None,
+        KeyState::Memory { .. } | KeyState::Pending => return None,
         KeyState::Erred(report) => ClientError::Erred(Box::new(TaskError::read(
             k.clone(),
             &report.0,
@@ -833,8 +907,7 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
         };
         match report {
             SchedulerToClient::KeyInMemory(m) => {
-                let scalar = gather::scalar_type(m.type_.as_ref());
-                shared.update(one(m.key, KeyState::Memory { scalar }))
+                shared.in_memory(m.key, gather::scalar_type(m.type_.as_ref()))
             }
             SchedulerToClient::TaskErred(m) => shared.update(one(
                 m.key,
