@@ -207,3 +207,59 @@ pub(super) fn resubscribe(shared: &Shared, client: &str) {
 pub(super) fn end_all(topics: &Mutex<Topics>) {
     topics.lock().expect("not poisoned").subscribers.clear();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dask::Op;
+
+    fn event(topic: &str, event: Value) -> Event {
+        Event {
+            op: Op::new(),
+            topic: topic.into(),
+            event,
+        }
+    }
+
+    /// Events of any shape reach the subscriptions of their topic, in
+    /// order, never a panic; a topic nobody subscribed to, or whose
+    /// subscriptions are gone, drops them.
+    #[test]
+    fn events_of_any_shape_are_delivered() {
+        let topics = Mutex::new(Topics::default());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (gone, rx_gone) = mpsc::unbounded_channel();
+        drop(rx_gone);
+        topics
+            .lock()
+            .unwrap()
+            .subscribers
+            .insert("t".into(), vec![(1, tx), (2, gone)]);
+        let msg = Value::map_of([("a", Value::from(1))]);
+        deliver(
+            &topics,
+            event("t", Value::Array(vec![Value::Float(1.5), msg.clone()])),
+        );
+        deliver(
+            &topics,
+            event("t", Value::Array(vec![Value::from(7), Value::str("x")])),
+        );
+        deliver(&topics, event("t", Value::str("no time")));
+        deliver(
+            &topics,
+            event("t", Value::Array(vec![Value::Nil, Value::Nil])),
+        );
+        deliver(&topics, event("other", Value::Nil));
+        let got: Vec<TopicEvent> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!((got[0].time, &got[0].msg), (1.5, &msg));
+        assert_eq!((got[1].time, &got[1].msg), (7.0, &Value::str("x")));
+        assert!(got[2].time.is_nan() && got[2].msg == Value::str("no time"));
+        assert!(got[3].time.is_nan() && got[3].msg == Value::Nil);
+        // The dropped receiver's sender was let go.
+        assert_eq!(topics.lock().unwrap().subscribers["t"].len(), 1);
+        assert_eq!(subscribed(&topics), vec!["t".to_owned()]);
+        end_all(&topics);
+        assert!(subscribed(&topics).is_empty());
+    }
+}
