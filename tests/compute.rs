@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cluster::{python_worker, scheduler, scratch_dir, Daemon};
-use framewire::dask::{Arg, Call, Client, ClientError, ClientOptions, Key, PyFunction};
+use framewire::dask::{Arg, Call, Client, ClientError, ClientOptions, Key, KeyFailure, PyFunction};
 use framewire::pickle::PickleFamily;
 use framewire::serialize::Registry;
 use framewire::{NdArray, Value};
@@ -396,5 +396,102 @@ async fn unknown_keys_and_keys_still_to_come() {
     }
     assert!(started.elapsed() >= Duration::from_secs(1));
     submitter.close().await.unwrap();
+    client.close().await.unwrap();
+}
+
+/// `gather` that fails names each key and why: an erred key with its
+/// exception (for a client that followed it, and for one that did not), a
+/// key the scheduler does not know, one still computing, one cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gather_names_why_each_key_failed() {
+    let (_dir, _daemons, addr) = cluster("compute-gather-why");
+    let client = connect(&addr).await;
+    let good = Key::from("good");
+    let bad = Key::from("bad");
+    let nope = Key::from("never-there");
+    client
+        .compute([
+            (
+                good.clone(),
+                Call::new(f("operator:add")).arg(1i64).arg(2i64),
+            ),
+            (
+                bad.clone(),
+                Call::new(f("operator:truediv")).arg(1i64).arg(0i64),
+            ),
+        ])
+        .unwrap();
+    client.wait(std::slice::from_ref(&good)).await.unwrap();
+    match tokio::time::timeout(
+        Duration::from_secs(60),
+        client.wait(std::slice::from_ref(&bad)),
+    )
+    .await
+    {
+        Ok(Err(ClientError::Erred(_))) => {}
+        other => panic!("bad: {other:?}"),
+    }
+
+    let check = |e: ClientError| {
+        let text = e.to_string();
+        let ClientError::Missing(missing) = e else {
+            panic!("not Missing: {text}");
+        };
+        assert_eq!(missing.keys(), [bad.clone(), nope.clone()], "{text}");
+        match missing.reason(&bad) {
+            Some(KeyFailure::Erred(task)) => {
+                assert_eq!(task.type_name(), Some("ZeroDivisionError"), "{text}");
+                assert_eq!(task.message(), Some("division by zero"), "{text}");
+            }
+            other => panic!("bad: {other:?} ({text})"),
+        }
+        assert_eq!(missing.reason(&nope), Some(&KeyFailure::Unknown), "{text}");
+        assert!(
+            text.contains("ZeroDivisionError: division by zero")
+                && text.contains("unknown to the scheduler"),
+            "{text}"
+        );
+    };
+    let asked = [good.clone(), bad.clone(), nope.clone()];
+    // The client that followed `bad`: its exception from the stream.
+    check(client.gather(&asked).await.unwrap_err());
+    // A client that did not: asked of the scheduler, and let go again.
+    let other = connect(&addr).await;
+    check(other.gather(&asked).await.unwrap_err());
+    assert!(other.held().is_empty(), "{:?}", other.held());
+    other.close().await.unwrap();
+
+    // Still computing, then cancelled.
+    let slow = client
+        .submit(Call::new(f("time:sleep")).arg(30i64))
+        .unwrap();
+    let slow_ = std::slice::from_ref(&slow);
+    // Known to the scheduler first (the graph goes on the stream).
+    while client.task_status(slow_).await.unwrap()[&slow].is_none() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    match client.gather(slow_).await {
+        Err(ClientError::Missing(e)) => match e.reason(&slow) {
+            Some(KeyFailure::NotInMemory(state)) => {
+                assert!(
+                    ["processing", "waiting", "queued", "released"].contains(&state.as_str()),
+                    "{state}"
+                )
+            }
+            other => panic!("slow: {other:?}"),
+        },
+        other => panic!("slow: {other:?}"),
+    }
+    client.cancel(slow_, false).unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), client.wait(slow_)).await {
+        Ok(Err(ClientError::Cancelled(_))) => {}
+        other => panic!("cancelled: {other:?}"),
+    }
+    match client.gather(slow_).await {
+        Err(ClientError::Missing(e)) => {
+            assert_eq!(e.reason(&slow), Some(&KeyFailure::Cancelled), "{e}")
+        }
+        other => panic!("cancelled: {other:?}"),
+    }
     client.close().await.unwrap();
 }

@@ -231,6 +231,40 @@ async fn datasets_both_ways() {
     names.sort_by_key(|k| k.to_string());
     assert_eq!(names, vec![Key::from("py-ds"), Key::from("rust-ds")]);
 
+    // Plain objects, no key: Rust's `publish_value` read by Python's
+    // `get_dataset`, and the reverse.
+    let plain = Value::map_of([
+        ("from", Value::str("rust")),
+        ("n", Value::Array(vec![Value::from(1), Value::from(2)])),
+    ]);
+    client
+        .publish_value("rust-plain", plain, false)
+        .await
+        .unwrap();
+    let got = cl.peer(&["dataset-get-plain", "rust-plain"]);
+    let got = &got["dataset-get-plain"];
+    assert_eq!(got["type"], "dict", "{got}");
+    assert_eq!(
+        got["value"],
+        serde_json::json!({"from": "rust", "n": [1, 2]})
+    );
+    cl.peer(&["dataset-put-plain", "py-plain"]);
+    let plain_ds = client
+        .get_dataset("py-plain")
+        .await
+        .unwrap()
+        .expect("py-plain published");
+    assert!(plain_ds.keys.is_empty(), "{plain_ds:?}");
+    assert_eq!(
+        plain_ds.data,
+        Value::map_of([
+            ("from", Value::str("python")),
+            ("n", Value::Array(vec![Value::from(1), Value::from(2)])),
+        ])
+    );
+    client.unpublish_dataset("rust-plain").await.unwrap();
+    client.unpublish_dataset("py-plain").await.unwrap();
+
     // Unpublished and released: nothing left.
     client.unpublish_dataset("rust-ds").await.unwrap();
     client.unpublish_dataset("py-ds").await.unwrap();
@@ -484,4 +518,164 @@ async fn queues_and_the_events_log() {
     assert!((now - events[0].0).abs() < 120.0, "{events:?}");
     assert!(client.events("no-topic").await.unwrap().is_empty());
     client.close().await.unwrap();
+}
+
+/// Subscriptions to event topics, both ways: Rust's `subscribe_topic`
+/// receives what Python's `log_event` logs, as a stream; Python's
+/// `subscribe_topic` handler receives what Rust logs; dropping the
+/// subscription unsubscribes (the scheduler's broker no longer names the
+/// Rust client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_as_streams_both_ways() {
+    let cl = Cluster::start("prims-topics", &[]);
+    let client = cl.client().await;
+
+    // Python → Rust.
+    let mut events = client.subscribe_topic("py-news").unwrap();
+    assert_eq!(events.topic(), "py-news");
+    client
+        .log_event("py-news", Value::str("ping"))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .expect("the ping within 30 s")
+        .expect("the subscription lives");
+    assert_eq!(
+        (first.topic.as_str(), &first.msg),
+        ("py-news", &Value::str("ping"))
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!((now - first.time).abs() < 120.0, "{first:?}");
+    // A second subscription to the topic gets the events too.
+    let mut second = client.subscribe_topic("py-news").unwrap();
+    cl.peer(&["log-event", "py-news"]);
+    for subscription in [&mut events, &mut second] {
+        let got = tokio::time::timeout(Duration::from_secs(30), subscription.next())
+            .await
+            .expect("Python's event within 30 s")
+            .expect("the subscription lives");
+        assert_eq!(got.msg, Value::map_of([("from", Value::str("python"))]));
+    }
+    assert_eq!(events.try_next(), None);
+    let subscribed = cl.peer(&["subscribers", "py-news"]);
+    assert_eq!(
+        subscribed["subscribers"]["clients"],
+        serde_json::json!([client.id()])
+    );
+    // One dropped: still subscribed; both: not.
+    drop(second);
+    let subscribed = cl.peer(&["subscribers", "py-news"]);
+    assert_eq!(
+        subscribed["subscribers"]["clients"],
+        serde_json::json!([client.id()])
+    );
+    drop(events);
+    // The unsubscription goes on the stream: a moment to arrive.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let subscribed = cl.peer(&["subscribers", "py-news"]);
+        if subscribed["subscribers"]["clients"] == serde_json::json!([]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still subscribed: {subscribed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Rust → Python.
+    let python = cl.python.clone();
+    let addr = cl.addr.clone();
+    let listening = spawn_peer(
+        &python,
+        &addr,
+        &["subscribe", "rust-news", "2"],
+        "subscribed",
+    );
+    client
+        .log_event("rust-news", Value::map_of([("n", Value::from(1))]))
+        .await
+        .unwrap();
+    client
+        .log_event("rust-news", Value::map_of([("n", Value::from(2))]))
+        .await
+        .unwrap();
+    let heard = listening.finish();
+    assert_eq!(
+        heard["subscribe"]["msgs"],
+        serde_json::json!([{"n": 1}, {"n": 2}])
+    );
+
+    // Unsubscribed by name: the stream ends.
+    let mut ended = client.subscribe_topic("ends").unwrap();
+    client.unsubscribe_topic("ends").unwrap();
+    assert_eq!(ended.next().await, None);
+    client.close().await.unwrap();
+}
+
+/// Keys handed over to a Python client: scattered for it
+/// (`scatter_for`) and a computed key held on its behalf (`desire_for`);
+/// the Rust client closes, the keys stay, held for the Python client only,
+/// which reads them; when it is done, no key is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handover_to_a_python_client() {
+    let cl = Cluster::start("prims-handover", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let idfile = dir.path().join("id");
+    let gofile = dir.path().join("go");
+    let computed = Key::from("computed-for-python");
+    let adopting = spawn_peer(
+        &cl.python,
+        &cl.addr,
+        &[
+            "adopt",
+            idfile.to_str().unwrap(),
+            gofile.to_str().unwrap(),
+            "handed",
+            "computed-for-python",
+        ],
+        "ready",
+    );
+    let python_id = std::fs::read_to_string(&idfile).unwrap();
+    assert!(python_id.starts_with("Client-"), "{python_id}");
+
+    let client = cl.client().await;
+    let handed = Key::from("handed");
+    let who_has = client
+        .scatter_for(&python_id, [(handed.clone(), Value::from(7))])
+        .await
+        .unwrap();
+    assert!(who_has.contains_key(&handed));
+    assert!(client.held().is_empty(), "{:?}", client.held());
+    let add: framewire::dask::PyFunction = "operator:add".parse().unwrap();
+    client
+        .submit_as(
+            computed.clone(),
+            framewire::dask::Call::new(add).arg(40i64).arg(2i64),
+        )
+        .unwrap();
+    client.wait(std::slice::from_ref(&computed)).await.unwrap();
+    client
+        .desire_for(&python_id, std::slice::from_ref(&computed))
+        .unwrap();
+    client.close().await.unwrap();
+
+    std::fs::write(&gofile, b"").unwrap();
+    let adopted = adopting.finish();
+    let facts = &adopted["adopt"];
+    assert_eq!(
+        facts["wants"],
+        serde_json::json!({"handed": [python_id], "computed-for-python": [python_id]}),
+        "{facts}"
+    );
+    assert_eq!(
+        facts["values"],
+        serde_json::json!({"handed": 7, "computed-for-python": 42})
+    );
+    no_key_left(&cl.python, &cl.addr, &cl.logs()).await;
 }

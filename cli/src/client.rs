@@ -27,7 +27,7 @@ pub enum Format {
 }
 
 /// The client's options: `opts`, and the pickle family for plain values.
-fn client_options(address: &str, opts: &Connect) -> Result<ClientOptions, String> {
+pub(crate) fn client_options(address: &str, opts: &Connect) -> Result<ClientOptions, String> {
     let mut connection = framewire::transport::ConnectionBuilder::new();
     let parsed = framewire::transport::Address::parse(address).map_err(|e| e.to_string())?;
     opts.configure(&mut connection, &parsed)?;
@@ -46,7 +46,7 @@ pub fn parse_key(s: &str) -> Result<Key, String> {
     Ok(Key::from(s))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -166,7 +166,7 @@ pub fn gather(
 /// (else a summary line), bytes to `output` as they are (else a JSON
 /// line), a plain value as one JSON line; anything else is an error saying
 /// what it is.
-fn write_value(
+pub(crate) fn write_value(
     key: &Key,
     value: &Value,
     output: Option<&str>,
@@ -220,6 +220,8 @@ pub struct Submit<'a> {
     pub timeout: Duration,
     /// Where the result goes (as `gather`'s `-o`).
     pub output: Option<&'a str>,
+    /// Print the key and leave the task to run (`fire_and_forget`).
+    pub no_wait: bool,
 }
 
 /// One argument: `@KEY` (a key's value: a string, or `@["x", 0]` for a
@@ -270,6 +272,21 @@ pub fn submit(
             }
             None => client.submit(call).map_err(|e| e.to_string())?,
         };
+        if s.no_wait {
+            // Wanted by the scheduler's "fire-and-forget" pseudo-client
+            // (sent after the graph, on the same stream): the task runs
+            // after this client closes; once it is done, the scheduler
+            // lets the key go (distributed 2026.8.0 `scheduler.py`,
+            // `_add_to_memory` and `transition_processing_erred`: "if ts in
+            // cs.wants_what: self._client_releases_keys(...)" for
+            // `clients["fire-and-forget"]`), as for Python's
+            // `fire_and_forget`.
+            client
+                .fire_and_forget(std::slice::from_ref(&key))
+                .map_err(|e| e.to_string())?;
+            client.close().await.map_err(|e| e.to_string())?;
+            return writeln!(out, "{}", key_name(&key)).map_err(|e| e.to_string());
+        }
         let value = match tokio::time::timeout(s.timeout, client.result(&key)).await {
             Err(_) => {
                 return Err(format!(
@@ -357,7 +374,7 @@ fn who_has_json(who_has: &Map<Key, Vec<String>>) -> Json {
 
 /// A key as a JSON object's name: a str key as it is, any other as Python
 /// writes it (`('x', 0)`).
-fn key_name(key: &Key) -> String {
+pub(crate) fn key_name(key: &Key) -> String {
     match key {
         Key::Str(s) => s.clone(),
         other => other.to_string(),

@@ -12,6 +12,7 @@ use framewire::serialize::{IterateCollection, SerializeOptions, DEFAULT_SHARD_SI
 mod args;
 mod call;
 mod client;
+mod dataset;
 mod demo;
 mod encode;
 mod input;
@@ -228,6 +229,12 @@ enum Command {
         /// Write the result here instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<String>,
+        /// Print the task's key and exit, leaving the task to run (Dask's
+        /// `fire_and_forget`): its result is not kept once computed, as
+        /// Dask's scheduler lets a fire-and-forget key go when it is done,
+        /// unless a client holds it.
+        #[arg(long, conflicts_with = "output")]
+        no_wait: bool,
         #[command(flatten)]
         connect: args::ConnectArgs,
         /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
@@ -241,6 +248,13 @@ enum Command {
         /// (`@["x", 0]` for a tuple key).
         #[arg(value_name = "ARG", allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Dask's published datasets: `list`, `get`, `publish`, `delete` (as
+    /// Python's `Client.list_datasets`, `get_dataset`, `publish_dataset`,
+    /// `unpublish_dataset`).
+    Dataset {
+        #[command(subcommand)]
+        action: dataset::DatasetCommand,
     },
     /// Print where keys are in memory, as one JSON object `{key:
     /// [worker...]}` (a key the scheduler does not hold has none); every
@@ -454,6 +468,7 @@ fn main() -> ExitCode {
             kwargs,
             timeout,
             output,
+            no_wait,
             connect,
             address,
             function,
@@ -466,9 +481,11 @@ fn main() -> ExitCode {
                 key: task_key.as_deref(),
                 timeout: *timeout,
                 output: output.as_deref(),
+                no_wait: *no_wait,
             };
             client::submit(address, &submit, &opts, &mut out).map(|()| true)
         }),
+        Command::Dataset { action } => dataset::run(action, &mut out).map(|()| true),
         Command::WhoHas {
             connect,
             address,

@@ -274,6 +274,36 @@ fn submit_against_a_real_cluster() {
     let err = String::from_utf8(raised.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("ZeroDivisionError: division by zero"), "{err}");
+    // --no-wait: the key printed, the task left running for the
+    // scheduler's "fire-and-forget" client alone once this one exited...
+    let slept = ok(&[
+        "submit",
+        "--no-wait",
+        "--key",
+        "nap",
+        &addr,
+        "time:sleep",
+        "30",
+    ]);
+    assert_eq!(String::from_utf8(slept).unwrap(), "nap\n");
+    let tasks = primitives_peer(&python, &addr, &["tasks"]);
+    assert_eq!(tasks["tasks"]["nap"], json!(["fire-and-forget"]), "{tasks}");
+    // ...and run: a side effect (a file opened for writing) comes.
+    let made = d.join("made-by-a-task");
+    let made_arg = serde_json::to_string(made.to_str().unwrap()).unwrap();
+    ok(&[
+        "submit",
+        "--no-wait",
+        &addr,
+        "builtins:open",
+        &made_arg,
+        "\"w\"",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !made.exists() {
+        assert!(Instant::now() < deadline, "the task left running never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // A function name that is not one: refused before connecting.
     let bad = framewire(&["submit", &addr, "operator.add", "1"]);
     assert!(!bad.status.success());
@@ -285,4 +315,78 @@ fn file_with(dir: &Path, name: &str, bytes: &[u8]) -> String {
     let path = dir.join(name);
     std::fs::write(&path, bytes).unwrap();
     path.to_str().unwrap().to_owned()
+}
+
+/// `tests/dask/primitives_peer.py ADDRESS ARGS...`: its one fact.
+fn primitives_peer(python: &Path, addr: &str, args: &[&str]) -> Json {
+    let script = procs::repo_root().join("tests/dask/primitives_peer.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(addr)
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "peer {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().find(|l| l.starts_with('{')).unwrap();
+    serde_json::from_str(line).unwrap()
+}
+
+/// `framewire dataset`: a key the CLI scattered, published by it, is
+/// Python's `get_dataset` future; datasets Python published (a future, a
+/// plain object) are printed by `dataset get`; `list` and `delete`; a
+/// name that exists needs `--replace`; a missing one is exit status 1.
+#[test]
+fn dataset_against_a_real_cluster() {
+    let python = dask_python::python();
+    let dir = scratch_dir("cli-dataset");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_worker, _) = cluster::python_worker(&python, d, &addr, "w1");
+
+    let value = file_with(d, "41.json", b"41");
+    ok(&[
+        "scatter",
+        "--json",
+        "--fire-and-forget",
+        &addr,
+        "ds-x",
+        &value,
+    ]);
+    assert!(ok(&["dataset", "publish", &addr, "from-cli", "ds-x"]).is_empty());
+    let got = primitives_peer(&python, &addr, &["dataset-get", "from-cli"]);
+    assert_eq!(got["value"], 41, "{got}");
+    assert_eq!(got["type"], "Future", "{got}");
+    // Exists: refused without --replace.
+    let again = framewire(&["dataset", "publish", &addr, "from-cli", "ds-x"]);
+    assert_eq!(again.status.code(), Some(1));
+    ok(&["dataset", "publish", "--replace", &addr, "from-cli", "ds-x"]);
+
+    primitives_peer(&python, &addr, &["dataset-put", "from-python", "5"]);
+    primitives_peer(&python, &addr, &["dataset-put-plain", "plain"]);
+    let names = String::from_utf8(ok(&["dataset", "list", &addr])).unwrap();
+    let mut names: Vec<&str> = names.lines().collect();
+    names.sort();
+    assert_eq!(names, ["from-cli", "from-python", "plain"]);
+    assert_eq!(
+        json_line(&ok(&["dataset", "get", &addr, "from-python"])),
+        json!(5)
+    );
+    assert_eq!(
+        json_line(&ok(&["dataset", "get", &addr, "plain"])),
+        json!({"from": "python", "n": [1, 2]})
+    );
+    let missing = framewire(&["dataset", "get", &addr, "nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8(missing.stderr).unwrap();
+    assert!(err.contains("no dataset nope"), "{err}");
+
+    for name in ["from-cli", "from-python", "plain", "nope"] {
+        assert!(ok(&["dataset", "delete", &addr, name]).is_empty());
+    }
+    assert!(ok(&["dataset", "list", &addr]).is_empty());
 }

@@ -79,7 +79,9 @@ mod worker;
 
 pub use crate::pickle::{PyException, PyFunction, PyFunctionError};
 pub use batched::{BatchedReader, BatchedWriter, DEFAULT_BATCH_INTERVAL};
-pub use client::{Client, ClientError, ClientOptions, TaskError};
+pub use client::{
+    Client, ClientError, ClientOptions, GatherError, KeyFailure, TaskError, TopicEvent, TopicEvents,
+};
 pub use client::{
     Dataset, Lock, Queue, Semaphore, SharedEvent, Variable, VariableValue, DEFAULT_LEASE_TIMEOUT,
 };

@@ -7,6 +7,9 @@ client (framewire::dask::Client) uses in the same cluster.
 MODE `dataset-get NAME`: `get_dataset(NAME).result()`, and the dataset names.
 MODE `dataset-put NAME VALUE`: scatter the int VALUE and publish its future
     under NAME (the dataset keeps it after this client closes).
+MODE `dataset-put-plain NAME`: publish {"from": "python", "n": [1, 2]} (no
+    future) under NAME.
+MODE `dataset-get-plain NAME`: `get_dataset(NAME)`, a plain object.
 MODE `variable-get NAME`: `Variable(NAME).get(timeout=10)`, its result when
     a future.
 MODE `variable-set NAME VALUE`: set Variable(NAME) to a future of the int
@@ -25,15 +28,25 @@ MODE `queue-get NAME N`: get N items of Queue(NAME) (each waited for up to
 MODE `log-event TOPIC`: `log_event(TOPIC, {"from": "python"})`.
 MODE `events TOPIC`: `get_events(TOPIC)`, the messages.
 MODE `tasks`: the keys the scheduler knows, and who wants each.
+MODE `subscribers TOPIC`: the clients the scheduler sends TOPIC's events to.
+MODE `subscribe TOPIC N`: `subscribe_topic(TOPIC, handler)`, logs "ping"
+    under TOPIC until the handler saw one (the subscription is in place),
+    prints "subscribed", then waits (up to 30 s) for N events that are not
+    "ping", and prints their messages.
+MODE `adopt IDFILE GOFILE KEY...`: writes this client's id to IDFILE, prints
+    "ready", waits (up to 60 s) for GOFILE to exist, then who wants each KEY
+    and `Future(KEY, client=c, state="memory").result()` of each.
 
 Each check prints one JSON line `{"check": name, ...facts}`.
 """
 
 import json
+import os
 import sys
+import threading
 import time
 
-from distributed import Client, Event, Lock, Queue, Variable
+from distributed import Client, Event, Future, Lock, Queue, Variable
 
 
 def emit(check, **facts):
@@ -59,6 +72,14 @@ def main():
             fut = c.scatter(int(value))
             c.publish_dataset(fut, name=name)
             emit("dataset-put", key=str(fut.key))
+        elif mode == "dataset-put-plain":
+            (name,) = args
+            c.publish_dataset({"from": "python", "n": [1, 2]}, name=name)
+            emit("dataset-put-plain")
+        elif mode == "dataset-get-plain":
+            (name,) = args
+            got = c.get_dataset(name)
+            emit("dataset-get-plain", type=type(got).__name__, value=got)
         elif mode == "variable-get":
             (name,) = args
             v = Variable(name).get(timeout=10)
@@ -135,6 +156,59 @@ def main():
         elif mode == "events":
             (topic,) = args
             emit("events", msgs=[msg for _, msg in c.get_events(topic)])
+        elif mode == "subscribers":
+            (topic,) = args
+
+            def subscribers(dask_scheduler, topic=topic):
+                topics = dask_scheduler._broker._topics
+                return sorted(topics[topic].subscribers) if topic in topics else []
+
+            emit("subscribers", clients=c.run_on_scheduler(subscribers))
+        elif mode == "subscribe":
+            topic, n = args
+            got = []
+            pinged = threading.Event()
+            enough = threading.Event()
+
+            def handler(event):
+                _, msg = event
+                if msg == "ping":
+                    pinged.set()
+                else:
+                    got.append(msg)
+                    if len(got) >= int(n):
+                        enough.set()
+
+            c.subscribe_topic(topic, handler)
+            deadline = time.monotonic() + 30
+            while not pinged.wait(0.2):
+                assert time.monotonic() < deadline, "no ping came back"
+                c.log_event(topic, "ping")
+            print("subscribed", flush=True)
+            assert enough.wait(30), f"only {got}"
+            emit("subscribe", msgs=got, client=c.id)
+        elif mode == "adopt":
+            idfile, gofile, *keys = args
+            with open(idfile, "w") as f:
+                f.write(c.id)
+            print("ready", flush=True)
+            deadline = time.monotonic() + 60
+            while not os.path.exists(gofile):
+                assert time.monotonic() < deadline, "no go"
+                time.sleep(0.1)
+
+            def wants(dask_scheduler, keys=keys):
+                return {
+                    k: sorted(str(cs.client_key) for cs in dask_scheduler.tasks[k].who_wants)
+                    if k in dask_scheduler.tasks
+                    else None
+                    for k in keys
+                }
+
+            who = c.run_on_scheduler(wants)
+            futures = [Future(k, client=c, state="memory") for k in keys]
+            values = {f.key: f.result(timeout=30) for f in futures}
+            emit("adopt", client=c.id, wants=who, values=values)
         elif mode == "tasks":
 
             def tasks(dask_scheduler):

@@ -122,9 +122,11 @@ impl Client {
         self.inner.shared.update(|s| {
             s.hold(keys.iter());
             for k in &keys {
-                // Submitted anew: what was reported of it before is moot.
+                // Submitted anew: what was reported of it before is moot;
+                // the scheduler reports on it (`update-graph` makes this
+                // client want it), unasked.
                 s.cancelling.remove(k);
-                s.keys.remove(k);
+                s.keys.insert(k.clone(), super::KeyState::Pending);
             }
         });
         self.inner.shared.send(&msg)?;
@@ -167,17 +169,44 @@ impl Client {
     /// The value of `key` once it is in memory: [`wait`](Client::wait)
     /// then [`gather`](Client::gather), the wait's hold let go again (the
     /// key stays held as before). A task that raised is
-    /// [`ClientError::Erred`] with its exception.
+    /// [`ClientError::Erred`] with its exception. A Python scalar (`int`,
+    /// `float`, `bool`, `complex`, `None`, as the scheduler's report names
+    /// its type) is fetched through the scheduler in one call, as Python's
+    /// `Future.result()` fetches a value; any other value straight from
+    /// its worker (`who_has`, then `get_data`).
     pub async fn result(&self, key: &Key) -> Result<Value, ClientError> {
         let keys = std::slice::from_ref(key);
         let waited = self.wait(keys).await;
         let value = match waited {
-            Ok(()) => self.gather(keys).await,
+            Ok(()) => self.result_of(key).await,
             Err(e) => Err(e),
         };
         self.release(keys)?;
         let mut value = value?;
         Ok(value.swap_remove(key).unwrap_or(Value::Nil))
+    }
+
+    /// The value of `key`, in memory: a Python scalar (as the scheduler's
+    /// report named its type) through the scheduler, in one call, as
+    /// Python's `Future.result()`; any other (an array, a large value)
+    /// straight from its worker, as [`gather`](Client::gather).
+    async fn result_of(&self, key: &Key) -> Result<Map<Key, Value>, ClientError> {
+        let scalar = matches!(
+            self.inner
+                .shared
+                .state
+                .lock()
+                .expect("not poisoned")
+                .keys
+                .get(key),
+            Some(super::KeyState::Memory { scalar: true })
+        );
+        if scalar {
+            if let Some(v) = self.fetch_scalar(key).await? {
+                return Ok(Map::from_iter([(key.clone(), v)]));
+            }
+        }
+        self.gather(std::slice::from_ref(key)).await
     }
 
     /// Cancels `keys` (`cancel-keys`, as `Client.cancel`): the scheduler

@@ -41,9 +41,11 @@ pub enum ClientError {
     TimedOut(Vec<Key>),
     /// The data of this key was lost (its workers left).
     Lost(Key),
-    /// These keys could be fetched neither from the workers nor through
-    /// the scheduler.
-    Missing(Vec<Key>),
+    /// [`gather`](super::Client::gather) could not give these keys: each
+    /// with why ([`GatherError::reasons`]: its task erred, with the
+    /// exception; cancelled; lost; unknown to the scheduler; not computed
+    /// yet; in memory yet unreachable).
+    Missing(Box<GatherError>),
     /// The stream to the scheduler was lost while waiting: the client let
     /// go of every key it held (as Dask cancels every future) and
     /// registers again on its own.
@@ -81,7 +83,8 @@ impl ClientError {
             ClientError::Cancelled(k) | ClientError::Unknown(k) | ClientError::Lost(k) => {
                 std::slice::from_ref(k)
             }
-            ClientError::Missing(keys) | ClientError::TimedOut(keys) => keys,
+            ClientError::Missing(e) => e.keys(),
+            ClientError::TimedOut(keys) => keys,
             _ => &[],
         }
     }
@@ -110,10 +113,7 @@ impl fmt::Display for ClientError {
                 list_keys(f, keys)
             }
             ClientError::Lost(k) => write!(f, "the data of {k} was lost"),
-            ClientError::Missing(keys) => {
-                write!(f, "could not gather {} keys: ", keys.len())?;
-                list_keys(f, keys)
-            }
+            ClientError::Missing(e) => e.fmt(f),
             ClientError::ConnectionLost => f.write_str(
                 "the connection to the scheduler was lost: every key the client held was let go",
             ),
@@ -244,3 +244,109 @@ impl fmt::Display for TaskError {
 }
 
 impl std::error::Error for TaskError {}
+
+/// Why [`gather`](super::Client::gather) could not give a key (see
+/// [`GatherError`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum KeyFailure {
+    /// Its task erred: the exception it raised (`task-erred`).
+    Erred(Box<TaskError>),
+    /// The scheduler cancelled it (a client's `cancel`, lost
+    /// dependencies).
+    Cancelled,
+    /// Its data was lost (the workers that held it left).
+    Lost,
+    /// The scheduler does not know it (not submitted yet, or forgotten).
+    Unknown,
+    /// The scheduler knows it, not in memory: its state then
+    /// (`"processing"`, `"waiting"`, `"queued"`, `"no-worker"`,
+    /// `"released"`, or `"erred"` when its exception could not be had).
+    NotInMemory(String),
+    /// In memory as the scheduler said, yet neither its workers nor the
+    /// scheduler gave it (they left meanwhile, or failed).
+    Unreachable,
+}
+
+impl fmt::Display for KeyFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyFailure::Erred(e) => match e.exception() {
+                Ok(x) => write!(f, "erred: {}: {}", x.name, x.message),
+                Err(why) => write!(f, "erred (its exception could not be read: {why})"),
+            },
+            KeyFailure::Cancelled => f.write_str("cancelled"),
+            KeyFailure::Lost => f.write_str("lost"),
+            KeyFailure::Unknown => f.write_str("unknown to the scheduler"),
+            KeyFailure::NotInMemory(state) => write!(f, "not in memory: {state}"),
+            KeyFailure::Unreachable => {
+                f.write_str("in memory, yet neither its workers nor the scheduler gave it")
+            }
+        }
+    }
+}
+
+/// The keys [`gather`](super::Client::gather) could not give, each with
+/// its [`KeyFailure`], in the order asked
+/// ([`ClientError::Missing`]).
+///
+/// ```no_run
+/// # use framewire::dask::{Client, ClientError, Key, KeyFailure};
+/// # async fn f(client: Client) {
+/// match client.gather(&[Key::from("x"), Key::from("y")]).await {
+///     Err(ClientError::Missing(e)) => {
+///         for (key, why) in e.reasons() {
+///             if let KeyFailure::Erred(task) = why {
+///                 eprintln!("{key}: {:?} {:?}", task.type_name(), task.message());
+///             } else {
+///                 eprintln!("{key}: {why}");
+///             }
+///         }
+///     }
+///     Err(e) => eprintln!("{e}"),
+///     Ok(values) => println!("{} values", values.len()),
+/// }
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatherError {
+    keys: Vec<Key>,
+    reasons: Vec<KeyFailure>,
+}
+
+impl GatherError {
+    pub(crate) fn new(failed: Vec<(Key, KeyFailure)>) -> GatherError {
+        let (keys, reasons) = failed.into_iter().unzip();
+        GatherError { keys, reasons }
+    }
+
+    /// The keys not gathered.
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// Each key not gathered, and why.
+    pub fn reasons(&self) -> impl Iterator<Item = (&Key, &KeyFailure)> {
+        self.keys.iter().zip(&self.reasons)
+    }
+
+    /// Why `key` was not gathered (`None`: it was, or was not asked).
+    pub fn reason(&self, key: &Key) -> Option<&KeyFailure> {
+        self.reasons().find(|(k, _)| *k == key).map(|(_, why)| why)
+    }
+}
+
+impl fmt::Display for GatherError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "could not gather {} keys: ", self.keys.len())?;
+        for (i, (k, why)) in self.reasons().take(10).enumerate() {
+            write!(f, "{}{k} ({why})", if i > 0 { ", " } else { "" })?;
+        }
+        if self.keys.len() > 10 {
+            write!(f, " and {} more", self.keys.len() - 10)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for GatherError {}

@@ -11,10 +11,9 @@ use tokio::task::JoinHandle;
 
 use super::runtime::server_id;
 use super::{
-    gather_from_pool, BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys,
-    ConnectionPool, GatherKeys, GatherKeysReply, HeartbeatClient, Key, Map, NcoresRunning, Op,
-    RegisterClient, ReportKey, RpcError, SchedulerToClient, StreamStart, UpdateData,
-    UpdateDataReply, UpdateWhoHas, WhoHas,
+    BatchedReader, BatchedWriter, ClientDesiresKeys, ClientReleasesKeys, ConnectionPool,
+    HeartbeatClient, Key, Map, NcoresRunning, Op, RegisterClient, ReportKey, RpcError,
+    SchedulerToClient, StreamStart, UpdateData, UpdateDataReply, UpdateWhoHas, WhoHas,
 };
 use crate::serialize::SerializeOptions;
 use crate::transport::{ReadHalf, Socket, TransportError, WriteHalf};
@@ -23,23 +22,35 @@ use crate::value::Value;
 
 mod compute;
 mod error;
+mod gather;
+mod handover;
 mod options;
 mod primitives;
 mod queue;
 mod semaphore;
+mod topics;
 
-pub use error::{ClientError, TaskError};
+pub use error::{ClientError, GatherError, KeyFailure, TaskError};
 pub use options::ClientOptions;
 pub use primitives::{Dataset, SharedEvent, Variable, VariableValue};
 pub use queue::Queue;
 pub use semaphore::{Lock, Semaphore, DEFAULT_LEASE_TIMEOUT};
+pub use topics::{TopicEvent, TopicEvents};
 
 // ---- state ------------------------------------------------------------------
 
 /// Where a key the client follows is, as the scheduler reported it.
 #[derive(Clone, Debug, PartialEq)]
 enum KeyState {
-    Memory,
+    /// In memory; `scalar`: its value is a Python `int`, `float`, `bool`,
+    /// `complex` or `None`, as the `type` of the report named it (small:
+    /// [`Client::result`] fetches it through the scheduler, in one call).
+    Memory {
+        scalar: bool,
+    },
+    /// Submitted by this client ([`Client::compute`]): the scheduler
+    /// reports on it without being asked.
+    Pending,
     /// The exception and traceback of `task-erred`, as they came.
     Erred(Box<(Value, Option<Value>)>),
     Cancelled,
@@ -64,6 +75,12 @@ struct State {
     cancelling: HashSet<Key>,
     /// Times the stream was lost (and registered again).
     connections_lost: u64,
+    /// `key-in-memory` reports so far.
+    memory_reports: u64,
+    /// The waits in progress, by the count of `memory_reports` before which
+    /// none can be over (each needs that many more reports): a report
+    /// wakes them only once the least is reached.
+    wake_at: std::collections::BTreeMap<u64, usize>,
     /// The stream ended for good (closed, or lost and not registered again).
     ended: bool,
 }
@@ -81,6 +98,8 @@ struct Shared {
     /// The scheduler's `distributed` release, as its `versions` gave it
     /// at the last registration.
     release: Mutex<String>,
+    /// The event topics subscribed to ([`Client::subscribe_topic`]).
+    topics: Mutex<topics::Topics>,
 }
 
 impl State {
@@ -103,6 +122,40 @@ impl Shared {
     fn update(&self, f: impl FnOnce(&mut State)) {
         f(&mut self.state.lock().expect("not poisoned"));
         self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// `key` is in memory: waits are woken only when one may be over.
+    fn in_memory(&self, key: Key, scalar: bool) {
+        let wake = {
+            let mut s = self.state.lock().expect("not poisoned");
+            s.keys.insert(key, KeyState::Memory { scalar });
+            s.memory_reports += 1;
+            s.wake_at
+                .first_key_value()
+                .is_some_and(|(&at, _)| s.memory_reports >= at)
+        };
+        if wake {
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// A wait's place in [`State::wake_at`], taken out when the wait wakes or
+/// is dropped.
+struct WakeAt<'a> {
+    shared: &'a Shared,
+    at: u64,
+}
+
+impl Drop for WakeAt<'_> {
+    fn drop(&mut self) {
+        let mut s = self.shared.state.lock().expect("not poisoned");
+        if let Some(n) = s.wake_at.get_mut(&self.at) {
+            *n -= 1;
+            if *n == 0 {
+                s.wake_at.remove(&self.at);
+            }
+        }
     }
 }
 
@@ -210,6 +263,7 @@ impl Client {
             writer: Mutex::new(Some(BatchedWriter::new(w, opts.batch_interval))),
             closing: AtomicBool::new(false),
             release: Mutex::new(release),
+            topics: Mutex::default(),
         });
         let registration = Registration {
             address: address.to_owned(),
@@ -291,7 +345,16 @@ impl Client {
         &self,
         data: impl IntoIterator<Item = (Key, Value)>,
     ) -> Result<Map<Key, Vec<String>>, ClientError> {
-        let data: Vec<(Key, Value)> = data.into_iter().collect();
+        self.place(data.into_iter().collect(), None).await
+    }
+
+    /// [`scatter`](Client::scatter), the keys held by the client `owner`
+    /// (`None`: this client).
+    async fn place(
+        &self,
+        data: Vec<(Key, Value)>,
+        owner: Option<&str>,
+    ) -> Result<Map<Key, Vec<String>>, ClientError> {
         if data.is_empty() {
             return Ok(Map::default());
         }
@@ -354,13 +417,15 @@ impl Client {
             let reply = done.expect("an update_data task does not panic")?;
             nbytes.extend(reply.nbytes);
         }
-        self.inner.shared.update(|s| s.hold(who_has.keys()));
+        if owner.is_none() {
+            self.inner.shared.update(|s| s.hold(who_has.keys()));
+        }
         let () = self
             .call(&UpdateWhoHas {
                 op: Op::new(),
                 who_has: who_has.clone(),
                 nbytes,
-                client: Some(self.inner.id.clone()),
+                client: Some(owner.unwrap_or(&self.inner.id).to_owned()),
                 reply: None,
             })
             .await?;
@@ -396,8 +461,25 @@ impl Client {
     /// this client and reports on them. A key the scheduler does not know
     /// yet is ignored by it (with a warning in its log).
     pub fn desire(&self, keys: &[Key]) -> Result<(), ClientError> {
-        self.inner.shared.update(|s| s.hold(keys.iter()));
-        let mut wish = ClientDesiresKeys::new(keys.iter().cloned());
+        // A key held already, and submitted or reported in memory, is one
+        // the scheduler keeps for this client: not asked again.
+        let mut ask = Vec::new();
+        self.inner.shared.update(|s| {
+            for k in keys {
+                let known = matches!(
+                    s.keys.get(k),
+                    Some(KeyState::Pending | KeyState::Memory { .. })
+                );
+                if !(known && s.held.contains_key(k)) {
+                    ask.push(k.clone());
+                }
+            }
+            s.hold(keys.iter())
+        });
+        if ask.is_empty() {
+            return Ok(());
+        }
+        let mut wish = ClientDesiresKeys::new(ask);
         wish.client = Some(self.inner.id.clone());
         self.inner.shared.send(&wish)?;
         Ok(())
@@ -470,12 +552,16 @@ impl Client {
         // Keys before `next` are in memory. Every key is looked at again
         // only when the scheduler reported a failure (of any key) since the
         // last look: a wait on n keys reported one by one costs O(n), not
-        // O(n) per report.
+        // O(n) per report. Between looks, the wait sleeps until as many
+        // keys were reported in memory (of any wait) as it misses, or a
+        // failure: one wake-up for n keys reported in order, not one per
+        // batch of reports.
         let mut next = 0;
         let mut failures_seen = None;
         loop {
+            let _wake_at;
             {
-                let state = self.inner.shared.state.lock().expect("not poisoned");
+                let mut state = self.inner.shared.state.lock().expect("not poisoned");
                 if state.connections_lost != lost {
                     return Err(ClientError::ConnectionLost);
                 }
@@ -489,8 +575,8 @@ impl Client {
                 }
                 while next < keys.len() {
                     match state.keys.get(&keys[next]) {
-                        Some(KeyState::Memory) => next += 1,
-                        None => break,
+                        Some(KeyState::Memory { .. }) => next += 1,
+                        None | Some(KeyState::Pending) => break,
                         failed => return Err(key_error(&keys[next], failed).expect("a failure")),
                     }
                 }
@@ -500,6 +586,16 @@ impl Client {
                 if state.ended {
                     return Err(TransportError::Closed.into());
                 }
+                let missing = keys[next..]
+                    .iter()
+                    .filter(|k| !matches!(state.keys.get(*k), Some(KeyState::Memory { .. })))
+                    .count() as u64;
+                let at = state.memory_reports + missing;
+                *state.wake_at.entry(at).or_insert(0) += 1;
+                _wake_at = WakeAt {
+                    shared: &self.inner.shared,
+                    at,
+                };
             }
             if changed.changed().await.is_err() {
                 return Err(TransportError::Closed.into());
@@ -549,7 +645,7 @@ impl Client {
                 let state = self.inner.shared.state.lock().expect("not poisoned");
                 let late = keys
                     .iter()
-                    .filter(|k| !matches!(state.keys.get(*k), Some(KeyState::Memory)))
+                    .filter(|k| !matches!(state.keys.get(*k), Some(KeyState::Memory { .. })))
                     .cloned()
                     .collect();
                 Err(ClientError::TimedOut(late))
@@ -591,47 +687,6 @@ impl Client {
     /// its limit.
     pub fn pool(&self) -> &ConnectionPool {
         &self.inner.pool
-    }
-
-    async fn fetch(
-        &self,
-        keys: &[Key],
-        pool: &Arc<ConnectionPool>,
-    ) -> Result<Map<Key, Value>, ClientError> {
-        let who_has = self.who_has(keys).await?;
-        let got = gather_from_pool(&who_has, None, pool).await;
-        let mut data = got.data;
-        let missing: Vec<Key> = keys
-            .iter()
-            .filter(|k| !data.contains_key(*k))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            // Through the scheduler (Dask's `retry_operation(
-            // self.inner.scheduler.gather, ...)`), on a pooled connection that
-            // reads values as the workers' do.
-            let request = GatherKeys {
-                op: Op::new(),
-                keys: missing,
-                reply: None,
-            };
-            let reply: GatherKeysReply = pool.call(&self.inner.scheduler, &request).await?;
-            if reply.status != "OK" {
-                return Err(ClientError::Missing(reply.keys.unwrap_or_default()));
-            }
-            data.extend(reply.data.unwrap_or_default());
-        }
-        // In the order asked.
-        let mut out = Map::default();
-        for k in keys {
-            match data.swap_remove(k) {
-                Some(v) => {
-                    out.insert(k.clone(), v);
-                }
-                None => return Err(ClientError::Missing(vec![k.clone()])),
-            }
-        }
-        Ok(out)
     }
 
     /// Closes the client as Dask's does: `close-client` (the scheduler
@@ -721,7 +776,7 @@ async fn register(
 /// not reported yet.
 fn key_error(k: &Key, state: Option<&KeyState>) -> Option<ClientError> {
     Some(match state? {
-        KeyState::Memory => return None,
+        KeyState::Memory { .. } | KeyState::Pending => return None,
         KeyState::Erred(report) => ClientError::Erred(Box::new(TaskError::read(
             k.clone(),
             &report.0,
@@ -824,8 +879,10 @@ async fn read_stream(
         *shared.release.lock().expect("not poisoned") = release;
         let batch = registration.opts.batch_interval;
         *shared.writer.lock().expect("not poisoned") = Some(BatchedWriter::new(w, batch));
+        topics::resubscribe(&shared, &registration.id);
         reader = BatchedReader::new(r);
     }
+    topics::end_all(&shared.topics);
     shared.update(|s| s.ended = true);
 }
 
@@ -842,14 +899,16 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
         };
         let one = |key: Key, state: KeyState| {
             move |s: &mut State| {
-                if !matches!(state, KeyState::Memory) {
+                if !matches!(state, KeyState::Memory { .. }) {
                     s.failures += 1;
                 }
                 s.keys.insert(key, state);
             }
         };
         match report {
-            SchedulerToClient::KeyInMemory(m) => shared.update(one(m.key, KeyState::Memory)),
+            SchedulerToClient::KeyInMemory(m) => {
+                shared.in_memory(m.key, gather::scalar_type(m.type_.as_ref()))
+            }
             SchedulerToClient::TaskErred(m) => shared.update(one(
                 m.key,
                 KeyState::Erred(Box::new((m.exception, m.traceback))),
@@ -875,6 +934,7 @@ async fn read_reports<R: tokio::io::AsyncRead + Unpin>(
             SchedulerToClient::TaskRetried(m) => shared.update(|s| {
                 s.keys.remove(&m.key);
             }),
+            SchedulerToClient::Event(m) => topics::deliver(&shared.topics, m),
             SchedulerToClient::AdjustHeartbeatInterval(m) => {
                 let secs = m.interval.as_f64();
                 if secs > 0.0 && secs.is_finite() {

@@ -213,10 +213,52 @@ impl Client {
         keys: &[Key],
         replace: bool,
     ) -> Result<(), ClientError> {
-        let name = key_value(&name.into());
+        let data = pickle_block(futures_pickle(keys));
+        self.publish(name.into(), keys, data, replace).await
+    }
+
+    /// Publishes a plain value under `name`, holding no key, as Python's
+    /// `client.publish_dataset(value, name=name)` of an object that is not
+    /// a future: a Python client's `get_dataset(name)` gives the value
+    /// (ints, floats, strs, bytes, dicts; arrays arrive as tuples, as Dask
+    /// reads msgpack arrays; numpy arrays as numpy arrays). The value is
+    /// serialized as [`scatter`](Client::scatter) sends one, never as a
+    /// pickle naming a global. `replace` as in
+    /// [`publish_dataset`](Client::publish_dataset).
+    ///
+    /// ```no_run
+    /// # use framewire::Value;
+    /// # async fn f(client: framewire::dask::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// client
+    ///     .publish_value("config", Value::map_of([("threshold", Value::from(0.5))]), false)
+    ///     .await?;
+    /// // Python: c.get_dataset("config") == {"threshold": 0.5}
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish_value(
+        &self,
+        name: impl Into<Key>,
+        value: Value,
+        replace: bool,
+    ) -> Result<(), ClientError> {
+        let data = match value {
+            v @ (Value::Serialized(_) | Value::Pickled(_) | Value::ToSerialize(_)) => v,
+            v => Value::ToSerialize(Box::new(v)),
+        };
+        self.publish(name.into(), &[], data, replace).await
+    }
+
+    /// `publish_put` of `data` holding `keys`, in the scheduler's form.
+    async fn publish(
+        &self,
+        name: Key,
+        keys: &[Key],
+        data: Value,
+        replace: bool,
+    ) -> Result<(), ClientError> {
+        let name = key_value(&name);
         let form = self.dataset_form().await?;
         let keys_value = Value::Array(keys.iter().map(key_value).collect());
-        let data = pickle_block(futures_pickle(keys));
         let uid = uid();
         self.inner.shared.send(&op_of(
             "publish_flush_batched_send",

@@ -24,6 +24,7 @@ async fn reports_update_the_state() {
         writer: Mutex::new(None),
         closing: AtomicBool::new(false),
         release: Mutex::new(String::new()),
+        topics: Mutex::default(),
     });
     let reading = shared.clone();
     let task = tokio::spawn(async move {
@@ -84,7 +85,10 @@ async fn reports_update_the_state() {
     drop(tx);
     task.await.unwrap();
     let state = shared.state.lock().unwrap();
-    assert_eq!(state.keys.get(&Key::from("x")), Some(&KeyState::Memory));
+    assert_eq!(
+        state.keys.get(&Key::from("x")),
+        Some(&KeyState::Memory { scalar: false })
+    );
     assert!(matches!(
         state.keys.get(&Key::from("bad")),
         Some(KeyState::Erred(_))
