@@ -82,12 +82,10 @@ pub use message_codec::MessageCodec;
 pub(crate) use session::decode_msg;
 pub use session::Negotiated;
 pub use session::Session;
-#[cfg(feature = "tls")]
-pub use socket::Ciphertext;
 #[cfg(not(feature = "tls"))]
 pub use socket::TlsConfig;
 pub use socket::{Address, AddressError, Socket};
 pub use stats::Stats;
 #[cfg(feature = "tls")]
-pub use tls::TlsConfig;
+pub use tls::{TlsConfig, TlsStream};
 pub use write::COALESCE_THRESHOLD;
