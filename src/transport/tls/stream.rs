@@ -91,6 +91,8 @@ struct Sender {
     /// the peer for one).
     update: Option<bool>,
     sent_close: bool,
+    /// KeyUpdates sent and received.
+    updates: (u64, u64),
 }
 
 impl Sender {
@@ -109,6 +111,7 @@ impl Sender {
         }
         .map_err(rustls_error)?;
         self.keys = keys(self.version, secrets)?;
+        self.updates.0 += 1;
         Ok(())
     }
 
@@ -163,6 +166,7 @@ impl PostHandshake for Sender {
             Kernel::Server(k) => k.update_rx_secret(),
         }
         .map_err(rustls_error)?;
+        self.updates.1 += 1;
         keys(self.version, secrets)
     }
 
@@ -242,6 +246,7 @@ impl TlsStream {
                 written: 0,
                 update: None,
                 sent_close: false,
+                updates: (0, 0),
             },
             suite,
             failed: None,
@@ -274,6 +279,11 @@ impl TlsStream {
         }
         self.sender.update = Some(request_peer || self.sender.update == Some(true));
         Ok(())
+    }
+
+    /// The KeyUpdates (TLS 1.3) sent and received so far: `(sent, received)`.
+    pub fn key_updates(&self) -> (u64, u64) {
+        self.sender.updates
     }
 
     /// Test hook: the records sent under one key before a key update.
