@@ -159,13 +159,19 @@ fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
         server.key_update("K").await;
         server.type_line("openssl after K").await;
         read_until(&mut s, "openssl after K").await;
-        assert_eq!(updates(&s), (1, 1), "(sent, received): ours answered OpenSSL's");
+        assert_eq!(
+            updates(&s),
+            (1, 1),
+            "(sent, received): ours answered OpenSSL's"
+        );
         s.write_all(b"framewire after K\n").await.unwrap();
         s.flush().await.unwrap();
         server.wait_for("framewire after K").await;
 
         // Ours, asking for OpenSSL's.
-        let Socket::TlsClient(t) = &mut s else { panic!("TLS") };
+        let Socket::TlsClient(t) = &mut s else {
+            panic!("TLS")
+        };
         t.update_keys(true).unwrap();
         s.write_all(b"framewire updated\n").await.unwrap();
         s.flush().await.unwrap();
@@ -178,7 +184,9 @@ fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
         // asking, is in the test below: `s_server` 3.0 sent no further
         // KeyUpdate for a `K` or `k` typed after it had answered ours.)
         let big: String = (0..20_000).map(|i| format!("{i:08}")).collect();
-        s.write_all(format!("{big}\nbig done\n").as_bytes()).await.unwrap();
+        s.write_all(format!("{big}\nbig done\n").as_bytes())
+            .await
+            .unwrap();
         s.flush().await.unwrap();
         server.wait_for("big done").await;
         assert!(server.out.lock().unwrap().contains(&big[..1000]));
@@ -205,7 +213,9 @@ fn openssl_s_client_and_our_server_update_keys_both_ways_tls13() {
                     return updates(&s);
                 }
                 if buf[..n].windows(6).any(|w| w == b"update") {
-                    let Socket::TlsServer(t) = &mut s else { panic!("TLS") };
+                    let Socket::TlsServer(t) = &mut s else {
+                        panic!("TLS")
+                    };
                     t.update_keys(true).unwrap();
                 }
                 let upper = buf[..n].to_ascii_uppercase();
@@ -246,9 +256,18 @@ fn tls12_with_openssl_aes_gcm_and_chacha20() {
     let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
     rt().block_on(async {
         for (cipher, name) in [
-            ("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256", "AES_128_GCM"),
-            ("ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384", "AES_256_GCM"),
-            ("ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305", "CHACHA20"),
+            (
+                "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256",
+                "AES_128_GCM",
+            ),
+            (
+                "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384",
+                "AES_256_GCM",
+            ),
+            (
+                "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305",
+                "CHACHA20",
+            ),
         ] {
             let port = free_port().await;
             let mut args: Vec<String> = ["s_server", "-accept"].map(String::from).to_vec();
@@ -261,14 +280,21 @@ fn tls12_with_openssl_aes_gcm_and_chacha20() {
                 .await
                 .unwrap();
             let suite = s.cipher_suite().unwrap();
-            assert!(suite.starts_with("TLS_ECDHE") && suite.contains(name), "{suite}");
+            assert!(
+                suite.starts_with("TLS_ECDHE") && suite.contains(name),
+                "{suite}"
+            );
             let big: String = (0..30_000).map(|i| format!("{i:08}")).collect();
-            s.write_all(format!("{big}\ntls12 done\n").as_bytes()).await.unwrap();
+            s.write_all(format!("{big}\ntls12 done\n").as_bytes())
+                .await
+                .unwrap();
             s.flush().await.unwrap();
             server.wait_for("tls12 done").await;
             server.type_line("from openssl over 1.2").await;
             read_until(&mut s, "from openssl over 1.2").await;
-            let Socket::TlsClient(t) = &mut s else { panic!("TLS") };
+            let Socket::TlsClient(t) = &mut s else {
+                panic!("TLS")
+            };
             assert!(t.update_keys(false).is_err(), "no KeyUpdate in TLS 1.2");
             s.shutdown().await.unwrap();
             server.child.kill().await.unwrap();

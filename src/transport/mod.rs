@@ -87,5 +87,5 @@ pub use socket::TlsConfig;
 pub use socket::{Address, AddressError, Socket};
 pub use stats::Stats;
 #[cfg(feature = "tls")]
-pub use tls::{TlsConfig, TlsStream};
+pub use tls::{TlsConfig, TlsCopies, TlsStream};
 pub use write::COALESCE_THRESHOLD;

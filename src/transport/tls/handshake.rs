@@ -40,8 +40,10 @@ const MAX_HANDSHAKE_BUFFER: usize = 1 << 20;
 /// An unbuffered rustls connection, client or server.
 trait Unbuffered {
     type Data;
-    fn process<'c, 'i>(&'c mut self, incoming: &'i mut [u8])
-        -> UnbufferedStatus<'c, 'i, Self::Data>;
+    fn process<'c, 'i>(
+        &'c mut self,
+        incoming: &'i mut [u8],
+    ) -> UnbufferedStatus<'c, 'i, Self::Data>;
     fn handshaking(&self) -> bool;
 }
 
@@ -92,7 +94,10 @@ fn closed(e: Option<std::io::Error>) -> TransportError {
 }
 
 /// Runs the handshake of `conn` over `tcp` to its end.
-async fn drive<C: Unbuffered>(tcp: &mut TcpStream, conn: &mut C) -> Result<Leftover, TransportError> {
+async fn drive<C: Unbuffered>(
+    tcp: &mut TcpStream,
+    conn: &mut C,
+) -> Result<Leftover, TransportError> {
     let mut incoming = vec![0u8; 16 << 10];
     let mut used = 0;
     let mut outgoing: Vec<u8> = Vec::new();
@@ -129,7 +134,9 @@ async fn drive<C: Unbuffered>(tcp: &mut TcpStream, conn: &mut C) -> Result<Lefto
                 Next::Again
             }
             Ok(ConnectionState::TransmitTlsData(data)) => {
-                tcp.write_all(&outgoing).await.map_err(|e| closed(Some(e)))?;
+                tcp.write_all(&outgoing)
+                    .await
+                    .map_err(|e| closed(Some(e)))?;
                 outgoing.clear();
                 data.done();
                 Next::Transmit

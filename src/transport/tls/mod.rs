@@ -28,7 +28,7 @@ mod record;
 mod stream;
 
 pub(crate) use handshake::{accept, connect};
-pub use stream::TlsStream;
+pub use stream::{TlsCopies, TlsStream};
 
 use super::error::TlsError;
 use std::path::Path;

@@ -286,7 +286,10 @@ impl RecordReader {
 
     fn alert(&mut self, bytes: &[u8]) -> Result<(), TlsError> {
         let [level, description] = bytes else {
-            return Err(error(format!("decode_error: an alert of {} bytes", bytes.len())));
+            return Err(error(format!(
+                "decode_error: an alert of {} bytes",
+                bytes.len()
+            )));
         };
         if *description == 0 {
             self.closed = true; // close_notify

@@ -212,7 +212,9 @@ impl RecordKeys {
             Version::Tls12 => (
                 matches!(
                     typ,
-                    Some(ContentType::ApplicationData | ContentType::Alert | ContentType::Handshake)
+                    Some(
+                        ContentType::ApplicationData | ContentType::Alert | ContentType::Handshake
+                    )
                 ),
                 MAX_CIPHERTEXT_12,
             ),

@@ -69,11 +69,17 @@ fn sealing_gives_rfc8448s_records_byte_for_byte() {
     let mut client = keys(CLIENT_KEY, CLIENT_IV);
     let mut out = Vec::new();
     client
-        .seal(ContentType::ApplicationData, &[&app_data()[..20], &app_data()[20..]], &mut out)
+        .seal(
+            ContentType::ApplicationData,
+            &[&app_data()[..20], &app_data()[20..]],
+            &mut out,
+        )
         .unwrap();
     assert_eq!(out, h(CLIENT_APP), "client application data, seq 0");
     out.clear();
-    client.seal(ContentType::Alert, &[&[1, 0]], &mut out).unwrap();
+    client
+        .seal(ContentType::Alert, &[&[1, 0]], &mut out)
+        .unwrap();
     assert_eq!(out, h(CLIENT_ALERT), "client close_notify, seq 1");
 
     let mut server = keys(SERVER_KEY, SERVER_IV);
@@ -82,13 +88,19 @@ fn sealing_gives_rfc8448s_records_byte_for_byte() {
     assert_eq!(typ, ContentType::Handshake);
     assert_eq!(nst[0], 4, "a NewSessionTicket");
     out.clear();
-    server.seal(ContentType::Handshake, &[&nst], &mut out).unwrap();
+    server
+        .seal(ContentType::Handshake, &[&nst], &mut out)
+        .unwrap();
     assert_eq!(out, h(SERVER_NST), "server NewSessionTicket, seq 0");
     out.clear();
-    server.seal(ContentType::ApplicationData, &[&app_data()], &mut out).unwrap();
+    server
+        .seal(ContentType::ApplicationData, &[&app_data()], &mut out)
+        .unwrap();
     assert_eq!(out, h(SERVER_APP), "server application data, seq 1");
     out.clear();
-    server.seal(ContentType::Alert, &[&[1, 0]], &mut out).unwrap();
+    server
+        .seal(ContentType::Alert, &[&[1, 0]], &mut out)
+        .unwrap();
     assert_eq!(out, h(SERVER_ALERT), "server close_notify, seq 2");
 }
 
@@ -104,7 +116,10 @@ fn opening_rfc8448s_records_gives_their_plaintext() {
         (ContentType::Alert, vec![1, 0])
     );
     let mut client = keys(SERVER_KEY, SERVER_IV);
-    assert_eq!(open_one(&mut client, &h(SERVER_NST)).unwrap().0, ContentType::Handshake);
+    assert_eq!(
+        open_one(&mut client, &h(SERVER_NST)).unwrap().0,
+        ContentType::Handshake
+    );
     assert_eq!(
         open_one(&mut client, &h(SERVER_APP)).unwrap(),
         (ContentType::ApplicationData, app_data())
@@ -134,7 +149,8 @@ fn records_back_to_back_open_into_contiguous_plaintext() {
         let data: Vec<u8> = (0..40_000u32).map(|i| (i * 7) as u8).collect();
         let mut wire = Vec::new();
         for chunk in data.chunks(MAX_PLAINTEXT) {
-            tx.seal(ContentType::ApplicationData, &[chunk], &mut wire).unwrap();
+            tx.seal(ContentType::ApplicationData, &[chunk], &mut wire)
+                .unwrap();
         }
         let (mut r, mut w) = (0, 0);
         while r < wire.len() {
@@ -165,10 +181,16 @@ fn bad_records_are_errors_and_never_plaintext() {
     // The header is authenticated too (the length is checked first).
     let mut bad = record.clone();
     bad[0] = 0x16;
-    assert!(open_one(&mut fresh(), &bad).unwrap_err().to_string().contains("content type 22"));
+    assert!(open_one(&mut fresh(), &bad)
+        .unwrap_err()
+        .to_string()
+        .contains("content type 22"));
     let mut bad = record.clone();
     bad[2] = 0x01;
-    assert!(open_one(&mut fresh(), &bad).unwrap_err().to_string().contains("version"));
+    assert!(open_one(&mut fresh(), &bad)
+        .unwrap_err()
+        .to_string()
+        .contains("version"));
     // Replayed (seq 1 expects another nonce) and reordered.
     let mut k = fresh();
     open_one(&mut k, &record).unwrap();
@@ -227,9 +249,17 @@ fn inner_content_types_are_checked() {
 
 #[test]
 fn sequence_numbers_never_wrap() {
-    let mut k =
-        RecordKeys::new(Version::Tls13, Cipher::Aes128Gcm, &[0; 16], &[0; 12], u64::MAX).unwrap();
+    let mut k = RecordKeys::new(
+        Version::Tls13,
+        Cipher::Aes128Gcm,
+        &[0; 16],
+        &[0; 12],
+        u64::MAX,
+    )
+    .unwrap();
     let mut out = Vec::new();
-    let err = k.seal(ContentType::ApplicationData, &[b"x"], &mut out).unwrap_err();
+    let err = k
+        .seal(ContentType::ApplicationData, &[b"x"], &mut out)
+        .unwrap_err();
     assert!(err.to_string().contains("exhausted"), "{err}");
 }

@@ -71,7 +71,11 @@ pub(crate) fn keys(
         ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
             (Cipher::Chacha20Poly1305, key, iv)
         }
-        _ => return Err(TlsError::new("TLS: a cipher our record layer does not have")),
+        _ => {
+            return Err(TlsError::new(
+                "TLS: a cipher our record layer does not have",
+            ))
+        }
     };
     RecordKeys::new(version, cipher, key.as_ref(), iv.as_ref(), seq)
 }
@@ -203,6 +207,22 @@ pub struct TlsStream {
     failed: Option<TlsError>,
     /// Application data that came with the handshake's last flight.
     early: Vec<u8>,
+    copies: TlsCopies,
+}
+
+/// Where a [`TlsStream`]'s received plaintext went ([`TlsStream::copies`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsCopies {
+    /// Plaintext decrypted where the caller's read put it (its buffer):
+    /// never copied after decryption.
+    pub in_place: u64,
+    /// Plaintext decrypted in the stream's read-ahead and copied into the
+    /// caller's buffer (small reads, and what was read ahead of a large one).
+    pub copied: u64,
+    /// Ciphertext of a record cut by a read, moved between the read-ahead
+    /// and the caller's buffer (less than a record per read).
+    pub ciphertext_moved: u64,
 }
 
 impl fmt::Debug for TlsStream {
@@ -251,6 +271,7 @@ impl TlsStream {
             suite,
             failed: None,
             early: leftover.plaintext,
+            copies: TlsCopies::default(),
         })
     }
 
@@ -286,6 +307,12 @@ impl TlsStream {
         self.sender.updates
     }
 
+    /// Where the plaintext received so far went: decrypted in the caller's
+    /// buffer, or copied there from the read-ahead.
+    pub fn copies(&self) -> TlsCopies {
+        self.copies
+    }
+
     /// Test hook: the records sent under one key before a key update.
     #[cfg(test)]
     pub(crate) fn set_key_limit(&mut self, records: u64) {
@@ -297,12 +324,17 @@ impl TlsStream {
         io::Error::new(io::ErrorKind::InvalidData, e)
     }
 
-    fn poll_read_inner(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read_inner(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         loop {
             if !self.early.is_empty() {
                 let n = self.early.len().min(buf.remaining());
                 buf.put_slice(&self.early[..n]);
                 self.early.drain(..n);
+                self.copies.copied += n as u64;
                 return Poll::Ready(Ok(()));
             }
             let plain = self.reader.plaintext();
@@ -310,6 +342,7 @@ impl TlsStream {
                 let n = plain.len().min(buf.remaining());
                 buf.put_slice(&plain[..n]);
                 self.reader.consume(n);
+                self.copies.copied += n as u64;
                 return Poll::Ready(Ok(()));
             }
             if self.reader.is_closed() || buf.remaining() == 0 {
@@ -333,6 +366,8 @@ impl TlsStream {
                 let opened = self.reader.open_direct(dst, read, &mut self.sender);
                 self.sender.try_out(&self.tcp);
                 let n = opened.map_err(|e| self.fail(e))?;
+                self.copies.in_place += n as u64;
+                self.copies.ciphertext_moved += (have + self.reader.pending()) as u64;
                 if n > 0 {
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
@@ -408,7 +443,11 @@ impl AsyncRead for TlsStream {
 }
 
 impl AsyncWrite for TlsStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
 
