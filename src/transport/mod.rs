@@ -86,6 +86,9 @@ pub use session::Session;
 pub use socket::TlsConfig;
 pub use socket::{Address, AddressError, Socket};
 pub use stats::Stats;
+/// The TLS record reader under a fuzzer (`fuzz/fuzz_targets/tls_record_read.rs`).
+#[cfg(all(feature = "tls", feature = "unstable"))]
+pub use tls::fuzz_tls_records;
 #[cfg(feature = "tls")]
 pub use tls::{TlsConfig, TlsCopies, TlsStream};
 pub use write::COALESCE_THRESHOLD;

@@ -169,12 +169,10 @@ impl AsyncRead for Socket {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match each_socket!(self, s => Pin::new(s).poll_read(cx, buf)) {
-            // (Python's TLS streams close without a close_notify: the TLS
-            // stream ends there between records, as Dask's framing is
-            // self-delimiting; inside a record it is an error.)
-            other => other,
-        }
+        // (Python's TLS streams close without a close_notify: the TLS
+        // stream ends there between records, as Dask's framing is
+        // self-delimiting; inside a record it is an error.)
+        each_socket!(self, s => Pin::new(s).poll_read(cx, buf))
     }
 }
 

@@ -22,11 +22,15 @@
 //! record three times on the way in (SPEC.md §6.3), ours are decrypted
 //! where the frame's bytes go.
 
+#[cfg(feature = "unstable")]
+mod fuzz;
 mod handshake;
 mod read;
 mod record;
 mod stream;
 
+#[cfg(feature = "unstable")]
+pub use fuzz::fuzz_tls_records;
 pub(crate) use handshake::{accept, connect};
 pub use stream::{TlsCopies, TlsStream};
 
