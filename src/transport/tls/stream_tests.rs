@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::transport::{Address, Socket, TlsConfig};
 
 #[path = "../../../tests/support/certs.rs"]
-#[allow(dead_code, unreachable_pub)]
+#[allow(unreachable_pub)]
 mod certs;
 
 #[test]
