@@ -34,6 +34,9 @@ use crate::transport::error::TlsError;
 /// the CPU's cache, and one `write` for 16 records.
 const WRITE_CHUNK: usize = 256 << 10;
 
+/// Records sealed and not written past which answering a KeyUpdate fails.
+const MAX_UNSENT: usize = WRITE_CHUNK + (1 << 20);
+
 /// rustls' key schedule after the handshake.
 pub(crate) enum Kernel {
     Client(KernelConnection<ClientConnectionData>),
@@ -176,7 +179,13 @@ impl PostHandshake for Sender {
 
     fn owe_key_update(&mut self) -> Result<(), TlsError> {
         // Answered at once (with update_not_requested), before any more
-        // application data (RFC 8446 §4.6.3).
+        // application data (RFC 8446 §4.6.3). A peer that asks for them
+        // faster than it reads would make `out` grow without end.
+        if self.out.len() - self.written > MAX_UNSENT {
+            return Err(TlsError::new(
+                "TLS: the peer asks for key updates faster than it reads them",
+            ));
+        }
         self.update_tx(false)
     }
 
