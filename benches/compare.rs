@@ -899,7 +899,7 @@ fn wire_send(req: &Json) -> Json {
     let rt = Flavor::TwoThreads.runtime();
     let (secs, suite) = rt.block_on(async {
         let (mut conn, _) = builder(tls.as_ref())
-            .connect_address(&address, &handshake_options())
+            .connect(&address, &handshake_options())
             .await
             .expect("connect");
         let suite = conn.get_ref().cipher_suite();
@@ -955,7 +955,10 @@ fn raw_wire_send(
                 .map(|c| format!("{:?} (tokio-rustls)", c.suite()));
             return (raw_loop(&mut s, size, count).await, suite);
         }
-        let mut s = Socket::connect(&address, tls).await.expect("connect");
+        let mut s = builder(tls)
+            .connect_socket(&address)
+            .await
+            .expect("connect");
         let suite = s.cipher_suite();
         (raw_loop(&mut s, size, count).await, suite)
     })
@@ -1029,11 +1032,14 @@ fn wire_recv(scheme: &str, certs: &str, mode: &str) {
             return raw_wire_recv(s).await;
         }
         if raw {
-            let s = Socket::accept(s, tls.as_ref()).await.expect("accept");
+            let s = builder(tls.as_ref())
+                .accept_socket(s, None)
+                .await
+                .expect("accept");
             return raw_wire_recv(s).await;
         }
         let (mut conn, _) = builder(tls.as_ref())
-            .accept_socket(s, &handshake_options())
+            .accept(s, &handshake_options())
             .await
             .expect("accept");
         let ok = Value::str("ok");
@@ -1061,7 +1067,7 @@ fn connect_identity(req: &Json) -> Json {
         for _ in 0..count {
             let t0 = Instant::now();
             let (mut conn, _) = builder(tls.as_ref())
-                .connect_address(address, &handshake_options())
+                .connect(address, &handshake_options())
                 .await
                 .expect("connect");
             conn.send_value(&identity).await.expect("send");

@@ -68,7 +68,7 @@ use std::time::Duration;
 use framewire::dask::{
     gather_from_workers, register_worker, versions_like_scheduler, AddKeys, BatchedWriter,
     CloseStream, DataStore, GatherReply, Heartbeats, Key, Map, Op, RegisterWorker,
-    ReleaseWorkerData, RequestError, Requests, Reschedule, RpcError, SchedulerToWorker,
+    ReleaseWorkerData, RequestError, Requests, Reschedule, RpcCause, RpcError, SchedulerToWorker,
     StealResponse, WorkerIdentity, WorkerMetrics, WorkerRequest, WorkerStatusChange, WorkerStream,
 };
 use framewire::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
@@ -358,9 +358,9 @@ async fn wait_for_scheduler(
 ) -> Result<WorkerStream, String> {
     // Dask's worker retries on `OSError` (which `CommClosedError` is) and
     // on timeouts; a TLS refusal or an unreadable handshake is final.
-    let unreachable = |e: &RpcError| match e {
-        RpcError::Closed => true,
-        RpcError::Transport(t) => matches!(
+    let unreachable = |e: &RpcError| match e.cause() {
+        RpcCause::Closed => true,
+        RpcCause::Transport(t) => matches!(
             t,
             TransportError::Connect(_)
                 | TransportError::Timeout { .. }
@@ -501,7 +501,7 @@ async fn accept(listener: TcpListener, w: Arc<Worker>) {
         };
         let w = w.clone();
         tokio::spawn(async move {
-            let mut rq = match w.builder.accept_socket(socket, &w.opts).await {
+            let mut rq = match w.builder.accept(socket, &w.opts).await {
                 Ok((conn, _)) => Requests::new(conn),
                 Err(e) => return log!("connection from {peer}: handshake failed: {e}"),
             };

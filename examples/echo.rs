@@ -21,7 +21,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The server: every message it receives goes back as it came.
     let server = tokio::spawn(async move {
         let (stream, peer) = listener.accept().await?;
-        let (mut conn, agreed) = Connection::accept(stream, &HandshakeOptions::default()).await?;
+        let (mut conn, agreed) = Connection::builder()
+            .accept(stream, &HandshakeOptions::default())
+            .await?;
         println!(
             "server: {peer} connected, pickle protocol {}",
             agreed.pickle_protocol()
@@ -34,7 +36,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     // The client: a task-like message with a 1 MiB array out of band.
-    let (mut conn, _) = Connection::connect(addr, &HandshakeOptions::default()).await?;
+    let (mut conn, _) = Connection::builder()
+        .connect(&format!("tcp://{addr}"), &HandshakeOptions::default())
+        .await?;
     let data: Vec<u8> = (0..1u32 << 17)
         .flat_map(|i| f64::from(i).to_le_bytes())
         .collect();

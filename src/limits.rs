@@ -43,10 +43,13 @@ pub struct Limits {
     /// Bytes in one msgpack frame (frame 0 or a sub-header), checked before
     /// parsing starts.
     pub max_header_len: u64,
-    /// Bytes reserved ahead of bytes that have actually arrived. Buffers grow
-    /// as data comes in, never to a size a peer merely declared: a large
-    /// frame's buffer grows geometrically (by what it holds, at least this
-    /// much), so it is never more than twice what arrived plus this.
+    /// Bytes reserved ahead of bytes that have actually arrived. Memory
+    /// follows the data that came in, never a size a peer merely declared:
+    /// a run of large frames longer than this is received into a mapping of
+    /// its declared length whose pages are committed only as bytes land in
+    /// them (or, where no mapping can be made, a heap buffer that grows
+    /// geometrically, by what it holds and at least this much: never more
+    /// than twice what arrived plus this).
     pub prealloc_cap: usize,
     /// Nesting of msgpack containers (and, in the serialize layer, of
     /// `is-collection` headers). Decoding and encoding are iterative; dropping

@@ -107,7 +107,7 @@ async fn stand_in(script: Script, data: Vec<(Value, Value)>, worker: Option<Stri
 
 /// One connection: requests, until it turns into the client's stream.
 async fn serve(
-    mut conn: Connection<tokio::net::TcpStream>,
+    mut conn: Connection<framewire::transport::Socket>,
     script: Script,
     seen: &Seen,
     data: &[(Value, Value)],
@@ -184,7 +184,7 @@ async fn serve(
 /// The client's stream: `stream-start` (or a refusal), then every op it
 /// sends recorded, until the client closes it or the test cuts it.
 async fn stream(
-    mut conn: Connection<tokio::net::TcpStream>,
+    mut conn: Connection<framewire::transport::Socket>,
     seen: &Seen,
     mut cut: watch::Receiver<bool>,
 ) {
@@ -454,13 +454,13 @@ async fn facade_errors_are_matched_by_kind() {
     let client = Client::connect(&closed, ClientOptions::new().connection(quick.clone())).await;
     assert_eq!(client.unwrap_err().kind(), ErrorKind::Connect);
     let rpc = framewire::dask::Rpc::connect(&closed, &quick, &HandshakeOptions::default()).await;
-    assert_eq!(rpc.unwrap_err().kind(), ErrorKind::Connect);
-    let conn = quick
-        .connect_address(&closed, &HandshakeOptions::default())
-        .await;
+    let e = rpc.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connect);
+    assert_eq!(e.address(), Some(closed.as_str()), "{e}");
+    let conn = quick.connect(&closed, &HandshakeOptions::default()).await;
     assert_eq!(conn.unwrap_err().kind(), ErrorKind::Connect);
     let bad = quick
-        .connect_address("ucx://127.0.0.1:1", &HandshakeOptions::default())
+        .connect("ucx://127.0.0.1:1", &HandshakeOptions::default())
         .await
         .unwrap_err();
     assert_eq!(bad.kind(), ErrorKind::InvalidAddress, "{bad}");
@@ -479,5 +479,15 @@ async fn facade_errors_are_matched_by_kind() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Remote, "{e}");
     assert_eq!(e.remote().unwrap().exception_text, "KeyError('x')");
+    // It names the op and the address it called.
+    assert_eq!(
+        (e.op(), e.address()),
+        (Some("raise"), Some(s.address.as_str()))
+    );
+    assert!(
+        e.to_string()
+            .starts_with(&format!("calling raise on {}: ", s.address)),
+        "{e}"
+    );
     client.close().await.expect("close");
 }

@@ -41,8 +41,7 @@ fn a_refused_address_is_tried_until_the_deadline_then_named_in_one_line() {
     let started = Instant::now();
     let err = rt()
         .block_on(
-            builder(Some(Duration::from_secs(1)))
-                .connect_address(&address, &HandshakeOptions::default()),
+            builder(Some(Duration::from_secs(1))).connect(&address, &HandshakeOptions::default()),
         )
         .expect_err("nothing listens there");
     let elapsed = started.elapsed();
@@ -82,7 +81,7 @@ fn a_refused_address_is_tried_until_the_deadline_then_named_in_one_line() {
 fn without_a_connect_timeout_one_attempt_is_made_and_the_error_names_the_address() {
     let address = format!("tcp://127.0.0.1:{}", free_port());
     let err = rt()
-        .block_on(builder(None).connect_address(&address, &HandshakeOptions::default()))
+        .block_on(builder(None).connect(&address, &HandshakeOptions::default()))
         .expect_err("nothing listens there");
     let TransportError::Connect(e) = &err else {
         panic!("expected a Connect error, got {err:?}");
@@ -104,14 +103,15 @@ fn a_server_that_starts_late_is_found() {
                 .await
                 .unwrap();
             let (stream, _) = listener.accept().await.unwrap();
-            let (mut conn, _) = Connection::accept(stream, &HandshakeOptions::default())
+            let (mut conn, _) = Connection::builder()
+                .accept(stream, &HandshakeOptions::default())
                 .await
                 .unwrap();
             conn.recv_value().await.expect("a message").unwrap()
         };
         let client = async {
             let (mut conn, _) = builder(Some(Duration::from_secs(30)))
-                .connect_address(
+                .connect(
                     &format!("tcp://127.0.0.1:{port}"),
                     &HandshakeOptions::default(),
                 )
@@ -127,12 +127,12 @@ fn a_server_that_starts_late_is_found() {
 }
 
 #[test]
-fn connect_resolves_and_retries_as_connect_address_does() {
+fn connect_resolves_and_retries_as_connect_does() {
     let port = free_port();
     let err = rt()
         .block_on(
             builder(Some(Duration::from_millis(500)))
-                .connect(("127.0.0.1", port), &HandshakeOptions::default()),
+                .connect(&format!("127.0.0.1:{port}"), &HandshakeOptions::default()),
         )
         .expect_err("nothing listens there");
     let TransportError::Connect(e) = &err else {
@@ -160,7 +160,10 @@ fn a_refused_tls_handshake_is_final_at_once() {
                 count.fetch_add(1, Ordering::SeqCst);
                 let tls = server_tls.clone();
                 tokio::spawn(async move {
-                    let _ = framewire::transport::Socket::accept(stream, Some(&tls)).await;
+                    let _ = ConnectionBuilder::new()
+                        .tls(tls)
+                        .accept_socket(stream, None)
+                        .await;
                 });
             }
         });

@@ -368,7 +368,8 @@ fn py_int(i: i64) -> Json {
 #[tokio::test(flavor = "current_thread")]
 async fn typed_messages_reach_python_as_dask_builds_them() {
     let (_peer, mut lines, port) = start_peer();
-    let (mut conn, _) = Connection::connect(("127.0.0.1", port), &HandshakeOptions::default())
+    let (mut conn, _) = Connection::builder()
+        .connect(&format!("127.0.0.1:{port}"), &HandshakeOptions::default())
         .await
         .expect("connect to typed_peer.py");
 
@@ -938,7 +939,8 @@ async fn real_scheduler_accepts_a_typed_worker() {
     let nthreads = 3;
 
     // register-worker on a fresh connection; the reply on the same one.
-    let (mut stream, _) = Connection::connect(host_port.as_str(), &HandshakeOptions::default())
+    let (mut stream, _) = Connection::builder()
+        .connect(host_port.as_str(), &HandshakeOptions::default())
         .await
         .expect("connect to the scheduler");
     let gpus = map([("GPU".to_owned(), Number::Float(2.0))]);
@@ -1015,7 +1017,8 @@ async fn real_scheduler_accepts_a_typed_worker() {
     let mut intervals = Vec::new();
     for i in 0..10 {
         let (listener, address) = worker_socket().await;
-        let (mut conn, _) = Connection::connect(host_port.as_str(), &HandshakeOptions::default())
+        let (mut conn, _) = Connection::builder()
+            .connect(host_port.as_str(), &HandshakeOptions::default())
             .await
             .unwrap();
         let msg = register(

@@ -18,10 +18,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions, TransportError};
+use framewire::transport::{
+    Connection, ConnectionBuilder, HandshakeOptions, Socket, TransportError,
+};
 use framewire::Envelope;
 use netns::Net;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 const TCP_TIMEOUT: Duration = Duration::from_secs(11);
 /// What the tests allow past the partition: `tcp_timeout` + 5 s.
@@ -55,8 +57,8 @@ fn pair<S, C, FS, FC>(net: &Net, server: FS, client: FC) -> Pair<S, C>
 where
     S: Send + 'static,
     C: Send + 'static,
-    FS: AsyncFnOnce(Connection<TcpStream>) -> S + Send + 'static,
-    FC: AsyncFnOnce(Connection<TcpStream>) -> C + Send + 'static,
+    FS: AsyncFnOnce(Connection<Socket>) -> S + Send + 'static,
+    FC: AsyncFnOnce(Connection<Socket>) -> C + Send + 'static,
 {
     let addr = SocketAddr::new(net.a.ip.into(), PORT);
     let (listening, wait) = mpsc::channel();
@@ -76,7 +78,7 @@ where
     let client = net.spawn_in(&net.b, move || {
         runtime().block_on(async move {
             let (conn, _) = builder()
-                .connect(addr, &HandshakeOptions::default())
+                .connect(&addr.to_string(), &HandshakeOptions::default())
                 .await
                 .expect("the handshake, as the client");
             client(conn).await
@@ -93,7 +95,7 @@ struct Ended {
 }
 
 /// Waits for `recv` to end, after one ping each way.
-async fn ping_then_wait(mut conn: Connection<TcpStream>, first: bool) -> Ended {
+async fn ping_then_wait(mut conn: Connection<Socket>, first: bool) -> Ended {
     let ping = || Envelope::new(vec![Bytes::from_static(b"\xa4ping")]).unwrap();
     if first {
         conn.send(ping()).await.unwrap();
@@ -231,7 +233,7 @@ fn netns_a_partition_healed_in_time_loses_and_duplicates_nothing() {
         &net,
         // A sends a message every 50 ms; B answers each with its number.
         async |conn| {
-            let (mut r, mut w) = conn.into_tcp_split();
+            let (mut r, mut w) = conn.into_split();
             let sender = async move {
                 for i in 0..COUNT {
                     w.send(numbered(i))
@@ -310,7 +312,7 @@ fn netns_a_connect_across_a_partition_succeeds_once_it_heals() {
             let mut b = builder();
             b.connect_timeout(Some(Duration::from_secs(20)));
             let (mut conn, _) = b
-                .connect_address(&format!("tcp://{addr}"), &HandshakeOptions::default())
+                .connect(&format!("tcp://{addr}"), &HandshakeOptions::default())
                 .await
                 .expect("connected after the heal");
             conn.send_value(&framewire::Value::str("after the heal"))
@@ -338,7 +340,7 @@ fn netns_a_connect_across_a_lasting_partition_gives_up_at_the_connect_timeout() 
             b.connect_timeout(Some(Duration::from_secs(5)));
             let started = Instant::now();
             let r = b
-                .connect_address(&format!("tcp://{addr}"), &HandshakeOptions::default())
+                .connect(&format!("tcp://{addr}"), &HandshakeOptions::default())
                 .await;
             (started.elapsed(), r.map(|_| ()))
         })

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use framewire::serialize::{Codec, IterateCollection, SerializeOptions};
-use framewire::transport::{handshake, Connection, HandshakeOptions};
+use framewire::transport::{Connection, ConnectionBuilder, HandshakeOptions};
 use framewire::{dumps, DeserializeOptions, Limits, NdArray, Value};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -94,7 +94,8 @@ fn session_after_a_handshake_compresses_with_the_agreed_codec() {
         let (a, b) = tokio::io::duplex(1 << 20);
         let mut ours = HandshakeOptions::default();
         ours.compression = Some(Codec::Lz4);
-        let (left, right) = tokio::join!(handshake(a, &ours), handshake(b, &ours));
+        let builder = ConnectionBuilder::new();
+        let (left, right) = tokio::join!(builder.handshake(a, &ours), builder.handshake(b, &ours));
         let ((mut left, agreed), (mut right, _)) = (left.unwrap(), right.unwrap());
         assert_eq!(agreed.codec(), Some(Codec::Lz4));
         assert_eq!(left.session().codec(), Some(Codec::Lz4));
@@ -129,7 +130,8 @@ fn session_after_a_handshake_compresses_with_the_agreed_codec() {
         // A peer that offers nothing: nothing is compressed.
         let (a, b) = tokio::io::duplex(1 << 20);
         let plain = HandshakeOptions::default();
-        let (l, r) = tokio::join!(handshake(a, &ours), handshake(b, &plain));
+        let builder = ConnectionBuilder::new();
+        let (l, r) = tokio::join!(builder.handshake(a, &ours), builder.handshake(b, &plain));
         let ((mut l, _), (mut r, _)) = (l.unwrap(), r.unwrap());
         assert_eq!(l.session().codec(), None);
         let (sent, env) = tokio::join!(l.send_value(&msg), r.recv());

@@ -16,6 +16,13 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::process::{Child, ChildStdin, Command};
 
+/// A connection builder with these certificates.
+fn tls_builder(tls: &TlsConfig) -> framewire::transport::ConnectionBuilder {
+    let mut b = framewire::transport::ConnectionBuilder::new();
+    b.tls(tls.clone());
+    b
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -61,9 +68,17 @@ impl OpenSsl {
     }
 
     async fn type_line(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).await.unwrap();
-        self.stdin.write_all(b"\n").await.unwrap();
-        self.stdin.flush().await.unwrap();
+        let typed = async {
+            self.stdin.write_all(line.as_bytes()).await?;
+            self.stdin.write_all(b"\n").await?;
+            self.stdin.flush().await
+        };
+        if let Err(e) = typed.await {
+            panic!(
+                "typing {line:?}: {e}; openssl printed:\n{}",
+                self.out.lock().unwrap()
+            );
+        }
     }
 
     /// A `k` or `K` command. OpenSSL reads its stdin a buffer at a time
@@ -72,8 +87,13 @@ impl OpenSsl {
     /// `s_server` says nothing: the moment is a pause, and the test checks
     /// the key update on our side, `TlsStream::key_updates`).
     async fn key_update(&mut self, letter: &str) {
+        let said = self.out.lock().unwrap().matches("KEYUPDATE").count();
         self.type_line(letter).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
+        if self.out.lock().unwrap().contains("CONNECTED(") {
+            // s_client: it says so.
+            self.wait_for_count("KEYUPDATE", said + 1).await;
+        }
     }
 
     /// Waits until it printed `text` (a hang guard of 20 s, not a timing).
@@ -92,6 +112,14 @@ impl OpenSsl {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// One test with OpenSSL at a time: `s_server` binds a port found free a
+/// moment before, which a parallel test's listener could take meanwhile.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn free_port() -> u16 {
@@ -136,6 +164,7 @@ async fn read_until(s: &mut Socket, want: &str) {
 
 #[test]
 fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
+    let _one = one_at_a_time();
     let c = certs::scratch("tls-openssl-server13");
     let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
     rt().block_on(async {
@@ -147,26 +176,17 @@ fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
         let mut server = OpenSsl::spawn(&args);
         server.wait_for("ACCEPT").await;
         let address = Address::Tls(format!("127.0.0.1:{port}"));
-        let mut s = Socket::connect(&address, Some(&ours)).await.unwrap();
+        let mut s = tls_builder(&ours).connect_socket(&address).await.unwrap();
         assert!(s.cipher_suite().unwrap().starts_with("TLS13_"));
 
         s.write_all(b"hello from framewire\n").await.unwrap();
         s.flush().await.unwrap();
         server.wait_for("hello from framewire").await;
 
-        // OpenSSL's KeyUpdate, asking for ours: we read under its new keys,
-        // answer with ours, and it reads under them.
-        server.key_update("K").await;
-        server.type_line("openssl after K").await;
-        read_until(&mut s, "openssl after K").await;
-        assert_eq!(
-            updates(&s),
-            (1, 1),
-            "(sent, received): ours answered OpenSSL's"
-        );
-        s.write_all(b"framewire after K\n").await.unwrap();
-        s.flush().await.unwrap();
-        server.wait_for("framewire after K").await;
+        // (OpenSSL's own KeyUpdates, `k` and `K`, are typed into `s_client`
+        // in the test below, which says when it sent one; `s_server` does
+        // not, and on a loaded machine it took the letter and the next line
+        // together, as data.)
 
         // Ours, asking for OpenSSL's.
         let Socket::TlsClient(t) = &mut s else {
@@ -178,7 +198,11 @@ fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
         server.wait_for("framewire updated").await;
         server.type_line("openssl answered").await;
         read_until(&mut s, "openssl answered").await;
-        assert_eq!(updates(&s), (2, 2), "OpenSSL answered ours");
+        assert_eq!(
+            updates(&s),
+            (1, 1),
+            "(sent, received): OpenSSL answered ours"
+        );
 
         // A large message through the new keys. (`s_client`'s `k`, not
         // asking, is in the test below: `s_server` 3.0 sent no further
@@ -197,6 +221,7 @@ fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
 
 #[test]
 fn openssl_s_client_and_our_server_update_keys_both_ways_tls13() {
+    let _one = one_at_a_time();
     let c = certs::scratch("tls-openssl-client13");
     let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
     rt().block_on(async {
@@ -204,12 +229,13 @@ fn openssl_s_client_and_our_server_update_keys_both_ways_tls13() {
         let port = listener.local_addr().unwrap().port();
         let server = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
-            let mut s = Socket::accept(tcp, Some(&ours)).await.unwrap();
+            let mut s = tls_builder(&ours).accept_socket(tcp, None).await.unwrap();
             // Echoes each read, upper-cased; "update" asks for our KeyUpdate.
             let mut buf = vec![0u8; 64 << 10];
             loop {
                 let n = s.read(&mut buf).await.expect("our server's read");
                 if n == 0 || buf[..n].starts_with(b"counts") {
+                    s.shutdown().await.unwrap(); // close_notify
                     return updates(&s);
                 }
                 if buf[..n].windows(6).any(|w| w == b"update") {
@@ -244,14 +270,16 @@ fn openssl_s_client_and_our_server_update_keys_both_ways_tls13() {
         client.type_line("counts").await;
         // Sent: the answer to K, ours; received: K, the answer to ours, k.
         assert_eq!(server.await.unwrap(), (2, 3), "(sent, received)");
+        client.wait_for("closed").await; // our close_notify, read as such
         let out = client.out.lock().unwrap().clone();
-        assert!(!out.contains("error"), "{out}");
+        assert!(!out.lines().any(|l| l.contains(":error:")), "{out}");
         client.child.kill().await.unwrap();
     });
 }
 
 #[test]
 fn tls12_with_openssl_aes_gcm_and_chacha20() {
+    let _one = one_at_a_time();
     let c = certs::scratch("tls-openssl-12");
     let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
     rt().block_on(async {
@@ -276,7 +304,8 @@ fn tls12_with_openssl_aes_gcm_and_chacha20() {
             args.extend(["-Verify", "1", "-tls1_2", "-cipher", cipher].map(String::from));
             let mut server = OpenSsl::spawn(&args);
             server.wait_for("ACCEPT").await;
-            let mut s = Socket::connect(&Address::Tls(format!("127.0.0.1:{port}")), Some(&ours))
+            let mut s = tls_builder(&ours)
+                .connect_socket(&Address::Tls(format!("127.0.0.1:{port}")))
                 .await
                 .unwrap();
             let suite = s.cipher_suite().unwrap();

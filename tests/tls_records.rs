@@ -19,6 +19,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::{self, crypto::ring};
 
+/// A connection builder with these certificates.
+fn tls_builder(tls: &TlsConfig) -> framewire::transport::ConnectionBuilder {
+    let mut b = framewire::transport::ConnectionBuilder::new();
+    b.tls(tls.clone());
+    b
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -141,7 +148,8 @@ fn our_records_interoperate_with_rustls_streams_in_both_roles() {
                 let (tcp, _) = listener.accept().await.unwrap();
                 echo(acceptor.accept(tcp).await.expect("rustls accept")).await;
             });
-            let mut s = Socket::connect(&Address::Tls(addr.to_string()), Some(&ours))
+            let mut s = tls_builder(&ours)
+                .connect_socket(&Address::Tls(addr.to_string()))
                 .await
                 .unwrap();
             let name = s.cipher_suite().unwrap();
@@ -174,7 +182,13 @@ fn our_records_interoperate_with_rustls_streams_in_both_roles() {
             let ours_server = ours.clone();
             let server = tokio::spawn(async move {
                 let (tcp, _) = listener.accept().await.unwrap();
-                echo(Socket::accept(tcp, Some(&ours_server)).await.unwrap()).await;
+                echo(
+                    tls_builder(&ours_server)
+                        .accept_socket(tcp, None)
+                        .await
+                        .unwrap(),
+                )
+                .await;
             });
             let tcp = TcpStream::connect(addr).await.unwrap();
             let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
@@ -320,7 +334,10 @@ fn bad_records_are_errors_never_plaintext() {
             let sent = data.clone();
             let server = tokio::spawn(async move {
                 let (tcp, _) = listener.accept().await.unwrap();
-                let mut s = Socket::accept(tcp, Some(&server_cfg)).await.unwrap();
+                let mut s = tls_builder(&server_cfg)
+                    .accept_socket(tcp, None)
+                    .await
+                    .unwrap();
                 let _ = go_rx.await;
                 let _ = s.write_all(&sent).await;
                 let _ = s.flush().await;
@@ -333,7 +350,8 @@ fn bad_records_are_errors_never_plaintext() {
                 let upstream = TcpStream::connect(server_addr).await.unwrap();
                 proxy(client, upstream, proxy_armed, attack).await;
             });
-            let mut s = Socket::connect(&Address::Tls(front_addr.to_string()), Some(&ours))
+            let mut s = tls_builder(&ours)
+                .connect_socket(&Address::Tls(front_addr.to_string()))
                 .await
                 .unwrap();
             // Both handshakes are over once a byte went both ways.
@@ -386,9 +404,13 @@ fn a_large_frame_over_tls_is_not_copied_after_decryption() {
         let server_cfg = ours.clone();
         let accept = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
-            Socket::accept(tcp, Some(&server_cfg)).await.unwrap()
+            tls_builder(&server_cfg)
+                .accept_socket(tcp, None)
+                .await
+                .unwrap()
         });
-        let client = Socket::connect(&Address::Tls(addr.to_string()), Some(&ours))
+        let client = tls_builder(&ours)
+            .connect_socket(&Address::Tls(addr.to_string()))
             .await
             .unwrap();
         let server = accept.await.unwrap();

@@ -15,8 +15,8 @@ use bytes::{Bytes, BytesMut};
 use framewire::dumps_with;
 use framewire::serialize::Codec;
 use framewire::transport::{
-    handshake, Connection, FrameCodec, HandshakeError, HandshakeOptions, Negotiated, TimeoutPhase,
-    TransportError,
+    Connection, ConnectionBuilder, FrameCodec, HandshakeError, HandshakeOptions, Negotiated,
+    TimeoutPhase, TransportError,
 };
 use framewire::EnvelopeError;
 use framewire::{dumps, DecodeError, EncodeError, Envelope, LimitName, Limits, Value};
@@ -1280,7 +1280,8 @@ async fn handshake_both_write_first_on_a_tiny_pipe() {
         o
     }
     .extension("crc32c", Value::str("yes"));
-    let (l, r) = tokio::join!(handshake(a, &x), handshake(b, &y));
+    let builder = ConnectionBuilder::new();
+    let (l, r) = tokio::join!(builder.handshake(a, &x), builder.handshake(b, &y));
     let ((mut l, nl), (mut r, nr)) = (l.unwrap(), r.unwrap());
     for n in [&nl, &nr] {
         assert_eq!(n.pickle_protocol(), 4);
@@ -1336,14 +1337,18 @@ async fn handshake_failures() {
     let (a, b) = tokio::io::duplex(1 << 12);
     drop(b);
     assert!(matches!(
-        handshake(a, &HandshakeOptions::default()).await,
+        ConnectionBuilder::new()
+            .handshake(a, &HandshakeOptions::default())
+            .await,
         Err(TransportError::Closed) | Err(TransportError::Io(_))
     ));
     // The peer sends garbage.
     let (a, mut b) = tokio::io::duplex(1 << 12);
     b.write_all(&[0u8; 16]).await.unwrap();
     assert!(matches!(
-        handshake(a, &HandshakeOptions::default()).await,
+        ConnectionBuilder::new()
+            .handshake(a, &HandshakeOptions::default())
+            .await,
         Err(TransportError::Decode(DecodeError::Envelope(
             EnvelopeError::EmptyMessage
         )))
@@ -1355,7 +1360,9 @@ async fn handshake_failures() {
         .await
         .unwrap();
     assert!(matches!(
-        handshake(a, &HandshakeOptions::default()).await,
+        ConnectionBuilder::new()
+            .handshake(a, &HandshakeOptions::default())
+            .await,
         Err(TransportError::Handshake(HandshakeError::MissingKey(
             "pickle-protocol"
         )))
@@ -1368,7 +1375,9 @@ async fn handshake_failures() {
         b
     });
     assert!(matches!(
-        handshake(a, &HandshakeOptions::default()).await,
+        ConnectionBuilder::new()
+            .handshake(a, &HandshakeOptions::default())
+            .await,
         Err(TransportError::Decode(DecodeError::Envelope(
             EnvelopeError::FrameTooLarge { .. }
         )))
@@ -1382,7 +1391,7 @@ async fn handshake_timeout() {
     let mut opts = HandshakeOptions::default();
     opts.timeout = Some(Duration::from_secs(5));
     assert!(matches!(
-        handshake(a, &opts).await,
+        ConnectionBuilder::new().handshake(a, &opts).await,
         Err(TransportError::Timeout {
             phase: TimeoutPhase::Handshake
         })
@@ -1397,14 +1406,17 @@ async fn handshake_over_tcp_connect_and_accept() {
     let server_opts = opts.clone();
     let server = tokio::spawn(async move {
         let (s, _) = listener.accept().await.unwrap();
-        let (mut conn, n) = Connection::accept(s, &server_opts).await.unwrap();
+        let (mut conn, n) = Connection::builder().accept(s, &server_opts).await.unwrap();
         assert!(n.agreed("x"));
         let m = conn.recv().await.unwrap().unwrap();
         conn.send(m).await.unwrap();
     });
-    let (mut conn, n) = Connection::connect(addr, &opts).await.unwrap();
+    let (mut conn, n) = Connection::builder()
+        .connect(&addr.to_string(), &opts)
+        .await
+        .unwrap();
     assert!(n.agreed("x"));
-    assert!(conn.get_ref().nodelay().unwrap());
+    assert!(conn.get_ref().tcp().nodelay().unwrap());
     let m = small_messages()[1].clone();
     conn.send(m.clone()).await.unwrap();
     assert_eq!(conn.recv().await.unwrap().unwrap(), m);

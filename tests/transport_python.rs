@@ -168,7 +168,7 @@ async fn framewire_connects_to_python(scheme: Scheme) {
     let address = format!("{}://127.0.0.1:{port}", scheme.name());
     let (mut conn, agreed) = scheme
         .builder()
-        .connect_address(&address, &opts())
+        .connect(&address, &opts())
         .await
         .expect("connect + handshake");
     let our_suite = conn.get_ref().cipher_suite();
@@ -328,7 +328,7 @@ async fn python_connects_to_framewire(scheme: Scheme) {
     let (stream, _) = listener.accept().await.unwrap();
     let (mut conn, agreed) = scheme
         .builder()
-        .accept_socket(stream, &opts())
+        .accept(stream, &opts())
         .await
         .expect("accept + handshake");
     assert_eq!(
@@ -445,7 +445,7 @@ async fn python_ignores_checksum_offers_and_reads_a_message_with_a_trailer() {
     require.checksums = Checksums::Require;
     let refused = Connection::builder()
         .limits(limits())
-        .connect(("127.0.0.1", port), &require)
+        .connect(&format!("127.0.0.1:{port}"), &require)
         .await;
     assert!(matches!(
         refused,
@@ -463,7 +463,7 @@ async fn python_ignores_checksum_offers_and_reads_a_message_with_a_trailer() {
     offer.checksums = Checksums::Offer;
     let (mut conn, agreed) = Connection::builder()
         .limits(limits())
-        .connect(("127.0.0.1", port), &offer)
+        .connect(&format!("127.0.0.1:{port}"), &offer)
         .await
         .expect("connect + handshake");
     assert!(!agreed.checksums());
@@ -550,9 +550,9 @@ async fn tcp_timeouts_are_set_as_dask_sets_them() {
         builder.tcp_timeout(Some(secs));
         let address = framewire::transport::Address::Tcp(addr.to_string());
         let accepted = async {
-            let socket =
-                framewire::transport::Socket::accept(listener.accept().await.unwrap().0, None);
-            let socket = socket.await.unwrap();
+            let stream = listener.accept().await.unwrap().0;
+            let plain = ConnectionBuilder::new();
+            let socket = plain.accept_socket(stream, None).await.unwrap();
             socket.set_tcp_timeout(Some(secs)).unwrap();
             socket
         };

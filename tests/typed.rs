@@ -595,7 +595,7 @@ fn value_is_serde_both_ways_elsewhere_too() {
 #[cfg(feature = "lz4")]
 #[test]
 fn typed_codec_and_connection_send_typed_messages() {
-    use framewire::transport::{handshake, HandshakeOptions, MessageCodec};
+    use framewire::transport::{ConnectionBuilder, HandshakeOptions, MessageCodec};
     use futures_util::{SinkExt, StreamExt};
     use tokio_util::codec::Framed;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -628,7 +628,8 @@ fn typed_codec_and_connection_send_typed_messages() {
         let (a, b) = tokio::io::duplex(1 << 20);
         let mut opts = HandshakeOptions::default();
         opts.compression = Some(Codec::Lz4);
-        let (l, r) = tokio::join!(handshake(a, &opts), handshake(b, &opts));
+        let builder = ConnectionBuilder::new();
+        let (l, r) = tokio::join!(builder.handshake(a, &opts), builder.handshake(b, &opts));
         let ((mut l, _), (mut r, _)) = (l.unwrap(), r.unwrap());
         let store = Stream::Store {
             key: "x".into(),

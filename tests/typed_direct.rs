@@ -771,7 +771,7 @@ fn batched_reader_returns_what_reading_values_returns() {
 /// `from_value` would, an error reply included.
 #[test]
 fn rpc_requests_and_replies_as_values_would_be() {
-    use framewire::dask::{Identity, Op, Rpc, RpcError};
+    use framewire::dask::{Identity, Op, Rpc, RpcCause, RpcError};
     use framewire::transport::Connection;
     #[derive(Serialize)]
     struct Store {
@@ -833,7 +833,12 @@ fn rpc_requests_and_replies_as_values_would_be() {
             server.send_value(&error_reply).await.unwrap();
         });
         match r {
-            Err(RpcError::Remote(e)) => assert_eq!(e.exception_text, "KeyError('x')"),
+            Err(e) => {
+                assert_eq!(e.remote().unwrap().exception_text, "KeyError('x')");
+                // The error names the op it was calling.
+                assert_eq!(e.op(), Some("identity"));
+                assert!(e.to_string().starts_with("calling identity: "), "{e}");
+            }
             other => panic!("{other:?}"),
         }
         // A reply that does not fit: a field error, the connection still up.
@@ -842,7 +847,10 @@ fn rpc_requests_and_replies_as_values_would_be() {
             server.send_value(&reply).await.unwrap();
         });
         assert!(
-            matches!(r, Err(RpcError::Decode(DecodeError::Field { .. }))),
+            matches!(
+                r.as_ref().map_err(RpcError::cause),
+                Err(RpcCause::Decode(DecodeError::Field { .. }))
+            ),
             "{r:?}"
         );
         assert!(!rpc.connection().is_poisoned());

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use framewire::dask::{
     gather_from_workers, DataStore, GetData, GetDataReply, HeartbeatError, Heartbeats, Key, Keys,
-    Map, Op, RequestError, Requests, Rpc, RpcError, SchedulerRequest, UpdateData, UpdateDataReply,
+    Map, Op, RequestError, Requests, Rpc, RpcCause, SchedulerRequest, UpdateData, UpdateDataReply,
     WorkerRequest,
 };
 use framewire::transport::{ConnectionBuilder, HandshakeOptions, COALESCE_THRESHOLD};
@@ -109,7 +109,7 @@ fn a_held_block_is_served_from_the_frames_it_arrived_in() {
     let client = std::thread::spawn(move || {
         current_thread().block_on(async move {
             let (conn, _) = ConnectionBuilder::new()
-                .connect(addr, &HandshakeOptions::default())
+                .connect(&addr.to_string(), &HandshakeOptions::default())
                 .await
                 .unwrap();
             let mut rpc = Rpc::new(conn);
@@ -197,7 +197,7 @@ async fn collection_blocks_are_held_and_served_whole() {
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(serve_one(listener, DataStore::new()));
     let (conn, _) = pass_through()
-        .connect(addr, &HandshakeOptions::default())
+        .connect(&addr.to_string(), &HandshakeOptions::default())
         .await
         .unwrap();
     let mut rpc = Rpc::new(conn);
@@ -378,7 +378,7 @@ async fn heartbeats_give_up_on_an_unreachable_scheduler() {
         panic!("{why}");
     };
     assert!(*for_ >= Duration::from_millis(500), "{why}");
-    assert!(matches!(last, RpcError::Transport(_)), "{why}");
+    assert!(matches!(last.cause(), RpcCause::Transport(_)), "{why}");
     assert!(
         why.to_string()
             .starts_with("no heartbeat reached the scheduler"),
@@ -412,7 +412,7 @@ async fn bad_requests_are_answered_and_the_connection_goes_on() {
         seen
     });
     let (mut conn, _) = ConnectionBuilder::new()
-        .connect(addr, &HandshakeOptions::default())
+        .connect(&addr.to_string(), &HandshakeOptions::default())
         .await
         .unwrap();
     let ask = |v: Value| v;

@@ -230,7 +230,7 @@ fn hold_connections(
             let mut conns = Vec::new();
             for _ in 0..n {
                 let (mut conn, _) = builder
-                    .connect_address(&address, &HandshakeOptions::default())
+                    .connect(&address, &HandshakeOptions::default())
                     .await
                     .expect("through the tap");
                 let identity =

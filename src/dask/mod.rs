@@ -87,7 +87,7 @@ pub use key::Key;
 pub use messages::*;
 pub use op::{Op, OpName};
 pub use pool::{ConnectionPool, Pooled, DEFAULT_CONNECTION_LIMIT, DEFAULT_IDLE_PER_ADDRESS};
-pub use rpc::{RemoteError, Rpc, RpcError};
+pub use rpc::{RemoteError, Rpc, RpcCause, RpcError};
 pub use server::{BadRequest, RequestError, Requests};
 pub use store::{gather_from_pool, gather_from_workers, nbytes, DataStore, Gathered};
 pub use task::{Arg, Call};

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{GetData, GetDataReply, Rpc, RpcError};
+use super::{GetData, GetDataReply, Rpc, RpcCause, RpcError};
 use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, Stats};
 
 /// Idle connections a pool keeps per address by default.
@@ -398,7 +398,10 @@ impl Drop for Waiting<'_> {
 /// Whether a call failed as a connection that died while idle fails: in
 /// the transport, or closed before any reply.
 fn dead<R>(result: &Result<R, RpcError>) -> bool {
-    matches!(result, Err(RpcError::Transport(_) | RpcError::Closed))
+    matches!(
+        result.as_ref().map_err(RpcError::cause),
+        Err(RpcCause::Transport(_) | RpcCause::Closed)
+    )
 }
 
 #[cfg(test)]

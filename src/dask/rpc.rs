@@ -45,10 +45,37 @@ impl fmt::Display for RemoteError {
 
 impl std::error::Error for RemoteError {}
 
-/// What can stop a call.
+/// What can stop a call: its cause ([`RpcError::cause`], with
+/// [`kind`](RpcError::kind) to branch on) and, where known, the op it was
+/// calling and the address it was calling it on, which its `Display` names
+/// (`calling gather on tcp://10.0.0.5:8786: the server closed the
+/// connection without replying`).
+///
+/// ```
+/// use framewire::dask::RpcError;
+/// use framewire::ErrorKind;
+///
+/// fn worth_retrying(e: &RpcError) -> bool {
+///     matches!(e.kind(), ErrorKind::Connect | ErrorKind::Closed | ErrorKind::PeerTimeout)
+/// }
+/// # let _ = worth_retrying;
+/// ```
+#[derive(Debug)]
+pub struct RpcError {
+    inner: Box<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cause: RpcCause,
+    op: Option<String>,
+    address: Option<String>,
+}
+
+/// The cause of an [`RpcError`].
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum RpcError {
+pub enum RpcCause {
     /// The connection failed.
     Transport(TransportError),
     /// The request could not be written.
@@ -62,68 +89,132 @@ pub enum RpcError {
 }
 
 impl RpcError {
+    /// The server closed the connection without replying.
+    pub(crate) fn closed() -> RpcError {
+        RpcCause::Closed.into()
+    }
+
+    /// This error, naming the op that was called and the address it was
+    /// called on (either kept if already known).
+    pub(crate) fn calling(mut self, op: Option<&str>, address: Option<&str>) -> RpcError {
+        let inner = &mut *self.inner;
+        if inner.op.is_none() {
+            inner.op = op.map(str::to_owned);
+        }
+        if inner.address.is_none() {
+            inner.address = address.map(str::to_owned);
+        }
+        self
+    }
+
     /// What kind of failure this is, to branch on: the transport's kind
     /// for a failed connection ([`TransportError::kind`]), else the call's
     /// own (an error reply is [`ErrorKind::Remote`], a reply not of the
     /// expected shape [`ErrorKind::UnexpectedReply`]).
     pub fn kind(&self) -> ErrorKind {
-        match self {
-            RpcError::Transport(e) => e.kind(),
-            RpcError::Encode(_) => ErrorKind::Encode,
-            RpcError::Decode(_) => ErrorKind::UnexpectedReply,
-            RpcError::Remote(_) => ErrorKind::Remote,
-            RpcError::Closed => ErrorKind::Closed,
+        match &self.inner.cause {
+            RpcCause::Transport(e) => e.kind(),
+            RpcCause::Encode(_) => ErrorKind::Encode,
+            RpcCause::Decode(_) => ErrorKind::UnexpectedReply,
+            RpcCause::Remote(_) => ErrorKind::Remote,
+            RpcCause::Closed => ErrorKind::Closed,
         }
+    }
+
+    /// What stopped the call.
+    pub fn cause(&self) -> &RpcCause {
+        &self.inner.cause
+    }
+
+    /// What stopped the call, by value.
+    pub fn into_cause(self) -> RpcCause {
+        self.inner.cause
     }
 
     /// The server's error reply, when this is one.
     pub fn remote(&self) -> Option<&RemoteError> {
-        match self {
-            RpcError::Remote(e) => Some(e),
+        match &self.inner.cause {
+            RpcCause::Remote(e) => Some(e),
             _ => None,
         }
+    }
+
+    /// The op of the call that failed (`"gather"`, `"get_data"`...), when
+    /// the error came from a call of [`Rpc`] or of a pool.
+    pub fn op(&self) -> Option<&str> {
+        self.inner.op.as_deref()
+    }
+
+    /// The address the call was made to, when the connection was made by
+    /// address ([`Rpc::connect`], a pool).
+    pub fn address(&self) -> Option<&str> {
+        self.inner.address.as_deref()
     }
 }
 
 impl fmt::Display for RpcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RpcError::Transport(e) => e.fmt(f),
-            RpcError::Encode(e) => write!(f, "cannot send the request: {e}"),
-            RpcError::Decode(e) => write!(f, "unexpected reply: {e}"),
-            RpcError::Remote(e) => e.fmt(f),
-            RpcError::Closed => f.write_str("the server closed the connection without replying"),
+        match (&self.inner.op, &self.inner.address) {
+            (Some(op), Some(address)) => write!(f, "calling {op} on {address}: ")?,
+            (Some(op), None) => write!(f, "calling {op}: ")?,
+            (None, Some(address)) => write!(f, "calling {address}: ")?,
+            (None, None) => {}
+        }
+        match &self.inner.cause {
+            RpcCause::Transport(e) => e.fmt(f),
+            RpcCause::Encode(e) => write!(f, "cannot send the request: {e}"),
+            RpcCause::Decode(e) => write!(f, "unexpected reply: {e}"),
+            RpcCause::Remote(e) => e.fmt(f),
+            RpcCause::Closed => f.write_str("the server closed the connection without replying"),
         }
     }
 }
 
 impl std::error::Error for RpcError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RpcError::Transport(e) => Some(e),
-            RpcError::Encode(e) => Some(e),
-            RpcError::Decode(e) => Some(e),
-            RpcError::Remote(e) => Some(e),
-            RpcError::Closed => None,
+        match &self.inner.cause {
+            RpcCause::Transport(e) => Some(e),
+            RpcCause::Encode(e) => Some(e),
+            RpcCause::Decode(e) => Some(e),
+            RpcCause::Remote(e) => Some(e),
+            RpcCause::Closed => None,
+        }
+    }
+}
+
+impl From<RpcCause> for RpcError {
+    fn from(cause: RpcCause) -> RpcError {
+        RpcError {
+            inner: Box::new(Inner {
+                cause,
+                op: None,
+                address: None,
+            }),
         }
     }
 }
 
 impl From<TransportError> for RpcError {
     fn from(e: TransportError) -> RpcError {
-        RpcError::Transport(e)
+        RpcCause::Transport(e).into()
     }
 }
 
 impl From<EncodeError> for RpcError {
     fn from(e: EncodeError) -> RpcError {
-        RpcError::Encode(e)
+        RpcCause::Encode(e).into()
     }
 }
 
 impl From<DecodeError> for RpcError {
     fn from(e: DecodeError) -> RpcError {
-        RpcError::Decode(e)
+        RpcCause::Decode(e).into()
+    }
+}
+
+impl From<RemoteError> for RpcError {
+    fn from(e: RemoteError) -> RpcError {
+        RpcCause::Remote(e).into()
     }
 }
 
@@ -150,6 +241,8 @@ impl From<DecodeError> for RpcError {
 #[derive(Debug)]
 pub struct Rpc<T> {
     conn: Connection<T>,
+    /// The address it was connected to, named by its errors.
+    address: Option<String>,
 }
 
 impl Rpc<Socket> {
@@ -161,15 +254,29 @@ impl Rpc<Socket> {
         builder: &ConnectionBuilder,
         opts: &HandshakeOptions,
     ) -> Result<Rpc<Socket>, RpcError> {
-        let (conn, _) = builder.connect_address(addr, opts).await?;
-        Ok(Rpc { conn })
+        let (conn, _) = builder
+            .connect(addr, opts)
+            .await
+            .map_err(|e| RpcError::from(e).calling(None, Some(addr)))?;
+        Ok(Rpc {
+            conn,
+            address: Some(addr.to_owned()),
+        })
     }
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
     /// Calls over a connection that has done its handshake.
     pub fn new(conn: Connection<T>) -> Rpc<T> {
-        Rpc { conn }
+        Rpc {
+            conn,
+            address: None,
+        }
+    }
+
+    /// The address [`Rpc::connect`] connected to.
+    pub fn address(&self) -> Option<&str> {
+        self.address.as_deref()
     }
 
     /// The connection.
@@ -192,8 +299,19 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
         &mut self,
         request: &Q,
     ) -> Result<R, RpcError> {
-        self.send_request(request, true).await?;
-        let env = self.conn.recv().await.ok_or(RpcError::Closed)??;
+        let mut op = None;
+        let reply = self.call_op(request, &mut op).await;
+        reply.map_err(|e| e.calling(op.as_deref(), self.address.as_deref()))
+    }
+
+    /// [`call`](Rpc::call), setting `op` once the request is written.
+    async fn call_op<Q: Serialize + ?Sized, R: DeserializeOwned>(
+        &mut self,
+        request: &Q,
+        op: &mut Option<String>,
+    ) -> Result<R, RpcError> {
+        self.send_request(request, true, op).await?;
+        let env = self.conn.recv().await.ok_or_else(RpcError::closed)??;
         if !may_be_error_reply(&env.frames()[0]) {
             return match decode_msg(&env, self.conn.session()) {
                 Ok(reply) => Ok(reply),
@@ -208,14 +326,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
         }
         let reply = self.conn.decode_value(&env)?;
         match remote_error(&reply) {
-            Some(e) => Err(RpcError::Remote(e)),
+            Some(e) => Err(e.into()),
             None => Ok(typed::from_value(reply)?),
         }
     }
 
     /// Sends `request` with `"reply": false`: the server answers nothing.
     pub async fn send<Q: Serialize + ?Sized>(&mut self, request: &Q) -> Result<(), RpcError> {
-        self.send_request(request, false).await
+        let mut op = None;
+        let sent = self.send_request(request, false, &mut op).await;
+        sent.map_err(|e| e.calling(op.as_deref(), self.address.as_deref()))
     }
 
     /// `get_data`, then the `"OK"` Dask's caller writes when the reply's
@@ -223,7 +343,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
     pub async fn get_data(&mut self, request: &GetData) -> Result<GetDataReply, RpcError> {
         let reply: GetDataReply = self.call(request).await?;
         if reply.status == "OK" {
-            self.conn.send_value(&Value::from_static("OK")).await?;
+            let ok = self.conn.send_value(&Value::from_static("OK")).await;
+            ok.map_err(|e| RpcError::from(e).calling(Some("get_data"), self.address.as_deref()))?;
         }
         Ok(reply)
     }
@@ -232,8 +353,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
     /// the connection.
     pub async fn close(mut self) -> Result<(), RpcError> {
         let bye = Value::map_of([("op", Value::from_static("close")), ("reply", false.into())]);
-        self.conn.send_value(&bye).await?;
-        Ok(self.conn.close().await?)
+        let address = self.address.take();
+        let closed = match self.conn.send_value(&bye).await {
+            Ok(()) => self.conn.close().await,
+            Err(e) => Err(e),
+        };
+        closed.map_err(|e| RpcError::from(e).calling(Some("close"), address.as_deref()))
     }
 
     /// Writes `request` with its `reply` key set, as the session writes
@@ -242,15 +367,19 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Rpc<T> {
         &mut self,
         request: &Q,
         reply: bool,
+        op: &mut Option<String>,
     ) -> Result<(), RpcError> {
         let frames = typed::to_frames(request, &self.conn.session().serialize_options()).map_err(
             |e| match e {
                 // As `to_value` reports it.
-                e @ EncodeError::Field { .. } => RpcError::Encode(e),
+                e @ EncodeError::Field { .. } => RpcError::from(e),
                 // As sending the value reports it.
-                e => RpcError::Transport(e.into()),
+                e => RpcError::from(TransportError::from(e)),
             },
         )?;
+        if let Some(Some(name)) = msgpack::lookup_str(&frames[0], 0, "op") {
+            *op = Some(name.to_owned());
+        }
         let frames = with_reply(frames, reply)?;
         let env = Envelope::new(frames).map_err(TransportError::from)?;
         Ok(self.conn.send(env).await?)

@@ -299,7 +299,7 @@ async fn get_data_from(
 ) -> Result<GetDataReply, RpcError> {
     // The handshake's timeout bounds the connection; a transfer of any
     // size gets no deadline (Dask's has none either).
-    let (conn, _) = builder.connect_address(worker, opts).await?;
+    let (conn, _) = builder.connect(worker, opts).await?;
     let mut rpc = Rpc::new(conn);
     let reply = rpc.get_data(request).await?;
     rpc.close().await?;

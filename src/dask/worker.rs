@@ -127,20 +127,20 @@ pub async fn register_worker(
     msg: &RegisterWorker,
 ) -> Result<WorkerStream, RpcError> {
     // Connecting has its own deadline (the builder's connect timeout).
-    let (mut conn, _) = builder.connect_address(scheduler, opts).await?;
+    let (mut conn, _) = builder.connect(scheduler, opts).await?;
     let exchange = async {
         conn.send_msg(msg).await?;
-        Ok::<_, RpcError>(conn.recv_value().await.ok_or(RpcError::Closed)??)
+        Ok::<_, RpcError>(conn.recv_value().await.ok_or_else(RpcError::closed)??)
     };
     let reply = match opts.timeout {
         Some(t) => tokio::time::timeout(t, exchange)
             .await
-            .map_err(|_| RpcError::Transport(timed_out("registering with the scheduler")))??,
+            .map_err(|_| RpcError::from(timed_out("registering with the scheduler")))??,
         None => exchange.await?,
     };
     let reply: RegisterWorkerReply = typed::from_value(reply)?;
     if reply.status != "OK" {
-        return Err(RpcError::Remote(RemoteError {
+        return Err(RpcError::from(RemoteError {
             status: reply.status.clone(),
             exception_text: reply.message.clone().unwrap_or_default(),
             traceback_text: String::new(),
@@ -258,10 +258,7 @@ impl Heartbeats {
         };
         let call = async {
             if self.rpc.is_none() {
-                let (conn, _) = self
-                    .builder
-                    .connect_address(&self.scheduler, &self.opts)
-                    .await?;
+                let (conn, _) = self.builder.connect(&self.scheduler, &self.opts).await?;
                 self.rpc = Some(Rpc::new(conn));
             }
             let rpc = self.rpc.as_mut().expect("connected above");
@@ -270,7 +267,7 @@ impl Heartbeats {
         let result = match self.opts.timeout {
             Some(t) => tokio::time::timeout(t, call)
                 .await
-                .unwrap_or_else(|_| Err(RpcError::Transport(timed_out("to a heartbeat")))),
+                .unwrap_or_else(|_| Err(timed_out("to a heartbeat").into())),
             None => call.await,
         };
         match &result {
@@ -320,7 +317,7 @@ pub async fn versions_like_scheduler(
     builder: &ConnectionBuilder,
     opts: &HandshakeOptions,
 ) -> Result<Value, RpcError> {
-    let (conn, _) = builder.connect_address(scheduler, opts).await?;
+    let (conn, _) = builder.connect(scheduler, opts).await?;
     let mut rpc = Rpc::new(conn);
     let theirs: Value = rpc
         .call(&Value::map_of([("op", Value::from_static("versions"))]))

@@ -167,7 +167,7 @@ impl ConnectionBuilder {
     }
 
     /// Dask's `distributed.comm.timeouts.connect` (default 30 s): how long
-    /// [`connect_address`](ConnectionBuilder::connect_address),
+    /// [`connect`](ConnectionBuilder::connect),
     /// [`connect_socket`](ConnectionBuilder::connect_socket) and
     /// [`connect`](ConnectionBuilder::connect) keep trying to connect, with
     /// Dask's backoff, before they give up with
@@ -293,9 +293,9 @@ impl ConnectionBuilder {
     }
 
     /// The certificates for `tls://` (feature `tls`): what
-    /// [`connect_address`](ConnectionBuilder::connect_address) presents and
+    /// [`connect`](ConnectionBuilder::connect) presents and
     /// verifies with for a `tls://` address, and what
-    /// [`accept_socket`](ConnectionBuilder::accept_socket) serves TLS with
+    /// [`accept`](ConnectionBuilder::accept) serves TLS with
     /// (without them it accepts plain TCP).
     #[cfg(feature = "tls")]
     pub fn tls(&mut self, config: super::TlsConfig) -> &mut ConnectionBuilder {

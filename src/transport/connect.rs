@@ -3,10 +3,11 @@
 //! the Dask handshake. Above the connection, the socket and the handshake,
 //! which it puts together.
 
-use std::net::SocketAddr;
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use super::conn::{Connection, ConnectionBuilder};
 use super::error::{TimeoutPhase, TransportError};
@@ -15,8 +16,8 @@ use super::session::Negotiated;
 use super::socket::{self, Address, Socket};
 
 impl ConnectionBuilder {
-    /// Connects to a Dask address — `tcp://`, or `tls://` with the
-    /// builder's [`tls`][tls] certificates — as
+    /// Connects to a Dask address (`tcp://HOST:PORT`, `HOST:PORT`, or
+    /// `tls://HOST:PORT` with the builder's [`tls`][tls] certificates) as
     /// [`connect_socket`](ConnectionBuilder::connect_socket) does (retrying
     /// until the [`connect_timeout`](ConnectionBuilder::connect_timeout)),
     /// then exchanges the Dask handshake within `opts.timeout`.
@@ -28,11 +29,11 @@ impl ConnectionBuilder {
     /// # async fn f() -> Result<(), framewire::transport::TransportError> {
     /// use framewire::transport::{ConnectionBuilder, HandshakeOptions};
     /// let (mut conn, _) = ConnectionBuilder::new()
-    ///     .connect_address("tcp://127.0.0.1:8786", &HandshakeOptions::default())
+    ///     .connect("tcp://127.0.0.1:8786", &HandshakeOptions::default())
     ///     .await?;
     /// # Ok(()) }
     /// ```
-    pub async fn connect_address(
+    pub async fn connect(
         &self,
         address: &str,
         opts: &HandshakeOptions,
@@ -42,7 +43,57 @@ impl ConnectionBuilder {
         self.handshake(socket, opts).await
     }
 
-    /// Connects to `address` as Dask's `connect()` does
+    /// Takes an accepted TCP stream (setting `TCP_NODELAY` and the
+    /// [`tcp_timeout`](ConnectionBuilder::tcp_timeout)), does the TLS
+    /// handshake when the builder has [`tls`][tls] certificates (a client
+    /// certificate signed by the CA is required), then the Dask handshake,
+    /// all within `opts.timeout`.
+    ///
+    #[cfg_attr(feature = "tls", doc = "[tls]: ConnectionBuilder::tls")]
+    #[cfg_attr(not(feature = "tls"), doc = "[tls]: crate#cargo-features")]
+    pub async fn accept(
+        &self,
+        stream: TcpStream,
+        opts: &HandshakeOptions,
+    ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
+        let accept = Socket::accept_by(stream, self.tls_config(), None, self.tcp_timeout_setting());
+        let socket = within(opts, accept).await?;
+        self.handshake(socket, opts).await
+    }
+
+    /// Wraps `io` (any byte stream: a socket of your own, an in-memory
+    /// pipe) and exchanges the Dask handshake: both sides send theirs at
+    /// once, then agree (see [`HandshakeOptions`], [`Negotiated`]). Writing
+    /// and reading run concurrently, as in Dask, so two peers that both
+    /// write first never deadlock, even on a pipe smaller than a handshake.
+    ///
+    /// ```
+    /// use framewire::transport::{ConnectionBuilder, HandshakeOptions};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+    /// let (a, b) = tokio::io::duplex(1 << 16);
+    /// let (builder, opts) = (ConnectionBuilder::new(), HandshakeOptions::default());
+    /// let (left, right) = tokio::join!(builder.handshake(a, &opts), builder.handshake(b, &opts));
+    /// assert_eq!(left?.1.pickle_protocol(), right?.1.pickle_protocol());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn handshake<T>(
+        &self,
+        io: T,
+        opts: &HandshakeOptions,
+    ) -> Result<(Connection<T>, Negotiated), TransportError>
+    where
+        T: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut conn = self.build(io);
+        let agreed = exchange(&mut conn, opts).await?;
+        Ok((conn, agreed))
+    }
+
+    /// For a relay, which carries bytes without a handshake of its own:
+    /// connects to `address` as Dask's `connect()` does
     /// (`distributed/comm/core.py`): attempts until the builder's
     /// [`connect_timeout`](ConnectionBuilder::connect_timeout) (default
     /// 30 s) has passed, the first ones each capped at a fifth of it, with
@@ -67,97 +118,28 @@ impl ConnectionBuilder {
         .await
     }
 
-    /// [`connect_socket`](ConnectionBuilder::connect_socket) to the
-    /// addresses `addr` resolves to (resolved once), plain TCP.
-    pub(crate) async fn connect_tcp<A: ToSocketAddrs>(
-        &self,
-        addr: A,
-    ) -> Result<TcpStream, TransportError> {
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr).await?.collect();
-        socket::connect_tcp(
-            &addrs,
-            self.tcp_timeout_setting(),
-            self.connect_timeout_setting(),
-        )
-        .await
-    }
-
-    /// Takes an accepted TCP stream, does the TLS handshake when the builder
-    /// has [`tls`][tls] certificates (see
-    /// [`Socket::accept`]), then the Dask handshake, all within
-    /// `opts.timeout`.
+    /// For a relay: takes an accepted TCP stream (`TCP_NODELAY` and the
+    /// [`tcp_timeout`](ConnectionBuilder::tcp_timeout) set) and, when the
+    /// builder has [`tls`][tls] certificates, does the TLS handshake as the
+    /// server (a client certificate signed by the CA is required), within
+    /// `timeout`: a peer that stalls it (or sends nothing) is refused with
+    /// [`TransportError::Timeout`] ([`TimeoutPhase::TlsHandshake`]).
     ///
     #[cfg_attr(feature = "tls", doc = "[tls]: ConnectionBuilder::tls")]
     #[cfg_attr(not(feature = "tls"), doc = "[tls]: crate#cargo-features")]
     pub async fn accept_socket(
         &self,
         stream: TcpStream,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<Socket>, Negotiated), TransportError> {
-        let accept = Socket::accept_by(stream, self.tls_config(), None, self.tcp_timeout_setting());
-        let socket = within(opts, accept).await?;
-        self.handshake(socket, opts).await
-    }
-
-    /// Wraps `io` and exchanges the Dask handshake (see [`handshake`](super::handshake)).
-    pub async fn handshake<T>(
-        &self,
-        io: T,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<T>, Negotiated), TransportError>
-    where
-        T: AsyncRead + AsyncWrite + Unpin,
-    {
-        let mut conn = self.build(io);
-        let agreed = exchange(&mut conn, opts).await?;
-        Ok((conn, agreed))
-    }
-
-    /// Connects over TCP to what `addr` resolves to (resolved once), retrying
-    /// as [`connect_socket`](ConnectionBuilder::connect_socket) does until the
-    /// [`connect_timeout`](ConnectionBuilder::connect_timeout), with
-    /// `TCP_NODELAY` and the [`tcp_timeout`](ConnectionBuilder::tcp_timeout)
-    /// set, as Dask does; then exchanges the handshake.
-    pub async fn connect<A: ToSocketAddrs>(
-        &self,
-        addr: A,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        let stream = self.connect_tcp(addr).await?;
-        self.handshake(stream, opts).await
-    }
-
-    /// Takes an accepted TCP stream (setting `TCP_NODELAY` and the
-    /// [`tcp_timeout`](ConnectionBuilder::tcp_timeout)) and exchanges the
-    /// handshake.
-    pub async fn accept(
-        &self,
-        stream: TcpStream,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        stream.set_nodelay(true)?;
-        socket::set_tcp_timeout(&stream, self.tcp_timeout_setting())?;
-        self.handshake(stream, opts).await
-    }
-}
-
-impl Connection<TcpStream> {
-    /// Connects over TCP and exchanges the handshake, with default options
-    /// (use [`ConnectionBuilder::connect`] for others).
-    pub async fn connect<A: ToSocketAddrs>(
-        addr: A,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        ConnectionBuilder::default().connect(addr, opts).await
-    }
-
-    /// Exchanges the handshake on an accepted TCP stream, with default
-    /// options (use [`ConnectionBuilder::accept`] for others).
-    pub async fn accept(
-        stream: TcpStream,
-        opts: &HandshakeOptions,
-    ) -> Result<(Connection<TcpStream>, Negotiated), TransportError> {
-        ConnectionBuilder::default().accept(stream, opts).await
+        timeout: Option<Duration>,
+    ) -> Result<Socket, TransportError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        Socket::accept_by(
+            stream,
+            self.tls_config(),
+            deadline,
+            self.tcp_timeout_setting(),
+        )
+        .await
     }
 }
 

@@ -19,7 +19,7 @@
 //! # Examples
 //!
 //! ```
-//! use framewire::transport::{handshake, HandshakeOptions};
+//! use framewire::transport::{ConnectionBuilder, HandshakeOptions};
 //! use framewire::Value;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
@@ -27,7 +27,8 @@
 //! let ours = HandshakeOptions::default().extension("crc32c", Value::Bool(true));
 //! let mut theirs = HandshakeOptions::default().extension("crc32c", Value::Bool(true));
 //! theirs.pickle_protocol = 4;
-//! let (x, y) = tokio::join!(handshake(a, &ours), handshake(b, &theirs));
+//! let builder = ConnectionBuilder::new();
+//! let (x, y) = tokio::join!(builder.handshake(a, &ours), builder.handshake(b, &theirs));
 //! let ((_conn, agreed), _) = (x?, y?);
 //! assert_eq!(agreed.pickle_protocol(), 4);
 //! assert_eq!(agreed.codec(), None);
@@ -51,7 +52,7 @@ use crate::serialize::Codec;
 use crate::value::Value;
 
 use super::checksum;
-use super::conn::{Connection, ConnectionBuilder};
+use super::conn::Connection;
 use super::error::{HandshakeError, TimeoutPhase, TransportError};
 use super::session::Negotiated;
 
@@ -306,21 +307,6 @@ impl Negotiated {
     pub fn agreed(&self, name: &str) -> bool {
         self.ours.iter().any(|n| n == name) && self.peer_extension(name).is_some()
     }
-}
-
-/// Wraps any `AsyncRead + AsyncWrite` in a [`Connection`] with default
-/// options and exchanges the Dask handshake. Writing and reading run
-/// concurrently, as in Dask, so two peers that both write first never
-/// deadlock, even on a pipe smaller than a handshake. Use
-/// [`ConnectionBuilder::handshake`] for other connection options.
-pub async fn handshake<T>(
-    io: T,
-    opts: &HandshakeOptions,
-) -> Result<(Connection<T>, Negotiated), TransportError>
-where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
-    ConnectionBuilder::default().handshake(io, opts).await
 }
 
 /// Runs the exchange on a fresh connection.

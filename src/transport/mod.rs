@@ -6,7 +6,7 @@
 //!  Envelope ──Sink──▶ write: prelude + small frames coalesced │ large frames' own Bytes ──writev──▶ T
 //!  Envelope ◀─Stream─ read:  prelude → Limits → small frames in one buffer,           ◀──read──── T
 //!                   │        large frames in their own (recycled) buffer               │
-//!                   └─── handshake(): {"compression", "python", "pickle-protocol",      ┘
+//!                   └─── handshake:   {"compression", "python", "pickle-protocol",      ┘
 //!                                      "framewire-<ext>"...} both ways, then negotiate
 //!
 //!  read::FrameReader: the framing, sans IO, that Connection's reader, FrameCodec and a relay drive.
@@ -19,20 +19,22 @@
 //!   writes and read into buffers the decoded frames are slices of.
 //! * [`FrameCodec`]: for `Framed` users; simple, but its encoder copies
 //!   every payload.
-//! * [`handshake`], [`Connection::connect`], [`Connection::accept`]: the Dask
-//!   handshake, with framewire extensions.
+//! * [`ConnectionBuilder`]: the way in: `connect` to an address, `accept` a
+//!   TCP stream, or `handshake` over any byte stream: the Dask handshake,
+//!   with framewire extensions, then a [`Connection`].
 //!
 //! # Examples
 //!
 //! ```
 //! use bytes::Bytes;
-//! use framewire::transport::{handshake, HandshakeOptions};
+//! use framewire::transport::{ConnectionBuilder, HandshakeOptions};
 //! use framewire::{dumps, loads, Envelope, Value};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 //! let (a, b) = tokio::io::duplex(1 << 16);
 //! let opts = HandshakeOptions::default();
-//! let (left, right) = tokio::join!(handshake(a, &opts), handshake(b, &opts));
+//! let builder = ConnectionBuilder::new();
+//! let (left, right) = tokio::join!(builder.handshake(a, &opts), builder.handshake(b, &opts));
 //! let ((mut left, agreed), (mut right, _)) = (left?, right?);
 //! assert_eq!(agreed.pickle_protocol(), 5);
 //!
@@ -75,7 +77,7 @@ pub use checksum::ChecksumError;
 pub use codec::{FrameCodec, FrameCodecBuilder};
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
 pub use error::{ConnectError, HandshakeError, TimeoutPhase, TlsError, TransportError};
-pub use handshake::{handshake, Checksums, HandshakeOptions, EXTENSION_PREFIX};
+pub use handshake::{Checksums, HandshakeOptions, EXTENSION_PREFIX};
 #[cfg(feature = "serde")]
 pub use message_codec::MessageCodec;
 #[cfg(feature = "serde")]

@@ -33,14 +33,15 @@ pub struct Negotiated {
 /// ```
 /// # #[cfg(feature = "lz4")] {
 /// use framewire::serialize::Codec;
-/// use framewire::transport::{handshake, HandshakeOptions};
+/// use framewire::transport::{ConnectionBuilder, HandshakeOptions};
 /// use framewire::Value;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 /// let (a, b) = tokio::io::duplex(1 << 16);
 /// let mut opts = HandshakeOptions::default();
 /// opts.compression = Some(Codec::Lz4);
-/// let (left, right) = tokio::join!(handshake(a, &opts), handshake(b, &opts));
+/// let builder = ConnectionBuilder::new();
+/// let (left, right) = tokio::join!(builder.handshake(a, &opts), builder.handshake(b, &opts));
 /// let ((mut left, _), (mut right, _)) = (left?, right?);
 /// assert_eq!(left.session().codec(), Some(Codec::Lz4));
 /// assert_eq!(left.session().serialize_options().compression, Some(Codec::Lz4));

@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -222,69 +221,9 @@ impl AsyncWrite for Socket {
 pub enum TlsConfig {}
 
 impl Socket {
-    /// Connects to `address` in one attempt (`TCP_NODELAY` set, and Dask's
-    /// default TCP timeout of 30 s: see [`Socket::set_tcp_timeout`]) and, for
-    /// `tls://`, does the TLS handshake with `tls`: the server's chain is
-    /// verified, our certificate presented. No deadline and no retry: see
-    /// [`ConnectionBuilder::connect_socket`](super::ConnectionBuilder::connect_socket), which retries as Dask does.
-    pub async fn connect(
-        address: &Address,
-        tls: Option<&TlsConfig>,
-    ) -> Result<Socket, TransportError> {
-        let start = Instant::now();
-        let result = Dial::once(tls).attempt(address, None).await;
-        result.map_err(|f| give_up(&Target::Name(address), None, (start, 1), f))
-    }
-
-    /// [`Socket::connect`] within `timeout`: the TCP connection and the TLS
-    /// handshake together, in one attempt. Past it:
-    /// [`TransportError::Timeout`] with [`TimeoutPhase::Connect`] or
-    /// [`TimeoutPhase::TlsHandshake`], the step that was under way.
-    pub async fn connect_within(
-        address: &Address,
-        tls: Option<&TlsConfig>,
-        timeout: Duration,
-    ) -> Result<Socket, TransportError> {
-        let start = Instant::now();
-        match Dial::once(tls)
-            .attempt(address, Some(start + timeout))
-            .await
-        {
-            Ok(socket) => Ok(socket),
-            Err(Failure::TimedOut(phase)) => Err(TransportError::Timeout { phase }),
-            Err(f) => Err(give_up(&Target::Name(address), None, (start, 1), f)),
-        }
-    }
-
-    /// Takes an accepted TCP stream (`TCP_NODELAY` set, and Dask's default
-    /// TCP timeout of 30 s: see [`Socket::set_tcp_timeout`]) and, when
-    /// `tls` is given, does the TLS handshake as the server: a client
-    /// certificate signed by the CA is required. No deadline: see
-    /// [`Socket::accept_within`], or use [`ConnectionBuilder::accept_socket`](super::ConnectionBuilder::accept_socket).
-    pub async fn accept(
-        stream: TcpStream,
-        tls: Option<&TlsConfig>,
-    ) -> Result<Socket, TransportError> {
-        Socket::accept_by(stream, tls, None, Some(DEFAULT_TCP_TIMEOUT)).await
-    }
-
-    /// [`Socket::accept`] with a deadline on the TLS handshake: a peer that
-    /// stalls it (or sends nothing) is refused after `timeout` with
-    /// [`TransportError::Timeout`] ([`TimeoutPhase::TlsHandshake`]).
-    pub async fn accept_within(
-        stream: TcpStream,
-        tls: Option<&TlsConfig>,
-        timeout: Duration,
-    ) -> Result<Socket, TransportError> {
-        Socket::accept_by(
-            stream,
-            tls,
-            Some(Instant::now() + timeout),
-            Some(DEFAULT_TCP_TIMEOUT),
-        )
-        .await
-    }
-
+    /// Takes an accepted TCP stream (`TCP_NODELAY` and `tcp_timeout` set)
+    /// and, when `tls` is given, does the TLS handshake as the server, by
+    /// `deadline`: a client certificate signed by the CA is required.
     pub(super) async fn accept_by(
         stream: TcpStream,
         tls: Option<&TlsConfig>,
@@ -410,26 +349,6 @@ fn configure(stream: &TcpStream, tcp_timeout: Option<Duration>) -> io::Result<()
     set_tcp_timeout(stream, tcp_timeout)
 }
 
-/// What to connect to: an address (resolved at each attempt: a name may
-/// come to resolve while we wait, as in a cluster starting up), or socket
-/// addresses resolved already.
-enum Target<'a> {
-    Name(&'a Address),
-    Resolved(&'a [SocketAddr]),
-}
-
-impl fmt::Display for Target<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::Name(a) => a.fmt(f),
-            Target::Resolved(addrs) => {
-                let names: Vec<String> = addrs.iter().map(|a| format!("tcp://{a}")).collect();
-                f.write_str(&names.join(", "))
-            }
-        }
-    }
-}
-
 /// How one attempt to connect failed.
 enum Failure {
     /// Worth another attempt (the TCP connection was refused, the address
@@ -463,26 +382,9 @@ struct Dial<'a> {
 }
 
 impl<'a> Dial<'a> {
-    /// With Dask's default TCP timeout.
-    fn once(tls: Option<&'a TlsConfig>) -> Dial<'a> {
-        Dial {
-            tls,
-            tcp_timeout: Some(DEFAULT_TCP_TIMEOUT),
-        }
-    }
-
     /// One TCP connection attempt, configured.
-    async fn tcp(
-        &self,
-        target: &Target<'_>,
-        deadline: Option<Instant>,
-    ) -> Result<TcpStream, Failure> {
-        let connect = async {
-            match target {
-                Target::Name(a) => TcpStream::connect(a.host_port()).await,
-                Target::Resolved(addrs) => TcpStream::connect(*addrs).await,
-            }
-        };
+    async fn tcp(&self, target: &Address, deadline: Option<Instant>) -> Result<TcpStream, Failure> {
+        let connect = TcpStream::connect(target.host_port());
         let stream = match deadline {
             Some(d) => tokio::time::timeout_at(d, connect)
                 .await
@@ -509,7 +411,7 @@ impl<'a> Dial<'a> {
         if address.is_tls() {
             return Err(Failure::Final(no_tls_feature()));
         }
-        let stream = self.tcp(&Target::Name(address), deadline).await?;
+        let stream = self.tcp(address, deadline).await?;
         match (address, self.tls) {
             #[cfg(feature = "tls")]
             (Address::Tls(_), Some(config)) => {
@@ -534,7 +436,7 @@ impl<'a> Dial<'a> {
 /// left, "full jitter" backoff in between. `None`: one attempt, no
 /// deadline.
 async fn retry<T, F, Fut>(
-    target: &Target<'_>,
+    target: &Address,
     timeout: Option<Duration>,
     mut attempt: F,
 ) -> Result<T, TransportError>
@@ -578,7 +480,7 @@ where
 /// the target, the time since `start` and the number of attempts, unless
 /// the last failure was final.
 fn give_up(
-    target: &Target<'_>,
+    target: &Address,
     deadline: Option<Duration>,
     (start, attempts): (Instant, u32),
     failure: Failure,
@@ -619,26 +521,8 @@ pub(super) async fn connect_socket(
     connect_timeout: Option<Duration>,
 ) -> Result<Socket, TransportError> {
     let dial = Dial { tls, tcp_timeout };
-    let target = Target::Name(address);
-    retry(&target, connect_timeout, |deadline| {
+    retry(address, connect_timeout, |deadline| {
         dial.attempt(address, deadline)
-    })
-    .await
-}
-
-/// [`connect_socket`] to `addrs` (resolved already), plain TCP.
-pub(super) async fn connect_tcp(
-    addrs: &[SocketAddr],
-    tcp_timeout: Option<Duration>,
-    connect_timeout: Option<Duration>,
-) -> Result<TcpStream, TransportError> {
-    let dial = Dial {
-        tls: None,
-        tcp_timeout,
-    };
-    let target = Target::Resolved(addrs);
-    retry(&target, connect_timeout, |deadline| {
-        dial.tcp(&target, deadline)
     })
     .await
 }
@@ -681,18 +565,14 @@ mod tests {
             let start = Instant::now();
             let mut seen = Vec::new();
             let address = Address::Tcp("h:1".into());
-            let err = retry(
-                &Target::Name(&address),
-                Some(Duration::from_secs(10)),
-                |deadline| {
-                    let deadline = deadline.expect("a deadline");
-                    seen.push((start.elapsed(), deadline - start));
-                    async move {
-                        tokio::time::sleep_until(deadline.min(Instant::now() + takes)).await;
-                        Err::<(), _>(fail())
-                    }
-                },
-            )
+            let err = retry(&address, Some(Duration::from_secs(10)), |deadline| {
+                let deadline = deadline.expect("a deadline");
+                seen.push((start.elapsed(), deadline - start));
+                async move {
+                    tokio::time::sleep_until(deadline.min(Instant::now() + takes)).await;
+                    Err::<(), _>(fail())
+                }
+            })
             .await
             .unwrap_err();
             (seen, err)

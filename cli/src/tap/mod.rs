@@ -171,7 +171,8 @@ pub struct Tls {
 /// What every connection's task needs.
 struct Shared {
     upstream: Address,
-    tls: Tls,
+    /// Accepts clients: the listen side's TLS, the TCP timeout.
+    accept: ConnectionBuilder,
     /// Connects to the upstream: its TLS, the TCP and connect timeouts.
     dial: ConnectionBuilder,
     logger: Logger,
@@ -246,9 +247,14 @@ pub fn run(
     if let Some(config) = &tls.upstream {
         dial.tls(config.clone());
     }
+    let mut accept = ConnectionBuilder::new();
+    accept.tcp_timeout(opts.tcp_timeout);
+    if let Some(config) = tls.listen {
+        accept.tls(config);
+    }
     let shared = Arc::new(Shared {
         upstream,
-        tls,
+        accept,
         dial,
         logger,
         opts,
@@ -419,7 +425,7 @@ fn socket_error(e: TransportError) -> String {
 async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let Shared {
         upstream,
-        tls,
+        accept,
         dial,
         logger,
         opts,
@@ -430,9 +436,7 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
     let timeout = opts.handshake_timeout;
     // A client's TLS handshake first: nothing reaches the upstream (it is
     // not even connected) from a client the tap refused.
-    let accepted = Socket::accept_within(stream, tls.listen.as_ref(), timeout)
-        .await
-        .and_then(|s| Ok(s.set_tcp_timeout(opts.tcp_timeout).map(|()| s)?));
+    let accepted = accept.accept_socket(stream, Some(timeout)).await;
     let mut client = match accepted {
         Ok(s) => s,
         Err(e) => {

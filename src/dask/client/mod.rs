@@ -676,7 +676,7 @@ async fn register(
 ) -> Result<(StreamReader, StreamWriter, String), ClientError> {
     let (mut conn, _) = opts
         .connection
-        .connect_address(address, &opts.handshake)
+        .connect(address, &opts.handshake)
         .await
         .map_err(RpcError::from)?;
     // As `_ensure_connected`: the scheduler's information first (here
@@ -709,7 +709,7 @@ async fn register(
         Value::Array(mut ops) if ops.len() == 1 => ops.remove(0),
         other => other,
     };
-    let start: StreamStart = typed::from_value(start).map_err(RpcError::Decode)?;
+    let start: StreamStart = typed::from_value(start).map_err(RpcError::from)?;
     if !start.error.is_empty() {
         return Err(ClientError::Refused(start.error));
     }

@@ -45,7 +45,11 @@ pub(super) async fn call_until(
 ) -> Result<Option<Value>, ClientError> {
     match client.call(request).await {
         Ok(r) => Ok(Some(r)),
-        Err(RpcError::Remote(e)) if timeout.is_some() && e.exception_text.contains("Timeout") => {
+        Err(e)
+            if timeout.is_some()
+                && e.remote()
+                    .is_some_and(|r| r.exception_text.contains("Timeout")) =>
+        {
             Ok(None)
         }
         Err(e) => Err(e.into()),
@@ -297,7 +301,7 @@ impl Client {
             return Ok(None);
         }
         let keys: Vec<Key> = match found.get("keys") {
-            Some(k) => typed::from_value(k.clone()).map_err(RpcError::Decode)?,
+            Some(k) => typed::from_value(k.clone()).map_err(RpcError::from)?,
             None => Vec::new(),
         };
         let data = found.get("data").cloned().unwrap_or(Value::Nil);
@@ -532,7 +536,7 @@ impl Variable {
         if record.get("type").and_then(Value::as_str) != Some("Future") {
             return Ok(Some(VariableValue::Value(value)));
         }
-        let key: Key = typed::from_value(value.clone()).map_err(RpcError::Decode)?;
+        let key: Key = typed::from_value(value.clone()).map_err(RpcError::from)?;
         let token = record.get("token").cloned().unwrap_or(Value::Nil);
         let state = record
             .get("state")

@@ -181,7 +181,7 @@ impl Queue {
         if record.get("type").and_then(Value::as_str) != Some("Future") {
             return Ok(Some(VariableValue::Value(value)));
         }
-        let key: Key = typed::from_value(value.clone()).map_err(RpcError::Decode)?;
+        let key: Key = typed::from_value(value.clone()).map_err(RpcError::from)?;
         let state = record
             .get("state")
             .and_then(Value::as_str)

@@ -5,8 +5,10 @@
 
 use std::mem;
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
+use memmap2::{MmapMut, MmapOptions};
 use smallvec::SmallVec;
 
 use crate::envelope::{Envelope, EnvelopeError, Prelude};
@@ -111,7 +113,7 @@ pub(super) struct Body {
     /// `Placement::owner_fills`): they leave it with the first run.
     header: usize,
     /// The buffer of the own-buffer run being read.
-    large: Option<BytesMut>,
+    large: Option<Large>,
     /// With checksums on: the frames' CRCs so far, and how much of the
     /// run's own buffer (or spill file) they cover.
     sums: Option<Running>,
@@ -123,14 +125,81 @@ pub(super) struct Body {
     spill: Option<(crate::mmap::SpillBuffer, usize)>,
 }
 
+/// The buffer of a run of large frames: mapped at the run's full length
+/// at once, so that it never moves (address space only: the kernel commits
+/// each page when the first byte lands in it, so the memory it takes
+/// follows the bytes that arrived, as `Limits::prealloc_cap` asks); on the
+/// heap where it is no larger than `prealloc_cap` (reserved whole at once),
+/// and where no mapping can be made (a declared length beyond the address
+/// space, a strict overcommit policy): then it grows as bytes arrive.
+#[derive(Debug)]
+enum Large {
+    Heap(BytesMut),
+    Mapped {
+        map: MmapMut,
+        /// Bytes of the run in it.
+        filled: usize,
+        /// Bytes of it written, this run or an earlier one: the memory
+        /// it takes.
+        touched: usize,
+    },
+}
+
+impl Large {
+    /// Bytes of the run in it.
+    fn len(&self) -> usize {
+        match self {
+            Large::Heap(b) => b.len(),
+            Large::Mapped { filled, .. } => *filled,
+        }
+    }
+
+    /// The run's bytes so far.
+    fn filled(&self) -> &[u8] {
+        match self {
+            Large::Heap(b) => b,
+            Large::Mapped { map, filled, .. } => &map[..*filled],
+        }
+    }
+
+    /// The memory it holds.
+    fn reserved(&self) -> usize {
+        match self {
+            Large::Heap(b) => b.capacity(),
+            Large::Mapped {
+                filled, touched, ..
+            } => (*filled).max(*touched),
+        }
+    }
+}
+
+/// A mapped buffer shared by the frames sliced out of it and the reader's
+/// handle for reuse: whoever drops it last unmaps it.
+struct SharedMap(Arc<(MmapMut, usize)>);
+
+impl AsRef<[u8]> for SharedMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.0 .0
+    }
+}
+
+/// The last large buffer, kept to be reused once the application has
+/// dropped every frame of it: no new allocation, no page faults.
+#[derive(Debug, Default)]
+pub(super) struct Spare {
+    heap: BytesMut,
+    /// A mapping, and how much of it was written.
+    mapped: Option<Arc<(MmapMut, usize)>>,
+}
+
 /// What filling a run's own buffer or spill file needs besides the
 /// message: the reader's placement, recycling handle and counters.
 pub(super) struct Placing<'r> {
     pub(super) placement: &'r Placement,
-    pub(super) spare: &'r mut BytesMut,
+    pub(super) spare: &'r mut Spare,
     pub(super) stats: &'r mut Received,
-    /// `Limits::prealloc_cap`: how far a spill file may grow ahead.
-    #[cfg(all(target_os = "linux", feature = "mmap"))]
+    /// `Limits::prealloc_cap`: runs above it are mapped, and how far a
+    /// spill file may grow ahead.
     pub(super) cap: usize,
 }
 
@@ -139,33 +208,56 @@ impl Placing<'_> {
     /// (the recycled one, if the application let go of it) and sums it;
     /// once the run is whole, hands it over.
     fn own(&mut self, body: &mut Body, shared: &mut BytesMut, run: &Run) -> Option<Bytes> {
-        let recycle = self.placement.recycle;
-        let own = body
-            .large
-            .get_or_insert_with(|| take_large_buffer(self.spare, run.len, recycle, self.stats));
-        if !shared.is_empty() && own.len() < run.len {
+        let large = body.large.get_or_insert_with(|| {
+            take_large(self.spare, run.len, self.placement, self.cap, self.stats)
+        });
+        if !shared.is_empty() && large.len() < run.len {
             // At most READ_AHEAD bytes: the only copy of a large frame.
-            let n = shared.len().min(run.len - own.len());
-            self.stats.relocated_on_receive(reserve_counted(own, n));
-            own.extend_from_slice(&shared[..n]);
+            let n = shared.len().min(run.len - large.len());
+            match large {
+                Large::Heap(own) => {
+                    self.stats.relocated_on_receive(reserve_counted(own, n));
+                    own.extend_from_slice(&shared[..n]);
+                }
+                Large::Mapped { map, filled, .. } => {
+                    map[*filled..*filled + n].copy_from_slice(&shared[..n]);
+                    *filled += n;
+                }
+            }
             self.stats.bytes_copied_on_receive += n as u64;
             shared.advance(n);
         }
         if let Some(sums) = &mut body.sums {
             // Sum what just arrived, while it is in cache.
-            sums.feed(&body.lengths, &own[body.hashed..]);
-            body.hashed = own.len();
+            sums.feed(&body.lengths, &large.filled()[body.hashed..]);
+            body.hashed = large.len();
         }
-        if own.len() < run.len {
+        if large.len() < run.len {
             return None;
         }
-        let mut own = body.large.take().unwrap_or_default();
-        let data = own.split_to(run.len).freeze();
         body.hashed = 0;
-        if recycle && data.len() + own.capacity() <= self.placement.recycle_limit {
-            *self.spare = own; // keeps a handle on the allocation
+        let recycle = self.placement.recycle;
+        match body.large.take()? {
+            Large::Heap(mut own) => {
+                let data = own.split_to(run.len).freeze();
+                if recycle && data.len() + own.capacity() <= self.placement.recycle_limit {
+                    self.spare.heap = own; // keeps a handle on the allocation
+                }
+                Some(data)
+            }
+            Large::Mapped {
+                map,
+                filled,
+                touched,
+            } => {
+                let keep = recycle && map.len() <= self.placement.recycle_limit;
+                let shared = Arc::new((map, filled.max(touched)));
+                if keep {
+                    self.spare.mapped = Some(shared.clone());
+                }
+                Some(Bytes::from_owner(SharedMap(shared)).slice(..run.len))
+            }
         }
-        Some(data)
     }
 
     /// Moves what `shared` holds of a spill run into its spill file
@@ -223,21 +315,48 @@ impl Placing<'_> {
     }
 }
 
-/// A buffer for a large run of `len` bytes: the recycled one if the
-/// application dropped every frame of it (no new allocation, no page
-/// faults), else a fresh one that grows as bytes arrive.
-fn take_large_buffer(
-    spare: &mut BytesMut,
+/// A buffer for a large run of `len` bytes (see [`Large`]): the recycled
+/// one if the application dropped every frame of it and it is large
+/// enough, else a new one.
+fn take_large(
+    spare: &mut Spare,
     len: usize,
-    recycle: bool,
+    placement: &Placement,
+    cap: usize,
     stats: &mut Received,
-) -> BytesMut {
-    if recycle && spare.try_reclaim(len) {
-        stats.buffers_recycled_on_receive += 1;
-        return mem::take(spare);
+) -> Large {
+    let recycle = placement.recycle;
+    if len > cap {
+        if let Some(map) = spare.mapped.take().filter(|_| recycle) {
+            match Arc::try_unwrap(map) {
+                Ok((map, touched)) if map.len() >= len => {
+                    stats.buffers_recycled_on_receive += 1;
+                    return Large::Mapped {
+                        map,
+                        filled: 0,
+                        touched,
+                    };
+                }
+                // Too small, or still held by the application: let go.
+                _ => {}
+            }
+        }
+        if let Ok(map) = MmapOptions::new().len(len).no_reserve_swap().map_anon() {
+            return Large::Mapped {
+                map,
+                filled: 0,
+                touched: 0,
+            };
+        }
     }
-    *spare = BytesMut::new(); // the application still holds it: let go
-    BytesMut::new()
+    if recycle && spare.heap.try_reclaim(len) {
+        stats.buffers_recycled_on_receive += 1;
+        return Large::Heap(mem::take(&mut spare.heap));
+    }
+    spare.heap = BytesMut::new(); // the application still holds it: let go
+                                  // Whole at once when it is within `prealloc_cap`; beyond it (no
+                                  // mapping could be made) it grows as bytes arrive, from `prealloc_cap`.
+    Large::Heap(BytesMut::with_capacity(len.min(cap)))
 }
 
 #[cfg(all(target_os = "linux", feature = "mmap"))]
@@ -294,9 +413,9 @@ impl Body {
         self.done + self.in_run(shared) as u64
     }
 
-    /// Capacity of the own buffer being filled.
+    /// Memory the own buffer being filled holds.
     pub(super) fn reserved(&self) -> usize {
-        self.large.as_ref().map_or(0, BytesMut::capacity)
+        self.large.as_ref().map_or(0, Large::reserved)
     }
 
     /// Takes the runs whose bytes are all here, from the shared buffer and
@@ -336,8 +455,13 @@ impl Body {
         (run.place == Place::Shared).then_some(self.header + run.len)
     }
 
-    /// A read into the current run's spill file took `n` bytes.
+    /// A read into the current run's mapped buffer or spill file took `n`
+    /// bytes.
     pub(super) fn filled(&mut self, n: usize) {
+        if let Some(Large::Mapped { filled, .. }) = &mut self.large {
+            *filled += n;
+            return;
+        }
         #[cfg(all(target_os = "linux", feature = "mmap"))]
         if let Some((_, filled)) = &mut self.spill {
             *filled += n;
@@ -378,11 +502,18 @@ impl Body {
         let run = &self.runs[self.run];
         let summing = self.sums.is_some();
         if run.place == Place::Own {
-            let own = self.large.as_mut().expect("an own buffer");
-            let mut want = run.len - own.len();
+            let large = self.large.as_mut().expect("an own buffer");
+            let mut want = run.len - large.len();
             if summing {
                 want = want.min(checksum::PIECE);
             }
+            let own = match large {
+                Large::Heap(own) => own,
+                Large::Mapped { map, filled, .. } => {
+                    let at = *filled;
+                    return Ok(Target::Slice(&mut map[at..at + want.min(LARGE_READ)]));
+                }
+            };
             if own.capacity() == own.len() {
                 // Geometric growth relative to what arrived: room for as
                 // many bytes again as the buffer holds (at least `cap`),
@@ -424,7 +555,7 @@ impl Body {
     /// the shared buffer).
     fn in_run(&self, shared: usize) -> usize {
         match self.runs.get(self.run).map(|r| r.place) {
-            Some(Place::Own) => self.large.as_ref().map_or(0, BytesMut::len),
+            Some(Place::Own) => self.large.as_ref().map_or(0, Large::len),
             Some(Place::Spill) => self.spilled(),
             _ => shared.saturating_sub(self.header),
         }

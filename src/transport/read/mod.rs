@@ -48,13 +48,22 @@
 //! only copy on the way in, counted in
 //! [`Stats::bytes_copied_on_receive`](super::Stats::bytes_copied_on_receive).
 //!
+//! **A large run's buffer never moves.** A run longer than `prealloc_cap`
+//! gets an anonymous mapping of its full length at once (`MAP_NORESERVE`:
+//! the kernel commits a page when the first byte lands in it, so memory
+//! follows what arrived, not what the prelude declared); what arrived is
+//! never relocated. Runs within `prealloc_cap` get a heap buffer of their
+//! whole length. Where no mapping can be made (a declared length beyond
+//! the address space, `vm.overcommit_memory = 2`), a heap buffer grows
+//! geometrically as bytes arrive.
+//!
 //! **Receive-buffer recycling.** A fresh large buffer per message costs its
 //! first-touch page faults, more than the copy from the kernel
 //! (BENCHMARKS.md). The reader keeps a handle on the last large buffer;
-//! once the application has dropped every frame of it,
-//! [`BytesMut::try_reclaim`] hands the same memory back for the next large
-//! run. Otherwise a fresh buffer grows as bytes arrive. (Buffers over the
-//! connection's `max_recycled_buffer` are never kept.)
+//! once the application has dropped every frame of it, the same memory
+//! serves the next large run (for a heap buffer,
+//! [`BytesMut::try_reclaim`]). (Buffers over the connection's
+//! `max_recycled_buffer` are never kept.)
 //!
 //! All state lives in the reader and the driver's buffer: a driver whose
 //! future is dropped between two polls loses nothing.
@@ -77,7 +86,7 @@ use super::error::TransportError;
 use super::stats::{reserve_counted, Received, Stats};
 
 pub(crate) use body::Placement;
-use body::{Body, Placing};
+use body::{Body, Placing, Spare};
 pub(crate) use receive::Receiver;
 
 /// Frames of at least this many bytes are read into a buffer of their own
@@ -220,11 +229,7 @@ pub struct Progress {
 /// capacity, at most `limit` bytes, or into a slice of a spill file.
 #[derive(Debug)]
 pub(crate) enum Target<'a> {
-    Buf {
-        buf: &'a mut BytesMut,
-        limit: usize,
-    },
-    #[cfg(all(target_os = "linux", feature = "mmap"))]
+    Buf { buf: &'a mut BytesMut, limit: usize },
     Slice(&'a mut [u8]),
 }
 
@@ -242,8 +247,8 @@ enum Mode {
 #[derive(Debug)]
 struct Messages {
     placement: Placement,
-    /// A handle on the last large buffer, for [`BytesMut::try_reclaim`].
-    spare: BytesMut,
+    /// A handle on the last large buffer, to reuse it.
+    spare: Spare,
 }
 
 /// A sans-IO reader of Dask's framing (SPEC.md §2; see this module's
@@ -362,7 +367,7 @@ impl FrameReader {
             Arc::new(limits),
             Mode::Messages(Box::new(Messages {
                 placement,
-                spare: BytesMut::new(),
+                spare: Spare::default(),
             })),
         )
     }
@@ -564,7 +569,6 @@ impl FrameReader {
                 placement,
                 spare,
                 stats: &mut self.stats,
-                #[cfg(all(target_os = "linux", feature = "mmap"))]
                 cap: self.limits.prealloc_cap,
             };
             if let Some(need) = body.fill(shared, &mut placing)? {

@@ -221,7 +221,6 @@ fn read<R: AsyncRead + Unpin>(
             let read = std::pin::pin!(io.read_buf(&mut limited));
             read.poll(cx)
         }
-        #[cfg(all(target_os = "linux", feature = "mmap"))]
         Target::Slice(slice) => {
             let mut rb = tokio::io::ReadBuf::new(slice);
             std::pin::Pin::new(&mut *io)

@@ -107,7 +107,6 @@ fn drive(reader: &mut FrameReader, input: &[u8], piece: usize) -> (Vec<Got>, Vec
                         buf.put_slice(&rest[..n]);
                         n
                     }
-                    #[cfg(all(target_os = "linux", feature = "mmap"))]
                     Target::Slice(slice) => {
                         let n = piece.min(rest.len()).min(slice.len());
                         slice[..n].copy_from_slice(&rest[..n]);
@@ -432,7 +431,6 @@ fn needs_name_each_run_and_where_it_goes() {
                             buf.put_slice(&wire[at..at + n]);
                             n
                         }
-                        #[cfg(all(target_os = "linux", feature = "mmap"))]
                         Target::Slice(s) => {
                             let n = s.len().min(wire.len() - at).min(1);
                             s[..n].copy_from_slice(&wire[at..at + n]);

@@ -93,7 +93,7 @@ impl TlsError {
 /// let tls = TlsConfig::from_pem_files("ca.pem".as_ref(), "client.pem".as_ref(), Some("client.key".as_ref()))?;
 /// let (conn, agreed) = ConnectionBuilder::new()
 ///     .tls(tls)
-///     .connect_address("tls://127.0.0.1:8786", &HandshakeOptions::default())
+///     .connect("tls://127.0.0.1:8786", &HandshakeOptions::default())
 ///     .await?;
 /// # Ok(())
 /// # }

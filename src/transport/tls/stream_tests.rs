@@ -11,6 +11,13 @@ use crate::transport::{Address, Socket, TlsConfig};
 #[allow(unreachable_pub)]
 mod certs;
 
+/// A connection builder with these certificates.
+fn tls_builder(tls: &TlsConfig) -> crate::transport::ConnectionBuilder {
+    let mut b = crate::transport::ConnectionBuilder::new();
+    b.tls(tls.clone());
+    b
+}
+
 #[test]
 fn keys_are_updated_before_the_limit_and_rustls_follows() {
     let c = certs::scratch("tls-stream-limit");
@@ -32,7 +39,8 @@ fn keys_are_updated_before_the_limit_and_rustls_follows() {
             s.write_all(&buf).await.unwrap();
             s.flush().await.unwrap();
         });
-        let mut s = Socket::connect(&Address::Tls(addr.to_string()), Some(&ours))
+        let mut s = tls_builder(&ours)
+            .connect_socket(&Address::Tls(addr.to_string()))
             .await
             .unwrap();
         let Socket::TlsClient(t) = &mut s else {
