@@ -73,9 +73,7 @@ use bytes::Bytes;
 use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{deserialize, deserialize_owned, serialize};
-use framewire::transport::{
-    Address, Connection, ConnectionBuilder, HandshakeOptions, Socket, TlsConfig,
-};
+use framewire::transport::{Address, Connection, ConnectionBuilder, HandshakeOptions, TlsConfig};
 use framewire::{dumps, Envelope, Limits, Value};
 use serde_json::{json, Value as Json};
 
