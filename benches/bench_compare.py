@@ -276,6 +276,10 @@ def plan_wire(run, quick, min_time):
         cells[f"dask/{scheme}"] = ("python", req)
         # The ceiling: the same socket and payload, raw (benches/compare.rs raw_wire_send).
         cells[f"raw/{scheme}"] = ("rust", dict(req, raw=True))
+    # The old ceiling: the raw loop over tokio-rustls, rustls' own records (the tls:// path
+    # before issue 32), beside the new one.
+    cells["raw_old/tls"] = ("rust", {"op": "wire", "scheme": "tls", "size": 64 * MIB, "count": count,
+                                     "certs": certs, "raw": True, "old_tls": True})
     run.group("wire/64MiB", cells, rounds=run.rounds["transport"])
     cells, schedulers = {}, []
     try:

@@ -73,9 +73,7 @@ use bytes::Bytes;
 use framewire::message::decode;
 use framewire::serialize::deserialize_blocks;
 use framewire::serialize::{deserialize, deserialize_owned, serialize};
-use framewire::transport::{
-    Address, Connection, ConnectionBuilder, HandshakeOptions, Socket, TlsConfig,
-};
+use framewire::transport::{Address, Connection, ConnectionBuilder, HandshakeOptions, TlsConfig};
 use framewire::{dumps, Envelope, Limits, Value};
 use serde_json::{json, Value as Json};
 
@@ -96,7 +94,7 @@ fn main() {
         Some("wire-recv") => wire_recv(
             &args[1],
             &args[2],
-            args.get(3).map(String::as_str) == Some("raw"),
+            args.get(3).map_or("msgs", String::as_str),
         ),
         Some("make-certs") => {
             certs::make(std::path::Path::new(&args[1]));
@@ -866,8 +864,16 @@ fn wire_send(req: &Json) -> Json {
     let certs = req["certs"].as_str().unwrap_or("-");
     let (size, count) = (get_usize(req, "size"), get_usize(req, "count"));
     let raw = req["raw"].as_bool() == Some(true);
+    // The old ceiling: the raw loop over tokio-rustls (rustls' own records,
+    // framewire's TLS path before issue 32).
+    let old = req["old_tls"].as_bool() == Some(true);
+    let mode = match (raw, old) {
+        (true, true) => "rawold",
+        (true, false) => "raw",
+        _ => "msgs",
+    };
     let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args(["wire-recv", scheme, certs, if raw { "raw" } else { "msgs" }])
+        .args(["wire-recv", scheme, certs, mode])
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn wire-recv");
@@ -875,7 +881,7 @@ fn wire_send(req: &Json) -> Json {
     let address = lines.next().expect("an address").expect("read");
     let tls = tls_config(certs);
     if raw {
-        let (secs, suite) = raw_wire_send(&address, tls.as_ref(), size, count);
+        let (secs, suite) = raw_wire_send(&address, tls.as_ref(), size, count, old);
         child.wait().expect("wire-recv exit");
         return json!({"secs": secs, "bytes": size * count, "count": count, "cipher": suite});
     }
@@ -922,38 +928,69 @@ fn raw_wire_send(
     tls: Option<&TlsConfig>,
     size: usize,
     count: usize,
+    old: bool,
 ) -> (f64, Option<String>) {
     let address = Address::parse(address).expect("an address");
-    let payload = vec![1u8; size];
     let rt = Flavor::TwoThreads.runtime();
     rt.block_on(async {
+        if old {
+            let tls = tls.expect("certificates");
+            let tcp = TcpStream::connect(address.host_port())
+                .await
+                .expect("connect");
+            tcp.set_nodelay(true).expect("nodelay");
+            let tcp = tokio::io::BufReader::with_capacity(64 << 10, tcp);
+            let name = rustls_pki_types::ServerName::try_from("localhost").expect("a name");
+            let mut s = tokio_rustls::TlsConnector::from(tls.client_config().clone())
+                .connect(name, tcp)
+                .await
+                .expect("TLS");
+            s.get_mut().1.set_buffer_limit(Some(1 << 20));
+            let suite = s
+                .get_ref()
+                .1
+                .negotiated_cipher_suite()
+                .map(|c| format!("{:?} (tokio-rustls)", c.suite()));
+            return (raw_loop(&mut s, size, count).await, suite);
+        }
         let mut s = builder(tls)
             .connect_socket(&address)
             .await
             .expect("connect");
         let suite = s.cipher_suite();
-        let send = async |s: &mut Socket, last: bool| {
-            let head = size as u64 | u64::from(last) << 63;
-            s.write_all(&head.to_le_bytes()).await.expect("write");
-            s.write_all(&payload).await.expect("write");
-            if last {
-                s.flush().await.expect("flush");
-                s.read_exact(&mut [0u8]).await.expect("the answer");
-            }
-        };
-        send(&mut s, true).await; // warm-up
-        let t0 = Instant::now();
-        for i in 0..count {
-            send(&mut s, i + 1 == count).await;
-        }
-        let secs = t0.elapsed().as_secs_f64();
-        s.shutdown().await.ok();
-        (secs, suite)
+        (raw_loop(&mut s, size, count).await, suite)
     })
 }
 
+/// The sending side of the raw loop: a warm-up message, then `count`
+/// timed; seconds.
+async fn raw_loop<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    s: &mut S,
+    size: usize,
+    count: usize,
+) -> f64 {
+    let payload = vec![1u8; size];
+    let send = async |s: &mut S, last: bool| {
+        let head = size as u64 | u64::from(last) << 63;
+        s.write_all(&head.to_le_bytes()).await.expect("write");
+        s.write_all(&payload).await.expect("write");
+        if last {
+            s.flush().await.expect("flush");
+            s.read_exact(&mut [0u8]).await.expect("the answer");
+        }
+    };
+    send(s, true).await; // warm-up
+    let t0 = Instant::now();
+    for i in 0..count {
+        send(s, i + 1 == count).await;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    s.shutdown().await.ok();
+    secs
+}
+
 /// The receiving process of a raw `wire` row ([`raw_wire_send`]).
-async fn raw_wire_recv(mut s: Socket) {
+async fn raw_wire_recv<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: S) {
     let mut buf = Vec::new();
     let mut head = [0u8; 8];
     while s.read_exact(&mut head).await.is_ok() {
@@ -969,7 +1006,8 @@ async fn raw_wire_recv(mut s: Socket) {
 }
 
 /// The receiving process of a `wire` row (`raw`: of its ceiling).
-fn wire_recv(scheme: &str, certs: &str, raw: bool) {
+fn wire_recv(scheme: &str, certs: &str, mode: &str) {
+    let raw = mode != "msgs";
     let tls = tls_config(certs);
     let rt = Flavor::TwoThreads.runtime();
     rt.block_on(async {
@@ -980,6 +1018,17 @@ fn wire_recv(scheme: &str, certs: &str, raw: bool) {
         println!("{scheme}://127.0.0.1:{port}");
         std::io::stdout().flush().expect("stdout");
         let (s, _) = listener.accept().await.expect("accept");
+        if mode == "rawold" {
+            s.set_nodelay(true).expect("nodelay");
+            let config = tls.as_ref().expect("certificates").server_config().clone();
+            let s = tokio::io::BufReader::with_capacity(64 << 10, s);
+            let mut s = tokio_rustls::TlsAcceptor::from(config)
+                .accept(s)
+                .await
+                .expect("TLS");
+            s.get_mut().1.set_buffer_limit(Some(1 << 20));
+            return raw_wire_recv(s).await;
+        }
         if raw {
             let s = builder(tls.as_ref())
                 .accept_socket(s, None)

@@ -470,6 +470,13 @@ def build_table(groups):
             t.pair("the raw loop over tls:// vs the raw loop over tcp://: the ceiling of the tls/tcp ratio above",
                    gb["raw/tls"], gb["raw/tcp"], "GiB/s", True,
                    "the ≥ 0.7× target is " + ("above" if ceiling < 0.7 else "below") + " this ceiling")
+        if "raw_old/tls" in gb:
+            r = t.pair("64 MiB over tls://: framewire's messages vs the old ceiling, the raw loop over tokio-rustls "
+                       "(rustls' own records: the tls:// path before issue 32); target ≥ 1.6×",
+                       gb["fw/tls"], gb["raw_old/tls"], "GiB/s", True, "peer = the old raw loop")
+            t.judged(f"target ≥ 1.6×: {verdict(r, 1.6, True)}")
+            t.pair("the raw loop over tls:// (our records) vs the old one (tokio-rustls)",
+                   gb["raw/tls"], gb["raw_old/tls"], "GiB/s", True, "peer = the old raw loop")
     if "connect" in g:
         c = g["connect"]
         ms = {k: [median(r["times"]) * 1e6 for r in v] for k, v in c.items()}

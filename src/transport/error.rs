@@ -258,12 +258,9 @@ impl std::error::Error for TransportError {
 
 impl From<io::Error> for TransportError {
     fn from(e: io::Error) -> TransportError {
-        #[cfg(feature = "tls")]
-        if let Some(tls) = e
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<tokio_rustls::rustls::Error>())
-        {
-            return TransportError::Tls(TlsError::session(tls));
+        // Our record layer's errors (a refused record, an alert).
+        if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<TlsError>()) {
+            return TransportError::Tls(tls.clone());
         }
         if is_peer_timeout(&e) {
             return TransportError::PeerTimeout(e);

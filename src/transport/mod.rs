@@ -84,12 +84,13 @@ pub use message_codec::MessageCodec;
 pub(crate) use session::decode_msg;
 pub use session::Negotiated;
 pub use session::Session;
-#[cfg(feature = "tls")]
-pub use socket::Ciphertext;
 #[cfg(not(feature = "tls"))]
 pub use socket::TlsConfig;
 pub use socket::{Address, AddressError, Socket};
 pub use stats::Stats;
+/// The TLS record reader under a fuzzer (`fuzz/fuzz_targets/tls_record_read.rs`).
+#[cfg(all(feature = "tls", feature = "unstable"))]
+pub use tls::fuzz_tls_records;
 #[cfg(feature = "tls")]
-pub use tls::TlsConfig;
+pub use tls::{TlsConfig, TlsCopies, TlsStream};
 pub use write::COALESCE_THRESHOLD;

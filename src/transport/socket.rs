@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::error::{ConnectError, TimeoutPhase, TlsError, TransportError};
 #[cfg(feature = "tls")]
-use super::tls::TlsConfig;
+use super::tls::{TlsConfig, TlsStream};
 
 /// An address [`Address::parse`] cannot read (`address: what is wrong`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,27 +124,11 @@ pub enum Socket {
     Tcp(TcpStream),
     /// TLS, as the side that connected.
     #[cfg(feature = "tls")]
-    TlsClient(Box<tokio_rustls::client::TlsStream<Ciphertext>>),
+    TlsClient(Box<TlsStream>),
     /// TLS, as the side that accepted.
     #[cfg(feature = "tls")]
-    TlsServer(Box<tokio_rustls::server::TlsStream<Ciphertext>>),
+    TlsServer(Box<TlsStream>),
 }
-
-/// The TCP stream under TLS, read ahead into a buffer: rustls asks for at
-/// most 4 KiB of ciphertext per read, and as many `recv` calls (each one
-/// acknowledging, waking the sender) cost more than the decryption.
-#[cfg(feature = "tls")]
-pub type Ciphertext = tokio::io::BufReader<TcpStream>;
-
-/// How much ciphertext a TLS socket reads from the kernel at once (a
-/// buffer each TLS connection keeps).
-#[cfg(feature = "tls")]
-const CIPHERTEXT_READ_AHEAD: usize = 64 * 1024;
-
-/// How much encrypted data a TLS socket queues before writing it out:
-/// rustls' default (64 KiB) makes a large message as many `writev` calls.
-#[cfg(feature = "tls")]
-const CIPHERTEXT_WRITE_BEHIND: usize = 1024 * 1024;
 
 impl Socket {
     /// The TCP stream underneath.
@@ -152,9 +136,7 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s,
             #[cfg(feature = "tls")]
-            Socket::TlsClient(s) => s.get_ref().0.get_ref(),
-            #[cfg(feature = "tls")]
-            Socket::TlsServer(s) => s.get_ref().0.get_ref(),
+            Socket::TlsClient(s) | Socket::TlsServer(s) => s.tcp(),
         }
     }
 
@@ -163,17 +145,7 @@ impl Socket {
         match self {
             Socket::Tcp(_) => None,
             #[cfg(feature = "tls")]
-            Socket::TlsClient(s) => s
-                .get_ref()
-                .1
-                .negotiated_cipher_suite()
-                .map(|c| format!("{:?}", c.suite())),
-            #[cfg(feature = "tls")]
-            Socket::TlsServer(s) => s
-                .get_ref()
-                .1
-                .negotiated_cipher_suite()
-                .map(|c| format!("{:?}", c.suite())),
+            Socket::TlsClient(s) | Socket::TlsServer(s) => Some(s.cipher_suite()),
         }
     }
 }
@@ -196,14 +168,10 @@ impl AsyncRead for Socket {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match each_socket!(self, s => Pin::new(s).poll_read(cx, buf)) {
-            // Python's TLS streams close without a close_notify; the Dask
-            // framing is self-delimiting, so a cut inside a message is still
-            // caught there, and a close between messages is an end of stream.
-            #[cfg(feature = "tls")]
-            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Poll::Ready(Ok(())),
-            other => other,
-        }
+        // (Python's TLS streams close without a close_notify: the TLS
+        // stream ends there between records, as Dask's framing is
+        // self-delimiting; inside a record it is an error.)
+        each_socket!(self, s => Pin::new(s).poll_read(cx, buf))
     }
 }
 
@@ -267,15 +235,11 @@ impl Socket {
             None => Ok(Socket::Tcp(stream)),
             #[cfg(feature = "tls")]
             Some(config) => {
-                let acceptor = tokio_rustls::TlsAcceptor::from(config.server_config().clone());
-                let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
-                let mut s = by(deadline, TimeoutPhase::TlsHandshake, async {
-                    acceptor.accept(stream).await.map_err(tls_error)
+                let config = config.server_config().clone();
+                let s = by(deadline, TimeoutPhase::TlsHandshake, async {
+                    super::tls::accept(stream, config).await
                 })
                 .await?;
-                s.get_mut()
-                    .1
-                    .set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
                 Ok(Socket::TlsServer(Box::new(s)))
             }
             #[cfg(not(feature = "tls"))]
@@ -452,20 +416,14 @@ impl<'a> Dial<'a> {
             #[cfg(feature = "tls")]
             (Address::Tls(_), Some(config)) => {
                 let name = server_name(address.host()).map_err(Failure::Final)?;
-                let connector = tokio_rustls::TlsConnector::from(config.client_config().clone());
-                let stream = Ciphertext::with_capacity(CIPHERTEXT_READ_AHEAD, stream);
-                let handshake = connector.connect(name, stream);
+                let handshake = super::tls::connect(stream, config.client_config().clone(), name);
                 let result = match deadline {
                     Some(d) => tokio::time::timeout_at(d, handshake)
                         .await
                         .map_err(|_| Failure::TimedOut(TimeoutPhase::TlsHandshake))?,
                     None => handshake.await,
                 };
-                let mut s = result.map_err(|e| Failure::Final(tls_error(e)))?;
-                s.get_mut()
-                    .1
-                    .set_buffer_limit(Some(CIPHERTEXT_WRITE_BEHIND));
-                Ok(Socket::TlsClient(Box::new(s)))
+                Ok(Socket::TlsClient(Box::new(result.map_err(Failure::Final)?)))
             }
             _ => Ok(Socket::Tcp(stream)),
         }
@@ -585,28 +543,6 @@ fn no_tls_config() -> TransportError {
 fn server_name(host: &str) -> Result<rustls_pki_types::ServerName<'static>, TransportError> {
     rustls_pki_types::ServerName::try_from(host.to_owned())
         .map_err(|e| TransportError::Tls(TlsError::new(format!("{host}: {e}"))))
-}
-
-/// A failed TLS handshake: rustls' reason, in one line.
-#[cfg(feature = "tls")]
-fn tls_error(e: io::Error) -> TransportError {
-    let reason = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<tokio_rustls::rustls::Error>())
-        .map(TlsError::handshake);
-    match reason {
-        Some(r) => TransportError::Tls(r),
-        None if matches!(
-            e.kind(),
-            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
-        ) =>
-        {
-            TransportError::Tls(TlsError::new(format!(
-                "TLS handshake failed: the peer closed the connection ({e}); is it a tls:// endpoint, with our CA?"
-            )))
-        }
-        None => TransportError::Tls(TlsError::new(format!("TLS handshake failed: {e}"))),
-    }
 }
 
 #[cfg(test)]

@@ -9,26 +9,42 @@
 //!                our certificate is presented (the server asks for it)
 //!   server side: a client certificate is required and must lead to `ca`
 //!   both:        TLS 1.2 minimum (Dask's `tls-min-version`), rustls with ring
+//!                for the handshake; our record layer (ring's AEAD) after it
 //! ```
 //!
 //! The Dask handshake, the limits, checksums and vectored writes are the
 //! same over TLS as over TCP: a TLS stream is one more
 //! `AsyncRead + AsyncWrite` under a [`Connection`](super::Connection)
 //! ([`Socket`](super::Socket)).
+//!
+//! rustls does the handshake ([`handshake`]); after it, the records are
+//! ours ([`record`], [`read`], [`stream`]): rustls 0.23 copies every
+//! record three times on the way in (SPEC.md §6.3), ours are decrypted
+//! where the frame's bytes go.
+
+#[cfg(feature = "unstable")]
+mod fuzz;
+mod handshake;
+mod read;
+mod record;
+mod stream;
+
+#[cfg(feature = "unstable")]
+pub use fuzz::fuzz_tls_records;
+pub(crate) use handshake::{accept, connect};
+pub use stream::{TlsCopies, TlsStream};
 
 use super::error::TlsError;
 use std::path::Path;
 use std::sync::Arc;
 
-use tokio_rustls::rustls::client::danger::{
-    HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
-};
-use tokio_rustls::rustls::client::WebPkiServerVerifier;
-use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use tokio_rustls::rustls::server::WebPkiClientVerifier;
-use tokio_rustls::rustls::{
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::{ring, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{
     self, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
     SignatureScheme,
 };
@@ -142,7 +158,7 @@ impl TlsConfig {
         let verifier = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider())
             .build()
             .map_err(|e| TlsError::new(format!("CA file: {e}")))?;
-        let client = ClientConfig::builder_with_provider(provider())
+        let mut client = ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(VERSIONS)
             .map_err(|e| TlsError::new(e.to_string()))?
             .dangerous()
@@ -153,12 +169,15 @@ impl TlsConfig {
         let clients = WebPkiClientVerifier::builder_with_provider(roots, provider())
             .build()
             .map_err(|e| TlsError::new(format!("CA file: {e}")))?;
-        let server = ServerConfig::builder_with_provider(provider())
+        let mut server = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(VERSIONS)
             .map_err(|e| TlsError::new(e.to_string()))?
             .with_client_cert_verifier(clients)
             .with_single_cert(chain, key)
             .map_err(|e| TlsError::new(format!("certificate and key: {e}")))?;
+        // The traffic secrets go to our record layer after the handshake.
+        client.enable_secret_extraction = true;
+        server.enable_secret_extraction = true;
         Ok(TlsConfig {
             client: Arc::new(client),
             server: Arc::new(server),
