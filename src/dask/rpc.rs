@@ -220,8 +220,8 @@ impl From<RemoteError> for RpcError {
 
 /// A connection to a Dask server for request/reply calls, as Dask's `rpc`:
 /// each request is sent with `"reply": true` appended, an error reply
-/// (`"status": "error"` / `"uncaught-error"`) becomes [`RpcError::Remote`]
-/// with Dask's texts, and [`Rpc::get_data`] writes the `"OK"` Dask's caller
+/// (`"status": "error"` / `"uncaught-error"`) becomes an [`RpcError`]
+/// whose cause is [`RpcCause::Remote`], with Dask's texts, and [`Rpc::get_data`] writes the `"OK"` Dask's caller
 /// writes after a `get_data` reply.
 ///
 /// ```no_run

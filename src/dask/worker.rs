@@ -116,8 +116,9 @@ pub struct WorkerStream {
 /// options (retrying until its connect timeout), writes `msg` (`reply:
 /// false`: `Scheduler.add_worker` answers by itself) and reads the answer. The connection then is the worker's
 /// batched stream. A refusal (`{"status": "error", "message": "name taken,
-/// ..."}`) is [`RpcError::Remote`] with the scheduler's message; no answer
-/// within `opts.timeout` (a duplicate address gets none) is a timeout.
+/// ..."}`) is an [`RpcError`] whose cause is
+/// [`RpcCause::Remote`](super::RpcCause::Remote), with the scheduler's
+/// message; no answer within `opts.timeout` (a duplicate address gets none) is a timeout.
 ///
 /// Must be called within a tokio runtime (the writer's task is spawned).
 pub async fn register_worker(
