@@ -753,7 +753,13 @@ impl<'a> Sim<'a> {
                     sh.heartbeats.call::<_, HeartbeatReply>(&sh.scheduler, &msg),
                 )
                 .await
-                .unwrap_or(Err(RpcError::from(RpcCause::Closed))),
+                .unwrap_or_else(|_| {
+                    let late = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no answer to a heartbeat",
+                    );
+                    Err(RpcError::from(TransportError::Io(late)))
+                }),
                 None => {
                     sh.heartbeats
                         .call::<_, HeartbeatReply>(&sh.scheduler, &msg)
