@@ -68,10 +68,10 @@ use std::time::Duration;
 use framewire::dask::{
     gather_from_workers, register_worker, versions_like_scheduler, AddKeys, BatchedWriter,
     CloseStream, DataStore, GatherReply, Heartbeats, Key, Map, Op, RegisterWorker,
-    ReleaseWorkerData, RequestError, Requests, Reschedule, RpcCause, RpcError, SchedulerToWorker,
-    StealResponse, WorkerIdentity, WorkerMetrics, WorkerRequest, WorkerStatusChange, WorkerStream,
+    ReleaseWorkerData, RequestError, Requests, Reschedule, SchedulerToWorker, StealResponse,
+    WorkerIdentity, WorkerMetrics, WorkerRequest, WorkerStatusChange, WorkerStream,
 };
-use framewire::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportError};
+use framewire::transport::{ConnectionBuilder, HandshakeOptions, Socket};
 use framewire::Value;
 use tokio::net::TcpListener;
 use tokio::time::{sleep_until, Instant};
@@ -356,20 +356,8 @@ async fn wait_for_scheduler(
     opts: &HandshakeOptions,
     registration: &mut RegisterWorker,
 ) -> Result<WorkerStream, String> {
-    // Dask's worker retries on `OSError` (which `CommClosedError` is) and
-    // on timeouts; a TLS refusal or an unreadable handshake is final.
-    let unreachable = |e: &RpcError| match e.cause() {
-        RpcCause::Closed => true,
-        RpcCause::Transport(t) => matches!(
-            t,
-            TransportError::Connect(_)
-                | TransportError::Timeout { .. }
-                | TransportError::Io(_)
-                | TransportError::PeerTimeout(_)
-                | TransportError::Closed
-        ),
-        _ => false,
-    };
+    // Dask's worker retries while the scheduler is unreachable; a TLS
+    // refusal or an unreadable handshake is final.
     loop {
         let attempt = async {
             registration.versions = versions_like_scheduler(scheduler, builder, opts).await?;
@@ -377,7 +365,7 @@ async fn wait_for_scheduler(
         };
         match attempt.await {
             Ok(stream) => return Ok(stream),
-            Err(e) if unreachable(&e) => {
+            Err(e) if e.is_unreachable() => {
                 log!("waiting to connect to {scheduler} ({e})");
                 tokio::time::sleep(RETRY_PAUSE).await;
             }

@@ -457,6 +457,8 @@ async fn facade_errors_are_matched_by_kind() {
     let e = rpc.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Connect);
     assert_eq!(e.address(), Some(closed.as_str()), "{e}");
+    // What a worker's registration retries on.
+    assert!(e.is_unreachable(), "{e}");
     let conn = quick.connect(&closed, &HandshakeOptions::default()).await;
     assert_eq!(conn.unwrap_err().kind(), ErrorKind::Connect);
     let bad = quick
@@ -478,6 +480,7 @@ async fn facade_errors_are_matched_by_kind() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Remote, "{e}");
+    assert!(!e.is_unreachable(), "an error reply is an answer: {e}");
     assert_eq!(e.remote().unwrap().exception_text, "KeyError('x')");
     // It names the op and the address it called.
     assert_eq!(

@@ -139,6 +139,29 @@ impl RpcError {
         }
     }
 
+    /// Whether the peer could not be reached or went away (a refused or
+    /// timed-out connect, an I/O error, a peer that stopped answering, a
+    /// connection closed): what Dask's worker retries its registration on
+    /// (`OSError`, which `CommClosedError` is, and timeouts:
+    /// `Worker._register_with_scheduler`). A refusal in the handshake (TLS,
+    /// an unreadable greeting), a request that cannot be written, an
+    /// unexpected reply or an error reply are not: trying again gives the
+    /// same.
+    pub fn is_unreachable(&self) -> bool {
+        match &self.inner.cause {
+            RpcCause::Closed => true,
+            RpcCause::Transport(t) => matches!(
+                t,
+                TransportError::Connect(_)
+                    | TransportError::Timeout { .. }
+                    | TransportError::Io(_)
+                    | TransportError::PeerTimeout(_)
+                    | TransportError::Closed
+            ),
+            _ => false,
+        }
+    }
+
     /// The op of the call that failed (`"gather"`, `"get_data"`...), when
     /// the error came from a call of [`Rpc`] or of a pool.
     pub fn op(&self) -> Option<&str> {

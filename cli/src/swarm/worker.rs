@@ -14,7 +14,7 @@ use framewire::dask::runtime::{now, stimulus_id};
 use framewire::dask::{
     gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
     HeartbeatReply, HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker,
-    ReleaseWorkerData, Reschedule, RpcCause, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
+    ReleaseWorkerData, Reschedule, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
     StealResponse, TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
 };
 use framewire::transport::TransportError;
@@ -121,18 +121,6 @@ async fn register(
     node: &Node,
     first: bool,
 ) -> Result<WorkerStream, String> {
-    let unreachable = |e: &RpcError| match e.cause() {
-        RpcCause::Closed => true,
-        RpcCause::Transport(t) => matches!(
-            t,
-            TransportError::Connect(_)
-                | TransportError::Timeout { .. }
-                | TransportError::Io(_)
-                | TransportError::PeerTimeout(_)
-                | TransportError::Closed
-        ),
-        _ => false,
-    };
     let mut logged = false;
     loop {
         let attempt = async {
@@ -155,7 +143,7 @@ async fn register(
                 sh.stats.sent("register-worker");
                 return Ok(stream);
             }
-            Err(e) if unreachable(&e) => {
+            Err(e) if e.is_unreachable() => {
                 if !logged && !first && sh.log_once() {
                     eprintln!(
                         "framewire swarm: waiting to connect to {} ({e})",
