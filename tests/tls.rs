@@ -5,6 +5,10 @@
 
 #[path = "support/certs.rs"]
 mod certs;
+#[path = "support/tls.rs"]
+mod tls_support;
+
+use tls_support::{builder, config, node_config, rt};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,14 +18,6 @@ use framewire::transport::{
 };
 use framewire::{ErrorKind, Value};
 use tokio::net::TcpListener;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn certs(tag: &str) -> certs::Certs {
     certs::scratch(&format!("tls-{tag}"))
@@ -33,19 +29,6 @@ fn certs(tag: &str) -> certs::Certs {
 fn assert_within(started: Instant, limit: Duration, what: &str) {
     let took = started.elapsed();
     assert!(took < limit, "{what}: took {took:?}");
-}
-
-fn config(ca: &std::path::Path, cert: &std::path::Path, key: &std::path::Path) -> TlsConfig {
-    TlsConfig::from_pem_files(ca, cert, Some(key)).unwrap()
-}
-
-/// A builder with these certificates, if any.
-fn builder(tls: Option<&TlsConfig>) -> ConnectionBuilder {
-    let mut b = ConnectionBuilder::new();
-    if let Some(config) = tls {
-        b.tls(config.clone());
-    }
-    b
 }
 
 fn opts(secs: f64) -> HandshakeOptions {
@@ -81,7 +64,7 @@ async fn echo_server(
 #[test]
 fn mutual_tls_carries_the_dask_handshake_and_whole_messages() {
     let c = certs("ok");
-    let tls = config(&c.ca(), &c.cert(), &c.key());
+    let tls = node_config(&c);
     rt().block_on(async {
         let (addr, server) = echo_server(Some(tls.clone())).await;
         let (mut conn, agreed) = builder(Some(&tls))
@@ -114,7 +97,7 @@ fn mutual_tls_carries_the_dask_handshake_and_whole_messages() {
 #[test]
 fn refused_certificates_say_why_in_one_line() {
     let c = certs("refused");
-    let good = config(&c.ca(), &c.cert(), &c.key());
+    let good = node_config(&c);
     let stranger = config(&c.ca(), &c.other_cert(), &c.other_key());
     let expired = config(&c.ca(), &c.expired_cert(), &c.expired_key());
     let trusts_other = config(&c.other_ca(), &c.other_cert(), &c.other_key());
@@ -157,7 +140,7 @@ fn refused_certificates_say_why_in_one_line() {
 #[test]
 fn a_client_without_a_certificate_is_refused() {
     let c = certs("anon");
-    let good = config(&c.ca(), &c.cert(), &c.key());
+    let good = node_config(&c);
     rt().block_on(async {
         let (addr, server) = echo_server(Some(good.clone())).await;
         // A rustls client that trusts the CA but presents no certificate.
@@ -187,7 +170,7 @@ fn a_client_without_a_certificate_is_refused() {
 #[test]
 fn plaintext_to_a_tls_port_and_tls_to_a_plaintext_port_fail_fast() {
     let c = certs("mixed");
-    let good = config(&c.ca(), &c.cert(), &c.key());
+    let good = node_config(&c);
     rt().block_on(async {
         // A Dask handshake in plaintext, to a TLS server.
         let (addr, server) = echo_server(Some(good.clone())).await;
@@ -222,7 +205,7 @@ fn plaintext_to_a_tls_port_and_tls_to_a_plaintext_port_fail_fast() {
 #[test]
 fn a_stalled_tls_handshake_times_out() {
     let c = certs("stall");
-    let good = config(&c.ca(), &c.cert(), &c.key());
+    let good = node_config(&c);
     rt().block_on(async {
         // Accepts TCP and never answers.
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -279,7 +262,7 @@ fn a_stalled_tls_handshake_times_out() {
 #[test]
 fn socket_deadlines_name_the_step() {
     let c = certs("within");
-    let good = config(&c.ca(), &c.cert(), &c.key());
+    let good = node_config(&c);
     let mut quick = ConnectionBuilder::new();
     quick
         .tls(good.clone())

@@ -6,30 +6,19 @@
 
 #[path = "support/certs.rs"]
 mod certs;
+#[path = "support/tls.rs"]
+mod tls_support;
+
+use tls_support::{builder, node_config, rt};
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use framewire::transport::{Address, Socket, TlsConfig};
+use framewire::transport::{Address, Socket};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::process::{Child, ChildStdin, Command};
-
-/// A connection builder with these certificates.
-fn tls_builder(tls: &TlsConfig) -> framewire::transport::ConnectionBuilder {
-    let mut b = framewire::transport::ConnectionBuilder::new();
-    b.tls(tls.clone());
-    b
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// An `openssl` process: its stdin, and all it printed so far.
 struct OpenSsl {
@@ -166,7 +155,7 @@ async fn read_until(s: &mut Socket, want: &str) {
 fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
     let _one = one_at_a_time();
     let c = certs::scratch("tls-openssl-server13");
-    let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
+    let ours = node_config(&c);
     rt().block_on(async {
         let port = free_port().await;
         let mut args: Vec<String> = ["s_server", "-accept"].map(String::from).to_vec();
@@ -176,7 +165,7 @@ fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
         let mut server = OpenSsl::spawn(&args);
         server.wait_for("ACCEPT").await;
         let address = Address::Tls(format!("127.0.0.1:{port}"));
-        let mut s = tls_builder(&ours).connect_socket(&address).await.unwrap();
+        let mut s = builder(Some(&ours)).connect_socket(&address).await.unwrap();
         assert!(s.cipher_suite().unwrap().starts_with("TLS13_"));
 
         s.write_all(b"hello from framewire\n").await.unwrap();
@@ -223,13 +212,13 @@ fn our_client_and_openssl_s_server_update_keys_both_ways_tls13() {
 fn openssl_s_client_and_our_server_update_keys_both_ways_tls13() {
     let _one = one_at_a_time();
     let c = certs::scratch("tls-openssl-client13");
-    let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
+    let ours = node_config(&c);
     rt().block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let server = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
-            let mut s = tls_builder(&ours).accept_socket(tcp, None).await.unwrap();
+            let mut s = builder(Some(&ours)).accept_socket(tcp, None).await.unwrap();
             // Echoes each read, upper-cased; "update" asks for our KeyUpdate.
             let mut buf = vec![0u8; 64 << 10];
             loop {
@@ -286,7 +275,7 @@ fn openssl_s_client_and_our_server_update_keys_both_ways_tls13() {
 fn tls12_with_openssl_aes_gcm_and_chacha20() {
     let _one = one_at_a_time();
     let c = certs::scratch("tls-openssl-12");
-    let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
+    let ours = node_config(&c);
     rt().block_on(async {
         for (cipher, name) in [
             (
@@ -309,7 +298,7 @@ fn tls12_with_openssl_aes_gcm_and_chacha20() {
             args.extend(["-Verify", "1", "-tls1_2", "-cipher", cipher].map(String::from));
             let mut server = OpenSsl::spawn(&args);
             server.wait_for("ACCEPT").await;
-            let mut s = tls_builder(&ours)
+            let mut s = builder(Some(&ours))
                 .connect_socket(&Address::Tls(format!("127.0.0.1:{port}")))
                 .await
                 .unwrap();

@@ -8,31 +8,20 @@
 
 #[path = "support/certs.rs"]
 mod certs;
+#[path = "support/tls.rs"]
+mod tls_support;
+
+use tls_support::{builder, node_config, rt};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use framewire::transport::{Address, Socket, TlsConfig};
+use framewire::transport::{Address, Socket};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::rustls::{self, crypto::ring};
-
-/// A connection builder with these certificates.
-fn tls_builder(tls: &TlsConfig) -> framewire::transport::ConnectionBuilder {
-    let mut b = framewire::transport::ConnectionBuilder::new();
-    b.tls(tls.clone());
-    b
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// rustls configurations for the peer with one cipher suite (by a part of
 /// its name) and one version.
@@ -134,7 +123,7 @@ const SUITES: [(&str, bool); 6] = [
 #[test]
 fn our_records_interoperate_with_rustls_streams_in_both_roles() {
     let c = certs::scratch("tls-records-interop");
-    let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
+    let ours = node_config(&c);
     rt().block_on(async {
         for (suite, tls13) in SUITES {
             let (client_cfg, server_cfg) = peer_configs(&c, suite, tls13);
@@ -148,7 +137,7 @@ fn our_records_interoperate_with_rustls_streams_in_both_roles() {
                 let (tcp, _) = listener.accept().await.unwrap();
                 echo(acceptor.accept(tcp).await.expect("rustls accept")).await;
             });
-            let mut s = tls_builder(&ours)
+            let mut s = builder(Some(&ours))
                 .connect_socket(&Address::Tls(addr.to_string()))
                 .await
                 .unwrap();
@@ -183,7 +172,7 @@ fn our_records_interoperate_with_rustls_streams_in_both_roles() {
             let server = tokio::spawn(async move {
                 let (tcp, _) = listener.accept().await.unwrap();
                 echo(
-                    tls_builder(&ours_server)
+                    builder(Some(&ours_server))
                         .accept_socket(tcp, None)
                         .await
                         .unwrap(),
@@ -311,7 +300,7 @@ async fn proxy(
 #[test]
 fn bad_records_are_errors_never_plaintext() {
     let c = certs::scratch("tls-records-hostile");
-    let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
+    let ours = node_config(&c);
     rt().block_on(async {
         use Attack::*;
         for (attack, says) in [
@@ -334,7 +323,7 @@ fn bad_records_are_errors_never_plaintext() {
             let sent = data.clone();
             let server = tokio::spawn(async move {
                 let (tcp, _) = listener.accept().await.unwrap();
-                let mut s = tls_builder(&server_cfg)
+                let mut s = builder(Some(&server_cfg))
                     .accept_socket(tcp, None)
                     .await
                     .unwrap();
@@ -350,7 +339,7 @@ fn bad_records_are_errors_never_plaintext() {
                 let upstream = TcpStream::connect(server_addr).await.unwrap();
                 proxy(client, upstream, proxy_armed, attack).await;
             });
-            let mut s = tls_builder(&ours)
+            let mut s = builder(Some(&ours))
                 .connect_socket(&Address::Tls(front_addr.to_string()))
                 .await
                 .unwrap();
@@ -397,19 +386,19 @@ fn bad_records_are_errors_never_plaintext() {
 fn a_large_frame_over_tls_is_not_copied_after_decryption() {
     use framewire::transport::Connection;
     let c = certs::scratch("tls-records-copies");
-    let ours = TlsConfig::from_pem_files(&c.ca(), &c.cert(), Some(&c.key())).unwrap();
+    let ours = node_config(&c);
     rt().block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server_cfg = ours.clone();
         let accept = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
-            tls_builder(&server_cfg)
+            builder(Some(&server_cfg))
                 .accept_socket(tcp, None)
                 .await
                 .unwrap()
         });
-        let client = tls_builder(&ours)
+        let client = builder(Some(&ours))
             .connect_socket(&Address::Tls(addr.to_string()))
             .await
             .unwrap();
