@@ -26,7 +26,7 @@ use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::pki_types::ServerName;
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::unbuffered::{ConnectionState, EncodeError, UnbufferedStatus};
-use rustls::{ClientConfig, ServerConfig};
+use rustls::{ClientConfig, ExtractedSecrets, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -38,13 +38,16 @@ use crate::transport::error::{TlsError, TransportError};
 const MAX_HANDSHAKE_BUFFER: usize = 1 << 20;
 
 /// An unbuffered rustls connection, client or server.
-trait Unbuffered {
+trait Unbuffered: Sized {
     type Data;
     fn process<'c, 'i>(
         &'c mut self,
         incoming: &'i mut [u8],
     ) -> UnbufferedStatus<'c, 'i, Self::Data>;
     fn handshaking(&self) -> bool;
+    /// The traffic secrets and the key schedule, once the handshake is
+    /// done.
+    fn into_kernel(self) -> Result<(ExtractedSecrets, Kernel), rustls::Error>;
 }
 
 impl Unbuffered for UnbufferedClientConnection {
@@ -58,6 +61,10 @@ impl Unbuffered for UnbufferedClientConnection {
     fn handshaking(&self) -> bool {
         self.is_handshaking()
     }
+    fn into_kernel(self) -> Result<(ExtractedSecrets, Kernel), rustls::Error> {
+        let (secrets, kernel) = self.dangerous_into_kernel_connection()?;
+        Ok((secrets, Kernel::Client(kernel)))
+    }
 }
 
 impl Unbuffered for UnbufferedServerConnection {
@@ -70,6 +77,10 @@ impl Unbuffered for UnbufferedServerConnection {
     }
     fn handshaking(&self) -> bool {
         self.is_handshaking()
+    }
+    fn into_kernel(self) -> Result<(ExtractedSecrets, Kernel), rustls::Error> {
+        let (secrets, kernel) = self.dangerous_into_kernel_connection()?;
+        Ok((secrets, Kernel::Server(kernel)))
     }
 }
 
@@ -218,27 +229,30 @@ fn send_alerts<C: Unbuffered>(
 
 /// The handshake as the side that connects, then the record layer.
 pub(crate) async fn connect(
-    mut tcp: TcpStream,
+    tcp: TcpStream,
     config: Arc<ClientConfig>,
     name: ServerName<'static>,
 ) -> Result<TlsStream, TransportError> {
-    let mut conn = UnbufferedClientConnection::new(config, name).map_err(|e| failed(&e))?;
-    let leftover = drive(&mut tcp, &mut conn).await?;
-    let (secrets, kernel) = conn
-        .dangerous_into_kernel_connection()
-        .map_err(|e| failed(&e))?;
-    TlsStream::new(tcp, Kernel::Client(kernel), secrets, leftover).map_err(TransportError::Tls)
+    let conn = UnbufferedClientConnection::new(config, name).map_err(|e| failed(&e))?;
+    establish(tcp, conn).await
 }
 
 /// The handshake as the side that accepted, then the record layer.
 pub(crate) async fn accept(
-    mut tcp: TcpStream,
+    tcp: TcpStream,
     config: Arc<ServerConfig>,
 ) -> Result<TlsStream, TransportError> {
-    let mut conn = UnbufferedServerConnection::new(config).map_err(|e| failed(&e))?;
+    let conn = UnbufferedServerConnection::new(config).map_err(|e| failed(&e))?;
+    establish(tcp, conn).await
+}
+
+/// The handshake of `conn` over `tcp`, then the record layer over its
+/// secrets.
+async fn establish<C: Unbuffered>(
+    mut tcp: TcpStream,
+    mut conn: C,
+) -> Result<TlsStream, TransportError> {
     let leftover = drive(&mut tcp, &mut conn).await?;
-    let (secrets, kernel) = conn
-        .dangerous_into_kernel_connection()
-        .map_err(|e| failed(&e))?;
-    TlsStream::new(tcp, Kernel::Server(kernel), secrets, leftover).map_err(TransportError::Tls)
+    let (secrets, kernel) = conn.into_kernel().map_err(|e| failed(&e))?;
+    TlsStream::new(tcp, kernel, secrets, leftover).map_err(TransportError::Tls)
 }
