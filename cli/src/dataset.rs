@@ -17,10 +17,7 @@ pub enum DatasetCommand {
     /// Print the names of the published datasets, one a line.
     List {
         #[command(flatten)]
-        connect: ConnectArgs,
-        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
-        #[arg(value_name = "ADDRESS")]
-        address: String,
+        scheduler: Scheduler,
     },
     /// Print the dataset NAME as `gather` prints a value: the value of the
     /// key it holds (a Python `Future`; a list of futures prints as a list
@@ -37,10 +34,7 @@ pub enum DatasetCommand {
               value_parser = args::parse_timeout)]
         timeout: Duration,
         #[command(flatten)]
-        connect: ConnectArgs,
-        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
-        #[arg(value_name = "ADDRESS")]
-        address: String,
+        scheduler: Scheduler,
         /// The dataset's name: a string, or a JSON list for a tuple.
         #[arg(value_name = "NAME")]
         name: String,
@@ -55,10 +49,7 @@ pub enum DatasetCommand {
         #[arg(long)]
         replace: bool,
         #[command(flatten)]
-        connect: ConnectArgs,
-        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
-        #[arg(value_name = "ADDRESS")]
-        address: String,
+        scheduler: Scheduler,
         /// The dataset's name: a string, or a JSON list for a tuple.
         #[arg(value_name = "NAME")]
         name: String,
@@ -70,30 +61,38 @@ pub enum DatasetCommand {
     /// its keys (they stay while a client holds them).
     Delete {
         #[command(flatten)]
-        connect: ConnectArgs,
-        /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
-        #[arg(value_name = "ADDRESS")]
-        address: String,
+        scheduler: Scheduler,
         /// The dataset's name: a string, or a JSON list for a tuple.
         #[arg(value_name = "NAME")]
         name: String,
     },
 }
 
+/// The scheduler a `framewire dataset` command talks to, and how.
+#[derive(Debug, clap::Args)]
+pub struct Scheduler {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
+    #[arg(value_name = "ADDRESS")]
+    address: String,
+}
+
+impl DatasetCommand {
+    fn scheduler(&self) -> &Scheduler {
+        match self {
+            DatasetCommand::List { scheduler }
+            | DatasetCommand::Get { scheduler, .. }
+            | DatasetCommand::Publish { scheduler, .. }
+            | DatasetCommand::Delete { scheduler, .. } => scheduler,
+        }
+    }
+}
+
 /// Runs `framewire dataset ...`.
 pub fn run(cmd: &DatasetCommand, out: &mut impl Write) -> Result<(), String> {
-    let (connect, address) = match cmd {
-        DatasetCommand::List { connect, address }
-        | DatasetCommand::Get {
-            connect, address, ..
-        }
-        | DatasetCommand::Publish {
-            connect, address, ..
-        }
-        | DatasetCommand::Delete {
-            connect, address, ..
-        } => (connect.read()?, address.as_str()),
-    };
+    let Scheduler { connect, address } = cmd.scheduler();
+    let (connect, address) = (connect.read()?, address.as_str());
     let copts = client_options(address, &connect)?;
     runtime()?.block_on(async {
         let client = Client::connect(address, copts)
