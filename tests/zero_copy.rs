@@ -18,6 +18,9 @@
 //!
 //! Every test prints its figures (`cargo test --test zero_copy -- --nocapture`).
 
+#[path = "support/mappings.rs"]
+mod mappings;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::{TcpListener, TcpStream};
@@ -335,20 +338,6 @@ fn framecodec_encoder_is_seen_copying() {
 
 // ---- decode ------------------------------------------------------------------------------
 
-/// The address ranges of this process's anonymous mappings, from
-/// `/proc/self/maps` (lines with no path).
-fn anonymous_mappings() -> Vec<std::ops::Range<usize>> {
-    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
-    maps.lines()
-        .filter(|line| line.split_whitespace().nth(5).is_none())
-        .filter_map(|line| {
-            let (start, end) = line.split_whitespace().next()?.split_once('-')?;
-            let start = usize::from_str_radix(start, 16).ok()?;
-            Some(start..usize::from_str_radix(end, 16).ok()?)
-        })
-        .collect()
-}
-
 #[test]
 fn recv_reads_the_payload_once_into_the_buffer_frames_slice() {
     let payload = payload(PAYLOAD);
@@ -367,7 +356,7 @@ fn recv_reads_the_payload_once_into_the_buffer_frames_slice() {
         // First message: one buffer mapped at the payload's length, the
         // payload lands in it, once (from the kernel; only the read-ahead
         // is copied), and it never moves.
-        let before = anonymous_mappings();
+        let before = mappings::anonymous_mappings();
         let ((env, value), report) = measure(|| {
             let env = rt.block_on(rx.recv()).unwrap().unwrap();
             let value = decode(env.frames(), &Limits::dask_compat()).unwrap();
@@ -393,7 +382,7 @@ fn recv_reads_the_payload_once_into_the_buffer_frames_slice() {
             bin.as_ptr() == frame.as_ptr(),
             rx.stats(),
         );
-        let mapped = anonymous_mappings()
+        let mapped = mappings::anonymous_mappings()
             .into_iter()
             .filter(|m| !before.contains(m))
             .find(|m| m.contains(&(frame.as_ptr() as usize)));
