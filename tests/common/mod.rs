@@ -136,4 +136,5 @@ pub mod json;
 
 #[path = "../support/mappings.rs"]
 mod mappings;
+#[allow(unused_imports)] // not every test binary uses them
 pub use mappings::{anonymous_mappings, in_new_mapping};
