@@ -21,6 +21,11 @@ use crate::transport::error::TlsError;
 /// How much the read-ahead reads at most past a record.
 pub(crate) const READ_AHEAD: usize = 64 << 10;
 
+/// The most a direct read asks for at once: the records it brings are
+/// opened while they are still in the CPU's cache (as the sender seals
+/// `WRITE_CHUNK` at a time), not after megabytes more have come in.
+const DIRECT_READ: usize = 256 << 10;
+
 /// A post-handshake handshake message longer than this is refused (a
 /// NewSessionTicket is a few hundred bytes).
 const MAX_HANDSHAKE_MESSAGE: usize = 64 << 10;
@@ -196,6 +201,7 @@ impl RecordReader {
         if room < first.max(full) || first <= have {
             return None;
         }
+        let room = room.min(first.max(DIRECT_READ));
         Some(first + (room - first) / full * full)
     }
 
