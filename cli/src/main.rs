@@ -303,6 +303,12 @@ enum Command {
         /// The size of each task's result.
         #[arg(long, value_name = "BYTES", default_value_t = 1000)]
         nbytes: u64,
+        /// Durations and sizes by key prefix (Dask's `key_split`), from a
+        /// JSON file: `{"PREFIX": {"task_ms": MS | "MIN..MAX", "nbytes":
+        /// BYTES}, ...}`; keys of other prefixes (and fields left out) take
+        /// --task-ms and --nbytes.
+        #[arg(long, value_name = "FILE")]
+        model: Option<String>,
         /// Stop (every worker leaving as a closing Dask worker does) after
         /// this many seconds.
         #[arg(long = "for", value_name = "SECONDS", value_parser = args::parse_timeout)]
@@ -501,12 +507,17 @@ fn main() -> ExitCode {
             listen_host,
             task_ms,
             nbytes,
+            model,
             run_for,
             output,
             exit_on_scheduler_loss,
             connect,
             address,
         } => connect.read().and_then(|connect| {
+            let mut task_model = swarm::Model::fixed(*task_ms, *nbytes);
+            if let Some(path) = model {
+                task_model.load(path)?;
+            }
             let opts = swarm::Options {
                 scheduler: address.clone(),
                 workers: usize::try_from(*workers).unwrap_or(usize::MAX),
@@ -514,10 +525,7 @@ fn main() -> ExitCode {
                 memory_limit: *memory_limit,
                 name_prefix: name_prefix.clone(),
                 listen_host: listen_host.clone(),
-                model: swarm::Model {
-                    time: *task_ms,
-                    nbytes: *nbytes,
-                },
+                model: task_model,
                 run_for: *run_for,
                 output: output.clone(),
                 exit_on_scheduler_loss: *exit_on_scheduler_loss,

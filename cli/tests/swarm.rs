@@ -252,3 +252,90 @@ fn swarm_workers_register_again_with_a_restarted_scheduler() {
     let line = summary(&mut s);
     assert!(line.contains("40 registrations"), "{line}");
 }
+
+const WORKERS_NOW: &str = r#"
+import json, sys, time
+from dask.distributed import Client, wait
+addr, n, phase = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+c = Client(addr, timeout=60)
+out = {}
+if phase == "before":
+    c.wait_for_workers(n, timeout=90)
+    fs = c.map(lambda x: x, range(100))
+    wait(fs)
+    out["done"] = sum(f.status == "finished" for f in fs)
+    out["lens"] = sorted({len(x) for x in c.gather(fs)})
+    def inc(x):
+        return x + 1
+    out["inc_lens"] = sorted({len(x) for x in c.gather(c.map(inc, range(10)))})
+else:
+    deadline = time.time() + 30
+    while c.scheduler_info(n_workers=-1)["workers"] and time.time() < deadline:
+        time.sleep(0.2)
+out["workers"] = len(c.scheduler_info(n_workers=-1)["workers"])
+c.close()
+print(json.dumps(out))
+"#;
+
+/// SIGTERM stops the swarm as Ctrl-C does: every worker leaves as a
+/// closing Dask worker does (the scheduler hears `close-stream`), the
+/// summary is printed and the results written, and the exit is clean.
+/// (On the way, `--model`: the `lambda-…` tasks' results have the size
+/// the file gives their prefix, other keys `--nbytes`.)
+#[test]
+fn swarm_stops_cleanly_on_sigterm() {
+    use rustix::process::{kill_process, Pid, Signal};
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-sigterm");
+    let d = dir.path();
+    let (sched, addr) = cluster::scheduler(&python, d, &[]);
+    let results = d.join("results.json");
+    let model = d.join("model.json");
+    std::fs::write(&model, r#"{"lambda": {"nbytes": 777, "task_ms": "1..3"}}"#).unwrap();
+    let mut s = swarm(
+        d,
+        "swarm",
+        &[
+            &addr,
+            "--workers",
+            "12",
+            "--task-ms",
+            "1",
+            "--nbytes",
+            "99",
+            "--model",
+            model.to_str().unwrap(),
+            "--output",
+            results.to_str().unwrap(),
+        ],
+    );
+    registered(&mut s, 12);
+    let out = client(&python, WORKERS_NOW, &[&addr, "12", "before"]);
+    assert_eq!(out["workers"], 12, "{out}");
+    assert_eq!(out["done"], 100, "{out}");
+    assert_eq!(out["lens"], serde_json::json!([777]), "{out}");
+    assert_eq!(out["inc_lens"], serde_json::json!([99]), "{out}");
+    assert!(!results.exists());
+    kill_process(Pid::from_child(&s.child), Signal::TERM).expect("kill");
+    let line = summary(&mut s);
+    assert!(line.starts_with("swarm: 12 workers"), "{line}");
+    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    assert_eq!(r["config"]["left_when_stopped"], 12, "{r}");
+    assert_eq!(r["config"]["model"]["lambda"]["nbytes"], 777, "{r}");
+    assert_eq!(r["messages_sent"]["close-stream"], 12, "{r}");
+    assert!(r["tasks_finished"].as_u64().unwrap() >= 100, "{r}");
+    let out = client(&python, WORKERS_NOW, &[&addr, "12", "after"]);
+    assert_eq!(out["workers"], 0, "the scheduler saw them leave: {out}");
+    let log = sched.logs();
+    // `Scheduler.handle_worker`'s cleanup once the worker's stream ends
+    // with its `close-stream` (clients send one too).
+    assert_eq!(
+        log.matches("(stimulus_id='handle-worker-cleanup-").count(),
+        12,
+        "each worker closed its stream:\n{log}"
+    );
+    assert!(
+        log.matches("Received 'close-stream' from").count() >= 12,
+        "{log}"
+    );
+}

@@ -7,17 +7,17 @@
 //! connection pools: one to the scheduler for heartbeats (Dask's worker
 //! has a pooled `rpc` to it too) and one to peers for `get_data`.
 
+mod model;
 mod serve;
 mod stats;
 mod worker;
 
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use framewire::dask::{versions_like_scheduler, ConnectionPool, Key, RpcError};
+use framewire::dask::{versions_like_scheduler, ConnectionPool, RpcError};
 use framewire::transport::{Address, ConnectionBuilder, HandshakeOptions};
 use framewire::Value;
 use serde_json::json;
@@ -25,62 +25,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::args::Connect;
+pub use model::{parse_task_ms, Model, TaskTime};
 use stats::Stats;
-
-/// How long a task "runs": a fixed time, or uniform between two, chosen
-/// by the key's hash (the same key always takes the same time).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TaskTime {
-    /// Shortest.
-    pub min: Duration,
-    /// Longest.
-    pub max: Duration,
-}
-
-/// `--task-ms`: `MS` or `MIN..MAX` (milliseconds, fractions allowed).
-pub fn parse_task_ms(s: &str) -> Result<TaskTime, String> {
-    let ms = |v: &str| -> Result<Duration, String> {
-        let f: f64 = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("{v:?} is not a number of milliseconds"))?;
-        if !(0.0..=86_400_000.0).contains(&f) {
-            return Err(format!("{v:?}: milliseconds from 0 to a day"));
-        }
-        Ok(Duration::from_secs_f64(f / 1000.0))
-    };
-    let (min, max) = match s.split_once("..") {
-        Some((a, b)) => (ms(a)?, ms(b)?),
-        None => (ms(s)?, ms(s)?),
-    };
-    if max < min {
-        return Err(format!("{s:?}: the range is empty"));
-    }
-    Ok(TaskTime { min, max })
-}
-
-/// What a task costs in the model.
-#[derive(Clone, Copy, Debug)]
-pub struct Model {
-    /// Its duration.
-    pub time: TaskTime,
-    /// Its result's size.
-    pub nbytes: u64,
-}
-
-impl Model {
-    /// The duration of the task `key`.
-    pub fn duration(&self, key: &Key) -> Duration {
-        let span = self.time.max - self.time.min;
-        if span.is_zero() {
-            return self.time.min;
-        }
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        let u = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
-        self.time.min + span.mul_f64(u)
-    }
-}
 
 /// `framewire swarm`'s options.
 #[derive(Clone, Debug)]
@@ -168,7 +114,25 @@ fn raise_fd_limit() {
     }
 }
 
-/// Runs the swarm until Ctrl-C, `--for`, or every worker is gone; writes
+/// Resolves at the first SIGTERM (a supervisor's stop, `kill`), which
+/// stops the swarm as Ctrl-C does: the workers leave cleanly and the
+/// results are written.
+#[cfg(unix)]
+fn terminated() -> Result<impl std::future::Future<Output = ()>, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    Ok(async move {
+        term.recv().await;
+    })
+}
+
+#[cfg(not(unix))]
+fn terminated() -> Result<impl std::future::Future<Output = ()>, String> {
+    Ok(std::future::pending::<()>())
+}
+
+/// Runs the swarm until Ctrl-C, SIGTERM, `--for`, or every worker is gone; writes
 /// the results and prints the summary line. `Ok(false)`: a worker could
 /// not register.
 pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String> {
@@ -191,7 +155,7 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             scheduler: opts.scheduler.clone(),
             nthreads: opts.nthreads,
             memory_limit: opts.memory_limit,
-            model: opts.model,
+            model: opts.model.clone(),
             peers: Arc::new(ConnectionPool::new(builder.clone(), handshake.clone())),
             heartbeats: ConnectionPool::new(builder.clone(), handshake.clone())
                 .idle_per_address(64)
@@ -252,12 +216,15 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
         tokio::pin!(deadline);
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
+        let term = terminated()?;
+        tokio::pin!(term);
         let mut exits = (0usize, 0usize);
         let mut removal = None;
         while !set.is_empty() {
             tokio::select! {
                 _ = &mut deadline, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
                 _ = &mut ctrl_c, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
+                _ = &mut term, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
                 Some(done) = set.join_next() => match done {
                     Ok(worker::Exit::Failed(e)) => {
                         ok = false;
@@ -278,8 +245,9 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             "workers": opts.workers,
             "nthreads": opts.nthreads,
             "memory_limit": opts.memory_limit,
-            "task_ms": [opts.model.time.min.as_secs_f64() * 1e3, opts.model.time.max.as_secs_f64() * 1e3],
-            "nbytes": opts.model.nbytes,
+            "task_ms": opts.model.default.time.to_json(),
+            "nbytes": opts.model.default.nbytes,
+            "model": opts.model.to_json(),
             "left_when_removed": exits.0,
             "left_when_stopped": exits.1,
             "last_removal_reason": removal,
@@ -293,30 +261,4 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
     }
     writeln!(out, "{summary}").map_err(|e| e.to_string())?;
     Ok(ok)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn task_times() {
-        let t = parse_task_ms("10").unwrap();
-        assert_eq!(
-            (t.min, t.max),
-            (Duration::from_millis(10), Duration::from_millis(10))
-        );
-        let t = parse_task_ms("5..20").unwrap();
-        assert_eq!(
-            (t.min, t.max),
-            (Duration::from_millis(5), Duration::from_millis(20))
-        );
-        assert!(parse_task_ms("20..5").is_err());
-        assert!(parse_task_ms("-1").is_err());
-        assert!(parse_task_ms("x").is_err());
-        let m = Model { time: t, nbytes: 0 };
-        let d = m.duration(&Key::from("a"));
-        assert!(d >= t.min && d <= t.max);
-        assert_eq!(d, m.duration(&Key::from("a")));
-    }
 }

@@ -558,7 +558,7 @@ impl<'a> Sim<'a> {
     }
 
     fn report_finished(&mut self, key: Key, run_id: i64, start: f64, stop: f64) {
-        let nbytes = self.sh.model.nbytes;
+        let nbytes = self.sh.model.nbytes(&key);
         self.node
             .held
             .lock()
