@@ -284,7 +284,6 @@ print(json.dumps(out))
 /// the file gives their prefix, other keys `--nbytes`.)
 #[test]
 fn swarm_stops_cleanly_on_sigterm() {
-    use rustix::process::{kill_process, Pid, Signal};
     let python = dask_python::python();
     let dir = scratch_dir("swarm-sigterm");
     let d = dir.path();
@@ -316,7 +315,7 @@ fn swarm_stops_cleanly_on_sigterm() {
     assert_eq!(out["lens"], serde_json::json!([777]), "{out}");
     assert_eq!(out["inc_lens"], serde_json::json!([99]), "{out}");
     assert!(!results.exists());
-    kill_process(Pid::from_child(&s.child), Signal::TERM).expect("kill");
+    kill_term(&s);
     let line = summary(&mut s);
     assert!(line.starts_with("swarm: 12 workers"), "{line}");
     let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
@@ -338,4 +337,106 @@ fn swarm_stops_cleanly_on_sigterm() {
         log.matches("Received 'close-stream' from").count() >= 12,
         "{log}"
     );
+}
+
+const MISSING_DEP: &str = r#"
+import json, os, signal, sys, time
+from dask.distributed import Client, wait
+addr, py_worker = sys.argv[1], sys.argv[2]
+c = Client(addr, timeout=60)
+c.wait_for_workers(3, timeout=90)
+sims = sorted(a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-"))
+out = {"sims": len(sims)}
+def make(n):
+    return b"x" * n
+dep = c.submit(make, 5000, key="dep-1", workers=[py_worker], allow_other_workers=True)
+wait(dep)
+out["dep_on"] = [w for ws in c.who_has(dep).values() for w in ws]
+# The holder loses the key behind the scheduler's back: its get_data
+# answers without it, while the scheduler still names it as the holder.
+def lose(dask_worker):
+    del dask_worker.data["dep-1"]
+    return os.getpid()
+pid = c.run(lose, workers=[py_worker])[py_worker]
+def pick(a):
+    return a
+res = c.submit(pick, dep, key="res-1", workers=[sims[0]], allow_other_workers=False)
+time.sleep(4)
+out["done_while_missing"] = res.done()
+# The holder dies: the scheduler forgets its keys, computes dep-1 again on
+# a simulated worker, and res-1 runs.
+os.kill(pid, signal.SIGKILL)
+r = res.result(timeout=60)
+out["result_type"] = type(r).__name__
+out["result_len"] = len(r)
+out["dep_now_on"] = [w for ws in c.who_has(dep).values() for w in ws]
+c.close()
+print(json.dumps(out))
+"#;
+
+/// A dependency its holder does not give is handled as a Python worker
+/// handles it (`worker_state_machine.py`): not given back with
+/// `reschedule`, but kept `missing` while the task waits, with
+/// `request-refresh-who-has` sent to the scheduler at the heartbeat's
+/// period (`find_missing`) and answered `refresh-who-has`; once the
+/// holder is killed and the scheduler has computed the key again
+/// elsewhere, the task runs.
+#[test]
+fn swarm_missing_dependency_asks_the_scheduler_again() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-missing");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-holder");
+    let results = d.join("results.json");
+    let mut s = swarm(
+        d,
+        "swarm",
+        &[
+            &addr,
+            "--workers",
+            "2",
+            "--name-prefix",
+            "sim-",
+            "--task-ms",
+            "1",
+            "--nbytes",
+            "321",
+            "--output",
+            results.to_str().unwrap(),
+        ],
+    );
+    registered(&mut s, 2);
+    let out = client(&python, MISSING_DEP, &[&addr, &py_addr]);
+    assert_eq!(out["sims"], 2, "{out}");
+    assert_eq!(out["dep_on"], serde_json::json!([py_addr]), "{out}");
+    assert_eq!(out["done_while_missing"], false, "{out}");
+    assert_eq!(out["result_type"], "bytes", "{out}");
+    assert_eq!(out["result_len"], 321, "{out}");
+    let now_on = out["dep_now_on"].as_array().unwrap();
+    assert!(
+        !now_on.is_empty() && !now_on.contains(&Json::from(py_addr.as_str())),
+        "{out}"
+    );
+    kill_term(&s);
+    let _ = summary(&mut s);
+    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let sent = &r["messages_sent"];
+    // 4 s of a missing key at a 0.5 s heartbeat (3 workers): several asks.
+    let asked = sent["request-refresh-who-has"].as_u64().unwrap_or(0);
+    assert!(asked >= 3, "{r}");
+    let answered = r["messages_received"]["refresh-who-has"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(answered >= 3, "{r}");
+    assert!(sent.get("reschedule").is_none(), "{r}");
+    assert!(
+        sent["get_data"].as_u64().unwrap() >= asked,
+        "fetched again each time: {r}"
+    );
+}
+
+fn kill_term(s: &Daemon) {
+    use rustix::process::{kill_process, Pid, Signal};
+    kill_process(Pid::from_child(&s.child), Signal::TERM).expect("kill");
 }

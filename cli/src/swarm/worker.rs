@@ -14,7 +14,7 @@ use framewire::dask::runtime::{now, stimulus_id};
 use framewire::dask::{
     gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
     HeartbeatReply, HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker,
-    ReleaseWorkerData, Reschedule, RpcCause, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
+    ReleaseWorkerData, RpcCause, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
     StealResponse, TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
 };
 use framewire::transport::TransportError;
@@ -282,6 +282,16 @@ struct Sim<'a> {
     beating: bool,
     /// `Worker`'s `keep-alive` on the stream, every 60 s (`worker.py:781`).
     next_keep_alive: Instant,
+    /// Dependencies no holder gave (`WorkerState.missing_dep_flight`):
+    /// asked of the scheduler again by `find_missing`. `true`: wanted as a
+    /// replica (`acquire-replicas`), not by a task here.
+    missing: HashMap<Key, bool>,
+    /// Keys `acquire-replicas` asked for, not yet here.
+    acquiring: HashSet<Key>,
+    /// `Worker.find_missing`'s next run (`worker.py:784`: a periodic
+    /// callback, every 1 s at first, then at the heartbeat's period,
+    /// `worker.py:2050`).
+    next_find_missing: Instant,
 }
 
 impl<'a> Sim<'a> {
@@ -311,6 +321,9 @@ impl<'a> Sim<'a> {
             next_beat: Instant::now() + beat_interval,
             beating: false,
             next_keep_alive: Instant::now() + KEEP_ALIVE,
+            missing: HashMap::new(),
+            acquiring: HashSet::new(),
+            next_find_missing: Instant::now() + beat_interval,
         }
     }
 
@@ -350,6 +363,9 @@ impl<'a> Sim<'a> {
                     }
                 }
                 _ = sleep_until(self.next_beat), if !self.beating => self.beat(),
+                _ = sleep_until(self.next_find_missing), if !self.missing.is_empty() => {
+                    self.find_missing();
+                }
                 _ = sleep_until(self.next_keep_alive) => {
                     self.next_keep_alive = Instant::now() + KEEP_ALIVE;
                     self.send("keep-alive", &KeepAlive { op: Op::new() });
@@ -396,7 +412,10 @@ impl<'a> Sim<'a> {
                     self.release(key, &m.stimulus_id);
                 }
             }
-            SchedulerToWorker::AcquireReplicas(m) => self.fetch(&m.who_has),
+            SchedulerToWorker::AcquireReplicas(m) => {
+                self.acquiring.extend(m.who_has.keys().cloned());
+                self.fetch(&m.who_has);
+            }
             SchedulerToWorker::StealRequest(m) => {
                 // `_handle_steal_request`: answer the task's state; give it
                 // up if it has not started.
@@ -431,6 +450,23 @@ impl<'a> Sim<'a> {
                 return Some(End::Lost("close-stream from the scheduler".into()))
             }
             SchedulerToWorker::RemoveWorker(_) => {}
+            // `refresh-who-has`, the answer to `request-refresh-who-has`:
+            // `_handle_refresh_who_has` (`worker_state_machine.py:3194`)
+            // fetches a missing key from the holders it now has (`missing`
+            // -> `fetch`, `:3204`); one still without holders stays missing.
+            SchedulerToWorker::Other(v) if name == "refresh-who-has" => {
+                let who_has = v
+                    .get("who_has")
+                    .cloned()
+                    .map(framewire::typed::from_value::<Map<Key, Vec<String>>>);
+                if let Some(Ok(mut who_has)) = who_has {
+                    who_has.retain(|k, ws| !ws.is_empty() && self.missing.contains_key(k));
+                    for k in who_has.keys() {
+                        self.missing.remove(k);
+                    }
+                    self.fetch(&who_has);
+                }
+            }
             // `cancel-compute`: `_handle_cancel_compute` releases a task
             // that has not started. (`refresh-who-has` only updates where
             // peers' keys are, which each fetch is told afresh.)
@@ -609,6 +645,8 @@ impl<'a> Sim<'a> {
     fn free_keys(&mut self, keys: &[Key], stimulus_id: &str) {
         for key in keys {
             self.release(key, stimulus_id);
+            self.missing.remove(key);
+            self.acquiring.remove(key);
             match self.tasks.get_mut(key) {
                 Some(t) if t.state == State::Executing => t.state = State::Cancelled,
                 Some(t) if t.state == State::Cancelled => {}
@@ -626,6 +664,9 @@ impl<'a> Sim<'a> {
         todo.retain(|k, _| !self.in_flight.contains(k) && !self.holds(k));
         if todo.is_empty() {
             return;
+        }
+        for k in todo.keys() {
+            self.missing.remove(k);
         }
         self.in_flight.extend(todo.keys().cloned());
         let (tx, pool, who, stats) = (
@@ -655,6 +696,7 @@ impl<'a> Sim<'a> {
                 let id = stimulus_id("gather-dep-success");
                 for (key, n) in got {
                     self.in_flight.remove(&key);
+                    self.acquiring.remove(&key);
                     self.sh.stats.bytes_fetched.fetch_add(n, Relaxed);
                     self.node
                         .held
@@ -664,10 +706,22 @@ impl<'a> Sim<'a> {
                     // `_transition_flight_memory`: one `add-keys` per key.
                     self.send("add-keys", &AddKeys::new(vec![key], id.clone()));
                 }
-                for key in &missing {
-                    self.in_flight.remove(key);
+                // No holder gave these (each was tried in turn, as
+                // `_ensure_communicating` tries the next of `who_has`): a
+                // Python worker's `_handle_gather_dep_success` (a holder
+                // without the key, `worker_state_machine.py:2929`) and
+                // `_handle_gather_dep_network_failure` (a holder gone,
+                // `:2979`) drop that holder and fetch from another; with
+                // none left the key is `missing` (`_transition_generic_missing`,
+                // `:1840`: into `missing_dep_flight`), its dependents keep
+                // waiting, and `find_missing` asks the scheduler where it
+                // is now.
+                for key in missing {
+                    self.in_flight.remove(&key);
+                    let replica = self.acquiring.contains(&key);
+                    self.missing.insert(key, replica);
                 }
-                self.deps_arrived(&missing);
+                self.deps_arrived();
             }
             Event::Beat(r) => {
                 self.beating = false;
@@ -695,21 +749,17 @@ impl<'a> Sim<'a> {
         None
     }
 
-    /// Tasks whose dependencies are all here become ready; those whose
-    /// dependencies no holder gave go back to the scheduler.
-    fn deps_arrived(&mut self, missing: &[Key]) {
+    /// Tasks whose dependencies are all here become ready.
+    fn deps_arrived(&mut self) {
         let held = self.node.held.lock().expect("not poisoned");
         let mut ready = Vec::new();
-        let mut lost = Vec::new();
         for (key, t) in self
             .tasks
             .iter_mut()
             .filter(|(_, t)| t.state == State::Waiting)
         {
             t.waiting_for.retain(|d| !held.contains_key(d));
-            if t.waiting_for.iter().any(|d| missing.contains(d)) {
-                lost.push(key.clone());
-            } else if t.waiting_for.is_empty() {
+            if t.waiting_for.is_empty() {
                 t.state = State::Ready;
                 ready.push(Ready {
                     priority: t.priority.clone(),
@@ -718,12 +768,41 @@ impl<'a> Sim<'a> {
             }
         }
         drop(held);
-        for key in lost {
-            self.tasks.remove(&key);
-            self.send("reschedule", &Reschedule::new(key));
-        }
         self.ready.extend(ready.into_iter().map(Reverse));
         self.start_ready();
+    }
+
+    /// `Worker.find_missing` (`worker.py:2046`) and
+    /// `_handle_find_missing` (`worker_state_machine.py:3179`): the keys
+    /// in `missing_dep_flight` go to the scheduler in one
+    /// `request-refresh-who-has` (`RequestRefreshWhoHasMsg`, `:526`), which
+    /// answers `refresh-who-has` with their holders now
+    /// (`Scheduler.handle_request_refresh_who_has`, `scheduler.py:6133`),
+    /// or `free-keys` for keys it forgot. A key whose dependents were all
+    /// released here is forgotten first, as Python's released dependency
+    /// is (`_transition_missing_released`, `:1824`). The callback's period
+    /// is the heartbeat's (`worker.py:2050`).
+    fn find_missing(&mut self) {
+        let t = Instant::now();
+        while self.next_find_missing <= t {
+            self.next_find_missing += self.beat_interval;
+        }
+        let tasks = &self.tasks;
+        self.missing.retain(|k, replica| {
+            *replica
+                || tasks
+                    .values()
+                    .any(|t| t.state == State::Waiting && t.waiting_for.contains(k))
+        });
+        if self.missing.is_empty() {
+            return;
+        }
+        let msg = RequestRefreshWhoHas {
+            op: "request-refresh-who-has",
+            keys: self.missing.keys().cloned().collect(),
+            stimulus_id: stimulus_id("find-missing"),
+        };
+        self.send("request-refresh-who-has", &msg);
     }
 
     /// A heartbeat, on the swarm's pooled connections to the scheduler.
@@ -769,6 +848,15 @@ impl<'a> Sim<'a> {
             let _ = tx.send(Event::Beat(r));
         });
     }
+}
+
+/// `request-refresh-who-has` (`RequestRefreshWhoHasMsg`,
+/// `worker_state_machine.py:526`).
+#[derive(serde::Serialize)]
+struct RequestRefreshWhoHas {
+    op: &'static str,
+    keys: Vec<Key>,
+    stimulus_id: String,
 }
 
 /// `pickle.dumps(bytes, protocol=5)`: the `type` of a `task-finished`
