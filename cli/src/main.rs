@@ -316,6 +316,10 @@ enum Command {
         /// Write the results (JSON) here.
         #[arg(long, value_name = "FILE")]
         output: Option<String>,
+        /// Draw tasks finished per second and the decision latency's p50
+        /// and p99 per second into this PNG file.
+        #[arg(long, value_name = "FILE.png")]
+        plot: Option<String>,
         /// A worker whose scheduler goes away leaves, as Dask's worker does
         /// (by default it registers again, as a `dask worker` restarted by
         /// its supervisor would).
@@ -510,6 +514,7 @@ fn main() -> ExitCode {
             model,
             run_for,
             output,
+            plot,
             exit_on_scheduler_loss,
             connect,
             address,
@@ -528,6 +533,7 @@ fn main() -> ExitCode {
                 model: task_model,
                 run_for: *run_for,
                 output: output.clone(),
+                plot: plot.clone(),
                 exit_on_scheduler_loss: *exit_on_scheduler_loss,
                 connect,
             };

@@ -281,7 +281,8 @@ print(json.dumps(out))
 /// closing Dask worker does (the scheduler hears `close-stream`), the
 /// summary is printed and the results written, and the exit is clean.
 /// (On the way, `--model`: the `lambda-…` tasks' results have the size
-/// the file gives their prefix, other keys `--nbytes`.)
+/// the file gives their prefix, other keys `--nbytes`; and `--plot`
+/// draws a PNG of the timeline.)
 #[test]
 fn swarm_stops_cleanly_on_sigterm() {
     let python = dask_python::python();
@@ -290,6 +291,7 @@ fn swarm_stops_cleanly_on_sigterm() {
     let (sched, addr) = cluster::scheduler(&python, d, &[]);
     let results = d.join("results.json");
     let model = d.join("model.json");
+    let plot = d.join("timeline.png");
     std::fs::write(&model, r#"{"lambda": {"nbytes": 777, "task_ms": "1..3"}}"#).unwrap();
     let mut s = swarm(
         d,
@@ -304,6 +306,8 @@ fn swarm_stops_cleanly_on_sigterm() {
             "99",
             "--model",
             model.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
             "--output",
             results.to_str().unwrap(),
         ],
@@ -323,6 +327,7 @@ fn swarm_stops_cleanly_on_sigterm() {
     assert_eq!(r["config"]["model"]["lambda"]["nbytes"], 777, "{r}");
     assert_eq!(r["messages_sent"]["close-stream"], 12, "{r}");
     assert!(r["tasks_finished"].as_u64().unwrap() >= 100, "{r}");
+    check_plot(&plot);
     let out = client(&python, WORKERS_NOW, &[&addr, "12", "after"]);
     assert_eq!(out["workers"], 0, "the scheduler saw them leave: {out}");
     let log = sched.logs();
@@ -439,4 +444,41 @@ fn swarm_missing_dependency_asks_the_scheduler_again() {
 fn kill_term(s: &Daemon) {
     use rustix::process::{kill_process, Pid, Signal};
     kill_process(Pid::from_child(&s.child), Signal::TERM).expect("kill");
+}
+
+/// `--plot`'s file is a PNG of the size drawn, with the white background,
+/// dark text and axes, the blue line of tasks per second (top half) and
+/// the red and green ones of the latency (bottom half).
+fn check_plot(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
+    let mut reader = png::Decoder::new(std::io::Cursor::new(&bytes))
+        .read_info()
+        .expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("its pixels");
+    assert_eq!((info.width, info.height), (1000, 720));
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    let (w, h) = (info.width as usize, info.height as usize);
+    let px = |x: usize, y: usize| {
+        let i = (y * w + x) * 3;
+        (buf[i], buf[i + 1], buf[i + 2])
+    };
+    let count = |ys: std::ops::Range<usize>, f: &dyn Fn((u8, u8, u8)) -> bool| {
+        ys.flat_map(|y| (0..w).map(move |x| (x, y)))
+            .filter(|&(x, y)| f(px(x, y)))
+            .count()
+    };
+    let white = count(0..h, &|p| p == (255, 255, 255));
+    assert!(white > w * h / 2, "mostly white background: {white}");
+    let dark = count(0..h, &|(r, g, b)| r < 80 && g < 80 && b < 80);
+    assert!(dark > 2_000, "text and axes: {dark} dark pixels");
+    let blue = count(0..h / 2, &|(r, g, b)| b > 200 && r < 80 && g < 80);
+    assert!(blue > 100, "the tasks/s line: {blue}");
+    let red = count(h / 2..h, &|(r, g, b)| r > 200 && g < 80 && b < 80);
+    let green = count(h / 2..h, &|(r, g, b)| g > 100 && r < 80 && b < 80);
+    assert!(
+        red > 10 && green > 10,
+        "the latency lines: {red} red, {green} green"
+    );
 }

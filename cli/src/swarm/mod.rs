@@ -8,6 +8,7 @@
 //! has a pooled `rpc` to it too) and one to peers for `get_data`.
 
 mod model;
+mod plot;
 mod serve;
 mod stats;
 mod worker;
@@ -40,6 +41,8 @@ pub struct Options {
     pub model: Model,
     pub run_for: Option<Duration>,
     pub output: Option<String>,
+    /// Draw the timeline here (PNG).
+    pub plot: Option<String>,
     /// Leave (as Dask's worker does) instead of registering again when
     /// the scheduler goes away.
     pub exit_on_scheduler_loss: bool,
@@ -137,6 +140,9 @@ fn terminated() -> Result<impl std::future::Future<Output = ()>, String> {
 /// not register.
 pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String> {
     let address = Address::parse(&opts.scheduler).map_err(|e| e.to_string())?;
+    if let Some(path) = &opts.plot {
+        plot::check_name(path)?;
+    }
     let mut builder = ConnectionBuilder::new();
     opts.connect.configure(&mut builder, &address)?;
     builder.deserialize_blocks(false);
@@ -258,6 +264,9 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
     if let Some(path) = &opts.output {
         let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n").map_err(|e| format!("{path}: {e}"))?;
+    }
+    if let Some(path) = &opts.plot {
+        plot::write_png(path, &results)?;
     }
     writeln!(out, "{summary}").map_err(|e| e.to_string())?;
     Ok(ok)
