@@ -325,6 +325,12 @@ enum Command {
         /// its supervisor would).
         #[arg(long)]
         exit_on_scheduler_loss: bool,
+        /// Fetch a dependency held by another worker of the swarm with
+        /// get_data over a socket, as from any other worker (by default it
+        /// is taken from that worker's memory: the scheduler sees the same,
+        /// the swarm spends less CPU).
+        #[arg(long)]
+        tcp_transfers: bool,
         #[command(flatten)]
         connect: args::ConnectArgs,
         /// The scheduler: `tcp://HOST:PORT` or `tls://HOST:PORT`.
@@ -516,6 +522,7 @@ fn main() -> ExitCode {
             output,
             plot,
             exit_on_scheduler_loss,
+            tcp_transfers,
             connect,
             address,
         } => connect.read().and_then(|connect| {
@@ -535,6 +542,7 @@ fn main() -> ExitCode {
                 output: output.clone(),
                 plot: plot.clone(),
                 exit_on_scheduler_loss: *exit_on_scheduler_loss,
+                tcp_transfers: *tcp_transfers,
                 connect,
             };
             swarm::run(&opts, &mut out)

@@ -220,8 +220,15 @@ c = Client(addr, timeout=60)
 c.wait_for_workers(n, timeout=90)
 fs = c.map(lambda x: x, range(200))
 wait(fs)
+def pick(a, b):
+    return a
+level = fs
+while len(level) > 1:
+    level = [c.submit(pick, level[i], level[min(i + 1, len(level) - 1)], pure=False)
+             for i in range(0, len(level), 2)]
 out = {"workers": len(c.scheduler_info(n_workers=-1)["workers"]),
-       "done": sum(f.status == "finished" for f in fs)}
+       "done": sum(f.status == "finished" for f in fs),
+       "tree_len": len(level[0].result())}
 c.shutdown()
 print(json.dumps(out))
 "#;
@@ -233,10 +240,20 @@ fn swarm_workers_register_again_with_a_restarted_scheduler() {
     let d = dir.path();
     let (mut sched, addr) = cluster::scheduler(&python, d, &[]);
     let port = addr.rsplit(':').next().unwrap().to_owned();
+    // Transfers between the simulated workers over sockets (get_data
+    // served and fetched for real), as they were before they were taken
+    // from memory by default.
     let mut s = swarm(
         d,
         "swarm",
-        &[&addr, "--workers", "20", "--connect-timeout", "5"],
+        &[
+            &addr,
+            "--workers",
+            "20",
+            "--connect-timeout",
+            "5",
+            "--tcp-transfers",
+        ],
     );
     registered(&mut s, 20);
     // The scheduler dies (no `close` to the workers) and a new one starts
@@ -249,6 +266,7 @@ fn swarm_workers_register_again_with_a_restarted_scheduler() {
     let out = client(&python, WAIT_AND_RUN, &[&addr, "20"]);
     assert_eq!(out["workers"], 20, "{out}");
     assert_eq!(out["done"], 200, "{out}");
+    assert_eq!(out["tree_len"], 1000, "{out}");
     let line = summary(&mut s);
     assert!(line.contains("40 registrations"), "{line}");
 }

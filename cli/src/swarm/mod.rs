@@ -14,7 +14,7 @@ mod stats;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -28,6 +28,10 @@ use tokio::sync::{watch, Semaphore};
 use crate::args::Connect;
 pub use model::{parse_task_ms, Model, TaskTime};
 use stats::Stats;
+
+/// The swarm's hash maps and sets (of keys, addresses), with foldhash.
+pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+pub type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// `framewire swarm`'s options.
 #[derive(Clone, Debug)]
@@ -46,6 +50,8 @@ pub struct Options {
     /// Leave (as Dask's worker does) instead of registering again when
     /// the scheduler goes away.
     pub exit_on_scheduler_loss: bool,
+    /// `get_data` between the swarm's own workers over sockets.
+    pub tcp_transfers: bool,
     pub connect: Connect,
 }
 
@@ -72,6 +78,11 @@ pub struct Shared {
     pub reconnect: bool,
     pub workers: usize,
     logged: AtomicBool,
+    /// `get_data` between two workers of the swarm goes over a socket
+    /// (`--tcp-transfers`) instead of from one's memory to the other's.
+    pub tcp_transfers: bool,
+    /// Every worker of the swarm by address, set once all listen.
+    nodes: OnceLock<HashMap<String, Arc<worker::Node>>>,
 }
 
 impl Shared {
@@ -94,6 +105,11 @@ impl Shared {
         } else {
             Value::bin(vec![0u8; n])
         }
+    }
+
+    /// The worker of this swarm at `address`, if it is one.
+    pub fn node(&self, address: &str) -> Option<&Arc<worker::Node>> {
+        self.nodes.get()?.get(address)
     }
 
     /// Whether to log a recurring event: the first time only (thousands
@@ -175,10 +191,13 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             reconnect: !opts.exit_on_scheduler_loss,
             workers: opts.workers,
             logged: AtomicBool::new(false),
+            tcp_transfers: opts.tcp_transfers,
+            nodes: OnceLock::new(),
         });
         let (stop_tx, stop) = watch::channel(false);
         let mut set = tokio::task::JoinSet::new();
         let mut servers = tokio::task::JoinSet::new();
+        let mut listening = Vec::with_capacity(opts.workers);
         for i in 0..opts.workers {
             let listener = TcpListener::bind((opts.listen_host.as_str(), 0))
                 .await
@@ -190,6 +209,14 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
                 server_id: Mutex::new(String::new()),
                 events: Mutex::new(None),
             });
+            listening.push((listener, node));
+        }
+        let nodes = listening
+            .iter()
+            .map(|(_, n)| (n.address.clone(), n.clone()))
+            .collect();
+        sh.nodes.set(nodes).expect("set once");
+        for (i, (listener, node)) in listening.into_iter().enumerate() {
             servers.spawn(serve::accept(listener, node.clone(), sh.clone()));
             let name = format!("{}{i}", opts.name_prefix);
             set.spawn(worker::run(sh.clone(), name, node, stop.clone()));
@@ -254,6 +281,7 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             "task_ms": opts.model.default.time.to_json(),
             "nbytes": opts.model.default.nbytes,
             "model": opts.model.to_json(),
+            "tcp_transfers": opts.tcp_transfers,
             "left_when_removed": exits.0,
             "left_when_stopped": exits.1,
             "last_removal_reason": removal,

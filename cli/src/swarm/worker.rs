@@ -5,7 +5,7 @@
 //! `get_data`, and serves what it holds as bytes of the declared size.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,9 +20,9 @@ use framewire::dask::{
 use framewire::transport::TransportError;
 use framewire::Value;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
-use super::Shared;
+use super::{HashMap, HashSet, Shared};
 
 /// Between two `keep-alive`s.
 const KEEP_ALIVE: Duration = Duration::from_secs(60);
@@ -288,6 +288,8 @@ struct Sim<'a> {
     missing: HashMap<Key, bool>,
     /// Keys `acquire-replicas` asked for, not yet here.
     acquiring: HashSet<Key>,
+    /// The tasks waiting for each dependency not yet here.
+    waiters: HashMap<Key, Vec<Key>>,
     /// `Worker.find_missing`'s next run (`worker.py:784`: a periodic
     /// callback, every 1 s at first, then at the heartbeat's period,
     /// `worker.py:2050`).
@@ -313,7 +315,7 @@ impl<'a> Sim<'a> {
             timers: BinaryHeap::new(),
             executing: HashMap::default(),
             seq: 0,
-            in_flight: HashSet::new(),
+            in_flight: HashSet::default(),
             running: true,
             events,
             events_tx,
@@ -321,8 +323,9 @@ impl<'a> Sim<'a> {
             next_beat: Instant::now() + beat_interval,
             beating: false,
             next_keep_alive: Instant::now() + KEEP_ALIVE,
-            missing: HashMap::new(),
-            acquiring: HashSet::new(),
+            missing: HashMap::default(),
+            acquiring: HashSet::default(),
+            waiters: HashMap::default(),
             next_find_missing: Instant::now() + beat_interval,
         }
     }
@@ -337,9 +340,20 @@ impl<'a> Sim<'a> {
         // Registered with status "init"; `running` once started, as
         // `Worker.start_unsafe` sets it.
         self.send("worker-status-change", &WorkerStatusChange::new("running"));
+        // One timer for all the worker's deadlines, moved only when the
+        // earliest changes (a timer made and dropped at every turn of the
+        // loop costs the timer wheel's lock twice).
+        let wake = tokio::time::sleep_until(self.next_deadline());
+        tokio::pin!(wake);
+        let mut armed = Some(self.next_deadline());
+        let stop = stopped(stop);
+        tokio::pin!(stop);
         loop {
-            let next_timer = self.timers.peek().map(|Reverse((t, _))| *t);
-            let timer = sleep_until(next_timer.unwrap_or_else(Instant::now));
+            let due = self.next_deadline();
+            if armed != Some(due) {
+                wake.as_mut().reset(due);
+                armed = Some(due);
+            }
             tokio::select! {
                 op = self.stream.reader.recv_value() => match op {
                     None => return End::Lost("the scheduler closed the stream".into()),
@@ -353,7 +367,11 @@ impl<'a> Sim<'a> {
                         }
                     }
                 },
-                _ = timer, if next_timer.is_some() => self.finish_due(),
+                _ = &mut wake => {
+                    self.on_deadlines();
+                    // Re-armed at the next turn, even at the same instant.
+                    armed = None;
+                }
                 Some(ev) = self.events.recv() => {
                     if let Some(end) = self.on_event(ev) {
                         if matches!(end, End::Removed(_)) {
@@ -362,19 +380,50 @@ impl<'a> Sim<'a> {
                         return end;
                     }
                 }
-                _ = sleep_until(self.next_beat), if !self.beating => self.beat(),
-                _ = sleep_until(self.next_find_missing), if !self.missing.is_empty() => {
-                    self.find_missing();
-                }
-                _ = sleep_until(self.next_keep_alive) => {
-                    self.next_keep_alive = Instant::now() + KEEP_ALIVE;
-                    self.send("keep-alive", &KeepAlive { op: Op::new() });
-                }
-                _ = stopped(stop) => {
+                _ = &mut stop => {
                     self.leave().await;
                     return End::Stopped;
                 }
             }
+        }
+    }
+
+    /// The earliest of the worker's deadlines: a task's end, the next
+    /// heartbeat (unless one is on its way), `find_missing` (while keys
+    /// are missing), the next `keep-alive`.
+    fn next_deadline(&self) -> Instant {
+        let mut t = self.next_keep_alive;
+        if let Some(Reverse((end, _))) = self.timers.peek() {
+            t = t.min(*end);
+        }
+        if !self.beating {
+            t = t.min(self.next_beat);
+        }
+        if !self.missing.is_empty() {
+            t = t.min(self.next_find_missing);
+        }
+        t
+    }
+
+    /// Whatever is due at the worker's timer.
+    fn on_deadlines(&mut self) {
+        let now = Instant::now();
+        if self
+            .timers
+            .peek()
+            .is_some_and(|Reverse((end, _))| *end <= now)
+        {
+            self.finish_due();
+        }
+        if !self.beating && self.next_beat <= now {
+            self.beat();
+        }
+        if !self.missing.is_empty() && self.next_find_missing <= now {
+            self.find_missing();
+        }
+        if self.next_keep_alive <= now {
+            self.next_keep_alive = now + KEEP_ALIVE;
+            self.send("keep-alive", &KeepAlive { op: Op::new() });
         }
     }
 
@@ -537,6 +586,12 @@ impl<'a> Sim<'a> {
                 key: t.key.clone(),
             }));
         } else {
+            for dep in &waiting_for {
+                self.waiters
+                    .entry(dep.clone())
+                    .or_default()
+                    .push(t.key.clone());
+            }
             let mut who_has = t.who_has.clone();
             who_has.retain(|k, _| waiting_for.contains(k));
             self.fetch(&who_has);
@@ -669,6 +724,10 @@ impl<'a> Sim<'a> {
             self.missing.remove(k);
         }
         self.in_flight.extend(todo.keys().cloned());
+        let todo = self.fetch_here(todo);
+        if todo.is_empty() {
+            return;
+        }
         let (tx, pool, who, stats) = (
             self.events_tx.clone(),
             self.sh.peers.clone(),
@@ -690,10 +749,60 @@ impl<'a> Sim<'a> {
         });
     }
 
+    /// The keys of `todo` whose holders are workers of this swarm are
+    /// taken from them directly, not over a socket (unless
+    /// `--tcp-transfers`): the scheduler sees nothing of a transfer
+    /// between two workers but its outcome (`add-keys`, or a key
+    /// missing), which is the same; the sizes are the holders'. As
+    /// `get_data`, a holder that does not hold a key is passed over for the
+    /// next (`_handle_gather_dep_success`). The outcome arrives as an event,
+    /// as a transfer's would. Returns the keys left to fetch from holders
+    /// elsewhere (Python workers, another process), with only those
+    /// holders.
+    fn fetch_here(&mut self, todo: Map<Key, Vec<String>>) -> Map<Key, Vec<String>> {
+        if self.sh.tcp_transfers {
+            return todo;
+        }
+        let mut got = Vec::new();
+        let mut missing = Vec::new();
+        let mut elsewhere = Map::default();
+        for (key, holders) in todo {
+            let mut others = Vec::new();
+            let mut found = None;
+            for w in holders {
+                match self.sh.node(&w) {
+                    Some(peer) => {
+                        let n = peer.held.lock().expect("not poisoned").get(&key).copied();
+                        if let Some(n) = n {
+                            self.sh.stats.bytes_served.fetch_add(n, Relaxed);
+                            found = Some(n);
+                            break;
+                        }
+                    }
+                    None => others.push(w),
+                }
+            }
+            match found {
+                Some(n) => got.push((key, n)),
+                None if others.is_empty() => missing.push(key),
+                None => {
+                    elsewhere.insert(key, others);
+                }
+            }
+        }
+        if !got.is_empty() || !missing.is_empty() {
+            self.sh.stats.sent("get_data");
+            self.sh.stats.received("get_data");
+            let _ = self.events_tx.send(Event::Fetched { got, missing });
+        }
+        elsewhere
+    }
+
     fn on_event(&mut self, ev: Event) -> Option<End> {
         match ev {
             Event::Fetched { got, missing } => {
                 let id = stimulus_id("gather-dep-success");
+                let arrived: Vec<Key> = got.iter().map(|(k, _)| k.clone()).collect();
                 for (key, n) in got {
                     self.in_flight.remove(&key);
                     self.acquiring.remove(&key);
@@ -721,7 +830,7 @@ impl<'a> Sim<'a> {
                     let replica = self.acquiring.contains(&key);
                     self.missing.insert(key, replica);
                 }
-                self.deps_arrived();
+                self.deps_arrived(&arrived);
             }
             Event::Beat(r) => {
                 self.beating = false;
@@ -749,22 +858,27 @@ impl<'a> Sim<'a> {
         None
     }
 
-    /// Tasks whose dependencies are all here become ready.
-    fn deps_arrived(&mut self) {
+    /// The tasks waiting for the keys `arrived` whose dependencies are now
+    /// all here become ready.
+    fn deps_arrived(&mut self, arrived: &[Key]) {
         let held = self.node.held.lock().expect("not poisoned");
         let mut ready = Vec::new();
-        for (key, t) in self
-            .tasks
-            .iter_mut()
-            .filter(|(_, t)| t.state == State::Waiting)
-        {
-            t.waiting_for.retain(|d| !held.contains_key(d));
-            if t.waiting_for.is_empty() {
-                t.state = State::Ready;
-                ready.push(Ready {
-                    priority: t.priority.clone(),
-                    key: key.clone(),
-                });
+        for dep in arrived {
+            for key in self.waiters.remove(dep).unwrap_or_default() {
+                let Some(t) = self.tasks.get_mut(&key) else {
+                    continue;
+                };
+                if t.state != State::Waiting {
+                    continue;
+                }
+                t.waiting_for.retain(|d| !held.contains_key(d));
+                if t.waiting_for.is_empty() {
+                    t.state = State::Ready;
+                    ready.push(Ready {
+                        priority: t.priority.clone(),
+                        key,
+                    });
+                }
             }
         }
         drop(held);
@@ -787,12 +901,19 @@ impl<'a> Sim<'a> {
         while self.next_find_missing <= t {
             self.next_find_missing += self.beat_interval;
         }
-        let tasks = &self.tasks;
+        let (tasks, waiters) = (&self.tasks, &mut self.waiters);
         self.missing.retain(|k, replica| {
-            *replica
-                || tasks
-                    .values()
-                    .any(|t| t.state == State::Waiting && t.waiting_for.contains(k))
+            let needed = waiters.get(k).is_some_and(|ds| {
+                ds.iter().any(|d| {
+                    tasks
+                        .get(d)
+                        .is_some_and(|t| t.state == State::Waiting && t.waiting_for.contains(k))
+                })
+            });
+            if !needed {
+                waiters.remove(k);
+            }
+            *replica || needed
         });
         if self.missing.is_empty() {
             return;
