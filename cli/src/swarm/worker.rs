@@ -209,7 +209,7 @@ struct Task {
     waiting_for: Vec<Key>,
     /// Dask's priority, then the worker's `generation` (later arrivals
     /// first among equals, as `_handle_compute_task`).
-    priority: Vec<i64>,
+    priority: Priority,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -232,9 +232,15 @@ impl State {
     }
 }
 
+/// Dask's priority (its first 7 numbers, the rest padded with the
+/// smallest), then the worker's `generation`: compared as the tuples
+/// are, kept inline (a queue of thousands of ready tasks is sifted at
+/// every start, without following a pointer per comparison).
+type Priority = [i64; 8];
+
 /// A ready task in the queue, ordered by priority alone.
 struct Ready {
-    priority: Vec<i64>,
+    priority: Priority,
     key: Key,
 }
 
@@ -355,8 +361,15 @@ impl<'a> Sim<'a> {
                 armed = Some(due);
             }
             tokio::select! {
-                op = self.stream.reader.recv_value() => match op {
+                // Read straight into `SchedulerToWorker`s (no `Value` built
+                // first); an op that does not fit is an error of its own.
+                op = self.stream.reader.recv::<SchedulerToWorker>() => match op {
                     None => return End::Lost("the scheduler closed the stream".into()),
+                    Some(Err(TransportError::Decode(e))) => {
+                        if self.sh.log_once() {
+                            eprintln!("framewire swarm: a malformed message from the scheduler: {e}");
+                        }
+                    }
                     Some(Err(e)) => return End::Lost(e.to_string()),
                     Some(Ok(op)) => {
                         if let Some(end) = self.on_op(op) {
@@ -435,16 +448,7 @@ impl<'a> Sim<'a> {
         let _ = self.stream.writer.close().await;
     }
 
-    fn on_op(&mut self, op: Value) -> Option<End> {
-        let msg = match SchedulerToWorker::from_value(op) {
-            Ok(m) => m,
-            Err(e) => {
-                if self.sh.log_once() {
-                    eprintln!("framewire swarm: a malformed message from the scheduler: {e}");
-                }
-                return None;
-            }
-        };
+    fn on_op(&mut self, msg: SchedulerToWorker) -> Option<End> {
         let name = msg.op().unwrap_or("?").to_owned();
         if !matches!(msg, SchedulerToWorker::ComputeTask(_)) {
             self.sh.stats.received(&name);
@@ -570,19 +574,18 @@ impl<'a> Sim<'a> {
         } else {
             State::Waiting
         };
-        let mut priority: Vec<i64> = t
-            .priority
-            .iter()
-            .map(|n| match n {
+        let mut priority: Priority = [i64::MIN; 8];
+        for (p, n) in priority.iter_mut().zip(t.priority.iter().take(7)) {
+            *p = match n {
                 Number::Int(i) => *i,
                 Number::Float(f) => *f as i64,
-            })
-            .collect();
-        priority.push(self.generation);
+            };
+        }
+        priority[7] = self.generation;
         self.generation -= 1;
         if state == State::Ready {
             self.ready.push(Reverse(Ready {
-                priority: priority.clone(),
+                priority,
                 key: t.key.clone(),
             }));
         } else {
@@ -875,7 +878,7 @@ impl<'a> Sim<'a> {
                 if t.waiting_for.is_empty() {
                     t.state = State::Ready;
                     ready.push(Ready {
-                        priority: t.priority.clone(),
+                        priority: t.priority,
                         key,
                     });
                 }
