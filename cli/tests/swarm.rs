@@ -500,3 +500,32 @@ fn check_plot(path: &Path) {
         "the latency lines: {red} red, {green} green"
     );
 }
+
+/// A bad `--model` file or `--plot` name stops the swarm before it starts,
+/// with a message naming the file (and the entry).
+#[test]
+fn swarm_refuses_a_bad_model_file_or_plot_name() {
+    let dir = scratch_dir("swarm-bad-model");
+    let model = dir.path().join("model.json");
+    std::fs::write(&model, r#"{"inc": {"task_ms": "9..3"}}"#).unwrap();
+    let m = model.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_framewire"))
+            .args(["swarm", "tcp://127.0.0.1:9", "--workers", "1"])
+            .args(args)
+            .output()
+            .expect("run framewire");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&["--model", m]);
+    assert!(
+        err.contains(&format!("--model {m}: entry \"inc\": task_ms: ")),
+        "{err}"
+    );
+    let err = run(&["--plot", "timeline.jpg"]);
+    assert!(
+        err.contains("--plot timeline.jpg: the file name must end in .png"),
+        "{err}"
+    );
+}

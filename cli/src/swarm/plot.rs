@@ -156,4 +156,19 @@ mod tests {
         let e = write_png("/nonexistent/dir/x.png", &serde_json::json!({})).unwrap_err();
         assert!(e.starts_with("--plot /nonexistent/dir/x.png: "), "{e}");
     }
+
+    /// A run in which nothing finished (no latency either) still draws.
+    #[test]
+    fn draws_an_empty_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.png");
+        let path = path.to_str().unwrap();
+        let results = serde_json::json!({"workers": 3, "timeline": [
+            {"second": 0, "tasks_finished": 0, "latency_ms_p50": null, "latency_ms_p99": null},
+        ]});
+        write_png(path, &results).unwrap();
+        let bytes = std::fs::read(path).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 5_000);
+        write_png(path, &serde_json::json!({"timeline": "not a list"})).unwrap();
+    }
 }
