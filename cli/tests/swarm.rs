@@ -220,8 +220,15 @@ c = Client(addr, timeout=60)
 c.wait_for_workers(n, timeout=90)
 fs = c.map(lambda x: x, range(200))
 wait(fs)
+def pick(a, b):
+    return a
+level = fs
+while len(level) > 1:
+    level = [c.submit(pick, level[i], level[min(i + 1, len(level) - 1)], pure=False)
+             for i in range(0, len(level), 2)]
 out = {"workers": len(c.scheduler_info(n_workers=-1)["workers"]),
-       "done": sum(f.status == "finished" for f in fs)}
+       "done": sum(f.status == "finished" for f in fs),
+       "tree_len": len(level[0].result())}
 c.shutdown()
 print(json.dumps(out))
 "#;
@@ -233,10 +240,19 @@ fn swarm_workers_register_again_with_a_restarted_scheduler() {
     let d = dir.path();
     let (mut sched, addr) = cluster::scheduler(&python, d, &[]);
     let port = addr.rsplit(':').next().unwrap().to_owned();
+    // Transfers between the simulated workers from memory
+    // (`--memory-transfers`; the other tests fetch with get_data).
     let mut s = swarm(
         d,
         "swarm",
-        &[&addr, "--workers", "20", "--connect-timeout", "5"],
+        &[
+            &addr,
+            "--workers",
+            "20",
+            "--connect-timeout",
+            "5",
+            "--memory-transfers",
+        ],
     );
     registered(&mut s, 20);
     // The scheduler dies (no `close` to the workers) and a new one starts
@@ -249,6 +265,266 @@ fn swarm_workers_register_again_with_a_restarted_scheduler() {
     let out = client(&python, WAIT_AND_RUN, &[&addr, "20"]);
     assert_eq!(out["workers"], 20, "{out}");
     assert_eq!(out["done"], 200, "{out}");
+    assert_eq!(out["tree_len"], 1000, "{out}");
     let line = summary(&mut s);
     assert!(line.contains("40 registrations"), "{line}");
+}
+
+const WORKERS_NOW: &str = r#"
+import json, sys, time
+from dask.distributed import Client, wait
+addr, n, phase = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+c = Client(addr, timeout=60)
+out = {}
+if phase == "before":
+    c.wait_for_workers(n, timeout=90)
+    fs = c.map(lambda x: x, range(100))
+    wait(fs)
+    out["done"] = sum(f.status == "finished" for f in fs)
+    out["lens"] = sorted({len(x) for x in c.gather(fs)})
+    def inc(x):
+        return x + 1
+    out["inc_lens"] = sorted({len(x) for x in c.gather(c.map(inc, range(10)))})
+else:
+    deadline = time.time() + 30
+    while c.scheduler_info(n_workers=-1)["workers"] and time.time() < deadline:
+        time.sleep(0.2)
+out["workers"] = len(c.scheduler_info(n_workers=-1)["workers"])
+c.close()
+print(json.dumps(out))
+"#;
+
+/// SIGTERM stops the swarm as Ctrl-C does: every worker leaves as a
+/// closing Dask worker does (the scheduler hears `close-stream`), the
+/// summary is printed and the results written, and the exit is clean.
+/// (On the way, `--model`: the `lambda-…` tasks' results have the size
+/// the file gives their prefix, other keys `--nbytes`; and `--plot`
+/// draws a PNG of the timeline.)
+#[test]
+fn swarm_stops_cleanly_on_sigterm() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-sigterm");
+    let d = dir.path();
+    let (sched, addr) = cluster::scheduler(&python, d, &[]);
+    let results = d.join("results.json");
+    let model = d.join("model.json");
+    let plot = d.join("timeline.png");
+    std::fs::write(&model, r#"{"lambda": {"nbytes": 777, "task_ms": "1..3"}}"#).unwrap();
+    let mut s = swarm(
+        d,
+        "swarm",
+        &[
+            &addr,
+            "--workers",
+            "12",
+            "--task-ms",
+            "1",
+            "--nbytes",
+            "99",
+            "--model",
+            model.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
+            "--output",
+            results.to_str().unwrap(),
+        ],
+    );
+    registered(&mut s, 12);
+    let out = client(&python, WORKERS_NOW, &[&addr, "12", "before"]);
+    assert_eq!(out["workers"], 12, "{out}");
+    assert_eq!(out["done"], 100, "{out}");
+    assert_eq!(out["lens"], serde_json::json!([777]), "{out}");
+    assert_eq!(out["inc_lens"], serde_json::json!([99]), "{out}");
+    assert!(!results.exists());
+    kill_term(&s);
+    let line = summary(&mut s);
+    assert!(line.starts_with("swarm: 12 workers"), "{line}");
+    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    assert_eq!(r["config"]["left_when_stopped"], 12, "{r}");
+    assert_eq!(r["config"]["model"]["lambda"]["nbytes"], 777, "{r}");
+    assert_eq!(r["messages_sent"]["close-stream"], 12, "{r}");
+    assert!(r["tasks_finished"].as_u64().unwrap() >= 100, "{r}");
+    check_plot(&plot);
+    let out = client(&python, WORKERS_NOW, &[&addr, "12", "after"]);
+    assert_eq!(out["workers"], 0, "the scheduler saw them leave: {out}");
+    let log = sched.logs();
+    // `Scheduler.handle_worker`'s cleanup once the worker's stream ends
+    // with its `close-stream` (clients send one too).
+    assert_eq!(
+        log.matches("(stimulus_id='handle-worker-cleanup-").count(),
+        12,
+        "each worker closed its stream:\n{log}"
+    );
+    assert!(
+        log.matches("Received 'close-stream' from").count() >= 12,
+        "{log}"
+    );
+}
+
+const MISSING_DEP: &str = r#"
+import json, os, signal, sys, time
+from dask.distributed import Client, wait
+addr, py_worker = sys.argv[1], sys.argv[2]
+c = Client(addr, timeout=60)
+c.wait_for_workers(3, timeout=90)
+sims = sorted(a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-"))
+out = {"sims": len(sims)}
+def make(n):
+    return b"x" * n
+dep = c.submit(make, 5000, key="dep-1", workers=[py_worker], allow_other_workers=True)
+wait(dep)
+out["dep_on"] = [w for ws in c.who_has(dep).values() for w in ws]
+# The holder loses the key behind the scheduler's back: its get_data
+# answers without it, while the scheduler still names it as the holder.
+def lose(dask_worker):
+    del dask_worker.data["dep-1"]
+    return os.getpid()
+pid = c.run(lose, workers=[py_worker])[py_worker]
+def pick(a):
+    return a
+res = c.submit(pick, dep, key="res-1", workers=[sims[0]], allow_other_workers=False)
+time.sleep(4)
+out["done_while_missing"] = res.done()
+# The holder dies: the scheduler forgets its keys, computes dep-1 again on
+# a simulated worker, and res-1 runs.
+os.kill(pid, signal.SIGKILL)
+r = res.result(timeout=60)
+out["result_type"] = type(r).__name__
+out["result_len"] = len(r)
+out["dep_now_on"] = [w for ws in c.who_has(dep).values() for w in ws]
+c.close()
+print(json.dumps(out))
+"#;
+
+/// A dependency its holder does not give is handled as a Python worker
+/// handles it (`worker_state_machine.py`): not given back with
+/// `reschedule`, but kept `missing` while the task waits, with
+/// `request-refresh-who-has` sent to the scheduler at the heartbeat's
+/// period (`find_missing`) and answered `refresh-who-has`; once the
+/// holder is killed and the scheduler has computed the key again
+/// elsewhere, the task runs.
+#[test]
+fn swarm_missing_dependency_asks_the_scheduler_again() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-missing");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-holder");
+    let results = d.join("results.json");
+    let mut s = swarm(
+        d,
+        "swarm",
+        &[
+            &addr,
+            "--workers",
+            "2",
+            "--name-prefix",
+            "sim-",
+            "--task-ms",
+            "1",
+            "--nbytes",
+            "321",
+            "--output",
+            results.to_str().unwrap(),
+        ],
+    );
+    registered(&mut s, 2);
+    let out = client(&python, MISSING_DEP, &[&addr, &py_addr]);
+    assert_eq!(out["sims"], 2, "{out}");
+    assert_eq!(out["dep_on"], serde_json::json!([py_addr]), "{out}");
+    assert_eq!(out["done_while_missing"], false, "{out}");
+    assert_eq!(out["result_type"], "bytes", "{out}");
+    assert_eq!(out["result_len"], 321, "{out}");
+    let now_on = out["dep_now_on"].as_array().unwrap();
+    assert!(
+        !now_on.is_empty() && !now_on.contains(&Json::from(py_addr.as_str())),
+        "{out}"
+    );
+    kill_term(&s);
+    let _ = summary(&mut s);
+    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let sent = &r["messages_sent"];
+    // 4 s of a missing key at a 0.5 s heartbeat (3 workers): several asks.
+    let asked = sent["request-refresh-who-has"].as_u64().unwrap_or(0);
+    assert!(asked >= 3, "{r}");
+    let answered = r["messages_received"]["refresh-who-has"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(answered >= 3, "{r}");
+    assert!(sent.get("reschedule").is_none(), "{r}");
+    assert!(
+        sent["get_data"].as_u64().unwrap() >= asked,
+        "fetched again each time: {r}"
+    );
+}
+
+fn kill_term(s: &Daemon) {
+    use rustix::process::{kill_process, Pid, Signal};
+    kill_process(Pid::from_child(&s.child), Signal::TERM).expect("kill");
+}
+
+/// `--plot`'s file is a PNG of the size drawn, with the white background,
+/// dark text and axes, the blue line of tasks per second (top half) and
+/// the red and green ones of the latency (bottom half).
+fn check_plot(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
+    let mut reader = png::Decoder::new(std::io::Cursor::new(&bytes))
+        .read_info()
+        .expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("its pixels");
+    assert_eq!((info.width, info.height), (1000, 720));
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    let (w, h) = (info.width as usize, info.height as usize);
+    let px = |x: usize, y: usize| {
+        let i = (y * w + x) * 3;
+        (buf[i], buf[i + 1], buf[i + 2])
+    };
+    let count = |ys: std::ops::Range<usize>, f: &dyn Fn((u8, u8, u8)) -> bool| {
+        ys.flat_map(|y| (0..w).map(move |x| (x, y)))
+            .filter(|&(x, y)| f(px(x, y)))
+            .count()
+    };
+    let white = count(0..h, &|p| p == (255, 255, 255));
+    assert!(white > w * h / 2, "mostly white background: {white}");
+    let dark = count(0..h, &|(r, g, b)| r < 80 && g < 80 && b < 80);
+    assert!(dark > 2_000, "text and axes: {dark} dark pixels");
+    let blue = count(0..h / 2, &|(r, g, b)| b > 200 && r < 80 && g < 80);
+    assert!(blue > 100, "the tasks/s line: {blue}");
+    let red = count(h / 2..h, &|(r, g, b)| r > 200 && g < 80 && b < 80);
+    let green = count(h / 2..h, &|(r, g, b)| g > 100 && r < 80 && b < 80);
+    assert!(
+        red > 10 && green > 10,
+        "the latency lines: {red} red, {green} green"
+    );
+}
+
+/// A bad `--model` file or `--plot` name stops the swarm before it starts,
+/// with a message naming the file (and the entry).
+#[test]
+fn swarm_refuses_a_bad_model_file_or_plot_name() {
+    let dir = scratch_dir("swarm-bad-model");
+    let model = dir.path().join("model.json");
+    std::fs::write(&model, r#"{"inc": {"task_ms": "9..3"}}"#).unwrap();
+    let m = model.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_framewire"))
+            .args(["swarm", "tcp://127.0.0.1:9", "--workers", "1"])
+            .args(args)
+            .output()
+            .expect("run framewire");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&["--model", m]);
+    assert!(
+        err.contains(&format!("--model {m}: entry \"inc\": task_ms: ")),
+        "{err}"
+    );
+    let err = run(&["--plot", "timeline.jpg"]);
+    assert!(
+        err.contains("--plot timeline.jpg: the file name must end in .png"),
+        "{err}"
+    );
 }

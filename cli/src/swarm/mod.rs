@@ -7,17 +7,18 @@
 //! connection pools: one to the scheduler for heartbeats (Dask's worker
 //! has a pooled `rpc` to it too) and one to peers for `get_data`.
 
+mod model;
+mod plot;
 mod serve;
 mod stats;
 mod worker;
 
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use framewire::dask::{versions_like_scheduler, ConnectionPool, Key, RpcError};
+use framewire::dask::{versions_like_scheduler, ConnectionPool, RpcError};
 use framewire::transport::{Address, ConnectionBuilder, HandshakeOptions};
 use framewire::Value;
 use serde_json::json;
@@ -25,62 +26,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::args::Connect;
+pub use model::{parse_nbytes, parse_task_ms, Model, TaskTime};
 use stats::Stats;
 
-/// How long a task "runs": a fixed time, or uniform between two, chosen
-/// by the key's hash (the same key always takes the same time).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TaskTime {
-    /// Shortest.
-    pub min: Duration,
-    /// Longest.
-    pub max: Duration,
-}
-
-/// `--task-ms`: `MS` or `MIN..MAX` (milliseconds, fractions allowed).
-pub fn parse_task_ms(s: &str) -> Result<TaskTime, String> {
-    let ms = |v: &str| -> Result<Duration, String> {
-        let f: f64 = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("{v:?} is not a number of milliseconds"))?;
-        if !(0.0..=86_400_000.0).contains(&f) {
-            return Err(format!("{v:?}: milliseconds from 0 to a day"));
-        }
-        Ok(Duration::from_secs_f64(f / 1000.0))
-    };
-    let (min, max) = match s.split_once("..") {
-        Some((a, b)) => (ms(a)?, ms(b)?),
-        None => (ms(s)?, ms(s)?),
-    };
-    if max < min {
-        return Err(format!("{s:?}: the range is empty"));
-    }
-    Ok(TaskTime { min, max })
-}
-
-/// What a task costs in the model.
-#[derive(Clone, Copy, Debug)]
-pub struct Model {
-    /// Its duration.
-    pub time: TaskTime,
-    /// Its result's size.
-    pub nbytes: u64,
-}
-
-impl Model {
-    /// The duration of the task `key`.
-    pub fn duration(&self, key: &Key) -> Duration {
-        let span = self.time.max - self.time.min;
-        if span.is_zero() {
-            return self.time.min;
-        }
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        let u = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
-        self.time.min + span.mul_f64(u)
-    }
-}
+/// The swarm's hash maps and sets (of keys, addresses), with foldhash.
+pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+pub type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// `framewire swarm`'s options.
 #[derive(Clone, Debug)]
@@ -94,9 +45,14 @@ pub struct Options {
     pub model: Model,
     pub run_for: Option<Duration>,
     pub output: Option<String>,
+    /// Draw the timeline here (PNG).
+    pub plot: Option<String>,
     /// Leave (as Dask's worker does) instead of registering again when
     /// the scheduler goes away.
     pub exit_on_scheduler_loss: bool,
+    /// Transfers between the swarm's own workers from memory, not with
+    /// `get_data` over sockets.
+    pub memory_transfers: bool,
     pub connect: Connect,
 }
 
@@ -123,6 +79,12 @@ pub struct Shared {
     pub reconnect: bool,
     pub workers: usize,
     logged: AtomicBool,
+    /// A dependency held by another worker of the swarm is taken from its
+    /// memory (`--memory-transfers`) instead of with `get_data` over a
+    /// socket.
+    pub memory_transfers: bool,
+    /// Every worker of the swarm by address, set once all listen.
+    nodes: OnceLock<HashMap<String, Arc<worker::Node>>>,
 }
 
 impl Shared {
@@ -147,6 +109,11 @@ impl Shared {
         }
     }
 
+    /// The worker of this swarm at `address`, if it is one.
+    pub fn node(&self, address: &str) -> Option<&Arc<worker::Node>> {
+        self.nodes.get()?.get(address)
+    }
+
     /// Whether to log a recurring event: the first time only (thousands
     /// of workers meet the same thing at once).
     pub fn log_once(&self) -> bool {
@@ -168,11 +135,32 @@ fn raise_fd_limit() {
     }
 }
 
-/// Runs the swarm until Ctrl-C, `--for`, or every worker is gone; writes
+/// Resolves at the first SIGTERM (a supervisor's stop, `kill`), which
+/// stops the swarm as Ctrl-C does: the workers leave cleanly and the
+/// results are written.
+#[cfg(unix)]
+fn terminated() -> Result<impl std::future::Future<Output = ()>, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    Ok(async move {
+        term.recv().await;
+    })
+}
+
+#[cfg(not(unix))]
+fn terminated() -> Result<impl std::future::Future<Output = ()>, String> {
+    Ok(std::future::pending::<()>())
+}
+
+/// Runs the swarm until Ctrl-C, SIGTERM, `--for`, or every worker is gone; writes
 /// the results and prints the summary line. `Ok(false)`: a worker could
 /// not register.
 pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String> {
     let address = Address::parse(&opts.scheduler).map_err(|e| e.to_string())?;
+    if let Some(path) = &opts.plot {
+        plot::check_name(path)?;
+    }
     let mut builder = ConnectionBuilder::new();
     opts.connect.configure(&mut builder, &address)?;
     builder.deserialize_blocks(false);
@@ -191,7 +179,7 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             scheduler: opts.scheduler.clone(),
             nthreads: opts.nthreads,
             memory_limit: opts.memory_limit,
-            model: opts.model,
+            model: opts.model.clone(),
             peers: Arc::new(ConnectionPool::new(builder.clone(), handshake.clone())),
             heartbeats: ConnectionPool::new(builder.clone(), handshake.clone())
                 .idle_per_address(64)
@@ -205,10 +193,13 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             reconnect: !opts.exit_on_scheduler_loss,
             workers: opts.workers,
             logged: AtomicBool::new(false),
+            memory_transfers: opts.memory_transfers,
+            nodes: OnceLock::new(),
         });
         let (stop_tx, stop) = watch::channel(false);
         let mut set = tokio::task::JoinSet::new();
         let mut servers = tokio::task::JoinSet::new();
+        let mut listening = Vec::with_capacity(opts.workers);
         for i in 0..opts.workers {
             let listener = TcpListener::bind((opts.listen_host.as_str(), 0))
                 .await
@@ -220,6 +211,14 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
                 server_id: Mutex::new(String::new()),
                 events: Mutex::new(None),
             });
+            listening.push((listener, node));
+        }
+        let nodes = listening
+            .iter()
+            .map(|(_, n)| (n.address.clone(), n.clone()))
+            .collect();
+        sh.nodes.set(nodes).expect("set once");
+        for (i, (listener, node)) in listening.into_iter().enumerate() {
             servers.spawn(serve::accept(listener, node.clone(), sh.clone()));
             let name = format!("{}{i}", opts.name_prefix);
             set.spawn(worker::run(sh.clone(), name, node, stop.clone()));
@@ -252,12 +251,15 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
         tokio::pin!(deadline);
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
+        let term = terminated()?;
+        tokio::pin!(term);
         let mut exits = (0usize, 0usize);
         let mut removal = None;
         while !set.is_empty() {
             tokio::select! {
                 _ = &mut deadline, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
                 _ = &mut ctrl_c, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
+                _ = &mut term, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
                 Some(done) = set.join_next() => match done {
                     Ok(worker::Exit::Failed(e)) => {
                         ok = false;
@@ -278,8 +280,10 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             "workers": opts.workers,
             "nthreads": opts.nthreads,
             "memory_limit": opts.memory_limit,
-            "task_ms": [opts.model.time.min.as_secs_f64() * 1e3, opts.model.time.max.as_secs_f64() * 1e3],
-            "nbytes": opts.model.nbytes,
+            "task_ms": opts.model.default.time.to_json(),
+            "nbytes": opts.model.default.nbytes,
+            "model": opts.model.to_json(),
+            "memory_transfers": opts.memory_transfers,
             "left_when_removed": exits.0,
             "left_when_stopped": exits.1,
             "last_removal_reason": removal,
@@ -291,32 +295,9 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
         let text = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n").map_err(|e| format!("{path}: {e}"))?;
     }
+    if let Some(path) = &opts.plot {
+        plot::write_png(path, &results)?;
+    }
     writeln!(out, "{summary}").map_err(|e| e.to_string())?;
     Ok(ok)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn task_times() {
-        let t = parse_task_ms("10").unwrap();
-        assert_eq!(
-            (t.min, t.max),
-            (Duration::from_millis(10), Duration::from_millis(10))
-        );
-        let t = parse_task_ms("5..20").unwrap();
-        assert_eq!(
-            (t.min, t.max),
-            (Duration::from_millis(5), Duration::from_millis(20))
-        );
-        assert!(parse_task_ms("20..5").is_err());
-        assert!(parse_task_ms("-1").is_err());
-        assert!(parse_task_ms("x").is_err());
-        let m = Model { time: t, nbytes: 0 };
-        let d = m.duration(&Key::from("a"));
-        assert!(d >= t.min && d <= t.max);
-        assert_eq!(d, m.duration(&Key::from("a")));
-    }
 }

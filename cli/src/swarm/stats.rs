@@ -145,7 +145,8 @@ impl Stats {
         let seconds = inner
             .finished_per_second
             .len()
-            .max(inner.latencies.last().map_or(0, |&(s, _)| s as usize + 1));
+            .max(inner.latencies.last().map_or(0, |&(s, _)| s as usize + 1))
+            .max(elapsed.ceil() as usize);
         let mut by_second: Vec<Vec<u32>> = vec![Vec::new(); seconds];
         for &(s, l) in &inner.latencies {
             by_second[s as usize].push(l);

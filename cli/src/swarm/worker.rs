@@ -5,7 +5,7 @@
 //! `get_data`, and serves what it holds as bytes of the declared size.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,15 +14,15 @@ use framewire::dask::runtime::{now, stimulus_id};
 use framewire::dask::{
     gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
     HeartbeatReply, HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker,
-    ReleaseWorkerData, Reschedule, RpcError, SchedulerToWorker, SpilledBytes, StartStop,
-    StealResponse, TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
+    ReleaseWorkerData, RpcError, SchedulerToWorker, SpilledBytes, StartStop, StealResponse,
+    TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
 };
 use framewire::transport::TransportError;
 use framewire::Value;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
-use super::Shared;
+use super::{HashMap, HashSet, Shared};
 
 /// Between two `keep-alive`s.
 const KEEP_ALIVE: Duration = Duration::from_secs(60);
@@ -197,7 +197,7 @@ struct Task {
     waiting_for: Vec<Key>,
     /// Dask's priority, then the worker's `generation` (later arrivals
     /// first among equals, as `_handle_compute_task`).
-    priority: Vec<i64>,
+    priority: Priority,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -220,9 +220,15 @@ impl State {
     }
 }
 
+/// Dask's priority (its first 7 numbers, the rest padded with the
+/// smallest), then the worker's `generation`: compared as the tuples
+/// are, kept inline (a queue of thousands of ready tasks is sifted at
+/// every start, without following a pointer per comparison).
+type Priority = [i64; 8];
+
 /// A ready task in the queue, ordered by priority alone.
 struct Ready {
-    priority: Vec<i64>,
+    priority: Priority,
     key: Key,
 }
 
@@ -270,6 +276,18 @@ struct Sim<'a> {
     beating: bool,
     /// `Worker`'s `keep-alive` on the stream, every 60 s (`worker.py:781`).
     next_keep_alive: Instant,
+    /// Dependencies no holder gave (`WorkerState.missing_dep_flight`):
+    /// asked of the scheduler again by `find_missing`. `true`: wanted as a
+    /// replica (`acquire-replicas`), not by a task here.
+    missing: HashMap<Key, bool>,
+    /// Keys `acquire-replicas` asked for, not yet here.
+    acquiring: HashSet<Key>,
+    /// The tasks waiting for each dependency not yet here.
+    waiters: HashMap<Key, Vec<Key>>,
+    /// `Worker.find_missing`'s next run (`worker.py:784`: a periodic
+    /// callback, every 1 s at first, then at the heartbeat's period,
+    /// `worker.py:2050`).
+    next_find_missing: Instant,
 }
 
 impl<'a> Sim<'a> {
@@ -291,7 +309,7 @@ impl<'a> Sim<'a> {
             timers: BinaryHeap::new(),
             executing: HashMap::default(),
             seq: 0,
-            in_flight: HashSet::new(),
+            in_flight: HashSet::default(),
             running: true,
             events,
             events_tx,
@@ -299,6 +317,10 @@ impl<'a> Sim<'a> {
             next_beat: Instant::now() + beat_interval,
             beating: false,
             next_keep_alive: Instant::now() + KEEP_ALIVE,
+            missing: HashMap::default(),
+            acquiring: HashSet::default(),
+            waiters: HashMap::default(),
+            next_find_missing: Instant::now() + beat_interval,
         }
     }
 
@@ -312,12 +334,30 @@ impl<'a> Sim<'a> {
         // Registered with status "init"; `running` once started, as
         // `Worker.start_unsafe` sets it.
         self.send("worker-status-change", &WorkerStatusChange::new("running"));
+        // One timer for all the worker's deadlines, moved only when the
+        // earliest changes (a timer made and dropped at every turn of the
+        // loop costs the timer wheel's lock twice).
+        let wake = tokio::time::sleep_until(self.next_deadline());
+        tokio::pin!(wake);
+        let mut armed = Some(self.next_deadline());
+        let stop = stopped(stop);
+        tokio::pin!(stop);
         loop {
-            let next_timer = self.timers.peek().map(|Reverse((t, _))| *t);
-            let timer = sleep_until(next_timer.unwrap_or_else(Instant::now));
+            let due = self.next_deadline();
+            if armed != Some(due) {
+                wake.as_mut().reset(due);
+                armed = Some(due);
+            }
             tokio::select! {
-                op = self.stream.reader.recv_value() => match op {
+                // Read straight into `SchedulerToWorker`s (no `Value` built
+                // first); an op that does not fit is an error of its own.
+                op = self.stream.reader.recv::<SchedulerToWorker>() => match op {
                     None => return End::Lost("the scheduler closed the stream".into()),
+                    Some(Err(TransportError::Decode(e))) => {
+                        if self.sh.log_once() {
+                            eprintln!("framewire swarm: a malformed message from the scheduler: {e}");
+                        }
+                    }
                     Some(Err(e)) => return End::Lost(e.to_string()),
                     Some(Ok(op)) => {
                         if let Some(end) = self.on_op(op) {
@@ -328,7 +368,11 @@ impl<'a> Sim<'a> {
                         }
                     }
                 },
-                _ = timer, if next_timer.is_some() => self.finish_due(),
+                _ = &mut wake => {
+                    self.on_deadlines();
+                    // Re-armed at the next turn, even at the same instant.
+                    armed = None;
+                }
                 Some(ev) = self.events.recv() => {
                     if let Some(end) = self.on_event(ev) {
                         if matches!(end, End::Removed(_)) {
@@ -337,16 +381,50 @@ impl<'a> Sim<'a> {
                         return end;
                     }
                 }
-                _ = sleep_until(self.next_beat), if !self.beating => self.beat(),
-                _ = sleep_until(self.next_keep_alive) => {
-                    self.next_keep_alive = Instant::now() + KEEP_ALIVE;
-                    self.send("keep-alive", &KeepAlive { op: Op::new() });
-                }
-                _ = stopped(stop) => {
+                _ = &mut stop => {
                     self.leave().await;
                     return End::Stopped;
                 }
             }
+        }
+    }
+
+    /// The earliest of the worker's deadlines: a task's end, the next
+    /// heartbeat (unless one is on its way), `find_missing` (while keys
+    /// are missing), the next `keep-alive`.
+    fn next_deadline(&self) -> Instant {
+        let mut t = self.next_keep_alive;
+        if let Some(Reverse((end, _))) = self.timers.peek() {
+            t = t.min(*end);
+        }
+        if !self.beating {
+            t = t.min(self.next_beat);
+        }
+        if !self.missing.is_empty() {
+            t = t.min(self.next_find_missing);
+        }
+        t
+    }
+
+    /// Whatever is due at the worker's timer.
+    fn on_deadlines(&mut self) {
+        let now = Instant::now();
+        if self
+            .timers
+            .peek()
+            .is_some_and(|Reverse((end, _))| *end <= now)
+        {
+            self.finish_due();
+        }
+        if !self.beating && self.next_beat <= now {
+            self.beat();
+        }
+        if !self.missing.is_empty() && self.next_find_missing <= now {
+            self.find_missing();
+        }
+        if self.next_keep_alive <= now {
+            self.next_keep_alive = now + KEEP_ALIVE;
+            self.send("keep-alive", &KeepAlive { op: Op::new() });
         }
     }
 
@@ -358,16 +436,7 @@ impl<'a> Sim<'a> {
         let _ = self.stream.writer.close().await;
     }
 
-    fn on_op(&mut self, op: Value) -> Option<End> {
-        let msg = match SchedulerToWorker::from_value(op) {
-            Ok(m) => m,
-            Err(e) => {
-                if self.sh.log_once() {
-                    eprintln!("framewire swarm: a malformed message from the scheduler: {e}");
-                }
-                return None;
-            }
-        };
+    fn on_op(&mut self, msg: SchedulerToWorker) -> Option<End> {
         let name = msg.op().unwrap_or("?").to_owned();
         if !matches!(msg, SchedulerToWorker::ComputeTask(_)) {
             self.sh.stats.received(&name);
@@ -384,7 +453,10 @@ impl<'a> Sim<'a> {
                     self.release(key, &m.stimulus_id);
                 }
             }
-            SchedulerToWorker::AcquireReplicas(m) => self.fetch(&m.who_has),
+            SchedulerToWorker::AcquireReplicas(m) => {
+                self.acquiring.extend(m.who_has.keys().cloned());
+                self.fetch(&m.who_has);
+            }
             SchedulerToWorker::StealRequest(m) => {
                 // `_handle_steal_request`: answer the task's state; give it
                 // up if it has not started.
@@ -419,6 +491,23 @@ impl<'a> Sim<'a> {
                 return Some(End::Lost("close-stream from the scheduler".into()))
             }
             SchedulerToWorker::RemoveWorker(_) => {}
+            // `refresh-who-has`, the answer to `request-refresh-who-has`:
+            // `_handle_refresh_who_has` (`worker_state_machine.py:3194`)
+            // fetches a missing key from the holders it now has (`missing`
+            // -> `fetch`, `:3204`); one still without holders stays missing.
+            SchedulerToWorker::Other(v) if name == "refresh-who-has" => {
+                let who_has = v
+                    .get("who_has")
+                    .cloned()
+                    .map(framewire::typed::from_value::<Map<Key, Vec<String>>>);
+                if let Some(Ok(mut who_has)) = who_has {
+                    who_has.retain(|k, ws| !ws.is_empty() && self.missing.contains_key(k));
+                    for k in who_has.keys() {
+                        self.missing.remove(k);
+                    }
+                    self.fetch(&who_has);
+                }
+            }
             // `cancel-compute`: `_handle_cancel_compute` releases a task
             // that has not started. (`refresh-who-has` only updates where
             // peers' keys are, which each fetch is told afresh.)
@@ -473,22 +562,27 @@ impl<'a> Sim<'a> {
         } else {
             State::Waiting
         };
-        let mut priority: Vec<i64> = t
-            .priority
-            .iter()
-            .map(|n| match n {
+        let mut priority: Priority = [i64::MIN; 8];
+        for (p, n) in priority.iter_mut().zip(t.priority.iter().take(7)) {
+            *p = match n {
                 Number::Int(i) => *i,
                 Number::Float(f) => *f as i64,
-            })
-            .collect();
-        priority.push(self.generation);
+            };
+        }
+        priority[7] = self.generation;
         self.generation -= 1;
         if state == State::Ready {
             self.ready.push(Reverse(Ready {
-                priority: priority.clone(),
+                priority,
                 key: t.key.clone(),
             }));
         } else {
+            for dep in &waiting_for {
+                self.waiters
+                    .entry(dep.clone())
+                    .or_default()
+                    .push(t.key.clone());
+            }
             let mut who_has = t.who_has.clone();
             who_has.retain(|k, _| waiting_for.contains(k));
             self.fetch(&who_has);
@@ -546,7 +640,7 @@ impl<'a> Sim<'a> {
     }
 
     fn report_finished(&mut self, key: Key, run_id: i64, start: f64, stop: f64) {
-        let nbytes = self.sh.model.nbytes;
+        let nbytes = self.sh.model.nbytes(&key);
         self.node
             .held
             .lock()
@@ -597,6 +691,8 @@ impl<'a> Sim<'a> {
     fn free_keys(&mut self, keys: &[Key], stimulus_id: &str) {
         for key in keys {
             self.release(key, stimulus_id);
+            self.missing.remove(key);
+            self.acquiring.remove(key);
             match self.tasks.get_mut(key) {
                 Some(t) if t.state == State::Executing => t.state = State::Cancelled,
                 Some(t) if t.state == State::Cancelled => {}
@@ -615,7 +711,14 @@ impl<'a> Sim<'a> {
         if todo.is_empty() {
             return;
         }
+        for k in todo.keys() {
+            self.missing.remove(k);
+        }
         self.in_flight.extend(todo.keys().cloned());
+        let todo = self.fetch_here(todo);
+        if todo.is_empty() {
+            return;
+        }
         let (tx, pool, who, stats) = (
             self.events_tx.clone(),
             self.sh.peers.clone(),
@@ -637,12 +740,62 @@ impl<'a> Sim<'a> {
         });
     }
 
+    /// With `--memory-transfers`, the keys of `todo` whose holders are
+    /// workers of this swarm are taken from them directly, not over a
+    /// socket: the scheduler sees nothing of a transfer
+    /// between two workers but its outcome (`add-keys`, or a key
+    /// missing), which is the same; the sizes are the holders'. As
+    /// `get_data`, a holder that does not hold a key is passed over for the
+    /// next (`_handle_gather_dep_success`). The outcome arrives as an event,
+    /// as a transfer's would. Returns the keys left to fetch from holders
+    /// elsewhere (Python workers, another process), with only those
+    /// holders.
+    fn fetch_here(&mut self, todo: Map<Key, Vec<String>>) -> Map<Key, Vec<String>> {
+        if !self.sh.memory_transfers {
+            return todo;
+        }
+        let mut got = Vec::new();
+        let mut missing = Vec::new();
+        let mut elsewhere = Map::default();
+        for (key, holders) in todo {
+            let mut others = Vec::new();
+            let mut found = None;
+            for w in holders {
+                match self.sh.node(&w) {
+                    Some(peer) => {
+                        let n = peer.held.lock().expect("not poisoned").get(&key).copied();
+                        if let Some(n) = n {
+                            self.sh.stats.bytes_served.fetch_add(n, Relaxed);
+                            found = Some(n);
+                            break;
+                        }
+                    }
+                    None => others.push(w),
+                }
+            }
+            match found {
+                Some(n) => got.push((key, n)),
+                None if others.is_empty() => missing.push(key),
+                None => {
+                    elsewhere.insert(key, others);
+                }
+            }
+        }
+        // No message went: none is counted (the bytes are, as served).
+        if !got.is_empty() || !missing.is_empty() {
+            let _ = self.events_tx.send(Event::Fetched { got, missing });
+        }
+        elsewhere
+    }
+
     fn on_event(&mut self, ev: Event) -> Option<End> {
         match ev {
             Event::Fetched { got, missing } => {
                 let id = stimulus_id("gather-dep-success");
+                let arrived: Vec<Key> = got.iter().map(|(k, _)| k.clone()).collect();
                 for (key, n) in got {
                     self.in_flight.remove(&key);
+                    self.acquiring.remove(&key);
                     self.sh.stats.bytes_fetched.fetch_add(n, Relaxed);
                     self.node
                         .held
@@ -652,10 +805,22 @@ impl<'a> Sim<'a> {
                     // `_transition_flight_memory`: one `add-keys` per key.
                     self.send("add-keys", &AddKeys::new(vec![key], id.clone()));
                 }
-                for key in &missing {
-                    self.in_flight.remove(key);
+                // No holder gave these (each was tried in turn, as
+                // `_ensure_communicating` tries the next of `who_has`): a
+                // Python worker's `_handle_gather_dep_success` (a holder
+                // without the key, `worker_state_machine.py:2929`) and
+                // `_handle_gather_dep_network_failure` (a holder gone,
+                // `:2979`) drop that holder and fetch from another; with
+                // none left the key is `missing` (`_transition_generic_missing`,
+                // `:1840`: into `missing_dep_flight`), its dependents keep
+                // waiting, and `find_missing` asks the scheduler where it
+                // is now.
+                for key in missing {
+                    self.in_flight.remove(&key);
+                    let replica = self.acquiring.contains(&key);
+                    self.missing.insert(key, replica);
                 }
-                self.deps_arrived(&missing);
+                self.deps_arrived(&arrived);
             }
             Event::Beat(r) => {
                 self.beating = false;
@@ -683,35 +848,72 @@ impl<'a> Sim<'a> {
         None
     }
 
-    /// Tasks whose dependencies are all here become ready; those whose
-    /// dependencies no holder gave go back to the scheduler.
-    fn deps_arrived(&mut self, missing: &[Key]) {
+    /// The tasks waiting for the keys `arrived` whose dependencies are now
+    /// all here become ready.
+    fn deps_arrived(&mut self, arrived: &[Key]) {
         let held = self.node.held.lock().expect("not poisoned");
         let mut ready = Vec::new();
-        let mut lost = Vec::new();
-        for (key, t) in self
-            .tasks
-            .iter_mut()
-            .filter(|(_, t)| t.state == State::Waiting)
-        {
-            t.waiting_for.retain(|d| !held.contains_key(d));
-            if t.waiting_for.iter().any(|d| missing.contains(d)) {
-                lost.push(key.clone());
-            } else if t.waiting_for.is_empty() {
-                t.state = State::Ready;
-                ready.push(Ready {
-                    priority: t.priority.clone(),
-                    key: key.clone(),
-                });
+        for dep in arrived {
+            for key in self.waiters.remove(dep).unwrap_or_default() {
+                let Some(t) = self.tasks.get_mut(&key) else {
+                    continue;
+                };
+                if t.state != State::Waiting {
+                    continue;
+                }
+                t.waiting_for.retain(|d| !held.contains_key(d));
+                if t.waiting_for.is_empty() {
+                    t.state = State::Ready;
+                    ready.push(Ready {
+                        priority: t.priority,
+                        key,
+                    });
+                }
             }
         }
         drop(held);
-        for key in lost {
-            self.tasks.remove(&key);
-            self.send("reschedule", &Reschedule::new(key));
-        }
         self.ready.extend(ready.into_iter().map(Reverse));
         self.start_ready();
+    }
+
+    /// `Worker.find_missing` (`worker.py:2046`) and
+    /// `_handle_find_missing` (`worker_state_machine.py:3179`): the keys
+    /// in `missing_dep_flight` go to the scheduler in one
+    /// `request-refresh-who-has` (`RequestRefreshWhoHasMsg`, `:526`), which
+    /// answers `refresh-who-has` with their holders now
+    /// (`Scheduler.handle_request_refresh_who_has`, `scheduler.py:6133`),
+    /// or `free-keys` for keys it forgot. A key whose dependents were all
+    /// released here is forgotten first, as Python's released dependency
+    /// is (`_transition_missing_released`, `:1824`). The callback's period
+    /// is the heartbeat's (`worker.py:2050`).
+    fn find_missing(&mut self) {
+        let t = Instant::now();
+        while self.next_find_missing <= t {
+            self.next_find_missing += self.beat_interval;
+        }
+        let (tasks, waiters) = (&self.tasks, &mut self.waiters);
+        self.missing.retain(|k, replica| {
+            let needed = waiters.get(k).is_some_and(|ds| {
+                ds.iter().any(|d| {
+                    tasks
+                        .get(d)
+                        .is_some_and(|t| t.state == State::Waiting && t.waiting_for.contains(k))
+                })
+            });
+            if !needed {
+                waiters.remove(k);
+            }
+            *replica || needed
+        });
+        if self.missing.is_empty() {
+            return;
+        }
+        let msg = RequestRefreshWhoHas {
+            op: "request-refresh-who-has",
+            keys: self.missing.keys().cloned().collect(),
+            stimulus_id: stimulus_id("find-missing"),
+        };
+        self.send("request-refresh-who-has", &msg);
     }
 
     /// A heartbeat, on the swarm's pooled connections to the scheduler.
@@ -757,6 +959,15 @@ impl<'a> Sim<'a> {
             let _ = tx.send(Event::Beat(r));
         });
     }
+}
+
+/// `request-refresh-who-has` (`RequestRefreshWhoHasMsg`,
+/// `worker_state_machine.py:526`).
+#[derive(serde::Serialize)]
+struct RequestRefreshWhoHas {
+    op: &'static str,
+    keys: Vec<Key>,
+    stimulus_id: String,
 }
 
 /// `pickle.dumps(bytes, protocol=5)`: the `type` of a `task-finished`
