@@ -436,7 +436,10 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
     let timeout = opts.handshake_timeout;
     // A client's TLS handshake first: nothing reaches the upstream (it is
     // not even connected) from a client the tap refused.
-    let accepted = accept.accept_socket(stream, Some(timeout)).await;
+    // The two handshakes' futures are boxed: held inline, their largest
+    // states (rustls' connection) would size this task's future for as
+    // long as the connection lives (`scripts/tap-memory`).
+    let accepted = Box::pin(accept.accept_socket(stream, Some(timeout))).await;
     let mut client = match accepted {
         Ok(s) => s,
         Err(e) => {
@@ -445,7 +448,7 @@ async fn relay_connection(id: u64, stream: TcpStream, peer: SocketAddr, shared: 
             return;
         }
     };
-    let mut up = match dial.connect_socket(upstream).await {
+    let mut up = match Box::pin(dial.connect_socket(upstream)).await {
         Ok(s) => s,
         Err(e) => {
             let e = socket_error(e);
