@@ -197,7 +197,7 @@ pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
 /// Whether the value at `buf[pos]` is a placeholder map (`{"__Serialized__":
 /// i}` or `{"__Pickled__": i}`, whatever its `i`). Looks only.
 #[cfg(feature = "serde")]
-#[inline]
+#[inline(always)]
 pub(crate) fn is_placeholder_at(buf: &[u8], pos: usize) -> bool {
     msgpack::one_entry_map_keyed(buf, pos, SERIALIZED_KEY, PICKLED_KEY)
 }

@@ -439,6 +439,7 @@ struct MapAccess<'a, 'de> {
 impl<'de> MapAccess<'_, 'de> {
     /// A map of frame 0 that uses a reserved key as a key, and is not a
     /// one-entry placeholder (which was read as its block), is refused.
+    #[inline]
     fn check_key(&self) -> Result<(), Error> {
         let reserved = msgpack::is_str_at(
             self.d.frame0,
