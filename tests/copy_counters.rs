@@ -250,12 +250,42 @@ fn a_small_frame_split_across_reads_is_not_moved() {
     });
 }
 
+/// A message longer than the room a read ahead keeps (24 KiB), whose start
+/// a read ahead took while an earlier message pins the buffer: the buffer
+/// grows once for the rest of it, and what it held of it is counted as
+/// relocated (and copied).
+#[test]
+fn a_long_message_a_read_ahead_started_is_counted_when_moved() {
+    let first = Envelope::new(vec![frame(100, 1)])
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    let second = Envelope::new(vec![frame(60_000, 2)]).unwrap();
+    let second_wire = second.to_bytes().to_vec();
+    let cut = 8192 - first.len();
+    let mut chunk = first.clone();
+    chunk.extend_from_slice(&second_wire[..cut]);
+    rt().block_on(async {
+        let mut rx = reader(vec![chunk, second_wire[cut..].to_vec()]);
+        let held = rx.recv().await.unwrap().unwrap();
+        let got = rx.recv().await.unwrap().unwrap();
+        assert_eq!(got, second);
+        let s = rx.stats();
+        // What the buffer held of the second message: its frame's bytes
+        // after the 24-byte prelude.
+        assert_eq!(s.bytes_relocated_on_receive, (cut - 24) as u64, "{s:?}");
+        assert_eq!(s.bytes_copied_on_receive, (cut - 24) as u64, "{s:?}");
+        drop(held);
+    });
+}
+
 /// The shapes of `framewire demo`'s stream (hundreds of small messages, a
 /// small frame 0 before a large frame, a collection of 100 000 small frames
-/// whose prelude is 800 KB, one ending in a large element), received in
-/// reads that end anywhere, every message held (pinning its buffers):
-/// nothing a receive buffer held is ever moved. What is copied is at most
-/// the read-ahead into each large frame's own buffer.
+/// whose prelude is 800 KB, one ending in a large element after small
+/// frames: a prelude and run within the 24 KiB a read keeps room for),
+/// received in reads that end anywhere, every message held (pinning its
+/// buffers): nothing a receive buffer held is ever moved. What is copied
+/// is at most the read-ahead into each large frame's own buffer.
 #[test]
 fn the_demo_shapes_relocate_nothing() {
     let mut sent = Vec::new();
@@ -270,7 +300,7 @@ fn the_demo_shapes_relocate_nothing() {
         sent.push(Envelope::new(vec![frame(200, i as u8), frame(40, 5)]).unwrap());
     }
     let mut tail = vec![frame(60, 4)];
-    tail.extend((0..1_000).map(|i| frame(20, i as u8)));
+    tail.extend((0..500).map(|i| frame(20, i as u8)));
     tail.push(frame(1 << 20, 6));
     sent.push(Envelope::new(tail).unwrap());
     let large_frames = 2;

@@ -57,17 +57,18 @@
 //! the address space, `vm.overcommit_memory = 2`), a heap buffer grows
 //! geometrically as bytes arrive.
 //!
-//! **Nor does the shared buffer's.** A read runs ahead only into half the
-//! room left past what it needs, the other half kept for the rest of a
-//! message whose start it takes; it takes exactly what is needed before a
-//! large frame (whose bytes would only be copied into its own buffer) and
-//! in a length table longer than the room, which is decoded as it arrives
-//! and taken out of the buffer (nothing of it is held, so nothing of it
-//! moves). Room is made when the buffer holds nothing, for all the
-//! prelude or run needs as the prelude declared it (within
-//! `prealloc_cap`). A buffer that holds bytes grows only for the rest of
-//! a message longer than the read ahead that took its start, or a need
-//! beyond `prealloc_cap`; what that moves is counted as relocated.
+//! **Nor does the shared buffer's.** A read runs ahead 24 KiB only where
+//! as much room is left after it, for the rest of a message whose start
+//! it takes (which then completes where it started); it takes exactly what
+//! is needed otherwise, before a large frame (whose bytes would only be
+//! copied into its own buffer), and in a length table longer than the
+//! room, which is decoded as it arrives and taken out of the buffer.
+//! Room is made when the buffer holds nothing (a new buffer moves
+//! nothing), for all the prelude or run needs as the prelude declared it
+//! (within `prealloc_cap`) and a read ahead. A buffer that holds bytes
+//! grows only for the rest of a message over 24 KiB whose start a read
+//! ahead took, or a need beyond `prealloc_cap`; what that moves is counted
+//! as relocated.
 //!
 //! **Receive-buffer recycling.** A fresh large buffer per message costs its
 //! first-touch page faults, more than the copy from the kernel
@@ -123,6 +124,11 @@ const LARGE_READ: usize = 64 << 10;
 /// The smallest room reserved for a connection's read into the shared
 /// buffer: a fixed size, never a declared one.
 const MIN_READ: usize = 8 << 10;
+
+/// What a connection's read into the shared buffer takes ahead at most,
+/// with as much room kept after it for the rest of a message whose start
+/// it took (which then completes where it started, nothing moved).
+const SHARED_AHEAD: usize = 24 << 10;
 
 /// Below this much spare room, a codec's shared buffer gets more.
 const MIN_SPARE: usize = 4 << 10;
@@ -725,11 +731,10 @@ impl FrameReader {
     /// only when the buffer is full. Never more than `prealloc_cap` past
     /// the bytes held (but for a read ahead's fixed room).
     ///
-    /// A message reader's bytes do not move: a read runs ahead only into
-    /// half the room left past what is needed (at most `READ_AHEAD`), the
-    /// other half kept for the rest of a message whose start it takes (a
-    /// message of at most what was read ahead then completes where it
-    /// started), and never before a length table decoded as it arrives or
+    /// A message reader's bytes do not move: a read runs ahead
+    /// `SHARED_AHEAD` only where as much room is left after it, for the
+    /// rest of a message whose start it takes (a message of at most
+    /// `SHARED_AHEAD` then completes where it started), and never before a length table decoded as it arrives or
     /// a large frame's own buffer. Room is made when the buffer holds
     /// nothing (a new buffer moves nothing): for all the prelude or run
     /// needs, as the prelude declared it (within `prealloc_cap`), and a
@@ -774,9 +779,9 @@ impl FrameReader {
         let room = cap.max(MIN_READ);
         let wanted = match exact {
             true => more,
-            // Room for a read ahead, and as much again for the rest of a
-            // message whose start it takes.
-            false => more.saturating_add(2 * READ_AHEAD),
+            // Room for a read ahead of `SHARED_AHEAD`, and as much again
+            // for the rest of a message whose start it takes.
+            false => more.saturating_add(2 * SHARED_AHEAD),
         };
         if shared.is_empty() && spare < wanted.min(room) {
             // Nothing held: a new buffer moves nothing. All that is needed
@@ -792,13 +797,14 @@ impl FrameReader {
             self.stats.relocated_on_receive(moved);
         }
         let spare = shared.capacity() - shared.len();
-        if exact || spare <= more {
+        if exact || spare < more.saturating_add(2 * SHARED_AHEAD) {
+            // No room to read ahead and keep room after it: exactly what
+            // is needed, nothing stranded at the buffer's end.
             return more;
         }
-        // Ahead, but never into the room the rest of a message it starts
-        // may need: a message of at most what was read ahead completes
-        // where it started.
-        more + READ_AHEAD.min((spare - more) / 2)
+        // Ahead, keeping as much room for the rest of a message it starts:
+        // a message of at most `SHARED_AHEAD` completes where it started.
+        more + SHARED_AHEAD
     }
 
     /// Makes room in the shared buffer for what the reader needs, after
