@@ -219,6 +219,36 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Envel
         return Ok(PreludeStatus::Need(need));
     };
     let lengths: Vec<u64> = table.iter().map(|len| len.get()).collect();
+    prelude_of_table(first_read, count, lengths, limits).map(PreludeStatus::Complete)
+}
+
+/// The fixed head of a prelude (`N` and the frame count) at the start of
+/// `buf`, the count checked against `limits` as [`parse_prelude`] checks
+/// it: `N`, the count, and the bytes of the whole prelude.
+pub(crate) fn prelude_head(
+    buf: &[u8],
+    limits: &Limits,
+) -> Result<Option<(u64, u64, usize)>, EnvelopeError> {
+    let Ok((head, _)) = Head::ref_from_prefix(buf) else {
+        return Ok(None);
+    };
+    let n = check_count(head.count.get(), limits)?;
+    let need = n
+        .checked_mul(8)
+        .and_then(|t| t.checked_add(16))
+        .ok_or(EnvelopeError::LengthOverflow)?;
+    Ok(Some((head.first_read.get(), head.count.get(), need)))
+}
+
+/// A prelude whose length table was read (as [`parse_prelude`] reads it, or
+/// decoded piece by piece as it arrived), checked as `parse_prelude` checks
+/// it.
+pub(crate) fn prelude_of_table(
+    first_read: u64,
+    count: u64,
+    lengths: Vec<u64>,
+    limits: &Limits,
+) -> Result<Prelude, EnvelopeError> {
     let total = check_lengths(lengths.iter().copied(), limits)?;
     // The whole message must be addressable: N field + prelude + frames.
     let prelude = prelude_len(count);
@@ -240,11 +270,11 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Envel
     if boundary != first_read {
         return Err(inconsistent);
     }
-    Ok(PreludeStatus::Complete(Prelude {
+    Ok(Prelude {
         first_read,
         lengths,
         total,
-    }))
+    })
 }
 
 /// A frame count checked against the limits: not zero, at most

@@ -197,7 +197,7 @@ pub(crate) fn check_key_bytes(key: &[u8]) -> Result<(), EncodeError> {
 /// Whether the value at `buf[pos]` is a placeholder map (`{"__Serialized__":
 /// i}` or `{"__Pickled__": i}`, whatever its `i`). Looks only.
 #[cfg(feature = "serde")]
-#[inline]
+#[inline(always)]
 pub(crate) fn is_placeholder_at(buf: &[u8], pos: usize) -> bool {
     msgpack::one_entry_map_keyed(buf, pos, SERIALIZED_KEY, PICKLED_KEY)
 }
@@ -378,7 +378,7 @@ pub fn decode(frames: &[Bytes], limits: &Limits) -> Result<Value, MessageError> 
 
 /// [`decode`], also returning where each block was and which frames are orphans.
 pub fn decode_detailed(frames: &[Bytes], limits: &Limits) -> Result<Decoded, MessageError> {
-    let mut claims = Claims::new(frames, limits)?;
+    let mut claims = Claims::recording(frames, limits)?;
     let value = msgpack::decode(&frames[0], 0, limits, &mut |entries, at| {
         claims.resolve(entries, at)
     })?;
@@ -394,9 +394,12 @@ pub fn decode_detailed(frames: &[Bytes], limits: &Limits) -> Result<Decoded, Mes
 pub(crate) struct Claims<'f> {
     frames: &'f [Bytes],
     limits: &'f Limits,
-    claimed: Vec<bool>,
-    /// The blocks claimed so far, in the order their placeholders came.
+    /// Which frames a block holds (no allocation for most messages).
+    claimed: smallvec::SmallVec<[bool; 16]>,
+    /// The blocks claimed so far, in the order their placeholders came
+    /// (when recorded: [`Claims::recording`]).
     pub(crate) blocks: Vec<BlockRef>,
+    record: bool,
 }
 
 impl<'f> Claims<'f> {
@@ -405,14 +408,25 @@ impl<'f> Claims<'f> {
         if frames.is_empty() {
             return Err(MessageError::NoFrames);
         }
-        let mut claimed = vec![false; frames.len()];
+        let mut claimed = smallvec::smallvec![false; frames.len()];
         claimed[0] = true;
         Ok(Claims {
             frames,
             limits,
             claimed,
             blocks: Vec::new(),
+            record: false,
         })
+    }
+
+    /// [`Claims::new`], recording in `blocks` where each block was.
+    pub(crate) fn recording(
+        frames: &'f [Bytes],
+        limits: &'f Limits,
+    ) -> Result<Claims<'f>, MessageError> {
+        let mut claims = Claims::new(frames, limits)?;
+        claims.record = true;
+        Ok(claims)
     }
 
     /// A map of frame 0, once its entries are decoded: plain data, or the
@@ -434,11 +448,13 @@ impl<'f> Claims<'f> {
     pub(crate) fn claim(&mut self, kind: BlockKind, offset: u64) -> Result<Block, MessageError> {
         let (block, num_sub_frames) =
             claim_block(self.frames, &mut self.claimed, offset, self.limits)?;
-        self.blocks.push(BlockRef {
-            kind,
-            offset: offset as usize, // checked by claim_block
-            num_sub_frames,
-        });
+        if self.record {
+            self.blocks.push(BlockRef {
+                kind,
+                offset: offset as usize, // checked by claim_block
+                num_sub_frames,
+            });
+        }
         Ok(block.with_kind(kind == BlockKind::Pickled))
     }
 

@@ -34,11 +34,15 @@ pub(crate) fn str_at(buf: &[u8], pos: usize) -> Option<std::ops::Range<usize>> {
 /// Whether the value at `buf[pos]` is a one-entry map whose key is the str
 /// `a` or `b`.
 #[cfg(feature = "serde")]
-#[inline]
+#[inline(always)]
 pub(crate) fn one_entry_map_keyed(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
-    if !may_be_one_entry_map(buf, pos) {
-        return false; // most values: answered by their first byte
-    }
+    // Most values: answered by their first byte, in place.
+    may_be_one_entry_map(buf, pos) && one_entry_map_keyed_at(buf, pos, a, b)
+}
+
+#[cfg(feature = "serde")]
+#[inline(never)]
+fn one_entry_map_keyed_at(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
     let Some((Head::Map(1), width)) = head(buf, pos) else {
         return false;
     };
@@ -56,17 +60,22 @@ fn may_be_one_entry_map(buf: &[u8], pos: usize) -> bool {
 /// Whether the value at `buf[pos]` is the str `a` or `b`; a fixstr of
 /// another length is answered by its first byte.
 #[cfg(feature = "serde")]
-#[inline]
+#[inline(always)]
 pub(crate) fn is_str_at(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
     match buf.get(pos) {
         Some(&m @ 0xa0..=0xbf)
             if usize::from(m & 0x1f) != a.len() && usize::from(m & 0x1f) != b.len() =>
         {
-            return false
+            false
         }
-        Some(0xa0..=0xbf | 0xd9..=0xdb) => {}
-        _ => return false,
+        Some(0xa0..=0xbf | 0xd9..=0xdb) => is_str_at_slow(buf, pos, a, b),
+        _ => false,
     }
+}
+
+#[cfg(feature = "serde")]
+#[inline(never)]
+fn is_str_at_slow(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
     str_at(buf, pos).is_some_and(|r| {
         let key = &buf[r];
         key == a.as_bytes() || key == b.as_bytes()

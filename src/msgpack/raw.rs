@@ -435,7 +435,8 @@ pub(crate) fn skim(
         items: usize,
         depth: usize,
     }
-    let mut stack: Vec<Open> = Vec::new();
+    // Sub-headers nest a few levels: no allocation for them.
+    let mut stack: smallvec::SmallVec<[Open; 8]> = smallvec::SmallVec::new();
     let mut done: Option<Done> = None;
     let mut out = Skimmed {
         is_map: is_map_at(buf, 0),

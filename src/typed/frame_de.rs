@@ -27,7 +27,7 @@ use crate::message::{
 };
 use crate::msgpack::{self, Stream, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
-use crate::value::Value;
+use crate::value::{Block, Value};
 
 /// How deep in frame 0 items are read one by one: below, a value is decoded
 /// whole and read by the value deserializer, whose recursion (a type such
@@ -45,6 +45,22 @@ pub(super) struct Decoder<'de> {
     /// The values of the blocks read so far (serde borrows from them); made
     /// at the first.
     arena: &'de OnceCell<Arena<Value>>,
+}
+
+/// What a placeholder gives: a pickled block as it is, a serialized
+/// block's value (deserialized as `loads` does).
+enum Claimed {
+    Block(Block),
+    Value(Value),
+}
+
+impl Claimed {
+    fn into_value(self) -> Value {
+        match self {
+            Claimed::Block(b) => b.into_value(),
+            Claimed::Value(v) => v,
+        }
+    }
 }
 
 impl<'de> Decoder<'de> {
@@ -73,9 +89,14 @@ impl<'de> Decoder<'de> {
     /// The whole value here, as `loads` gives it: placeholders claimed and
     /// their blocks deserialized.
     fn value(&mut self) -> Result<Value, Error> {
-        if let Some(v) = self.block()? {
-            return Ok(v);
+        match self.block()? {
+            Some(b) => Ok(b.into_value()),
+            None => self.value_not_block(),
         }
+    }
+
+    /// The whole value here, where [`Decoder::block`] found none.
+    fn value_not_block(&mut self) -> Result<Value, Error> {
         let Decoder {
             stream,
             claims,
@@ -91,12 +112,13 @@ impl<'de> Decoder<'de> {
         })
     }
 
-    /// The value of the placeholder here, as [`Decoder::value`] gives it,
+    /// What the placeholder here gives, as [`Decoder::value`] gives it,
     /// read in place: its three items counted and checked as `value` checks
-    /// them, no map built for it. `None` when there is none here, or its
-    /// offset is not an int of 1 or more (`value` refuses it).
+    /// them, no map built for it; a pickled block as it is (no `Value`
+    /// around it). `None` when there is none here, or its offset is not an
+    /// int of 1 or more (`value` refuses it).
     #[inline]
-    fn block(&mut self) -> Result<Option<Value>, Error> {
+    fn block(&mut self) -> Result<Option<Claimed>, Error> {
         let Some((kind, offset)) = placeholder_at(self.frame0, self.stream.pos()) else {
             return Ok(None);
         };
@@ -105,11 +127,23 @@ impl<'de> Decoder<'de> {
         }
         let block = self.claims.claim(kind, offset)?;
         Ok(Some(match kind {
-            BlockKind::Pickled => block.into_value(),
-            BlockKind::Serialized => {
-                serialize::deserialize_with_budget(&block, self.opts, &mut self.budget)?
-            }
+            BlockKind::Pickled => Claimed::Block(block),
+            BlockKind::Serialized => Claimed::Value(serialize::deserialize_with_budget(
+                &block,
+                self.opts,
+                &mut self.budget,
+            )?),
         }))
+    }
+
+    /// The value here in the side table, as [`Decoder::value`] gives it (a
+    /// pickled block stashed as the block it is): its token.
+    fn stash_value(&mut self) -> Result<u64, Error> {
+        Ok(match self.block()? {
+            Some(Claimed::Block(b)) => side::stash_block(b),
+            Some(Claimed::Value(v)) => side::stash(v),
+            None => side::stash(self.value_not_block()?),
+        })
     }
 
     /// [`Decoder::value`], kept for as long as the conversion.
@@ -277,8 +311,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
     ) -> Result<V::Value, Error> {
         if name == MAGIC {
             // A framewire type asks for the value itself.
-            let v = self.d.value()?;
-            return visitor.visit_u64(side::stash(v));
+            return visitor.visit_u64(self.d.stash_value()?);
         }
         if name == by_op::BY_OP {
             return self.by_op(visitor);
@@ -406,6 +439,7 @@ struct MapAccess<'a, 'de> {
 impl<'de> MapAccess<'_, 'de> {
     /// A map of frame 0 that uses a reserved key as a key, and is not a
     /// one-entry placeholder (which was read as its block), is refused.
+    #[inline]
     fn check_key(&self) -> Result<(), Error> {
         let reserved = msgpack::is_str_at(
             self.d.frame0,

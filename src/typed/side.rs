@@ -13,7 +13,24 @@ use std::cell::RefCell;
 
 use bytes::Bytes;
 
-use crate::value::Value;
+use crate::value::{Block, Value};
+
+/// A stashed value: a [`Value`], or a block as it is (the direct path's
+/// `{"__Pickled__": i}` placeholders, stashed without the `Value` that would
+/// box it; taken back as that `Value` by whoever wants a value).
+enum Stashed {
+    Value(Value),
+    Block(Block),
+}
+
+impl Stashed {
+    fn into_value(self) -> Value {
+        match self {
+            Stashed::Value(v) => v,
+            Stashed::Block(b) => b.into_value(),
+        }
+    }
+}
 
 /// What a running conversion builds.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -41,7 +58,7 @@ struct Table {
     /// learn the sequence).
     draws: Option<u64>,
     /// Values stashed by index, taken once.
-    values: Vec<Option<Value>>,
+    values: Vec<Option<Stashed>>,
     /// The buffers whose slices were handed to serde as borrowed bytes, so
     /// that a [`Bin`](super::Bin) can take a slice of its buffer back.
     owners: Vec<Bytes>,
@@ -127,6 +144,16 @@ pub(super) fn active() -> bool {
 /// Stashes a value; its token (the conversion's nonce and an index) is
 /// what travels through serde.
 pub(super) fn stash(value: Value) -> u64 {
+    stash_entry(Stashed::Value(value))
+}
+
+/// Stashes a block as it is: [`take`] gives it back as the `Value` that
+/// carries it ([`Block::into_value`]), [`take_block`] as the block.
+pub(super) fn stash_block(block: Block) -> u64 {
+    stash_entry(Stashed::Block(block))
+}
+
+fn stash_entry(value: Stashed) -> u64 {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
         let nonce = match t.nonce {
@@ -156,8 +183,25 @@ fn next_nonce(draws: &mut Option<u64>) -> u64 {
     (z ^ (z >> 31)) << 32
 }
 
-/// Takes back a stashed value (once), by a token [`stash`] gave out.
+/// Takes back a stashed value (once), by a token [`stash`] or
+/// [`stash_block`] gave out.
 pub(super) fn take(token: u64) -> Option<Value> {
+    take_entry(token).map(Stashed::into_value)
+}
+
+/// Takes back a stashed value (once) as a block, if it is one (as
+/// [`take`] would give it: a [`Value::Pickled`] or [`Value::Serialized`]);
+/// any other value as it is.
+pub(super) fn take_block(token: u64) -> Option<Result<Block, Value>> {
+    take_entry(token).map(|s| match s {
+        Stashed::Block(b) => Ok(b),
+        Stashed::Value(Value::Pickled(b)) => Ok(b.with_kind(true)),
+        Stashed::Value(Value::Serialized(b)) => Ok(b.with_kind(false)),
+        Stashed::Value(v) => Err(v),
+    })
+}
+
+fn take_entry(token: u64) -> Option<Stashed> {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
         if Some(token & !0xFFFF_FFFF) != t.nonce {

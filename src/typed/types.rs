@@ -212,26 +212,35 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for ToSerialize<T> {
 /// What a stashed value must be for a framewire type to take it.
 trait FromStashed: Sized {
     const EXPECTING: &'static str;
-    fn from_stashed(v: Value) -> Option<Self>;
+    /// The value as `Self`, or back when it is not one.
+    fn from_stashed(v: Value) -> Result<Self, Value>;
+    /// Takes the stashed value of `token` as `Self` (or the value it is).
+    fn take(token: u64) -> Option<Result<Self, Value>> {
+        side::take(token).map(Self::from_stashed)
+    }
 }
 
 impl FromStashed for Block {
     const EXPECTING: &'static str = "a block ({\"__Serialized__\": i} or {\"__Pickled__\": i})";
-    fn from_stashed(v: Value) -> Option<Block> {
+    fn from_stashed(v: Value) -> Result<Block, Value> {
         match v {
-            Value::Serialized(b) => Some(b.with_kind(false)),
-            Value::Pickled(b) => Some(b.with_kind(true)),
-            _ => None,
+            Value::Serialized(b) => Ok(b.with_kind(false)),
+            Value::Pickled(b) => Ok(b.with_kind(true)),
+            other => Err(other),
         }
+    }
+    /// A block stashed as it is comes back without a `Value` around it.
+    fn take(token: u64) -> Option<Result<Block, Value>> {
+        side::take_block(token)
     }
 }
 
 impl FromStashed for NdArray {
     const EXPECTING: &'static str = "an array (numpy.ndarray)";
-    fn from_stashed(v: Value) -> Option<NdArray> {
+    fn from_stashed(v: Value) -> Result<NdArray, Value> {
         match v {
-            Value::NdArray(a) => Some(*a),
-            _ => None,
+            Value::NdArray(a) => Ok(*a),
+            other => Err(other),
         }
     }
 }
@@ -266,10 +275,15 @@ impl<'de, T: FromStashed> Visitor<'de> for StashedVisitor<T> {
         f.write_str(T::EXPECTING)
     }
     fn visit_u64<E: de::Error>(self, index: u64) -> Result<T, E> {
-        let v = side::take(index).ok_or_else(|| E::custom(format!("expected {}", T::EXPECTING)))?;
-        let found = kind_of(&v);
-        T::from_stashed(v)
-            .ok_or_else(|| E::custom(format!("expected {}, found {found}", T::EXPECTING)))
+        match T::take(index) {
+            Some(Ok(t)) => Ok(t),
+            Some(Err(v)) => Err(E::custom(format!(
+                "expected {}, found {}",
+                T::EXPECTING,
+                kind_of(&v)
+            ))),
+            None => Err(E::custom(format!("expected {}", T::EXPECTING))),
+        }
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
         match map.next_key::<String>()? {

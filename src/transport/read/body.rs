@@ -455,6 +455,15 @@ impl Body {
         (run.place == Place::Shared).then_some(self.header + run.len)
     }
 
+    /// Whether the current run, read in the shared buffer, is followed by a
+    /// run that has a buffer or file of its own (whose bytes a read ahead
+    /// would take only to copy them there).
+    pub(super) fn own_run_next(&self) -> bool {
+        self.runs
+            .get(self.run + 1)
+            .is_some_and(|r| r.place != Place::Shared)
+    }
+
     /// A read into the current run's mapped buffer or spill file took `n`
     /// bytes.
     pub(super) fn filled(&mut self, n: usize) {

@@ -57,6 +57,19 @@
 //! the address space, `vm.overcommit_memory = 2`), a heap buffer grows
 //! geometrically as bytes arrive.
 //!
+//! **Nor does the shared buffer's.** A read runs ahead 24 KiB only where
+//! as much room is left after it, for the rest of a message whose start
+//! it takes (which then completes where it started); it takes exactly what
+//! is needed otherwise, before a large frame (whose bytes would only be
+//! copied into its own buffer), and in a length table longer than the
+//! room, which is decoded as it arrives and taken out of the buffer.
+//! Room is made when the buffer holds nothing (a new buffer moves
+//! nothing), for all the prelude or run needs as the prelude declared it
+//! (within `prealloc_cap`) and a read ahead. A buffer that holds bytes
+//! grows only for the rest of a message over 24 KiB whose start a read
+//! ahead took, or a need beyond `prealloc_cap`; what that moves is counted
+//! as relocated.
+//!
 //! **Receive-buffer recycling.** A fresh large buffer per message costs its
 //! first-touch page faults, more than the copy from the kernel
 //! (BENCHMARKS.md). The reader keeps a handle on the last large buffer;
@@ -79,7 +92,9 @@ use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
 
-use crate::envelope::{parse_prelude, Envelope, EnvelopeError, Prelude, PreludeStatus};
+use crate::envelope::{
+    parse_prelude, prelude_head, prelude_of_table, Envelope, EnvelopeError, Prelude, PreludeStatus,
+};
 use crate::limits::Limits;
 
 use super::error::TransportError;
@@ -109,6 +124,11 @@ const LARGE_READ: usize = 64 << 10;
 /// The smallest room reserved for a connection's read into the shared
 /// buffer: a fixed size, never a declared one.
 const MIN_READ: usize = 8 << 10;
+
+/// What a connection's read into the shared buffer takes ahead at most,
+/// with as much room kept after it for the rest of a message whose start
+/// it took (which then completes where it started, nothing moved).
+const SHARED_AHEAD: usize = 24 << 10;
 
 /// Below this much spare room, a codec's shared buffer gets more.
 const MIN_SPARE: usize = 4 << 10;
@@ -301,6 +321,10 @@ enum Phase {
     /// Between messages, or in a prelude: `need` bytes (from the message's
     /// start) are needed at the last look.
     Prelude { need: usize },
+    /// A connection's message reader, in a prelude longer than the shared
+    /// buffer's room: its length table decoded as it arrives, taken out of
+    /// the buffer (nothing held there moves).
+    Table(Box<Table>),
     /// A message reader, the prelude parsed and taken out of the buffer.
     Body(Box<Body>),
     /// A relay reader, the prelude parsed: waiting for frame 0.
@@ -338,6 +362,43 @@ struct RelayHead {
     header: usize,
     /// Bytes from the message's start to the end of frame 0.
     through_frame0: usize,
+}
+
+/// A prelude's length table, decoded as its bytes arrive.
+#[derive(Debug)]
+struct Table {
+    first_read: u64,
+    count: u64,
+    /// Bytes of the whole prelude, `N` field included.
+    len: usize,
+    lengths: Vec<u64>,
+    /// The bytes of a length not whole yet.
+    part: [u8; 8],
+    part_len: usize,
+}
+
+impl Table {
+    /// Bytes of the prelude taken so far.
+    fn taken(&self) -> usize {
+        16 + 8 * self.lengths.len() + self.part_len
+    }
+
+    /// Takes the table's bytes out of `shared` (at most what is left of it).
+    fn take(&mut self, shared: &mut BytesMut) {
+        let n = (self.len - self.taken()).min(shared.len());
+        let mut bytes = &shared[..n];
+        while !bytes.is_empty() {
+            let k = (8 - self.part_len).min(bytes.len());
+            self.part[self.part_len..self.part_len + k].copy_from_slice(&bytes[..k]);
+            self.part_len += k;
+            bytes = &bytes[k..];
+            if self.part_len == 8 {
+                self.lengths.push(u64::from_le_bytes(self.part));
+                self.part_len = 0;
+            }
+        }
+        shared.advance(n);
+    }
 }
 
 impl FrameReader {
@@ -462,6 +523,7 @@ impl FrameReader {
             Phase::Prelude { .. } | Phase::Failed if buffered == 0 => return None,
             // A prelude refused: the bytes of a message that never was.
             Phase::Prelude { .. } | Phase::Failed => (buffered, None),
+            Phase::Table(t) => (t.taken() as u64 + buffered, None),
             Phase::Head(h) => (buffered, Some(h.wire_len)),
             Phase::Pass { left, total } => (total - left + buffered.min(*left), Some(*total)),
             Phase::Body(b) => (b.received(buffered as usize), Some(b.wire_len())),
@@ -520,7 +582,9 @@ impl FrameReader {
                     self.close_relayed();
                     return Ok(Event::Forward(shared.split_to(take)));
                 }
-                Phase::Body(_) => unreachable!("a relay reader assembles no message"),
+                Phase::Body(_) | Phase::Table(_) => {
+                    unreachable!("a relay reader assembles no message")
+                }
             }
         }
     }
@@ -544,7 +608,35 @@ impl FrameReader {
             let body = match &mut self.phase {
                 Phase::Failed => return Err(TransportError::Poisoned),
                 Phase::Prelude { .. } => match prelude(&self.limits, &mut self.phase, shared)? {
-                    Err(need) => return Ok(Event::Need(need)),
+                    Err(need) => {
+                        // A connection's prelude longer than the buffer's
+                        // room: its table is decoded as it arrives.
+                        if !placement.owner_fills() && shared.len() >= 16 {
+                            if let Some((first_read, count, len)) =
+                                prelude_head(shared, &self.limits)?
+                            {
+                                if len > shared.capacity() {
+                                    shared.advance(16);
+                                    let mut table = Table {
+                                        first_read,
+                                        count,
+                                        len,
+                                        // Grown as lengths arrive, from at
+                                        // most `prealloc_cap` of them.
+                                        lengths: Vec::with_capacity(
+                                            ((len - 16) / 8).min(self.limits.prealloc_cap / 8),
+                                        ),
+                                        part: [0; 8],
+                                        part_len: 0,
+                                    };
+                                    table.take(shared);
+                                    self.phase = Phase::Table(Box::new(table));
+                                    continue;
+                                }
+                            }
+                        }
+                        return Ok(Event::Need(need));
+                    }
                     Ok(prelude) => {
                         let header = usize::try_from(prelude.header_len())
                             .map_err(|_| EnvelopeError::LengthOverflow)?;
@@ -560,6 +652,29 @@ impl FrameReader {
                         continue;
                     }
                 },
+                Phase::Table(table) => {
+                    table.take(shared);
+                    if table.taken() < table.len {
+                        return Ok(Event::Need(Need::Prelude {
+                            more: table.len - table.taken(),
+                        }));
+                    }
+                    let Phase::Table(table) =
+                        mem::replace(&mut self.phase, Phase::Prelude { need: 16 })
+                    else {
+                        unreachable!("in a prelude's table")
+                    };
+                    let Table {
+                        first_read,
+                        count,
+                        lengths,
+                        ..
+                    } = *table;
+                    let prelude = prelude_of_table(first_read, count, lengths, &self.limits)?;
+                    let body = Body::new(prelude, self.checksums, placement, 0)?;
+                    self.phase = Phase::Body(Box::new(body));
+                    continue;
+                }
                 Phase::Body(body) => body,
                 Phase::Head(_) | Phase::Pass { .. } => {
                     unreachable!("a message reader relays nothing")
@@ -604,45 +719,99 @@ impl FrameReader {
             };
             return body.target(cap, &mut self.stats);
         };
-        self.reserve(shared, more);
-        Ok(Target::Buf {
-            buf: shared,
-            limit: more.saturating_add(READ_AHEAD),
-        })
+        let limit = self.reserve(shared, more);
+        Ok(Target::Buf { buf: shared, limit })
     }
 
-    /// Room in the shared buffer for `more` bytes the reader needs: a
-    /// driver that reads with a limit fills it up to `READ_AHEAD` past
-    /// them, and room is reserved only when it is full; a codec's owner
-    /// fills whatever room there is, so room is kept ahead (at least 4 KiB
-    /// or all that is needed). Never more than `prealloc_cap` past the
-    /// bytes held.
-    fn reserve(&mut self, shared: &mut BytesMut, more: usize) {
+    /// Room in the shared buffer for `more` bytes the reader needs, and how
+    /// many bytes the driver's read may take (`more` and what it reads
+    /// ahead). A codec's owner fills whatever room there is, so room is
+    /// kept ahead (at least 4 KiB or all that is needed). A relay's driver
+    /// reads up to `READ_AHEAD` past what is needed, and room is reserved
+    /// only when the buffer is full. Never more than `prealloc_cap` past
+    /// the bytes held (but for a read ahead's fixed room).
+    ///
+    /// A message reader's bytes do not move: a read runs ahead
+    /// `SHARED_AHEAD` only where as much room is left after it, for the
+    /// rest of a message whose start it takes (a message of at most
+    /// `SHARED_AHEAD` then completes where it started), and never before a length table decoded as it arrives or
+    /// a large frame's own buffer. Room is made when the buffer holds
+    /// nothing (a new buffer moves nothing): for all the prelude or run
+    /// needs, as the prelude declared it (within `prealloc_cap`), and a
+    /// read ahead. A buffer that holds bytes grows only when they need more
+    /// than its room (the rest of a long message whose start a read ahead
+    /// took, a need over `prealloc_cap`); what that moves is counted as
+    /// relocated.
+    fn reserve(&mut self, shared: &mut BytesMut, more: usize) -> usize {
         let cap = self.limits.prealloc_cap;
-        let owner_fills = match &self.mode {
-            Mode::Messages(m) => m.placement.owner_fills(),
-            Mode::Relay => false,
+        let (owner_fills, messages) = match &self.mode {
+            Mode::Messages(m) => (m.placement.owner_fills(), true),
+            Mode::Relay => (false, false),
         };
         let spare = shared.capacity() - shared.len();
-        let moved = if owner_fills {
+        let read_ahead = more.saturating_add(READ_AHEAD);
+        if owner_fills {
             if spare >= more.min(MIN_SPARE) {
-                return;
+                return read_ahead;
             }
-            reserve_counted(shared, more.min(cap.max(MIN_SPARE)))
-        } else {
+            let moved = reserve_counted(shared, more.min(cap.max(MIN_SPARE)));
+            self.stats.relocated_on_receive(moved);
+            return read_ahead;
+        }
+        if !messages {
             if spare > 0 {
-                return;
+                return read_ahead;
             }
-            reserve_counted(shared, more.min(cap).max(MIN_READ))
+            let moved = reserve_counted(shared, more.min(cap).max(MIN_READ));
+            self.stats.relocated_on_receive(moved);
+            return read_ahead;
+        }
+        let exact = match &self.phase {
+            // A length table taken out as it arrives: no frame's bytes
+            // follow it into this buffer.
+            Phase::Table(_) => true,
+            // The bytes after the run are a large frame's, which go to a
+            // buffer of its own: not read ahead only to be copied there.
+            Phase::Body(b) => b.own_run_next(),
+            _ => false,
         };
-        self.stats.relocated_on_receive(moved);
+        // What may be reserved past the bytes held.
+        let room = cap.max(MIN_READ);
+        let wanted = match exact {
+            true => more,
+            // Room for a read ahead of `SHARED_AHEAD`, and as much again
+            // for the rest of a message whose start it takes.
+            false => more.saturating_add(2 * SHARED_AHEAD),
+        };
+        if shared.is_empty() && spare < wanted.min(room) {
+            // Nothing held: a new buffer moves nothing. All that is needed
+            // at once, as the prelude declared it (within `prealloc_cap`).
+            let moved = reserve_counted(shared, wanted.min(room));
+            self.stats.relocated_on_receive(moved);
+        } else if spare < more.min(room) {
+            // Bytes held, and less room than they need: the rest of a
+            // message over the read ahead whose start a read ahead took, or
+            // a need over `prealloc_cap`. The buffer grows once for all of
+            // it (within `prealloc_cap`); what that moves is counted.
+            let moved = reserve_counted(shared, more.min(room));
+            self.stats.relocated_on_receive(moved);
+        }
+        let spare = shared.capacity() - shared.len();
+        if exact || spare < more.saturating_add(2 * SHARED_AHEAD) {
+            // No room to read ahead and keep room after it: exactly what
+            // is needed, nothing stranded at the buffer's end.
+            return more;
+        }
+        // Ahead, keeping as much room for the rest of a message it starts:
+        // a message of at most `SHARED_AHEAD` completes where it started.
+        more + SHARED_AHEAD
     }
 
     /// Makes room in the shared buffer for what the reader needs, after
     /// [`Event::Need`], for a driver that reads into it itself (a codec).
     pub(crate) fn reserve_shared(&mut self, shared: &mut BytesMut) {
         if let Some(more) = self.shared_more(shared.len()) {
-            self.reserve(shared, more);
+            let _ = self.reserve(shared, more);
         }
     }
 
@@ -652,6 +821,7 @@ impl FrameReader {
     fn shared_more(&self, held: usize) -> Option<usize> {
         let want = match &self.phase {
             Phase::Prelude { need } => *need,
+            Phase::Table(t) => held + (t.len - t.taken()),
             Phase::Body(body) => body.shared_want()?,
             Phase::Head(h) => h.through_frame0,
             Phase::Pass { left, .. } => return Some(usize::try_from(*left).unwrap_or(usize::MAX)),
@@ -676,6 +846,7 @@ impl FrameReader {
             Phase::Failed => return Err(TransportError::Poisoned),
             Phase::Prelude { .. } if shared.is_empty() => return Ok(()),
             Phase::Prelude { need } => *need as u64,
+            Phase::Table(t) => t.len as u64,
             Phase::Body(b) => b.wire_len(),
             Phase::Head(h) => h.wire_len,
             Phase::Pass { total, .. } => *total,
