@@ -224,7 +224,9 @@ pub fn parse_prelude(buf: &[u8], limits: &Limits) -> Result<PreludeStatus, Envel
 
 /// The fixed head of a prelude (`N` and the frame count) at the start of
 /// `buf`, the count checked against `limits` as [`parse_prelude`] checks
-/// it: `N`, the count, and the bytes of the whole prelude.
+/// it: `N`, the count, and the bytes of the whole prelude. (The
+/// transport's reader decodes a long table as it arrives.)
+#[cfg(feature = "transport")]
 pub(crate) fn prelude_head(
     buf: &[u8],
     limits: &Limits,
