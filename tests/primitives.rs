@@ -533,6 +533,19 @@ async fn topics_as_streams_both_ways() {
     // Python → Rust.
     let mut events = client.subscribe_topic("py-news").unwrap();
     assert_eq!(events.topic(), "py-news");
+    // The subscription goes on the batched stream, an event logged by a
+    // call (as Python's client does both: `subscribe_topic` with
+    // `_send_to_scheduler`, `log_event` with `scheduler.log_event`): an
+    // event logged before the subscription arrived is not sent to it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let subscribed = cl.peer(&["subscribers", "py-news"]);
+        if subscribed["subscribers"]["clients"] == serde_json::json!([client.id()]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not subscribed: {subscribed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     client
         .log_event("py-news", Value::str("ping"))
         .await

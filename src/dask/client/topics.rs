@@ -107,6 +107,12 @@ impl Client {
     /// [`TopicEvents`]. Several subscriptions to one topic each get every
     /// event. The events of earlier times: [`events`](Client::events).
     ///
+    /// "From then on" is from when the scheduler reads the subscription,
+    /// which goes on the batched stream (within its interval), while
+    /// [`log_event`](Client::log_event) is a call: an event this client
+    /// logs right after subscribing may reach the scheduler first and not
+    /// be sent to the subscription, as with Python's client.
+    ///
     /// ```no_run
     /// # async fn f(client: framewire::dask::Client) -> Result<(), Box<dyn std::error::Error>> {
     /// let mut progress = client.subscribe_topic("progress")?;
