@@ -224,16 +224,16 @@ fn read_ahead_into_a_large_frame_is_counted() {
     });
 }
 
-/// A small frame split across reads, while an earlier message (held here)
-/// pins the front of the shared buffer: the read that took its start left
-/// room for the rest of it, so nothing moves and nothing is copied.
-#[test]
-fn a_small_frame_split_across_reads_is_not_moved() {
+/// A message of one `len`-byte frame whose start comes in the read that
+/// brings an earlier message (held meanwhile, so that it pins the front of
+/// the shared buffer), its rest in the next: the reader's stats after it,
+/// and how many of its bytes came in that first read.
+fn split_behind_a_held_message(len: usize) -> (framewire::transport::Stats, usize) {
     let first = Envelope::new(vec![frame(100, 1)])
         .unwrap()
         .to_bytes()
         .to_vec();
-    let second = Envelope::new(vec![frame(20_000, 2)]).unwrap();
+    let second = Envelope::new(vec![frame(len, 2)]).unwrap();
     let second_wire = second.to_bytes().to_vec();
     let cut = 8192 - first.len();
     let mut chunk = first.clone();
@@ -244,10 +244,19 @@ fn a_small_frame_split_across_reads_is_not_moved() {
         let got = rx.recv().await.unwrap().unwrap();
         assert_eq!(got, second);
         let s = rx.stats();
-        assert_eq!(s.bytes_relocated_on_receive, 0, "{s:?}");
-        assert_eq!(s.bytes_copied_on_receive, 0, "{s:?}");
         drop(held);
-    });
+        (s, cut)
+    })
+}
+
+/// A small frame split across reads, while an earlier message (held here)
+/// pins the front of the shared buffer: the read that took its start left
+/// room for the rest of it, so nothing moves and nothing is copied.
+#[test]
+fn a_small_frame_split_across_reads_is_not_moved() {
+    let (s, _) = split_behind_a_held_message(20_000);
+    assert_eq!(s.bytes_relocated_on_receive, 0, "{s:?}");
+    assert_eq!(s.bytes_copied_on_receive, 0, "{s:?}");
 }
 
 /// A message longer than the room a read ahead keeps (24 KiB), whose start
@@ -256,27 +265,11 @@ fn a_small_frame_split_across_reads_is_not_moved() {
 /// relocated (and copied).
 #[test]
 fn a_long_message_a_read_ahead_started_is_counted_when_moved() {
-    let first = Envelope::new(vec![frame(100, 1)])
-        .unwrap()
-        .to_bytes()
-        .to_vec();
-    let second = Envelope::new(vec![frame(60_000, 2)]).unwrap();
-    let second_wire = second.to_bytes().to_vec();
-    let cut = 8192 - first.len();
-    let mut chunk = first.clone();
-    chunk.extend_from_slice(&second_wire[..cut]);
-    rt().block_on(async {
-        let mut rx = reader(vec![chunk, second_wire[cut..].to_vec()]);
-        let held = rx.recv().await.unwrap().unwrap();
-        let got = rx.recv().await.unwrap().unwrap();
-        assert_eq!(got, second);
-        let s = rx.stats();
-        // What the buffer held of the second message: its frame's bytes
-        // after the 24-byte prelude.
-        assert_eq!(s.bytes_relocated_on_receive, (cut - 24) as u64, "{s:?}");
-        assert_eq!(s.bytes_copied_on_receive, (cut - 24) as u64, "{s:?}");
-        drop(held);
-    });
+    let (s, cut) = split_behind_a_held_message(60_000);
+    // What the buffer held of the second message: its frame's bytes
+    // after the 24-byte prelude.
+    assert_eq!(s.bytes_relocated_on_receive, (cut - 24) as u64, "{s:?}");
+    assert_eq!(s.bytes_copied_on_receive, (cut - 24) as u64, "{s:?}");
 }
 
 /// The shapes of `framewire demo`'s stream (hundreds of small messages, a
