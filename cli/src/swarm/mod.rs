@@ -191,6 +191,7 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
         Address::Tcp(_) => "tcp",
     };
     let open_files = raise_fd_limit();
+    let peer_limit = peer_connection_limit(opts.workers, open_files);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -202,9 +203,13 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             nthreads: opts.nthreads,
             memory_limit: opts.memory_limit,
             model: opts.model.clone(),
+            // As Dask's pool, idle connections are kept whatever their
+            // address, up to the limit (a shuffle's fetch asks one holder
+            // many times at once; four idle per address closed the rest).
             peers: Arc::new(
                 ConnectionPool::new(builder.clone(), handshake.clone())
-                    .limit(peer_connection_limit(opts.workers, open_files)),
+                    .limit(peer_limit)
+                    .idle_per_address(peer_limit),
             ),
             heartbeats: ConnectionPool::new(builder.clone(), handshake.clone())
                 .idle_per_address(64)
