@@ -23,6 +23,11 @@ mod swarm;
 mod tap;
 mod tls;
 
+/// mimalloc: the swarm's thousands of small messages a second allocate
+/// and free short-lived buffers, which glibc's malloc serves slower.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "framewire",

@@ -231,30 +231,30 @@ async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via
                 None => out.missing.push(key),
             }
         }
-        let mut tasks = tokio::task::JoinSet::new();
-        for (worker, keys) in groups {
-            let via = via.clone();
-            let who = who.map(str::to_owned);
+        // One holder (the usual fetch of a worker's dependencies) is
+        // asked here; several at once, each in a task of its own.
+        let mut replies = Vec::with_capacity(groups.len());
+        if groups.len() == 1 {
+            let (worker, keys) = groups.pop().expect("one group");
             let delay = busy.get(&worker).map(|n| Duration::from_millis(100 << n));
-            tasks.spawn(async move {
-                if let Some(d) = delay {
-                    tokio::time::sleep(d).await;
-                }
-                let request = GetData {
-                    op: Op::new(),
-                    keys: Keys::List(keys.clone()),
-                    who,
-                    reply: Some(true),
-                };
-                let reply = match &via {
-                    Via::Fresh(fresh) => get_data_from(&worker, &request, &fresh.0, &fresh.1).await,
-                    Via::Pool(pool) => pool.get_data(&worker, &request).await,
-                };
-                (worker, keys, reply)
-            });
+            replies.push(get_group(via.clone(), who.map(str::to_owned), worker, keys, delay).await);
+        } else {
+            let mut tasks = tokio::task::JoinSet::new();
+            for (worker, keys) in groups {
+                let delay = busy.get(&worker).map(|n| Duration::from_millis(100 << n));
+                tasks.spawn(get_group(
+                    via.clone(),
+                    who.map(str::to_owned),
+                    worker,
+                    keys,
+                    delay,
+                ));
+            }
+            while let Some(done) = tasks.join_next().await {
+                replies.push(done.expect("a get_data task does not panic"));
+            }
         }
-        while let Some(done) = tasks.join_next().await {
-            let (worker, keys, reply) = done.expect("a get_data task does not panic");
+        for (worker, keys, reply) in replies {
             match reply {
                 Ok(reply) if reply.status == "busy" => {
                     let n = busy.entry(worker.clone()).or_insert(0);
@@ -288,6 +288,30 @@ async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via
         }
     }
     out
+}
+
+/// `get_data` of `keys` from `worker` (after `delay`, when it was busy).
+async fn get_group(
+    via: Via,
+    who: Option<String>,
+    worker: String,
+    keys: Vec<Key>,
+    delay: Option<Duration>,
+) -> (String, Vec<Key>, Result<GetDataReply, RpcError>) {
+    if let Some(d) = delay {
+        tokio::time::sleep(d).await;
+    }
+    let request = GetData {
+        op: Op::new(),
+        keys: Keys::List(keys.clone()),
+        who,
+        reply: Some(true),
+    };
+    let reply = match &via {
+        Via::Fresh(fresh) => get_data_from(&worker, &request, &fresh.0, &fresh.1).await,
+        Via::Pool(pool) => pool.get_data(&worker, &request).await,
+    };
+    (worker, keys, reply)
 }
 
 /// One `get_data` to `worker`, on a connection of its own.

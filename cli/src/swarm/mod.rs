@@ -122,8 +122,9 @@ impl Shared {
 }
 
 /// Raises the soft limit of open files to the hard one (each simulated
-/// worker holds a listener, a stream and sometimes more).
-fn raise_fd_limit() {
+/// worker holds a listener, a stream and sometimes more); the limit now,
+/// if known.
+fn raise_fd_limit() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         use rustix::process::{getrlimit, setrlimit, Resource};
@@ -132,7 +133,28 @@ fn raise_fd_limit() {
             l.current = l.maximum;
             let _ = setrlimit(Resource::Nofile, l);
         }
+        getrlimit(Resource::Nofile).current
     }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// The open `get_data` connections the swarm's one pool of them keeps at
+/// most. Dask's worker has a pool of its own limited to 512
+/// (`Server`'s `rpc = ConnectionPool(limit=connection_limit)`, `core.py:370`);
+/// the swarm's workers share one, so 512 would make a thousand workers
+/// fetching from a thousand peers close and open a connection for most
+/// transfers. As many as the open files allow instead: a connection
+/// between two of the swarm's workers takes two, each worker about three
+/// of its own (its listener, its stream, a heartbeat now and then), with
+/// some to spare.
+fn peer_connection_limit(workers: usize, open_files: Option<u64>) -> usize {
+    let dask = 512;
+    let Some(files) = open_files.and_then(|f| usize::try_from(f).ok()) else {
+        return dask;
+    };
+    let spare = files.saturating_sub(3 * workers + 256) / 2;
+    spare.max(dask)
 }
 
 /// Resolves at the first SIGTERM (a supervisor's stop, `kill`), which
@@ -168,7 +190,8 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
         Address::Tls(_) => "tls",
         Address::Tcp(_) => "tcp",
     };
-    raise_fd_limit();
+    let open_files = raise_fd_limit();
+    let peer_limit = peer_connection_limit(opts.workers, open_files);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -180,7 +203,14 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             nthreads: opts.nthreads,
             memory_limit: opts.memory_limit,
             model: opts.model.clone(),
-            peers: Arc::new(ConnectionPool::new(builder.clone(), handshake.clone())),
+            // As Dask's pool, idle connections are kept whatever their
+            // address, up to the limit (a shuffle's fetch asks one holder
+            // many times at once; four idle per address closed the rest).
+            peers: Arc::new(
+                ConnectionPool::new(builder.clone(), handshake.clone())
+                    .limit(peer_limit)
+                    .idle_per_address(peer_limit),
+            ),
             heartbeats: ConnectionPool::new(builder.clone(), handshake.clone())
                 .idle_per_address(64)
                 .limit(64),
@@ -287,6 +317,9 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             "left_when_removed": exits.0,
             "left_when_stopped": exits.1,
             "last_removal_reason": removal,
+            // `get_data` connections between the swarm's workers (and to
+            // workers elsewhere): opened, and calls on an idle one.
+            "peer_connections": {"opened": sh.peers.opened(), "reused": sh.peers.reused()},
         });
         let (results, summary) = sh.stats.report(opts.workers, config);
         Ok::<_, String>((results, summary, ok))

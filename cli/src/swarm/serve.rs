@@ -16,7 +16,7 @@ use framewire::transport::Socket;
 use framewire::Value;
 use tokio::net::TcpListener;
 
-use super::worker::{Event, Node};
+use super::worker::{op_of, Event, Node};
 use super::Shared;
 
 /// Time a `get_data` caller gets to acknowledge the reply.
@@ -61,8 +61,7 @@ async fn handle(
     rq: &mut Requests<Socket>,
     req: WorkerRequest,
 ) -> Result<(), ()> {
-    let op = req.op().unwrap_or("?").to_owned();
-    sh.stats.received(&op);
+    sh.stats.received(req.op().unwrap_or("?"));
     let sent = match req {
         WorkerRequest::GetData(m) => {
             let data: Map<Key, Value> = {
@@ -142,7 +141,7 @@ async fn handle(
             };
             rq.reply(&identity).await
         }
-        WorkerRequest::Other(_) if op == "keys" => {
+        WorkerRequest::Other(v) if op_of(&v) == "keys" => {
             let keys: Vec<Key> = node
                 .held
                 .lock()
@@ -152,8 +151,9 @@ async fn handle(
                 .collect();
             rq.reply(&keys).await
         }
-        WorkerRequest::Other(_) if op == "ping" => rq.reply("pong").await,
-        _ => {
+        WorkerRequest::Other(v) if op_of(&v) == "ping" => rq.reply("pong").await,
+        other => {
+            let op = other.op().unwrap_or("?");
             rq.reply_error(&format!(
                 "a simulated framewire swarm worker has no handler for {op:?}"
             ))

@@ -73,13 +73,7 @@ impl Stats {
 
     /// A message received by a worker.
     pub fn received(&self, op: &str) {
-        let mut inner = self.lock();
-        match inner.received.get_mut(op) {
-            Some(n) => *n += 1,
-            None => {
-                inner.received.insert(op.to_owned(), 1);
-            }
-        }
+        self.lock().received_one(op);
     }
 
     /// A `task-finished` was queued for the scheduler.
@@ -102,7 +96,7 @@ impl Stats {
         let now = Instant::now();
         let s = self.second(now) as u32;
         let mut inner = self.lock();
-        *inner.received.entry("compute-task".into()).or_default() += 1;
+        inner.received_one("compute-task");
         if let Some(t) = inner.pending.take() {
             let d = now.saturating_duration_since(t);
             if d <= LATENCY_CAP {
@@ -230,6 +224,16 @@ impl Stats {
 impl Inner {
     fn sent_one(&mut self, op: &'static str) {
         *self.sent.entry(op).or_default() += 1;
+    }
+
+    /// Counts `op` received (its name copied the first time only).
+    fn received_one(&mut self, op: &str) {
+        match self.received.get_mut(op) {
+            Some(n) => *n += 1,
+            None => {
+                self.received.insert(op.to_owned(), 1);
+            }
+        }
     }
 }
 

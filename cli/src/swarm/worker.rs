@@ -437,9 +437,8 @@ impl<'a> Sim<'a> {
     }
 
     fn on_op(&mut self, msg: SchedulerToWorker) -> Option<End> {
-        let name = msg.op().unwrap_or("?").to_owned();
         if !matches!(msg, SchedulerToWorker::ComputeTask(_)) {
-            self.sh.stats.received(&name);
+            self.sh.stats.received(msg.op().unwrap_or("?"));
         }
         match msg {
             SchedulerToWorker::ComputeTask(t) => {
@@ -495,7 +494,7 @@ impl<'a> Sim<'a> {
             // `_handle_refresh_who_has` (`worker_state_machine.py:3194`)
             // fetches a missing key from the holders it now has (`missing`
             // -> `fetch`, `:3204`); one still without holders stays missing.
-            SchedulerToWorker::Other(v) if name == "refresh-who-has" => {
+            SchedulerToWorker::Other(v) if op_of(&v) == "refresh-who-has" => {
                 let who_has = v
                     .get("who_has")
                     .cloned()
@@ -511,7 +510,7 @@ impl<'a> Sim<'a> {
             // `cancel-compute`: `_handle_cancel_compute` releases a task
             // that has not started. (`refresh-who-has` only updates where
             // peers' keys are, which each fetch is told afresh.)
-            SchedulerToWorker::Other(v) if name == "cancel-compute" => {
+            SchedulerToWorker::Other(v) if op_of(&v) == "cancel-compute" => {
                 let key = v
                     .get("key")
                     .cloned()
@@ -583,7 +582,7 @@ impl<'a> Sim<'a> {
                     .or_default()
                     .push(t.key.clone());
             }
-            let mut who_has = t.who_has.clone();
+            let mut who_has = t.who_has;
             who_has.retain(|k, _| waiting_for.contains(k));
             self.fetch(&who_has);
         }
@@ -959,6 +958,11 @@ impl<'a> Sim<'a> {
             let _ = tx.send(Event::Beat(r));
         });
     }
+}
+
+/// The `op` of a message the library does not type.
+pub fn op_of(v: &Value) -> &str {
+    v.get("op").and_then(Value::as_str).unwrap_or("?")
 }
 
 /// `request-refresh-who-has` (`RequestRefreshWhoHasMsg`,
