@@ -109,6 +109,31 @@ impl<'a> Stream<'a> {
         })
     }
 
+    /// The next item, when it is a str whose bytes are one of `names`:
+    /// that name and where the str ends (looked at, not read; the caller
+    /// reads it with [`Stream::next_known_str`]). Its bytes are those of a
+    /// `&str`, so nothing is left to validate.
+    #[inline]
+    pub(crate) fn str_among<'n>(&self, names: &[&'n str]) -> Option<(&'n str, usize)> {
+        let r = super::peek::str_at(self.rd.buf, self.rd.pos)?;
+        let bytes = &self.rd.buf[r.clone()];
+        names
+            .iter()
+            .find(|n| n.as_bytes() == bytes)
+            .map(|&n| (n, r.end))
+    }
+
+    /// Reads the str [`Stream::str_among`] found, ending at `end`: counted
+    /// as [`Stream::next`] counts it.
+    #[inline]
+    pub(crate) fn next_known_str(&mut self, end: usize) -> Result<(), MsgpackError> {
+        let start = self.rd.pos;
+        self.rd
+            .count_item(&mut self.items_seen, start, self.limits)?;
+        self.rd.pos = end;
+        Ok(())
+    }
+
     /// Whether the next item is nil (looked at, not read).
     #[inline]
     pub(crate) fn at_nil(&self) -> bool {

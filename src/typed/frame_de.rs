@@ -15,6 +15,7 @@
 use std::cell::OnceCell;
 
 use bytes::Bytes;
+use serde::de::value::BorrowedStrDeserializer;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use typed_arena::Arena;
 
@@ -200,12 +201,21 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
         Ok(value)
     }
 
-    fn map<V: Visitor<'de>>(self, len: u64, start: usize, visitor: V) -> Result<V::Value, Error> {
+    /// A map's entries; `fields`, the names of the struct it is read as
+    /// (empty for a map), are keys read without decoding them again.
+    fn map<V: Visitor<'de>>(
+        self,
+        len: u64,
+        start: usize,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
         let entered = self.d.stream.enter(len, 2);
         let mut entries = MapAccess {
             d: &mut *self.d,
             left: len,
             start,
+            fields,
             key: Key::At(0),
             value_pending: false,
             hint: entered.hint,
@@ -249,6 +259,36 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
     }
 }
 
+impl<'de> FrameDeserializer<'_, 'de> {
+    /// The value `token` (read at `start`) begins, to `visitor`; `fields`
+    /// as [`FrameDeserializer::map`] takes them.
+    #[inline(always)]
+    fn token<V: Visitor<'de>>(
+        self,
+        start: usize,
+        token: Token<'de>,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match token {
+            Token::Nil => visitor.visit_unit(),
+            Token::Bool(b) => visitor.visit_bool(b),
+            Token::Int(i) => match i.as_u64() {
+                Some(u) => visitor.visit_u64(u),
+                None => visitor.visit_i64(i.as_i64().unwrap_or(i64::MIN)),
+            },
+            Token::Float(f) => visitor.visit_f64(f),
+            Token::Str(s) => visitor.visit_borrowed_str(s),
+            Token::Bin(b) => {
+                side::own(self.d.frame0);
+                visitor.visit_borrowed_bytes(b)
+            }
+            Token::Array(len) => self.seq(len, visitor),
+            Token::Map(len) => self.map(len, start, fields, visitor),
+        }
+    }
+}
+
 /// What kind of value a token starts.
 fn kind(t: &Token<'_>) -> &'static str {
     match t {
@@ -275,22 +315,8 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
             return ValueDeserializer::new(v).deserialize_any(visitor);
         }
         let start = self.d.stream.pos();
-        match self.d.stream.next()? {
-            Token::Nil => visitor.visit_unit(),
-            Token::Bool(b) => visitor.visit_bool(b),
-            Token::Int(i) => match i.as_u64() {
-                Some(u) => visitor.visit_u64(u),
-                None => visitor.visit_i64(i.as_i64().unwrap_or(i64::MIN)),
-            },
-            Token::Float(f) => visitor.visit_f64(f),
-            Token::Str(s) => visitor.visit_borrowed_str(s),
-            Token::Bin(b) => {
-                side::own(self.d.frame0);
-                visitor.visit_borrowed_bytes(b)
-            }
-            Token::Array(len) => self.seq(len, visitor),
-            Token::Map(len) => self.map(len, start, visitor),
-        }
+        let token = self.d.stream.next()?;
+        self.token(start, token, &[], visitor)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -367,7 +393,9 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
         if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_struct(name, fields, visitor);
         }
-        self.deserialize_any(visitor)
+        let start = self.d.stream.pos();
+        let token = self.d.stream.next()?;
+        self.token(start, token, fields, visitor)
     }
 
     serde::forward_to_deserialize_any! {
@@ -431,6 +459,8 @@ struct MapAccess<'a, 'de> {
     left: u64,
     /// Where the map starts.
     start: usize,
+    /// The field names of the struct it is read as (empty for a map).
+    fields: &'static [&'static str],
     key: Key<'de>,
     value_pending: bool,
     hint: usize,
@@ -454,6 +484,30 @@ impl<'de> MapAccess<'_, 'de> {
             .into()),
             false => Ok(()),
         }
+    }
+
+    /// The key here, read, when it is a str naming one of the struct's
+    /// fields: no UTF-8 to validate (the name's bytes are), no block to
+    /// look for (a str is none), and a reserved key refused as
+    /// [`MapAccess::check_key`] refuses it.
+    #[inline]
+    fn known_field(&mut self) -> Result<Option<&'static str>, Error> {
+        if self.fields.is_empty() {
+            return Ok(None);
+        }
+        let Some((name, end)) = self.d.stream.str_among(self.fields) else {
+            return Ok(None);
+        };
+        if name == SERIALIZED_KEY || name == PICKLED_KEY {
+            return Err(MessageError::AmbiguousReference {
+                at: self.d.stream.at(self.start),
+            }
+            .into());
+        }
+        self.key = Key::At(self.d.stream.pos());
+        self.d.stream.next_known_str(end)?;
+        self.value_pending = true;
+        Ok(Some(name))
     }
 
     /// What the visitor left unread, checked as `loads` checks it.
@@ -488,6 +542,12 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
             return Ok(None);
         }
         self.left -= 1;
+        if let Some(name) = self.known_field()? {
+            return seed
+                .deserialize(BorrowedStrDeserializer::<Error>::new(name))
+                .map(Some)
+                .map_err(|e| e.at_key(&self.key.value(self.d)));
+        }
         self.check_key()?;
         self.value_pending = true;
         let key = match self.d.whole()? {
