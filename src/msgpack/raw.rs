@@ -498,11 +498,14 @@ pub(crate) fn skim(
                     end,
                     at,
                 } => {
-                    let text = std::str::from_utf8(&buf[from..end])
-                        .map_err(|_| MsgpackError::InvalidUtf8(rd.at(at)))?;
+                    let text = &buf[from..end];
+                    // ASCII is UTF-8: the full check only for the rest.
+                    if !text.is_ascii() && std::str::from_utf8(text).is_err() {
+                        return Err(MsgpackError::InvalidUtf8(rd.at(at)));
+                    }
                     if top_level_key {
                         // The first entry with this key counts, as in `Value::get`.
-                        want_value = text == key && !seen_key;
+                        want_value = text == key.as_bytes() && !seen_key;
                         seen_key |= want_value;
                         if let Some(top) = stack.last_mut() {
                             top.left -= 1;
