@@ -110,17 +110,27 @@ impl<'a> Stream<'a> {
     }
 
     /// The next item, when it is a str whose bytes are one of `names`:
-    /// that name and where the str ends (looked at, not read; the caller
-    /// reads it with [`Stream::next_known_str`]). Its bytes are those of a
-    /// `&str`, so nothing is left to validate.
+    /// that name's index and where the str ends (looked at, not read; the
+    /// caller reads it with [`Stream::next_known_str`]). Its bytes are
+    /// those of a `&str`, so nothing is left to validate. The names are
+    /// tried from index `from` on, then from the first: a struct's fields
+    /// come in their order.
     #[inline]
-    pub(crate) fn str_among<'n>(&self, names: &[&'n str]) -> Option<(&'n str, usize)> {
-        let r = super::peek::str_at(self.rd.buf, self.rd.pos)?;
-        let bytes = &self.rd.buf[r.clone()];
-        names
-            .iter()
-            .find(|n| n.as_bytes() == bytes)
-            .map(|&n| (n, r.end))
+    pub(crate) fn str_among(&self, names: &[&str], from: usize) -> Option<(usize, usize)> {
+        let buf: &[u8] = self.rd.buf;
+        let pos = self.rd.pos;
+        let r = match buf.get(pos) {
+            // A fixstr, as Dask's keys are: its length is in its marker.
+            Some(&m @ 0xa0..=0xbf) => pos + 1..pos + 1 + usize::from(m & 0x1f),
+            _ => super::peek::str_at(buf, pos)?,
+        };
+        let bytes = buf.get(r.clone())?;
+        let is = |n: &&str| n.len() == bytes.len() && n.as_bytes() == bytes;
+        // Most often the very name expected.
+        if names.get(from).is_some_and(|n| is(&n)) {
+            return Some((from, r.end));
+        }
+        names.iter().position(is).map(|i| (i, r.end))
     }
 
     /// Reads the str [`Stream::str_among`] found, ending at `end`: counted

@@ -123,9 +123,13 @@ impl<'de> Decoder<'de> {
         let Some((kind, offset)) = placeholder_at(self.frame0, self.stream.pos()) else {
             return Ok(None);
         };
-        for _ in 0..3 {
-            self.stream.next()?; // the map, its key and the offset
+        self.stream.next()?; // the map
+        match self.stream.str_among(&[SERIALIZED_KEY, PICKLED_KEY], 0) {
+            // The key placeholder_at read: no UTF-8 to validate again.
+            Some((_, end)) => self.stream.next_known_str(end)?,
+            None => drop(self.stream.next()?),
         }
+        self.stream.next()?; // the offset
         let block = self.claims.claim(kind, offset)?;
         Ok(Some(match kind {
             BlockKind::Pickled => Claimed::Block(block),
@@ -193,12 +197,16 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
             index: 0,
             hint: entered.hint,
         };
-        let value = visitor.visit_seq(&mut items)?;
-        for _ in 0..items.left {
-            self.d.skip()?;
+        let value = visitor.visit_seq(&mut items);
+        if value.is_ok() {
+            for _ in 0..items.left {
+                if let Err(e) = self.d.skip() {
+                    return Err(e);
+                }
+            }
         }
         self.d.stream.leave(entered);
-        Ok(value)
+        value
     }
 
     /// A map's entries; `fields`, the names of the struct it is read as
@@ -216,14 +224,21 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
             left: len,
             start,
             fields,
+            next_field: 0,
             key: Key::At(0),
             value_pending: false,
             hint: entered.hint,
         };
-        let value = visitor.visit_map(&mut entries)?;
-        entries.skip_rest()?;
+        // The visitor's result is returned as it is (not moved out and
+        // back in: a struct's can be large).
+        let value = visitor.visit_map(&mut entries);
+        if value.is_ok() {
+            if let Err(e) = entries.skip_rest() {
+                return Err(e);
+            }
+        }
         self.d.stream.leave(entered);
-        Ok(value)
+        value
     }
 
     /// The channel enums' dispatch (`by_op`): the op of the map here, then
@@ -461,6 +476,8 @@ struct MapAccess<'a, 'de> {
     start: usize,
     /// The field names of the struct it is read as (empty for a map).
     fields: &'static [&'static str],
+    /// The field the next key is likely to name (the one after the last).
+    next_field: usize,
     key: Key<'de>,
     value_pending: bool,
     hint: usize,
@@ -495,9 +512,11 @@ impl<'de> MapAccess<'_, 'de> {
         if self.fields.is_empty() {
             return Ok(None);
         }
-        let Some((name, end)) = self.d.stream.str_among(self.fields) else {
+        let Some((i, end)) = self.d.stream.str_among(self.fields, self.next_field) else {
             return Ok(None);
         };
+        self.next_field = i + 1;
+        let name = self.fields[i];
         if name == SERIALIZED_KEY || name == PICKLED_KEY {
             return Err(MessageError::AmbiguousReference {
                 at: self.d.stream.at(self.start),
