@@ -120,6 +120,22 @@ impl<'de> Decoder<'de> {
     /// int of 1 or more (`value` refuses it).
     #[inline]
     fn block(&mut self) -> Result<Option<Claimed>, Error> {
+        let Some((kind, offset)) = self.placeholder()? else {
+            return Ok(None);
+        };
+        let block = self.claims.claim(kind, offset)?;
+        Ok(Some(match kind {
+            BlockKind::Pickled => Claimed::Block(block),
+            BlockKind::Serialized => Claimed::Value(self.deserialize(&block)?),
+        }))
+    }
+
+    /// The placeholder here, read (its three items counted and checked as
+    /// [`Decoder::value`] checks them): its kind and offset. `None` (and
+    /// nothing read) when there is none here, or its offset is not an int
+    /// of 1 or more (`value` refuses it).
+    #[inline]
+    fn placeholder(&mut self) -> Result<Option<(BlockKind, u64)>, Error> {
         let Some((kind, offset)) = placeholder_at(self.frame0, self.stream.pos()) else {
             return Ok(None);
         };
@@ -130,23 +146,30 @@ impl<'de> Decoder<'de> {
             None => drop(self.stream.next()?),
         }
         self.stream.next()?; // the offset
-        let block = self.claims.claim(kind, offset)?;
-        Ok(Some(match kind {
-            BlockKind::Pickled => Claimed::Block(block),
-            BlockKind::Serialized => Claimed::Value(serialize::deserialize_with_budget(
-                &block,
-                self.opts,
-                &mut self.budget,
-            )?),
-        }))
+        Ok(Some((kind, offset)))
+    }
+
+    /// A serialized block's value, deserialized as `loads` does.
+    fn deserialize(&mut self, block: &Block) -> Result<Value, Error> {
+        Ok(serialize::deserialize_with_budget(
+            block,
+            self.opts,
+            &mut self.budget,
+        )?)
     }
 
     /// The value here in the side table, as [`Decoder::value`] gives it (a
-    /// pickled block stashed as the block it is): its token.
+    /// pickled block stashed as the block it is, straight from its claim):
+    /// its token.
     fn stash_value(&mut self) -> Result<u64, Error> {
-        Ok(match self.block()? {
-            Some(Claimed::Block(b)) => side::stash_block(b),
-            Some(Claimed::Value(v)) => side::stash(v),
+        Ok(match self.placeholder()? {
+            Some((BlockKind::Pickled, offset)) => {
+                side::stash_block(self.claims.claim(BlockKind::Pickled, offset)?)
+            }
+            Some((kind, offset)) => {
+                let block = self.claims.claim(kind, offset)?;
+                side::stash(self.deserialize(&block)?)
+            }
             None => side::stash(self.value_not_block()?),
         })
     }
