@@ -15,7 +15,6 @@
 use std::cell::OnceCell;
 
 use bytes::Bytes;
-use serde::de::value::BorrowedStrDeserializer;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use typed_arena::Arena;
 
@@ -526,12 +525,12 @@ impl<'de> MapAccess<'_, 'de> {
         }
     }
 
-    /// The key here, read, when it is a str naming one of the struct's
-    /// fields: no UTF-8 to validate (the name's bytes are), no block to
-    /// look for (a str is none), and a reserved key refused as
-    /// [`MapAccess::check_key`] refuses it.
+    /// The key here, when it is a str naming one of the struct's fields:
+    /// that name and where the str ends (not read yet; [`KnownKey`] reads
+    /// it). A reserved key is refused as [`MapAccess::check_key`] refuses
+    /// it; a str is no placeholder.
     #[inline]
-    fn known_field(&mut self) -> Result<Option<&'static str>, Error> {
+    fn known_field(&mut self) -> Result<Option<(&'static str, usize)>, Error> {
         if self.fields.is_empty() {
             return Ok(None);
         }
@@ -547,9 +546,8 @@ impl<'de> MapAccess<'_, 'de> {
             .into());
         }
         self.key = Key::At(self.d.stream.pos());
-        self.d.stream.next_known_str(end)?;
         self.value_pending = true;
-        Ok(Some(name))
+        Ok(Some((name, end)))
     }
 
     /// What the visitor left unread, checked as `loads` checks it.
@@ -584,9 +582,14 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
             return Ok(None);
         }
         self.left -= 1;
-        if let Some(name) = self.known_field()? {
+        if let Some((name, end)) = self.known_field()? {
+            let key = KnownKey {
+                d: &mut *self.d,
+                name,
+                end,
+            };
             return seed
-                .deserialize(BorrowedStrDeserializer::<Error>::new(name))
+                .deserialize(key)
                 .map(Some)
                 .map_err(|e| e.at_key(&self.key.value(self.d)));
         }
@@ -619,6 +622,88 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
             self.hint
                 .min(usize::try_from(self.left).unwrap_or(usize::MAX)),
         )
+    }
+}
+
+/// A struct's key that names one of its fields ([`MapAccess::known_field`]):
+/// read as that name when asked for as a field name or a str (no UTF-8 to
+/// validate: the name's bytes are), as any other key otherwise.
+struct KnownKey<'a, 'de> {
+    d: &'a mut Decoder<'de>,
+    name: &'static str,
+    /// Where the key's str ends.
+    end: usize,
+}
+
+impl<'a, 'de> KnownKey<'a, 'de> {
+    fn name<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.d.stream.next_known_str(self.end)?;
+        visitor.visit_borrowed_str(self.name)
+    }
+
+    fn other(self) -> FrameDeserializer<'a, 'de> {
+        FrameDeserializer { d: self.d }
+    }
+}
+
+impl<'de> de::Deserializer<'de> for KnownKey<'_, 'de> {
+    type Error = Error;
+
+    fn is_human_readable(&self) -> bool {
+        false
+    }
+
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.name(visitor)
+    }
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.name(visitor)
+    }
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.name(visitor)
+    }
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.name(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.other().deserialize_option(visitor)
+    }
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.other().deserialize_newtype_struct(name, visitor)
+    }
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.other().deserialize_enum(name, variants, visitor)
+    }
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.other().deserialize_ignored_any(visitor)
+    }
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.other().deserialize_map(visitor)
+    }
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.other().deserialize_struct(name, fields, visitor)
+    }
+
+    // As the frame deserializer reads them: its `deserialize_any`, here
+    // the name (a str key is the same str either way).
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char
+        bytes byte_buf unit unit_struct seq tuple tuple_struct
     }
 }
 
