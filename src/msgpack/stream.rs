@@ -127,7 +127,7 @@ impl<'a> Stream<'a> {
         let bytes = buf.get(r.clone())?;
         let is = |n: &&str| n.len() == bytes.len() && n.as_bytes() == bytes;
         // Most often the very name expected.
-        if names.get(from).is_some_and(|n| is(&n)) {
+        if names.get(from).is_some_and(is) {
             return Some((from, r.end));
         }
         names.iter().position(is).map(|i| (i, r.end))

@@ -142,7 +142,9 @@ impl<'de> Decoder<'de> {
         match self.stream.str_among(&[SERIALIZED_KEY, PICKLED_KEY], 0) {
             // The key placeholder_at read: no UTF-8 to validate again.
             Some((_, end)) => self.stream.next_known_str(end)?,
-            None => drop(self.stream.next()?),
+            None => {
+                self.stream.next()?;
+            }
         }
         self.stream.next()?; // the offset
         Ok(Some((kind, offset)))
@@ -222,9 +224,7 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
         let value = visitor.visit_seq(&mut items);
         if value.is_ok() {
             for _ in 0..items.left {
-                if let Err(e) = self.d.skip() {
-                    return Err(e);
-                }
+                self.d.skip()?;
             }
         }
         self.d.stream.leave(entered);
@@ -255,9 +255,7 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
         // back in: a struct's can be large).
         let value = visitor.visit_map(&mut entries);
         if value.is_ok() {
-            if let Err(e) = entries.skip_rest() {
-                return Err(e);
-            }
+            entries.skip_rest()?;
         }
         self.d.stream.leave(entered);
         value

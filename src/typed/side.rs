@@ -197,7 +197,7 @@ fn next_nonce(draws: &mut Option<u64>) -> u64 {
 /// Takes back a stashed value (once), by a token [`stash`] or
 /// [`stash_block`] gave out.
 pub(super) fn take(token: u64) -> Option<Value> {
-    take_entry(token).map(|s| s.map_or_else(Block::into_value, |v| v))
+    take_entry(token).map(|s| s.unwrap_or_else(Block::into_value))
 }
 
 /// Takes back a stashed value (once) as a block, if it is one (as
