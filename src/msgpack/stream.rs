@@ -154,6 +154,7 @@ impl<'a> Stream<'a> {
     /// each made of `values` values: 2 for a map entry): how many of them
     /// may be reserved ahead of data, a share of `prealloc_cap` given back
     /// by [`Stream::leave`].
+    #[inline]
     pub(crate) fn enter(&mut self, len: u64, values: usize) -> Entered {
         self.depth += 1;
         let hint = usize::try_from(len)
@@ -167,6 +168,7 @@ impl<'a> Stream<'a> {
     }
 
     /// Steps out of a container [`Stream::enter`] entered.
+    #[inline]
     pub(crate) fn leave(&mut self, entered: Entered) {
         self.depth -= 1;
         self.prealloc_left += entered.reserved;
