@@ -57,17 +57,15 @@ fn may_be_one_entry_map(buf: &[u8], pos: usize) -> bool {
     matches!(buf.get(pos), Some(0x81 | 0xde | 0xdf))
 }
 
-/// Whether the value at `buf[pos]` is the str `a` or `b`; a fixstr of
-/// another length is answered by its first byte.
+/// Whether the value at `buf[pos]` is the str `a` or `b`; a fixstr or a
+/// str 8 of another length is answered by its first bytes.
 #[cfg(feature = "serde")]
 #[inline(always)]
 pub(crate) fn is_str_at(buf: &[u8], pos: usize, a: &str, b: &str) -> bool {
+    let other_len = |n: u8| usize::from(n) != a.len() && usize::from(n) != b.len();
     match buf.get(pos) {
-        Some(&m @ 0xa0..=0xbf)
-            if usize::from(m & 0x1f) != a.len() && usize::from(m & 0x1f) != b.len() =>
-        {
-            false
-        }
+        Some(&m @ 0xa0..=0xbf) if other_len(m & 0x1f) => false,
+        Some(0xd9) if buf.get(pos + 1).is_some_and(|&n| other_len(n)) => false,
         Some(0xa0..=0xbf | 0xd9..=0xdb) => is_str_at_slow(buf, pos, a, b),
         _ => false,
     }

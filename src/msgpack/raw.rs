@@ -419,6 +419,9 @@ pub(crate) fn skim(
     limits: &Limits,
     key: &str,
 ) -> Result<Skimmed, MsgpackError> {
+    if let Some(flat) = skim_flat(buf, limits, key) {
+        return Ok(flat);
+    }
     let mut rd = Cursor::new(buf, frame, limits)?;
     /// An open container: items still to read, whether it is an array,
     /// where it starts, and the items counted before it.
@@ -498,11 +501,14 @@ pub(crate) fn skim(
                     end,
                     at,
                 } => {
-                    let text = std::str::from_utf8(&buf[from..end])
-                        .map_err(|_| MsgpackError::InvalidUtf8(rd.at(at)))?;
+                    let text = &buf[from..end];
+                    // ASCII is UTF-8: the full check only for the rest.
+                    if !text.is_ascii() && std::str::from_utf8(text).is_err() {
+                        return Err(MsgpackError::InvalidUtf8(rd.at(at)));
+                    }
                     if top_level_key {
                         // The first entry with this key counts, as in `Value::get`.
-                        want_value = text == key && !seen_key;
+                        want_value = text == key.as_bytes() && !seen_key;
                         seen_key |= want_value;
                         if let Some(top) = stack.last_mut() {
                             top.left -= 1;
@@ -539,6 +545,62 @@ pub(crate) fn skim(
             }
         }
     }
+}
+
+/// [`skim`] of the sub-header most blocks have, in one pass: a fixmap whose
+/// keys are ASCII fixstrs and whose values are nil, bools, numbers, ASCII
+/// strs, bins or empty containers, within the limits (its items, a depth of
+/// two, its length). The answer `skim` gives, or `None` for anything else
+/// (`skim` reads it item by item then, and reports its errors).
+fn skim_flat(buf: &[u8], limits: &Limits, key: &str) -> Option<Skimmed> {
+    let &marker = buf.first()?;
+    let entries = usize::from(marker.checked_sub(0x80).filter(|&n| n <= 0x0f)?);
+    if buf.len() as u64 > limits.max_header_len
+        || limits.max_depth < 2
+        || 1 + 2 * entries > limits.max_msgpack_items
+    {
+        return None;
+    }
+    let mut out = Skimmed {
+        is_map: true,
+        int_at_key: None,
+    };
+    let mut seen_key = false;
+    let mut pos = 1;
+    for _ in 0..entries {
+        let len = usize::from(buf.get(pos)?.checked_sub(0xa0).filter(|&n| n <= 0x1f)?);
+        let text = buf.get(pos + 1..pos + 1 + len)?;
+        if !text.is_ascii() {
+            return None;
+        }
+        pos += 1 + len;
+        // The first entry with this key counts, as in `Value::get`.
+        let want_value = !seen_key && text == key.as_bytes();
+        seen_key |= want_value;
+        let (value, width) = head(buf, pos)?;
+        let from = pos + width;
+        pos = match value {
+            Head::Int(i) => {
+                if want_value {
+                    out.int_at_key = Some(i);
+                }
+                from
+            }
+            Head::Nil | Head::Bool(_) | Head::Float(_) | Head::Array(0) | Head::Map(0) => from,
+            Head::Str(n) => {
+                let text = buf.get(from..from.checked_add(usize::try_from(n).ok()?)?)?;
+                if !text.is_ascii() {
+                    return None;
+                }
+                from + text.len()
+            }
+            Head::Bin(n) => {
+                Some(from.checked_add(usize::try_from(n).ok()?)?).filter(|&end| end <= buf.len())?
+            }
+            _ => return None,
+        };
+    }
+    (pos == buf.len()).then_some(out)
 }
 
 /// The str under `key` in the map at `buf[pos]`, looked up without decoding:

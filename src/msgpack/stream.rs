@@ -109,6 +109,41 @@ impl<'a> Stream<'a> {
         })
     }
 
+    /// The next item, when it is a str whose bytes are one of `names`:
+    /// that name's index and where the str ends (looked at, not read; the
+    /// caller reads it with [`Stream::next_known_str`]). Its bytes are
+    /// those of a `&str`, so nothing is left to validate. The names are
+    /// tried from index `from` on, then from the first: a struct's fields
+    /// come in their order.
+    #[inline]
+    pub(crate) fn str_among(&self, names: &[&str], from: usize) -> Option<(usize, usize)> {
+        let buf: &[u8] = self.rd.buf;
+        let pos = self.rd.pos;
+        let r = match buf.get(pos) {
+            // A fixstr, as Dask's keys are: its length is in its marker.
+            Some(&m @ 0xa0..=0xbf) => pos + 1..pos + 1 + usize::from(m & 0x1f),
+            _ => super::peek::str_at(buf, pos)?,
+        };
+        let bytes = buf.get(r.clone())?;
+        let is = |n: &&str| n.len() == bytes.len() && n.as_bytes() == bytes;
+        // Most often the very name expected.
+        if names.get(from).is_some_and(is) {
+            return Some((from, r.end));
+        }
+        names.iter().position(is).map(|i| (i, r.end))
+    }
+
+    /// Reads the str [`Stream::str_among`] found, ending at `end`: counted
+    /// as [`Stream::next`] counts it.
+    #[inline]
+    pub(crate) fn next_known_str(&mut self, end: usize) -> Result<(), MsgpackError> {
+        let start = self.rd.pos;
+        self.rd
+            .count_item(&mut self.items_seen, start, self.limits)?;
+        self.rd.pos = end;
+        Ok(())
+    }
+
     /// Whether the next item is nil (looked at, not read).
     #[inline]
     pub(crate) fn at_nil(&self) -> bool {
@@ -119,6 +154,7 @@ impl<'a> Stream<'a> {
     /// each made of `values` values: 2 for a map entry): how many of them
     /// may be reserved ahead of data, a share of `prealloc_cap` given back
     /// by [`Stream::leave`].
+    #[inline]
     pub(crate) fn enter(&mut self, len: u64, values: usize) -> Entered {
         self.depth += 1;
         let hint = usize::try_from(len)
@@ -132,6 +168,7 @@ impl<'a> Stream<'a> {
     }
 
     /// Steps out of a container [`Stream::enter`] entered.
+    #[inline]
     pub(crate) fn leave(&mut self, entered: Entered) {
         self.depth -= 1;
         self.prealloc_left += entered.reserved;

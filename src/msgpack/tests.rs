@@ -45,6 +45,11 @@ fn skim_agrees_with_decode_on_mutated_sub_headers() {
         b"\x81\xaenum-sub-frames\xc3".to_vec(),
         b"\x81\x01\xaenum-sub-frames".to_vec(),
         b"\x91\x81\xaenum-sub-frames\x01".to_vec(),
+        // Flat maps (skim's one-pass path), and what it leaves to the walk.
+        b"\x83\xaenum-sub-frames\x00\xabcompression\x90\xa4name\xa3abc".to_vec(),
+        b"\x83\xa1k\xc4\x02ab\xaenum-sub-frames\xcd\x01\x00\xa1m\x80".to_vec(),
+        b"\x82\xa1f\xcb\x3f\xf0\0\0\0\0\0\0\xa1g\xca\x3f\x80\0\0".to_vec(),
+        b"\x82\xa2\xc3\xa9\x01\xa1s\xa2\xc3\xa9".to_vec(),
     ];
     for case in [
         "task_with_numpy",

@@ -119,29 +119,58 @@ impl<'de> Decoder<'de> {
     /// int of 1 or more (`value` refuses it).
     #[inline]
     fn block(&mut self) -> Result<Option<Claimed>, Error> {
-        let Some((kind, offset)) = placeholder_at(self.frame0, self.stream.pos()) else {
+        let Some((kind, offset)) = self.placeholder()? else {
             return Ok(None);
         };
-        for _ in 0..3 {
-            self.stream.next()?; // the map, its key and the offset
-        }
         let block = self.claims.claim(kind, offset)?;
         Ok(Some(match kind {
             BlockKind::Pickled => Claimed::Block(block),
-            BlockKind::Serialized => Claimed::Value(serialize::deserialize_with_budget(
-                &block,
-                self.opts,
-                &mut self.budget,
-            )?),
+            BlockKind::Serialized => Claimed::Value(self.deserialize(&block)?),
         }))
     }
 
+    /// The placeholder here, read (its three items counted and checked as
+    /// [`Decoder::value`] checks them): its kind and offset. `None` (and
+    /// nothing read) when there is none here, or its offset is not an int
+    /// of 1 or more (`value` refuses it).
+    #[inline]
+    fn placeholder(&mut self) -> Result<Option<(BlockKind, u64)>, Error> {
+        let Some((kind, offset)) = placeholder_at(self.frame0, self.stream.pos()) else {
+            return Ok(None);
+        };
+        self.stream.next()?; // the map
+        match self.stream.str_among(&[SERIALIZED_KEY, PICKLED_KEY], 0) {
+            // The key placeholder_at read: no UTF-8 to validate again.
+            Some((_, end)) => self.stream.next_known_str(end)?,
+            None => {
+                self.stream.next()?;
+            }
+        }
+        self.stream.next()?; // the offset
+        Ok(Some((kind, offset)))
+    }
+
+    /// A serialized block's value, deserialized as `loads` does.
+    fn deserialize(&mut self, block: &Block) -> Result<Value, Error> {
+        Ok(serialize::deserialize_with_budget(
+            block,
+            self.opts,
+            &mut self.budget,
+        )?)
+    }
+
     /// The value here in the side table, as [`Decoder::value`] gives it (a
-    /// pickled block stashed as the block it is): its token.
+    /// pickled block stashed as the block it is, straight from its claim):
+    /// its token.
     fn stash_value(&mut self) -> Result<u64, Error> {
-        Ok(match self.block()? {
-            Some(Claimed::Block(b)) => side::stash_block(b),
-            Some(Claimed::Value(v)) => side::stash(v),
+        Ok(match self.placeholder()? {
+            Some((BlockKind::Pickled, offset)) => {
+                side::stash_block(self.claims.claim(BlockKind::Pickled, offset)?)
+            }
+            Some((kind, offset)) => {
+                let block = self.claims.claim(kind, offset)?;
+                side::stash(self.deserialize(&block)?)
+            }
             None => side::stash(self.value_not_block()?),
         })
     }
@@ -192,28 +221,44 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
             index: 0,
             hint: entered.hint,
         };
-        let value = visitor.visit_seq(&mut items)?;
-        for _ in 0..items.left {
-            self.d.skip()?;
+        let value = visitor.visit_seq(&mut items);
+        if value.is_ok() {
+            for _ in 0..items.left {
+                self.d.skip()?;
+            }
         }
         self.d.stream.leave(entered);
-        Ok(value)
+        value
     }
 
-    fn map<V: Visitor<'de>>(self, len: u64, start: usize, visitor: V) -> Result<V::Value, Error> {
+    /// A map's entries; `fields`, the names of the struct it is read as
+    /// (empty for a map), are keys read without decoding them again.
+    fn map<V: Visitor<'de>>(
+        self,
+        len: u64,
+        start: usize,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
         let entered = self.d.stream.enter(len, 2);
         let mut entries = MapAccess {
             d: &mut *self.d,
             left: len,
             start,
+            fields,
+            next_field: 0,
             key: Key::At(0),
             value_pending: false,
             hint: entered.hint,
         };
-        let value = visitor.visit_map(&mut entries)?;
-        entries.skip_rest()?;
+        // The visitor's result is returned as it is (not moved out and
+        // back in: a struct's can be large).
+        let value = visitor.visit_map(&mut entries);
+        if value.is_ok() {
+            entries.skip_rest()?;
+        }
         self.d.stream.leave(entered);
-        Ok(value)
+        value
     }
 
     /// The channel enums' dispatch (`by_op`): the op of the map here, then
@@ -249,6 +294,36 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
     }
 }
 
+impl<'de> FrameDeserializer<'_, 'de> {
+    /// The value `token` (read at `start`) begins, to `visitor`; `fields`
+    /// as [`FrameDeserializer::map`] takes them.
+    #[inline(always)]
+    fn token<V: Visitor<'de>>(
+        self,
+        start: usize,
+        token: Token<'de>,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match token {
+            Token::Nil => visitor.visit_unit(),
+            Token::Bool(b) => visitor.visit_bool(b),
+            Token::Int(i) => match i.as_u64() {
+                Some(u) => visitor.visit_u64(u),
+                None => visitor.visit_i64(i.as_i64().unwrap_or(i64::MIN)),
+            },
+            Token::Float(f) => visitor.visit_f64(f),
+            Token::Str(s) => visitor.visit_borrowed_str(s),
+            Token::Bin(b) => {
+                side::own(self.d.frame0);
+                visitor.visit_borrowed_bytes(b)
+            }
+            Token::Array(len) => self.seq(len, visitor),
+            Token::Map(len) => self.map(len, start, fields, visitor),
+        }
+    }
+}
+
 /// What kind of value a token starts.
 fn kind(t: &Token<'_>) -> &'static str {
     match t {
@@ -275,22 +350,8 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
             return ValueDeserializer::new(v).deserialize_any(visitor);
         }
         let start = self.d.stream.pos();
-        match self.d.stream.next()? {
-            Token::Nil => visitor.visit_unit(),
-            Token::Bool(b) => visitor.visit_bool(b),
-            Token::Int(i) => match i.as_u64() {
-                Some(u) => visitor.visit_u64(u),
-                None => visitor.visit_i64(i.as_i64().unwrap_or(i64::MIN)),
-            },
-            Token::Float(f) => visitor.visit_f64(f),
-            Token::Str(s) => visitor.visit_borrowed_str(s),
-            Token::Bin(b) => {
-                side::own(self.d.frame0);
-                visitor.visit_borrowed_bytes(b)
-            }
-            Token::Array(len) => self.seq(len, visitor),
-            Token::Map(len) => self.map(len, start, visitor),
-        }
+        let token = self.d.stream.next()?;
+        self.token(start, token, &[], visitor)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -367,7 +428,9 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
         if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_struct(name, fields, visitor);
         }
-        self.deserialize_any(visitor)
+        let start = self.d.stream.pos();
+        let token = self.d.stream.next()?;
+        self.token(start, token, fields, visitor)
     }
 
     serde::forward_to_deserialize_any! {
@@ -431,6 +494,10 @@ struct MapAccess<'a, 'de> {
     left: u64,
     /// Where the map starts.
     start: usize,
+    /// The field names of the struct it is read as (empty for a map).
+    fields: &'static [&'static str],
+    /// The field the next key is likely to name (the one after the last).
+    next_field: usize,
     key: Key<'de>,
     value_pending: bool,
     hint: usize,
@@ -454,6 +521,31 @@ impl<'de> MapAccess<'_, 'de> {
             .into()),
             false => Ok(()),
         }
+    }
+
+    /// The key here, when it is a str naming one of the struct's fields:
+    /// that name and where the str ends (not read yet; [`KnownKey`] reads
+    /// it). A reserved key is refused as [`MapAccess::check_key`] refuses
+    /// it; a str is no placeholder.
+    #[inline]
+    fn known_field(&mut self) -> Result<Option<(&'static str, usize)>, Error> {
+        if self.fields.is_empty() {
+            return Ok(None);
+        }
+        let Some((i, end)) = self.d.stream.str_among(self.fields, self.next_field) else {
+            return Ok(None);
+        };
+        self.next_field = i + 1;
+        let name = self.fields[i];
+        if name == SERIALIZED_KEY || name == PICKLED_KEY {
+            return Err(MessageError::AmbiguousReference {
+                at: self.d.stream.at(self.start),
+            }
+            .into());
+        }
+        self.key = Key::At(self.d.stream.pos());
+        self.value_pending = true;
+        Ok(Some((name, end)))
     }
 
     /// What the visitor left unread, checked as `loads` checks it.
@@ -488,6 +580,17 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
             return Ok(None);
         }
         self.left -= 1;
+        if let Some((name, end)) = self.known_field()? {
+            let key = KnownKey {
+                d: &mut *self.d,
+                name,
+                end,
+            };
+            return seed
+                .deserialize(key)
+                .map(Some)
+                .map_err(|e| e.at_key(&self.key.value(self.d)));
+        }
         self.check_key()?;
         self.value_pending = true;
         let key = match self.d.whole()? {
@@ -517,6 +620,88 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
             self.hint
                 .min(usize::try_from(self.left).unwrap_or(usize::MAX)),
         )
+    }
+}
+
+/// A struct's key that names one of its fields ([`MapAccess::known_field`]):
+/// read as that name when asked for as a field name or a str (no UTF-8 to
+/// validate: the name's bytes are), as any other key otherwise.
+struct KnownKey<'a, 'de> {
+    d: &'a mut Decoder<'de>,
+    name: &'static str,
+    /// Where the key's str ends.
+    end: usize,
+}
+
+impl<'a, 'de> KnownKey<'a, 'de> {
+    fn name<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.d.stream.next_known_str(self.end)?;
+        visitor.visit_borrowed_str(self.name)
+    }
+
+    fn other(self) -> FrameDeserializer<'a, 'de> {
+        FrameDeserializer { d: self.d }
+    }
+}
+
+impl<'de> de::Deserializer<'de> for KnownKey<'_, 'de> {
+    type Error = Error;
+
+    fn is_human_readable(&self) -> bool {
+        false
+    }
+
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.name(visitor)
+    }
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.name(visitor)
+    }
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.name(visitor)
+    }
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.name(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.other().deserialize_option(visitor)
+    }
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.other().deserialize_newtype_struct(name, visitor)
+    }
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.other().deserialize_enum(name, variants, visitor)
+    }
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.other().deserialize_ignored_any(visitor)
+    }
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.other().deserialize_map(visitor)
+    }
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.other().deserialize_struct(name, fields, visitor)
+    }
+
+    // As the frame deserializer reads them: its `deserialize_any`, here
+    // the name (a str key is the same str either way).
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char
+        bytes byte_buf unit unit_struct seq tuple tuple_struct
     }
 }
 

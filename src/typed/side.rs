@@ -15,23 +15,6 @@ use bytes::Bytes;
 
 use crate::value::{Block, Value};
 
-/// A stashed value: a [`Value`], or a block as it is (the direct path's
-/// `{"__Pickled__": i}` placeholders, stashed without the `Value` that would
-/// box it; taken back as that `Value` by whoever wants a value).
-enum Stashed {
-    Value(Value),
-    Block(Block),
-}
-
-impl Stashed {
-    fn into_value(self) -> Value {
-        match self {
-            Stashed::Value(v) => v,
-            Stashed::Block(b) => b.into_value(),
-        }
-    }
-}
-
 /// What a running conversion builds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -43,7 +26,6 @@ pub(super) enum Mode {
     Frames,
 }
 
-#[derive(Default)]
 struct Table {
     /// The conversions running on this thread, innermost last (a
     /// [`ToSerialize`](super::ToSerialize) field runs one inside another).
@@ -58,7 +40,12 @@ struct Table {
     /// learn the sequence).
     draws: Option<u64>,
     /// Values stashed by index, taken once.
-    values: Vec<Option<Stashed>>,
+    values: Vec<Option<Value>>,
+    /// Blocks stashed as they are (the direct path's `{"__Pickled__": i}`
+    /// placeholders, without the `Value` that would box them; taken back
+    /// as that `Value` by whoever wants a value), by index, taken once: a
+    /// table of their own, so that a value's slot is a value's size.
+    blocks: Vec<Option<Block>>,
     /// The buffers whose slices were handed to serde as borrowed bytes, so
     /// that a [`Bin`](super::Bin) can take a slice of its buffer back.
     owners: Vec<Bytes>,
@@ -67,11 +54,40 @@ struct Table {
     nested_values: usize,
 }
 
+impl Table {
+    const fn new() -> Table {
+        Table {
+            modes: Vec::new(),
+            nonce: None,
+            draws: None,
+            values: Vec::new(),
+            blocks: Vec::new(),
+            owners: Vec::new(),
+            nested_values: 0,
+        }
+    }
+
+    /// This conversion's nonce, drawn at its first stash.
+    fn nonce(&mut self) -> u64 {
+        match self.nonce {
+            Some(nonce) => nonce,
+            None => {
+                let nonce = next_nonce(&mut self.draws);
+                self.nonce = Some(nonce);
+                nonce
+            }
+        }
+    }
+}
+
 thread_local! {
     /// The one piece of state the typed layer keeps between serde calls
     /// (`typed/mod.rs` says why it cannot be passed instead).
-    static TABLE: RefCell<Table> = RefCell::new(Table::default());
+    static TABLE: RefCell<Table> = const { RefCell::new(Table::new()) };
 }
+
+/// The bit of a token's index that says it names a block.
+const BLOCK_BIT: u64 = 1 << 31;
 
 /// How many `Value`s inside one another [`to_frames`](super::to_frames)
 /// writes through serde (a call per level); deeper ones are handed to the
@@ -124,6 +140,7 @@ impl Drop for Scope {
             t.modes.pop();
             if t.modes.is_empty() {
                 t.values.clear();
+                t.blocks.clear();
                 t.owners.clear();
             }
         });
@@ -144,28 +161,22 @@ pub(super) fn active() -> bool {
 /// Stashes a value; its token (the conversion's nonce and an index) is
 /// what travels through serde.
 pub(super) fn stash(value: Value) -> u64 {
-    stash_entry(Stashed::Value(value))
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        let nonce = t.nonce();
+        t.values.push(Some(value));
+        nonce | (t.values.len() - 1) as u64
+    })
 }
 
 /// Stashes a block as it is: [`take`] gives it back as the `Value` that
 /// carries it ([`Block::into_value`]), [`take_block`] as the block.
 pub(super) fn stash_block(block: Block) -> u64 {
-    stash_entry(Stashed::Block(block))
-}
-
-fn stash_entry(value: Stashed) -> u64 {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
-        let nonce = match t.nonce {
-            Some(nonce) => nonce,
-            None => {
-                let nonce = next_nonce(&mut t.draws);
-                t.nonce = Some(nonce);
-                nonce
-            }
-        };
-        t.values.push(Some(value));
-        nonce | (t.values.len() - 1) as u64
+        let nonce = t.nonce();
+        t.blocks.push(Some(block));
+        nonce | BLOCK_BIT | (t.blocks.len() - 1) as u64
     })
 }
 
@@ -186,7 +197,7 @@ fn next_nonce(draws: &mut Option<u64>) -> u64 {
 /// Takes back a stashed value (once), by a token [`stash`] or
 /// [`stash_block`] gave out.
 pub(super) fn take(token: u64) -> Option<Value> {
-    take_entry(token).map(Stashed::into_value)
+    take_entry(token).map(|s| s.unwrap_or_else(Block::into_value))
 }
 
 /// Takes back a stashed value (once) as a block, if it is one (as
@@ -194,21 +205,25 @@ pub(super) fn take(token: u64) -> Option<Value> {
 /// any other value as it is.
 pub(super) fn take_block(token: u64) -> Option<Result<Block, Value>> {
     take_entry(token).map(|s| match s {
-        Stashed::Block(b) => Ok(b),
-        Stashed::Value(Value::Pickled(b)) => Ok(b.with_kind(true)),
-        Stashed::Value(Value::Serialized(b)) => Ok(b.with_kind(false)),
-        Stashed::Value(v) => Err(v),
+        Err(b) => Ok(b),
+        Ok(Value::Pickled(b)) => Ok(b.with_kind(true)),
+        Ok(Value::Serialized(b)) => Ok(b.with_kind(false)),
+        Ok(v) => Err(v),
     })
 }
 
-fn take_entry(token: u64) -> Option<Stashed> {
+/// The value (`Ok`) or block (`Err`) a token names, taken.
+fn take_entry(token: u64) -> Option<Result<Value, Block>> {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
         if Some(token & !0xFFFF_FFFF) != t.nonce {
             return None;
         }
-        let slot = usize::try_from(token & 0xFFFF_FFFF).ok()?;
-        t.values.get_mut(slot)?.take()
+        let slot = usize::try_from(token & (BLOCK_BIT - 1)).ok()?;
+        match token & BLOCK_BIT {
+            0 => t.values.get_mut(slot)?.take().map(Ok),
+            _ => t.blocks.get_mut(slot)?.take().map(Err),
+        }
     })
 }
 
