@@ -406,7 +406,7 @@ def render_swarm(d):
            "time over the wall time. The target (the swarm's CPU ≤ 10 % of the scheduler's) is issue 33's "
            "\"while the scheduler is saturated\", judged where the workers could have run at least "
            f"{SATURATED}× the tasks per second they were given (workers ÷ task time): there the scheduler "
-           "sets the pace; with 10 workers the tasks' own 10 ms do.", "",
+           "sets the pace; elsewhere the tasks' own time does.", "",
            "| workers | workload | tasks | wall s | tasks/s | decision latency p50 / p99, ms | "
            "scheduler CPU s | scheduler busy | swarm CPU s | swarm / scheduler CPU | swarm RSS idle per worker, KiB |",
            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
