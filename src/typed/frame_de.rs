@@ -160,17 +160,11 @@ impl<'de> Decoder<'de> {
     }
 
     /// The value here in the side table, as [`Decoder::value`] gives it (a
-    /// pickled block stashed as the block it is, straight from its claim):
-    /// its token.
+    /// pickled block stashed as the block it is): its token.
     fn stash_value(&mut self) -> Result<u64, Error> {
-        Ok(match self.placeholder()? {
-            Some((BlockKind::Pickled, offset)) => {
-                side::stash_block(self.claims.claim(BlockKind::Pickled, offset)?)
-            }
-            Some((kind, offset)) => {
-                let block = self.claims.claim(kind, offset)?;
-                side::stash(self.deserialize(&block)?)
-            }
+        Ok(match self.block()? {
+            Some(Claimed::Block(b)) => side::stash_block(b),
+            Some(Claimed::Value(v)) => side::stash(v),
             None => side::stash(self.value_not_block()?),
         })
     }

@@ -15,6 +15,12 @@ use bytes::Bytes;
 
 use crate::value::{Block, Value};
 
+/// A stashed entry taken back: a [`Value`], or a block as it was stashed.
+enum Stashed {
+    Value(Value),
+    Block(Block),
+}
+
 /// What a running conversion builds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -197,7 +203,10 @@ fn next_nonce(draws: &mut Option<u64>) -> u64 {
 /// Takes back a stashed value (once), by a token [`stash`] or
 /// [`stash_block`] gave out.
 pub(super) fn take(token: u64) -> Option<Value> {
-    take_entry(token).map(|s| s.unwrap_or_else(Block::into_value))
+    take_entry(token).map(|s| match s {
+        Stashed::Value(v) => v,
+        Stashed::Block(b) => b.into_value(),
+    })
 }
 
 /// Takes back a stashed value (once) as a block, if it is one (as
@@ -205,15 +214,15 @@ pub(super) fn take(token: u64) -> Option<Value> {
 /// any other value as it is.
 pub(super) fn take_block(token: u64) -> Option<Result<Block, Value>> {
     take_entry(token).map(|s| match s {
-        Err(b) => Ok(b),
-        Ok(Value::Pickled(b)) => Ok(b.with_kind(true)),
-        Ok(Value::Serialized(b)) => Ok(b.with_kind(false)),
-        Ok(v) => Err(v),
+        Stashed::Block(b) => Ok(b),
+        Stashed::Value(Value::Pickled(b)) => Ok(b.with_kind(true)),
+        Stashed::Value(Value::Serialized(b)) => Ok(b.with_kind(false)),
+        Stashed::Value(v) => Err(v),
     })
 }
 
-/// The value (`Ok`) or block (`Err`) a token names, taken.
-fn take_entry(token: u64) -> Option<Result<Value, Block>> {
+/// The value or block a token names, taken.
+fn take_entry(token: u64) -> Option<Stashed> {
     TABLE.with(|t| {
         let mut t = t.borrow_mut();
         if Some(token & !0xFFFF_FFFF) != t.nonce {
@@ -221,8 +230,8 @@ fn take_entry(token: u64) -> Option<Result<Value, Block>> {
         }
         let slot = usize::try_from(token & (BLOCK_BIT - 1)).ok()?;
         match token & BLOCK_BIT {
-            0 => t.values.get_mut(slot)?.take().map(Ok),
-            _ => t.blocks.get_mut(slot)?.take().map(Err),
+            0 => t.values.get_mut(slot)?.take().map(Stashed::Value),
+            _ => t.blocks.get_mut(slot)?.take().map(Stashed::Block),
         }
     })
 }
