@@ -454,7 +454,7 @@ impl<'a> Sim<'a> {
             }
             SchedulerToWorker::AcquireReplicas(m) => {
                 self.acquiring.extend(m.who_has.keys().cloned());
-                self.fetch(&m.who_has);
+                self.fetch(m.who_has);
             }
             SchedulerToWorker::StealRequest(m) => {
                 // `_handle_steal_request`: answer the task's state; give it
@@ -504,7 +504,7 @@ impl<'a> Sim<'a> {
                     for k in who_has.keys() {
                         self.missing.remove(k);
                     }
-                    self.fetch(&who_has);
+                    self.fetch(who_has);
                 }
             }
             // `cancel-compute`: `_handle_cancel_compute` releases a task
@@ -584,7 +584,7 @@ impl<'a> Sim<'a> {
             }
             let mut who_has = t.who_has;
             who_has.retain(|k, _| waiting_for.contains(k));
-            self.fetch(&who_has);
+            self.fetch(who_has);
         }
         let task = Task {
             run_id: t.run_id,
@@ -704,8 +704,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Fetches the keys of `who_has` not held nor already on their way.
-    fn fetch(&mut self, who_has: &Map<Key, Vec<String>>) {
-        let mut todo = who_has.clone();
+    fn fetch(&mut self, mut todo: Map<Key, Vec<String>>) {
         todo.retain(|k, _| !self.in_flight.contains(k) && !self.holds(k));
         if todo.is_empty() {
             return;
