@@ -406,21 +406,23 @@ def render_swarm(d):
            "time over the wall time. The target (the swarm's CPU ≤ 10 % of the scheduler's) is issue 33's "
            "\"while the scheduler is saturated\", judged where the workers could have run at least "
            f"{SATURATED}× the tasks per second they were given (workers ÷ task time): there the scheduler "
-           "sets the pace; elsewhere the tasks' own time does.", "",
+           "sets the pace; elsewhere the tasks' own time does. Swarm busy: its CPU time over the wall time, "
+           "of the one core its single-threaded runtime can use: below 100 % it is not what sets the pace.", "",
            "| workers | workload | tasks | wall s | tasks/s | decision latency p50 / p99, ms | "
-           "scheduler CPU s | scheduler busy | swarm CPU s | swarm / scheduler CPU | swarm RSS idle per worker, KiB |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "scheduler CPU s | scheduler busy | swarm CPU s | swarm busy | swarm / scheduler CPU | swarm RSS idle per worker, KiB |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in d["scales"]:
         lat = s["decision_latency_ms"]
         for r in s["rows"]:
             share = r["swarm_cpu_s"] / r["scheduler_cpu_s"] if r["scheduler_cpu_s"] else 0
             busy = r["scheduler_cpu_s"] / r["wall_s"] if r["wall_s"] else 0
+            swarm_busy = r["swarm_cpu_s"] / r["wall_s"] if r["wall_s"] else 0
             capacity = s["workers"] * 1000 / d["task_ms"]
             judged = (f"target ≤ 10 %: {verdict(share <= 0.10)}" if capacity >= SATURATED * r["tasks_per_s"]
                       else "workers' time sets the pace: target not judged")
             out.append(f"| {s['workers']:,} | {r['workload']} | {r['tasks']:,} | {r['wall_s']:.2f} | "
                        f"{r['tasks_per_s']:.0f} | {lat['p50']} / {lat['p99']} | {r['scheduler_cpu_s']:.2f} | "
-                       f"{100 * busy:.0f} % | {r['swarm_cpu_s']:.2f} | {100 * share:.0f} % ({judged}) | "
+                       f"{100 * busy:.0f} % | {r['swarm_cpu_s']:.2f} | {100 * swarm_busy:.0f} % | {100 * share:.0f} % ({judged}) | "
                        f"{s['swarm_rss_idle_per_worker'] / 1024:.1f} |")
     return "\n".join(out)
 
