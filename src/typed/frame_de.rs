@@ -25,7 +25,7 @@ use super::{by_op, side};
 use crate::message::{
     is_placeholder_at, placeholder_at, BlockKind, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY,
 };
-use crate::msgpack::{self, Stream, Token};
+use crate::msgpack::{self, Stream, StrItem, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
 use crate::value::{Block, Value};
 
@@ -45,6 +45,10 @@ pub(super) struct Decoder<'de> {
     /// The values of the blocks read so far (serde borrows from them); made
     /// at the first.
     arena: &'de OnceCell<Arena<Value>>,
+    /// The str of the last op [`FrameDeserializer::by_op`] looked up, whose
+    /// UTF-8 was validated then: read again as the op field, it is not
+    /// validated twice.
+    op: Option<StrItem<'de>>,
 }
 
 /// What a placeholder gives: a pickled block as it is, a serialized
@@ -78,7 +82,18 @@ impl<'de> Decoder<'de> {
             opts,
             budget: DecompressBudget::new(&opts.limits),
             arena,
+            op: None,
         })
+    }
+
+    /// The next item, as [`Stream::next`] reads it.
+    #[inline]
+    fn next(&mut self) -> Result<Token<'de>, Error> {
+        if let Some(op) = self.op.filter(|op| op.start == self.stream.pos()) {
+            self.stream.next_known_str(op.end)?;
+            return Ok(Token::Str(op.text));
+        }
+        Ok(self.stream.next()?)
     }
 
     /// Refuses bytes after frame 0's value.
@@ -215,10 +230,13 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
             index: 0,
             hint: entered.hint,
         };
-        let value = visitor.visit_seq(&mut items);
+        let mut value = visitor.visit_seq(&mut items);
         if value.is_ok() {
             for _ in 0..items.left {
-                self.d.skip()?;
+                if let Err(e) = self.d.skip() {
+                    value = Err(e);
+                    break;
+                }
             }
         }
         self.d.stream.leave(entered);
@@ -245,11 +263,14 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
             value_pending: false,
             hint: entered.hint,
         };
-        // The visitor's result is returned as it is (not moved out and
-        // back in: a struct's can be large).
-        let value = visitor.visit_map(&mut entries);
+        // The visitor's result is returned as it is, from the one place it
+        // is made (an error of the rest replaces it there): a struct's can
+        // be large, and a value returned on every path needs no copy.
+        let mut value = visitor.visit_map(&mut entries);
         if value.is_ok() {
-            entries.skip_rest()?;
+            if let Err(e) = entries.skip_rest() {
+                value = Err(e);
+            }
         }
         self.d.stream.leave(entered);
         value
@@ -270,9 +291,10 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
         if !msgpack::is_map_at(buf, pos) {
             return visitor.visit_enum(by_op::ByOp::new(by_op::OpIs::NotAMap, self));
         }
-        match msgpack::lookup_str(buf, pos, "op") {
+        match msgpack::lookup_str_item(buf, pos, "op") {
             Some(op) => {
-                let op = op.map_or(by_op::OpIs::Absent, by_op::OpIs::Str);
+                self.d.op = op;
+                let op = op.map_or(by_op::OpIs::Absent, |op| by_op::OpIs::Str(op.text));
                 visitor.visit_enum(by_op::ByOp::new(op, self))
             }
             // A map whose op a block may give: as a value.
@@ -344,7 +366,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
             return ValueDeserializer::new(v).deserialize_any(visitor);
         }
         let start = self.d.stream.pos();
-        let token = self.d.stream.next()?;
+        let token = self.d.next()?;
         self.token(start, token, &[], visitor)
     }
 
@@ -383,7 +405,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
         if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_enum(name, variants, visitor);
         }
-        match self.d.stream.next()? {
+        match self.d.next()? {
             Token::Str(s) => visitor.visit_enum(s.into_deserializer()),
             Token::Map(1) => {
                 let entered = self.d.stream.enter(1, 2);
@@ -423,7 +445,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
             return ValueDeserializer::new(v).deserialize_struct(name, fields, visitor);
         }
         let start = self.d.stream.pos();
-        let token = self.d.stream.next()?;
+        let token = self.d.next()?;
         self.token(start, token, fields, visitor)
     }
 
@@ -737,7 +759,7 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'_, 'de> {
         let found = match self.d.whole()? {
             Some(Value::Nil) => return Ok(()),
             Some(v) => value_kind(v),
-            None => match self.d.stream.next()? {
+            None => match self.d.next()? {
                 Token::Nil => return Ok(()),
                 other => kind(&other),
             },
