@@ -88,6 +88,51 @@ impl<'a> Stream<'a> {
         let start = self.rd.pos;
         self.rd
             .count_item(&mut self.items_seen, start, self.limits)?;
+        let buf: &'a [u8] = self.rd.buf;
+        // The one-byte heads most of a message is made of, and the bytes
+        // of a fixstr or str 8, read in place (not through `Item`);
+        // anything else, and every error, as `read_item` reads it.
+        let (from, len) = match buf.get(start) {
+            Some(&b @ 0x00..=0x7f) => return Ok(self.one_byte(Token::Int(b.into()))),
+            Some(&b @ 0xe0..=0xff) => return Ok(self.one_byte(Token::Int((b as i8).into()))),
+            Some(&m @ 0x80..=0x9f) => {
+                let (len, is_map) = (u64::from(m & 0x0f), m < 0x90);
+                self.rd.pos = start + 1;
+                self.rd.open_container(start, len, is_map, self.depth)?;
+                return Ok(match is_map {
+                    true => Token::Map(len),
+                    false => Token::Array(len),
+                });
+            }
+            Some(&m @ 0xa0..=0xbf) => (start + 1, usize::from(m & 0x1f)),
+            Some(0xc0) => return Ok(self.one_byte(Token::Nil)),
+            Some(0xc2) => return Ok(self.one_byte(Token::Bool(false))),
+            Some(0xc3) => return Ok(self.one_byte(Token::Bool(true))),
+            Some(0xd9) => match buf.get(start + 1) {
+                Some(&n) => (start + 2, usize::from(n)),
+                None => return self.read(start),
+            },
+            _ => return self.read(start),
+        };
+        let Some(bytes) = buf.get(from..from + len) else {
+            return self.read(start);
+        };
+        self.rd.pos = from + len;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(Token::Str(s)),
+            Err(_) => Err(MsgpackError::InvalidUtf8(self.rd.at(start))),
+        }
+    }
+
+    /// `token`, a one-byte item, read.
+    #[inline(always)]
+    fn one_byte(&mut self, token: Token<'a>) -> Token<'a> {
+        self.rd.pos += 1;
+        token
+    }
+
+    /// [`Stream::next`] for the item at `start`, counted already.
+    fn read(&mut self, start: usize) -> Result<Token<'a>, MsgpackError> {
         let buf: &'a Bytes = self.rd.buf;
         Ok(match read_item(&mut self.rd)? {
             Item::Nil => Token::Nil,
