@@ -170,7 +170,7 @@ impl<'a> Stream<'a> {
             _ => super::peek::str_at(buf, pos)?,
         };
         let bytes = buf.get(r.clone())?;
-        let is = |n: &&str| n.len() == bytes.len() && n.as_bytes() == bytes;
+        let is = |n: &&str| same_bytes(n.as_bytes(), bytes);
         // Most often the very name expected.
         if names.get(from).is_some_and(is) {
             return Some((from, r.end));
@@ -240,6 +240,33 @@ impl<'a> Stream<'a> {
         match self.rd.pos == self.rd.buf.len() {
             true => Ok(()),
             false => Err(MsgpackError::TrailingBytes(self.rd.at(self.rd.pos))),
+        }
+    }
+}
+
+/// Whether `a` and `b` are the same bytes: compared inline, a word at a
+/// time (the last word overlapping the one before), as a short name is
+/// compared faster than a call to `memcmp` can.
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| s[at..].first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
+    let half = |s: &[u8], at: usize| s[at..].first_chunk::<4>().map(|w| u32::from_le_bytes(*w));
+    match n {
+        0..4 => a.iter().zip(b).all(|(x, y)| x == y),
+        4..8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => {
+            let mut at = 0;
+            while at + 8 < n {
+                if word(a, at) != word(b, at) {
+                    return false;
+                }
+                at += 8;
+            }
+            word(a, n - 8) == word(b, n - 8)
         }
     }
 }
