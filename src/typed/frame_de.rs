@@ -543,7 +543,7 @@ impl<'de> MapAccess<'_, 'de> {
     /// that name and where the str ends (not read yet; [`KnownKey`] reads
     /// it). A reserved key is refused as [`MapAccess::check_key`] refuses
     /// it; a str is no placeholder.
-    #[inline]
+    #[inline(always)]
     fn known_field(&mut self) -> Result<Option<(&'static str, usize)>, Error> {
         if self.fields.is_empty() {
             return Ok(None);
