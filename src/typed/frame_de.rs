@@ -68,6 +68,7 @@ impl Claimed {
 }
 
 impl<'de> Decoder<'de> {
+    #[inline]
     pub(super) fn new(
         frames: &'de [Bytes],
         opts: &'de DeserializeOptions,
@@ -177,10 +178,15 @@ impl<'de> Decoder<'de> {
     /// The value here in the side table, as [`Decoder::value`] gives it (a
     /// pickled block stashed as the block it is): its token.
     fn stash_value(&mut self) -> Result<u64, Error> {
-        Ok(match self.block()? {
-            Some(Claimed::Block(b)) => side::stash_block(b),
-            Some(Claimed::Value(v)) => side::stash(v),
-            None => side::stash(self.value_not_block()?),
+        // As `block` reads it, the block stashed where it is claimed (a
+        // block is large: moved as few times as can be).
+        let Some((kind, offset)) = self.placeholder()? else {
+            return Ok(side::stash(self.value_not_block()?));
+        };
+        let block = self.claims.claim(kind, offset)?;
+        Ok(match kind {
+            BlockKind::Pickled => side::stash_block(block),
+            BlockKind::Serialized => side::stash(self.deserialize(&block)?),
         })
     }
 
@@ -475,9 +481,10 @@ impl<'de> de::SeqAccess<'de> for SeqAccess<'_, 'de> {
         self.left -= 1;
         let index = self.index;
         self.index += 1;
-        seed.deserialize(FrameDeserializer { d: &mut *self.d })
-            .map(Some)
-            .map_err(|e| e.at_index(index))
+        match seed.deserialize(FrameDeserializer { d: &mut *self.d }) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => Err(e.at_index(index)),
+        }
     }
 
     fn size_hint(&self) -> Option<usize> {
