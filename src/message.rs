@@ -404,6 +404,7 @@ pub(crate) struct Claims<'f> {
 
 impl<'f> Claims<'f> {
     /// Nothing claimed yet but frame 0, which must exist.
+    #[inline]
     pub(crate) fn new(frames: &'f [Bytes], limits: &'f Limits) -> Result<Claims<'f>, MessageError> {
         if frames.is_empty() {
             return Err(MessageError::NoFrames);

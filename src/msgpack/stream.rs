@@ -51,6 +51,7 @@ pub(crate) struct Stream<'a> {
 impl<'a> Stream<'a> {
     /// A stream over frame `frame`, `buf`; refused outright when longer than
     /// [`Limits::max_header_len`].
+    #[inline]
     pub(crate) fn new(
         buf: &'a Bytes,
         frame: usize,
