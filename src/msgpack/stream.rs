@@ -161,7 +161,7 @@ impl<'a> Stream<'a> {
     /// those of a `&str`, so nothing is left to validate. The names are
     /// tried from index `from` on, then from the first: a struct's fields
     /// come in their order.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn str_among(&self, names: &[&str], from: usize) -> Option<(usize, usize)> {
         let buf: &[u8] = self.rd.buf;
         let pos = self.rd.pos;
@@ -250,24 +250,38 @@ impl<'a> Stream<'a> {
 /// compared faster than a call to `memcmp` can.
 #[inline(always)]
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    if n != b.len() {
+    if a.len() != b.len() {
         return false;
     }
-    let word = |s: &[u8], at: usize| s[at..].first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
-    let half = |s: &[u8], at: usize| s[at..].first_chunk::<4>().map(|w| u32::from_le_bytes(*w));
-    match n {
-        0..4 => a.iter().zip(b).all(|(x, y)| x == y),
-        4..8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
-        _ => {
-            let mut at = 0;
-            while at + 8 < n {
-                if word(a, at) != word(b, at) {
-                    return false;
-                }
-                at += 8;
+    match (a.last_chunk::<8>(), b.last_chunk::<8>()) {
+        (Some(a_last), Some(b_last)) => {
+            let (a_words, b_words) = (a.as_chunks::<8>().0, b.as_chunks::<8>().0);
+            a_words.iter().zip(b_words).all(|(x, y)| x == y) && a_last == b_last
+        }
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        // Every pair of slices of a text (every length below and above a
+        // word, equal and not), and each byte of a slice changed in turn.
+        let text = b"__Serialized__ resource_restrictions __Pickled__";
+        for (i, j) in (0..=text.len()).flat_map(|i| (i..=text.len()).map(move |j| (i, j))) {
+            for (k, l) in (0..=text.len()).flat_map(|k| (k..=text.len()).map(move |l| (k, l))) {
+                let (a, b) = (&text[i..j], &text[k..l]);
+                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
             }
-            word(a, n - 8) == word(b, n - 8)
+            let a = &text[i..j];
+            for at in 0..a.len() {
+                let mut b = a.to_vec();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(a, &b), "{a:?} {b:?}");
+            }
         }
     }
 }

@@ -26,7 +26,7 @@ use super::{by_op, side};
 use crate::message::{
     is_placeholder_at, placeholder_at, BlockKind, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY,
 };
-use crate::msgpack::{self, MsgpackError, Stream, StrItem, Token};
+use crate::msgpack::{self, MsgpackError, StrItem, Stream, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
 use crate::value::{Block, Value};
 
