@@ -253,10 +253,14 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    match (a.last_chunk::<8>(), b.last_chunk::<8>()) {
+    if let (Some(a_last), Some(b_last)) = (a.last_chunk::<8>(), b.last_chunk::<8>()) {
+        let (a_words, b_words) = (a.as_chunks::<8>().0, b.as_chunks::<8>().0);
+        return a_words.iter().zip(b_words).all(|(x, y)| x == y) && a_last == b_last;
+    }
+    // Shorter than a word: its first and last four bytes, or byte by byte.
+    match (a.last_chunk::<4>(), b.last_chunk::<4>()) {
         (Some(a_last), Some(b_last)) => {
-            let (a_words, b_words) = (a.as_chunks::<8>().0, b.as_chunks::<8>().0);
-            a_words.iter().zip(b_words).all(|(x, y)| x == y) && a_last == b_last
+            a.first_chunk::<4>() == b.first_chunk::<4>() && a_last == b_last
         }
         _ => a.iter().zip(b).all(|(x, y)| x == y),
     }
