@@ -409,8 +409,9 @@ impl<'f> Claims<'f> {
         if frames.is_empty() {
             return Err(MessageError::NoFrames);
         }
-        let mut claimed = smallvec::smallvec![false; frames.len()];
-        claimed[0] = true;
+        // Frame 0 claimed, the others not (written as it is made: a few
+        // frames are not worth a call to `memset`).
+        let claimed = (0..frames.len()).map(|i| i == 0).collect();
         Ok(Claims {
             frames,
             limits,

@@ -335,7 +335,8 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
         // is made (an error of the rest replaces it there): a struct's can
         // be large, and a value returned on every path needs no copy.
         let mut value = visitor.visit_map(&mut entries);
-        if value.is_ok() {
+        // Most visitors read every entry: nothing left to skip.
+        if value.is_ok() && (entries.value_pending || entries.left > 0) {
             if let Err(e) = entries.skip_rest() {
                 value = Err(e);
             }
