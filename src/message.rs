@@ -404,12 +404,14 @@ pub(crate) struct Claims<'f> {
 
 impl<'f> Claims<'f> {
     /// Nothing claimed yet but frame 0, which must exist.
+    #[inline]
     pub(crate) fn new(frames: &'f [Bytes], limits: &'f Limits) -> Result<Claims<'f>, MessageError> {
         if frames.is_empty() {
             return Err(MessageError::NoFrames);
         }
-        let mut claimed = smallvec::smallvec![false; frames.len()];
-        claimed[0] = true;
+        // Frame 0 claimed, the others not (written as it is made: a few
+        // frames are not worth a call to `memset`).
+        let claimed = (0..frames.len()).map(|i| i == 0).collect();
         Ok(Claims {
             frames,
             limits,

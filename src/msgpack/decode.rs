@@ -110,7 +110,8 @@ pub(super) fn decode_one<E: From<MsgpackError>>(
 ) -> Result<Value, E> {
     let buf = rd.buf;
     let limits = rd.limits;
-    let mut stack: Vec<Open> = Vec::new();
+    // Most values nest a few levels: no allocation for them.
+    let mut stack: smallvec::SmallVec<[Open; 4]> = smallvec::SmallVec::new();
     // How many `Value`s may be reserved ahead of data, shared by every open
     // container (nested containers must not each reserve `prealloc_cap`).
     let mut prealloc_left = (limits.prealloc_cap / std::mem::size_of::<Value>()).max(1);

@@ -51,12 +51,12 @@ pub(crate) use encode::{len_prefix_width, put_bin, put_f64, put_int, put_nil};
 pub use error::{MsgpackError, Position};
 pub(crate) use head::fixpos;
 #[cfg(feature = "serde")]
-pub(crate) use peek::is_str_at;
-#[cfg(feature = "serde")]
 pub(crate) use peek::{is_map_at, one_entry_map_keyed, one_entry_map_to_count};
+#[cfg(feature = "serde")]
+pub(crate) use peek::{is_str_at, str_at};
 pub(crate) use peek::{Seen, Walk};
 pub(crate) use raw::{decode_range, set_entries, set_entries_with, skim, value_end, RawMap};
 #[cfg(feature = "serde")]
-pub(crate) use raw::{lookup_str, value_at};
+pub(crate) use raw::{lookup_str, lookup_str_item, value_at, StrItem};
 #[cfg(feature = "serde")]
 pub(crate) use stream::{Stream, Token};

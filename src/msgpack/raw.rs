@@ -612,32 +612,72 @@ fn skim_flat(buf: &[u8], limits: &Limits, key: &str) -> Option<Skimmed> {
 /// malformed (the caller's full read reports them).
 #[cfg(feature = "serde")]
 pub(crate) fn lookup_str<'a>(buf: &'a Bytes, pos: usize, key: &str) -> Option<Option<&'a str>> {
-    let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
-    rd.pos = pos;
-    let len = match read_item(&mut rd).ok()? {
-        Item::Container { len, is_map: true } => len,
-        _ => return None,
+    lookup_str_item(buf, pos, key).map(|found| found.map(|s| s.text))
+}
+
+/// A str [`lookup_str_item`] found: its text, and the bytes of its item
+/// (head included) in the frame.
+#[cfg(feature = "serde")]
+#[derive(Clone, Copy)]
+pub(crate) struct StrItem<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+/// [`lookup_str`], with where the str is: a reader that meets it later
+/// need not validate its UTF-8 again.
+///
+/// Heads are read in place (the one-byte ones inline), as the checked
+/// reader reads them; an entry before the key's is stepped over by it.
+#[cfg(feature = "serde")]
+pub(crate) fn lookup_str_item<'a>(
+    buf: &'a Bytes,
+    pos: usize,
+    key: &str,
+) -> Option<Option<StrItem<'a>>> {
+    let bytes: &'a [u8] = buf;
+    // The bytes of the str or bin whose head at `at` is `width` bytes long
+    // and declares `n` bytes: `None` when the frame ends before them.
+    let body = |at: usize, width: usize, n: u32| {
+        let from = at + width;
+        let end = from.checked_add(usize::try_from(n).ok()?)?;
+        (end <= bytes.len()).then_some(from..end)
     };
-    rd.check_len(pos, len, 2).ok()?;
+    let (Head::Map(len), width) = head(bytes, pos)? else {
+        return None;
+    };
+    let mut rd = Cursor::new(buf, 0, &CHECKED).ok()?;
+    rd.pos = pos + width;
+    rd.check_len(pos, len.into(), 2).ok()?;
     for _ in 0..len {
         let key_start = rd.pos;
-        match read_item(&mut rd).ok()? {
-            Item::Str { start, end, .. } if &buf[start..end] == key.as_bytes() => {
-                return match read_item(&mut rd).ok()? {
-                    Item::Str { start, end, .. } => {
-                        std::str::from_utf8(&buf[start..end]).ok().map(Some)
-                    }
-                    Item::Container { is_map: true, .. } => None,
-                    _ => Some(None),
-                };
+        match head(bytes, key_start)? {
+            (Head::Str(n), w) => {
+                let r = body(key_start, w, n)?;
+                if &bytes[r.clone()] == key.as_bytes() {
+                    let start = r.end;
+                    return match head(bytes, start)? {
+                        (Head::Str(n), w) => {
+                            let r = body(start, w, n)?;
+                            let text = std::str::from_utf8(&bytes[r.clone()]).ok()?;
+                            Some(Some(StrItem {
+                                text,
+                                start,
+                                end: r.end,
+                            }))
+                        }
+                        (Head::Bin(n), w) => body(start, w, n).map(|_| None),
+                        (Head::Map(_) | Head::Ext(_) | Head::Reserved, _) => None,
+                        _ => Some(None),
+                    };
+                }
             }
-            Item::Container { is_map: true, .. } => return None,
-            _ => {
-                rd.pos = key_start;
-                skip_value(&mut rd).ok()?;
-                skip_value(&mut rd).ok()?;
-            }
+            (Head::Map(_), _) => return None,
+            _ => {}
         }
+        skip_value(&mut rd).ok()?;
+        skip_value(&mut rd).ok()?;
     }
     Some(None)
 }

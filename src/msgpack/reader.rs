@@ -27,6 +27,7 @@ pub(super) struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     /// A reader over one msgpack frame, refused outright when it is longer
     /// than [`Limits::max_header_len`].
+    #[inline]
     pub(super) fn new(
         buf: &'a Bytes,
         frame: usize,

@@ -51,6 +51,7 @@ pub(crate) struct Stream<'a> {
 impl<'a> Stream<'a> {
     /// A stream over frame `frame`, `buf`; refused outright when longer than
     /// [`Limits::max_header_len`].
+    #[inline]
     pub(crate) fn new(
         buf: &'a Bytes,
         frame: usize,
@@ -88,6 +89,51 @@ impl<'a> Stream<'a> {
         let start = self.rd.pos;
         self.rd
             .count_item(&mut self.items_seen, start, self.limits)?;
+        let buf: &'a [u8] = self.rd.buf;
+        // The one-byte heads most of a message is made of, and the bytes
+        // of a fixstr or str 8, read in place (not through `Item`);
+        // anything else, and every error, as `read_item` reads it.
+        let (from, len) = match buf.get(start) {
+            Some(&b @ 0x00..=0x7f) => return Ok(self.one_byte(Token::Int(b.into()))),
+            Some(&b @ 0xe0..=0xff) => return Ok(self.one_byte(Token::Int((b as i8).into()))),
+            Some(&m @ 0x80..=0x9f) => {
+                let (len, is_map) = (u64::from(m & 0x0f), m < 0x90);
+                self.rd.pos = start + 1;
+                self.rd.open_container(start, len, is_map, self.depth)?;
+                return Ok(match is_map {
+                    true => Token::Map(len),
+                    false => Token::Array(len),
+                });
+            }
+            Some(&m @ 0xa0..=0xbf) => (start + 1, usize::from(m & 0x1f)),
+            Some(0xc0) => return Ok(self.one_byte(Token::Nil)),
+            Some(0xc2) => return Ok(self.one_byte(Token::Bool(false))),
+            Some(0xc3) => return Ok(self.one_byte(Token::Bool(true))),
+            Some(0xd9) => match buf.get(start + 1) {
+                Some(&n) => (start + 2, usize::from(n)),
+                None => return self.read(start),
+            },
+            _ => return self.read(start),
+        };
+        let Some(bytes) = buf.get(from..from + len) else {
+            return self.read(start);
+        };
+        self.rd.pos = from + len;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(Token::Str(s)),
+            Err(_) => Err(MsgpackError::InvalidUtf8(self.rd.at(start))),
+        }
+    }
+
+    /// `token`, a one-byte item, read.
+    #[inline(always)]
+    fn one_byte(&mut self, token: Token<'a>) -> Token<'a> {
+        self.rd.pos += 1;
+        token
+    }
+
+    /// [`Stream::next`] for the item at `start`, counted already.
+    fn read(&mut self, start: usize) -> Result<Token<'a>, MsgpackError> {
         let buf: &'a Bytes = self.rd.buf;
         Ok(match read_item(&mut self.rd)? {
             Item::Nil => Token::Nil,
@@ -115,7 +161,7 @@ impl<'a> Stream<'a> {
     /// those of a `&str`, so nothing is left to validate. The names are
     /// tried from index `from` on, then from the first: a struct's fields
     /// come in their order.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn str_among(&self, names: &[&str], from: usize) -> Option<(usize, usize)> {
         let buf: &[u8] = self.rd.buf;
         let pos = self.rd.pos;
@@ -125,7 +171,7 @@ impl<'a> Stream<'a> {
             _ => super::peek::str_at(buf, pos)?,
         };
         let bytes = buf.get(r.clone())?;
-        let is = |n: &&str| n.len() == bytes.len() && n.as_bytes() == bytes;
+        let is = |n: &&str| same_bytes(n.as_bytes(), bytes);
         // Most often the very name expected.
         if names.get(from).is_some_and(is) {
             return Some((from, r.end));
@@ -195,6 +241,51 @@ impl<'a> Stream<'a> {
         match self.rd.pos == self.rd.buf.len() {
             true => Ok(()),
             false => Err(MsgpackError::TrailingBytes(self.rd.at(self.rd.pos))),
+        }
+    }
+}
+
+/// Whether `a` and `b` are the same bytes: compared inline, a word at a
+/// time (the last word overlapping the one before), as a short name is
+/// compared faster than a call to `memcmp` can.
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if let (Some(a_last), Some(b_last)) = (a.last_chunk::<8>(), b.last_chunk::<8>()) {
+        let (a_words, b_words) = (a.as_chunks::<8>().0, b.as_chunks::<8>().0);
+        return a_words.iter().zip(b_words).all(|(x, y)| x == y) && a_last == b_last;
+    }
+    // Shorter than a word: its first and last four bytes, or byte by byte.
+    match (a.last_chunk::<4>(), b.last_chunk::<4>()) {
+        (Some(a_last), Some(b_last)) => {
+            a.first_chunk::<4>() == b.first_chunk::<4>() && a_last == b_last
+        }
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        // Every pair of slices of a text (every length below and above a
+        // word, equal and not), and each byte of a slice changed in turn.
+        let text = b"__Serialized__ resource_restrictions __Pickled__";
+        for (i, j) in (0..=text.len()).flat_map(|i| (i..=text.len()).map(move |j| (i, j))) {
+            for (k, l) in (0..=text.len()).flat_map(|k| (k..=text.len()).map(move |l| (k, l))) {
+                let (a, b) = (&text[i..j], &text[k..l]);
+                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
+            }
+            let a = &text[i..j];
+            for at in 0..a.len() {
+                let mut b = a.to_vec();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(a, &b), "{a:?} {b:?}");
+            }
         }
     }
 }

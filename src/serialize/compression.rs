@@ -156,6 +156,7 @@ pub struct DecompressBudget {
 
 impl DecompressBudget {
     /// A full budget for one message under `limits`.
+    #[inline]
     pub fn new(limits: &Limits) -> DecompressBudget {
         DecompressBudget {
             frame_limit: limits.max_frame_len.min(MAX_COMPRESS_SIZE as u64),

@@ -15,6 +15,7 @@
 use std::cell::OnceCell;
 
 use bytes::Bytes;
+use bytestring::ByteString;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use typed_arena::Arena;
 
@@ -25,7 +26,7 @@ use super::{by_op, side};
 use crate::message::{
     is_placeholder_at, placeholder_at, BlockKind, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY,
 };
-use crate::msgpack::{self, Stream, Token};
+use crate::msgpack::{self, MsgpackError, StrItem, Stream, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
 use crate::value::{Block, Value};
 
@@ -45,6 +46,10 @@ pub(super) struct Decoder<'de> {
     /// The values of the blocks read so far (serde borrows from them); made
     /// at the first.
     arena: &'de OnceCell<Arena<Value>>,
+    /// The str of the last op [`FrameDeserializer::by_op`] looked up, whose
+    /// UTF-8 was validated then: read again as the op field, it is not
+    /// validated twice.
+    op: Option<StrItem<'de>>,
 }
 
 /// What a placeholder gives: a pickled block as it is, a serialized
@@ -64,6 +69,7 @@ impl Claimed {
 }
 
 impl<'de> Decoder<'de> {
+    #[inline]
     pub(super) fn new(
         frames: &'de [Bytes],
         opts: &'de DeserializeOptions,
@@ -78,7 +84,18 @@ impl<'de> Decoder<'de> {
             opts,
             budget: DecompressBudget::new(&opts.limits),
             arena,
+            op: None,
         })
+    }
+
+    /// The next item, as [`Stream::next`] reads it.
+    #[inline]
+    fn next(&mut self) -> Result<Token<'de>, Error> {
+        if let Some(op) = self.op.filter(|op| op.start == self.stream.pos()) {
+            self.stream.next_known_str(op.end)?;
+            return Ok(Token::Str(op.text));
+        }
+        Ok(self.stream.next()?)
     }
 
     /// Refuses bytes after frame 0's value.
@@ -110,6 +127,67 @@ impl<'de> Decoder<'de> {
             }
             other => Ok(other),
         })
+    }
+
+    /// [`Decoder::value`] where [`Decoder::block`] found none, built as it
+    /// is read, item by item, down to [`DIRECT_DEPTH`] (deeper, by
+    /// `value_not_block`): what `decode` does, with the same checks (items
+    /// counted, depth, UTF-8, each map resolved by the claims), without
+    /// its stack of open containers, whose moves cost more than a small
+    /// value's items (a `Value` field's, such as Dask's `annotations`).
+    fn value_items(&mut self) -> Result<Value, Error> {
+        if self.stream.depth() >= DIRECT_DEPTH {
+            return self.value_not_block();
+        }
+        let start = self.stream.pos();
+        // A str's bytes, validated once, as `decode` makes its value.
+        if let Some(r) = msgpack::str_at(self.frame0, start) {
+            self.stream.next_known_str(r.end)?;
+            return match ByteString::try_from(self.frame0.slice(r)) {
+                Ok(s) => Ok(Value::Str(s)),
+                Err(_) => Err(MsgpackError::InvalidUtf8(self.stream.at(start)).into()),
+            };
+        }
+        Ok(match self.stream.next()? {
+            Token::Nil => Value::Nil,
+            Token::Bool(b) => Value::Bool(b),
+            Token::Int(i) => Value::Int(i),
+            Token::Float(f) => Value::Float(f),
+            // Not met: `str_at` found every whole str.
+            Token::Str(s) => Value::str(s),
+            Token::Bin(b) => Value::Bin(self.frame0.slice_ref(b)),
+            Token::Array(len) => {
+                let entered = self.stream.enter(len, 1);
+                let mut items = Vec::with_capacity(entered.hint);
+                for _ in 0..len {
+                    items.push(self.item_value()?);
+                }
+                self.stream.leave(entered);
+                Value::Array(items)
+            }
+            Token::Map(len) => {
+                let entered = self.stream.enter(len, 2);
+                let mut entries = Vec::with_capacity(entered.hint);
+                for _ in 0..len {
+                    let key = self.item_value()?;
+                    entries.push((key, self.item_value()?));
+                }
+                self.stream.leave(entered);
+                match self.claims.resolve(entries, self.stream.at(start))? {
+                    Value::Serialized(block) => self.deserialize(&block)?,
+                    other => other,
+                }
+            }
+        })
+    }
+
+    /// An item of a value [`Decoder::value_items`] builds: a block's value
+    /// or its own.
+    fn item_value(&mut self) -> Result<Value, Error> {
+        match self.block()? {
+            Some(b) => Ok(b.into_value()),
+            None => self.value_items(),
+        }
     }
 
     /// What the placeholder here gives, as [`Decoder::value`] gives it,
@@ -162,10 +240,15 @@ impl<'de> Decoder<'de> {
     /// The value here in the side table, as [`Decoder::value`] gives it (a
     /// pickled block stashed as the block it is): its token.
     fn stash_value(&mut self) -> Result<u64, Error> {
-        Ok(match self.block()? {
-            Some(Claimed::Block(b)) => side::stash_block(b),
-            Some(Claimed::Value(v)) => side::stash(v),
-            None => side::stash(self.value_not_block()?),
+        // As `block` reads it, the block stashed where it is claimed (a
+        // block is large: moved as few times as can be).
+        let Some((kind, offset)) = self.placeholder()? else {
+            return Ok(side::stash(self.value_items()?));
+        };
+        let block = self.claims.claim(kind, offset)?;
+        Ok(match kind {
+            BlockKind::Pickled => side::stash_block(block),
+            BlockKind::Serialized => side::stash(self.deserialize(&block)?),
         })
     }
 
@@ -215,10 +298,13 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
             index: 0,
             hint: entered.hint,
         };
-        let value = visitor.visit_seq(&mut items);
+        let mut value = visitor.visit_seq(&mut items);
         if value.is_ok() {
             for _ in 0..items.left {
-                self.d.skip()?;
+                if let Err(e) = self.d.skip() {
+                    value = Err(e);
+                    break;
+                }
             }
         }
         self.d.stream.leave(entered);
@@ -245,11 +331,15 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
             value_pending: false,
             hint: entered.hint,
         };
-        // The visitor's result is returned as it is (not moved out and
-        // back in: a struct's can be large).
-        let value = visitor.visit_map(&mut entries);
-        if value.is_ok() {
-            entries.skip_rest()?;
+        // The visitor's result is returned as it is, from the one place it
+        // is made (an error of the rest replaces it there): a struct's can
+        // be large, and a value returned on every path needs no copy.
+        let mut value = visitor.visit_map(&mut entries);
+        // Most visitors read every entry: nothing left to skip.
+        if value.is_ok() && (entries.value_pending || entries.left > 0) {
+            if let Err(e) = entries.skip_rest() {
+                value = Err(e);
+            }
         }
         self.d.stream.leave(entered);
         value
@@ -270,9 +360,10 @@ impl<'a, 'de> FrameDeserializer<'a, 'de> {
         if !msgpack::is_map_at(buf, pos) {
             return visitor.visit_enum(by_op::ByOp::new(by_op::OpIs::NotAMap, self));
         }
-        match msgpack::lookup_str(buf, pos, "op") {
+        match msgpack::lookup_str_item(buf, pos, "op") {
             Some(op) => {
-                let op = op.map_or(by_op::OpIs::Absent, by_op::OpIs::Str);
+                self.d.op = op;
+                let op = op.map_or(by_op::OpIs::Absent, |op| by_op::OpIs::Str(op.text));
                 visitor.visit_enum(by_op::ByOp::new(op, self))
             }
             // A map whose op a block may give: as a value.
@@ -344,7 +435,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
             return ValueDeserializer::new(v).deserialize_any(visitor);
         }
         let start = self.d.stream.pos();
-        let token = self.d.stream.next()?;
+        let token = self.d.next()?;
         self.token(start, token, &[], visitor)
     }
 
@@ -383,7 +474,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
         if let Some(v) = self.d.whole()? {
             return ValueDeserializer::new(v).deserialize_enum(name, variants, visitor);
         }
-        match self.d.stream.next()? {
+        match self.d.next()? {
             Token::Str(s) => visitor.visit_enum(s.into_deserializer()),
             Token::Map(1) => {
                 let entered = self.d.stream.enter(1, 2);
@@ -423,7 +514,7 @@ impl<'de> de::Deserializer<'de> for FrameDeserializer<'_, 'de> {
             return ValueDeserializer::new(v).deserialize_struct(name, fields, visitor);
         }
         let start = self.d.stream.pos();
-        let token = self.d.stream.next()?;
+        let token = self.d.next()?;
         self.token(start, token, fields, visitor)
     }
 
@@ -453,9 +544,10 @@ impl<'de> de::SeqAccess<'de> for SeqAccess<'_, 'de> {
         self.left -= 1;
         let index = self.index;
         self.index += 1;
-        seed.deserialize(FrameDeserializer { d: &mut *self.d })
-            .map(Some)
-            .map_err(|e| e.at_index(index))
+        match seed.deserialize(FrameDeserializer { d: &mut *self.d }) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => Err(e.at_index(index)),
+        }
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -521,7 +613,7 @@ impl<'de> MapAccess<'_, 'de> {
     /// that name and where the str ends (not read yet; [`KnownKey`] reads
     /// it). A reserved key is refused as [`MapAccess::check_key`] refuses
     /// it; a str is no placeholder.
-    #[inline]
+    #[inline(always)]
     fn known_field(&mut self) -> Result<Option<(&'static str, usize)>, Error> {
         if self.fields.is_empty() {
             return Ok(None);
@@ -737,7 +829,7 @@ impl<'de> de::VariantAccess<'de> for VariantAccess<'_, 'de> {
         let found = match self.d.whole()? {
             Some(Value::Nil) => return Ok(()),
             Some(v) => value_kind(v),
-            None => match self.d.stream.next()? {
+            None => match self.d.next()? {
                 Token::Nil => return Ok(()),
                 other => kind(&other),
             },

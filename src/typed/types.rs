@@ -440,7 +440,8 @@ impl<'de> Visitor<'de> for ValueVisitor {
             .ok_or_else(|| E::custom(format!("{v} is outside msgpack's integer range")))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        if self.whole && side::active() {
+        // Outside a conversion the table holds nothing: `take` finds none.
+        if self.whole {
             if let Some(value) = side::take(v) {
                 return Ok(value);
             }
