@@ -55,8 +55,10 @@ pub(crate) use peek::{is_map_at, one_entry_map_keyed, one_entry_map_to_count};
 #[cfg(feature = "serde")]
 pub(crate) use peek::{is_str_at, str_at};
 pub(crate) use peek::{Seen, Walk};
+#[cfg(feature = "dask")]
+pub(crate) use raw::lookup_str;
 pub(crate) use raw::{decode_range, set_entries, set_entries_with, skim, value_end, RawMap};
 #[cfg(feature = "serde")]
-pub(crate) use raw::{lookup_str, lookup_str_item, value_at, StrItem};
+pub(crate) use raw::{lookup_str_item, value_at, StrItem};
 #[cfg(feature = "serde")]
 pub(crate) use stream::{Stream, Token};

@@ -610,7 +610,7 @@ fn skim_flat(buf: &[u8], limits: &Limits, key: &str) -> Option<Skimmed> {
 /// a key before it is one (either could be a placeholder, whose block may
 /// deserialize to a str), the value at `pos` is not a map, or the bytes are
 /// malformed (the caller's full read reports them).
-#[cfg(feature = "serde")]
+#[cfg(feature = "dask")]
 pub(crate) fn lookup_str<'a>(buf: &'a Bytes, pos: usize, key: &str) -> Option<Option<&'a str>> {
     lookup_str_item(buf, pos, key).map(|found| found.map(|s| s.text))
 }
