@@ -17,6 +17,9 @@
 //! * `release` sends `client-releases-keys` when the last hold goes, and
 //!   only then.
 
+#[path = "support/refusing.rs"]
+mod refusing;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -444,11 +447,8 @@ async fn facade_errors_are_matched_by_kind() {
     use framewire::transport::{ConnectionBuilder, HandshakeOptions};
     use framewire::ErrorKind;
 
-    // A port nobody listens on (bound, then closed): refused at once.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("tcp://{}", l.local_addr().unwrap())
-    };
+    // A port nobody listens on: refused at once.
+    let (_refusing, closed) = refusing::refusing_address();
     let mut quick = ConnectionBuilder::new();
     quick.connect_timeout(Some(Duration::from_millis(300)));
     let client = Client::connect(&closed, ClientOptions::new().connection(quick.clone())).await;

@@ -17,6 +17,8 @@
 //!   answered `"OK"`.
 
 mod common;
+#[path = "support/refusing.rs"]
+mod refusing;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -277,10 +279,7 @@ async fn gather_falls_back_retries_busy_and_reports_what_failed() {
     let (a, _) = fake_worker(&["x"], 0).await;
     let (b, _) = fake_worker(&["x", "y"], 0).await;
     let (busy, busy_calls) = fake_worker(&["w"], 2).await;
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("tcp://{}", l.local_addr().unwrap())
-    };
+    let (_refusing, closed) = refusing::refusing_address();
     let who_has: Map<Key, Vec<String>> = Map::from_iter([
         (Key::from("x"), vec![closed.clone(), a.clone()]),
         (Key::from("y"), vec![a.clone(), b.clone()]),
@@ -368,10 +367,7 @@ async fn heartbeats_follow_the_interval_asked_and_stop_when_missing() {
 
 #[tokio::test]
 async fn heartbeats_give_up_on_an_unreachable_scheduler() {
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("tcp://{}", l.local_addr().unwrap())
-    };
+    let (_refusing, closed) = refusing::refusing_address();
     let hb = Heartbeats::new(
         &closed,
         "tcp://127.0.0.1:9",
