@@ -51,9 +51,9 @@ pub(crate) use encode::{len_prefix_width, put_bin, put_f64, put_int, put_nil};
 pub use error::{MsgpackError, Position};
 pub(crate) use head::fixpos;
 #[cfg(feature = "serde")]
-pub(crate) use peek::{is_map_at, one_entry_map_keyed, one_entry_map_to_count};
+pub(crate) use peek::is_str_at;
 #[cfg(feature = "serde")]
-pub(crate) use peek::{is_str_at, str_at};
+pub(crate) use peek::{is_map_at, one_entry_map_keyed, one_entry_map_to_count};
 pub(crate) use peek::{Seen, Walk};
 #[cfg(feature = "dask")]
 pub(crate) use raw::lookup_str;

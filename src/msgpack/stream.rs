@@ -4,6 +4,7 @@
 //! refused exactly as decoding it would be.
 
 use bytes::Bytes;
+use bytestring::ByteString;
 
 use super::decode::{decode_one, MapHook};
 use super::head::NIL;
@@ -11,6 +12,9 @@ use super::reader::{read_item, Cursor, Item};
 use super::{MsgpackError, Position};
 use crate::limits::Limits;
 use crate::value::{Integer, Value};
+
+/// How many levels of a value [`Stream::value`] builds as it reads them.
+const SHALLOW_LEVELS: usize = 8;
 
 /// One item of the frame. Str and bin borrow from the frame; a container is
 /// its header only (its items follow).
@@ -227,13 +231,64 @@ impl<'a> Stream<'a> {
         &mut self,
         hook: &mut MapHook<'_, E>,
     ) -> Result<Value, E> {
-        decode_one(
-            &mut self.rd,
-            self.depth,
-            &mut self.items_seen,
-            hook,
-            usize::MAX,
-        )
+        self.value_within(SHALLOW_LEVELS, hook)
+    }
+
+    /// [`Stream::value`], built as it is read, item by item (a call per
+    /// level), for `levels` levels; anything deeper by `decode_one`'s stack
+    /// of open containers, which costs more than a small value's items.
+    fn value_within<E: From<MsgpackError>>(
+        &mut self,
+        levels: usize,
+        hook: &mut MapHook<'_, E>,
+    ) -> Result<Value, E> {
+        if levels == 0 {
+            return decode_one(
+                &mut self.rd,
+                self.depth,
+                &mut self.items_seen,
+                hook,
+                usize::MAX,
+            );
+        }
+        let start = self.rd.pos;
+        let buf: &'a Bytes = self.rd.buf;
+        // A str's bytes validated once, by the `ByteString` made of them.
+        if let Some(r) = super::peek::str_at(buf, start) {
+            self.next_known_str(r.end)?;
+            return match ByteString::try_from(buf.slice(r)) {
+                Ok(s) => Ok(Value::Str(s)),
+                Err(_) => Err(MsgpackError::InvalidUtf8(self.rd.at(start)).into()),
+            };
+        }
+        Ok(match self.next()? {
+            Token::Nil => Value::Nil,
+            Token::Bool(b) => Value::Bool(b),
+            Token::Int(i) => Value::Int(i),
+            Token::Float(f) => Value::Float(f),
+            // Not met: `str_at` found every whole str.
+            Token::Str(s) => Value::str(s),
+            Token::Bin(b) => Value::Bin(buf.slice_ref(b)),
+            Token::Array(len) => {
+                let entered = self.enter(len, 1);
+                let mut items = Vec::with_capacity(entered.hint);
+                for _ in 0..len {
+                    items.push(self.value_within(levels - 1, hook)?);
+                }
+                self.leave(entered);
+                Value::Array(items)
+            }
+            Token::Map(len) => {
+                let entered = self.enter(len, 2);
+                let mut entries = Vec::with_capacity(entered.hint);
+                for _ in 0..len {
+                    let key = self.value_within(levels - 1, hook)?;
+                    entries.push((key, self.value_within(levels - 1, hook)?));
+                }
+                self.leave(entered);
+                hook(entries, self.rd.at(start))?
+            }
+        })
     }
 
     /// Refuses bytes after the frame's one value.

@@ -15,7 +15,6 @@
 use std::cell::OnceCell;
 
 use bytes::Bytes;
-use bytestring::ByteString;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use typed_arena::Arena;
 
@@ -26,7 +25,7 @@ use super::{by_op, side};
 use crate::message::{
     is_placeholder_at, placeholder_at, BlockKind, Claims, MessageError, PICKLED_KEY, SERIALIZED_KEY,
 };
-use crate::msgpack::{self, MsgpackError, StrItem, Stream, Token};
+use crate::msgpack::{self, StrItem, Stream, Token};
 use crate::serialize::{self, DecompressBudget, DeserializeOptions};
 use crate::value::{Block, Value};
 
@@ -129,67 +128,6 @@ impl<'de> Decoder<'de> {
         })
     }
 
-    /// [`Decoder::value`] where [`Decoder::block`] found none, built as it
-    /// is read, item by item, down to [`DIRECT_DEPTH`] (deeper, by
-    /// `value_not_block`): what `decode` does, with the same checks (items
-    /// counted, depth, UTF-8, each map resolved by the claims), without
-    /// its stack of open containers, whose moves cost more than a small
-    /// value's items (a `Value` field's, such as Dask's `annotations`).
-    fn value_items(&mut self) -> Result<Value, Error> {
-        if self.stream.depth() >= DIRECT_DEPTH {
-            return self.value_not_block();
-        }
-        let start = self.stream.pos();
-        // A str's bytes, validated once, as `decode` makes its value.
-        if let Some(r) = msgpack::str_at(self.frame0, start) {
-            self.stream.next_known_str(r.end)?;
-            return match ByteString::try_from(self.frame0.slice(r)) {
-                Ok(s) => Ok(Value::Str(s)),
-                Err(_) => Err(MsgpackError::InvalidUtf8(self.stream.at(start)).into()),
-            };
-        }
-        Ok(match self.stream.next()? {
-            Token::Nil => Value::Nil,
-            Token::Bool(b) => Value::Bool(b),
-            Token::Int(i) => Value::Int(i),
-            Token::Float(f) => Value::Float(f),
-            // Not met: `str_at` found every whole str.
-            Token::Str(s) => Value::str(s),
-            Token::Bin(b) => Value::Bin(self.frame0.slice_ref(b)),
-            Token::Array(len) => {
-                let entered = self.stream.enter(len, 1);
-                let mut items = Vec::with_capacity(entered.hint);
-                for _ in 0..len {
-                    items.push(self.item_value()?);
-                }
-                self.stream.leave(entered);
-                Value::Array(items)
-            }
-            Token::Map(len) => {
-                let entered = self.stream.enter(len, 2);
-                let mut entries = Vec::with_capacity(entered.hint);
-                for _ in 0..len {
-                    let key = self.item_value()?;
-                    entries.push((key, self.item_value()?));
-                }
-                self.stream.leave(entered);
-                match self.claims.resolve(entries, self.stream.at(start))? {
-                    Value::Serialized(block) => self.deserialize(&block)?,
-                    other => other,
-                }
-            }
-        })
-    }
-
-    /// An item of a value [`Decoder::value_items`] builds: a block's value
-    /// or its own.
-    fn item_value(&mut self) -> Result<Value, Error> {
-        match self.block()? {
-            Some(b) => Ok(b.into_value()),
-            None => self.value_items(),
-        }
-    }
-
     /// What the placeholder here gives, as [`Decoder::value`] gives it,
     /// read in place: its three items counted and checked as `value` checks
     /// them, no map built for it; a pickled block as it is (no `Value`
@@ -243,7 +181,7 @@ impl<'de> Decoder<'de> {
         // As `block` reads it, the block stashed where it is claimed (a
         // block is large: moved as few times as can be).
         let Some((kind, offset)) = self.placeholder()? else {
-            return Ok(side::stash(self.value_items()?));
+            return Ok(side::stash(self.value_not_block()?));
         };
         let block = self.claims.claim(kind, offset)?;
         Ok(match kind {
