@@ -37,6 +37,8 @@ mod peek;
 mod raw;
 mod reader;
 #[cfg(feature = "serde")]
+pub(crate) use reader::text;
+#[cfg(feature = "serde")]
 mod stream;
 #[cfg(test)]
 mod tests;

@@ -660,7 +660,7 @@ pub(crate) fn lookup_str_item<'a>(
                     return match head(bytes, start)? {
                         (Head::Str(n), w) => {
                             let r = body(start, w, n)?;
-                            let text = std::str::from_utf8(&bytes[r.clone()]).ok()?;
+                            let text = super::text(&bytes[r.clone()])?;
                             Some(Some(StrItem {
                                 text,
                                 start,

@@ -241,3 +241,16 @@ pub(super) fn skip_value(rd: &mut Cursor<'_>) -> Result<(), MsgpackError> {
     }
     Ok(())
 }
+
+/// A str item's bytes as text, or `None` when they are not UTF-8. ASCII
+/// (nearly every str Dask sends: ops, keys, addresses, ids) is checked a
+/// word at a time (`ascii`, over std's `is_ascii`); anything else gets
+/// std's full UTF-8 check.
+#[cfg(feature = "serde")]
+#[inline]
+pub(crate) fn text(bytes: &[u8]) -> Option<&str> {
+    match ascii::AsAsciiStr::as_ascii_str(bytes) {
+        Ok(ascii) => Some(ascii.as_str()),
+        Err(_) => std::str::from_utf8(bytes).ok(),
+    }
+}

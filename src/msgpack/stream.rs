@@ -8,7 +8,7 @@ use bytestring::ByteString;
 
 use super::decode::{decode_one, MapHook};
 use super::head::NIL;
-use super::reader::{read_item, Cursor, Item};
+use super::reader::{read_item, text, Cursor, Item};
 use super::{MsgpackError, Position};
 use crate::limits::Limits;
 use crate::value::{Integer, Value};
@@ -123,9 +123,9 @@ impl<'a> Stream<'a> {
             return self.read(start);
         };
         self.rd.pos = from + len;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Token::Str(s)),
-            Err(_) => Err(MsgpackError::InvalidUtf8(self.rd.at(start))),
+        match text(bytes) {
+            Some(s) => Ok(Token::Str(s)),
+            None => Err(MsgpackError::InvalidUtf8(self.rd.at(start))),
         }
     }
 
@@ -145,8 +145,7 @@ impl<'a> Stream<'a> {
             Item::Int(i) => Token::Int(i),
             Item::Float(f) => Token::Float(f),
             Item::Str { start, end, at } => Token::Str(
-                std::str::from_utf8(&buf[start..end])
-                    .map_err(|_| MsgpackError::InvalidUtf8(self.rd.at(at)))?,
+                text(&buf[start..end]).ok_or_else(|| MsgpackError::InvalidUtf8(self.rd.at(at)))?,
             ),
             Item::Bin { start, end } => Token::Bin(&buf[start..end]),
             Item::Container { len, is_map } => {

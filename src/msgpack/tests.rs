@@ -583,3 +583,45 @@ fn map_lengths_rewritten_in_place() {
     put_map_len(&mut want, 4);
     assert_eq!(buf, want);
 }
+
+/// A str read item by item: ASCII and other UTF-8 as text, anything else
+/// refused where the str starts, in both of the stream's paths (a fixstr
+/// and str 8 read in place, a str 16 through the reader).
+#[cfg(feature = "serde")]
+#[test]
+fn stream_str_is_text_or_refused() {
+    let limits = Limits::default();
+    let read = |bytes: &'static [u8]| {
+        let buf = Bytes::from_static(bytes);
+        let mut s = Stream::new(&buf, 0, &limits).unwrap();
+        s.next().map(|t| match t {
+            Token::Str(text) => text.to_owned(),
+            _ => panic!("not a str"),
+        })
+    };
+    for (bytes, want) in [
+        (&b"\xa3abc"[..], "abc"),
+        (b"\xa0", ""),
+        (b"\xa2\xc3\xa9", "é"),
+        (b"\xd9\x05caf\xc3\xa9", "café"),
+        (b"\xda\x00\x04\xe2\x82\xac!", "€!"),
+        (b"\xd9\x09abcdefgh\x7f", "abcdefgh\x7f"),
+    ] {
+        assert_eq!(read(bytes).unwrap(), want, "{bytes:02x?}");
+    }
+    for bytes in [
+        &b"\xa2\xff\xfe"[..],
+        b"\xa1\x80",
+        b"\xd9\x09abcdefgh\x80",
+        b"\xda\x00\x03\xed\xa0\x80", // a surrogate
+    ] {
+        assert_eq!(
+            read(bytes),
+            Err(MsgpackError::InvalidUtf8(Position {
+                frame: 0,
+                offset: 0
+            })),
+            "{bytes:02x?}"
+        );
+    }
+}
