@@ -193,13 +193,31 @@ def cpu(p):
     return (t.user, t.system)
 
 
+def on_cpu(p):
+    """Seconds `p`'s threads (those alive now) spent on a CPU, to the
+    nanosecond (Linux's schedstat; `cpu` counts in ticks of 10 ms, coarse
+    for a workload of a second); None where unknown."""
+    if p is None:
+        return 0.0
+    total = 0
+    try:
+        for t in os.listdir(f"/proc/{p.pid}/task"):
+            with open(f"/proc/{p.pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
 def measure(c, sched, swarm, workload, size):
     c.run_on_scheduler(read_counts)
     s0, w0 = cpu(sched), cpu(swarm)
+    n0, m0 = on_cpu(sched), on_cpu(swarm)
     t0 = time.perf_counter()
     tasks = WORKLOADS[workload](c, size)
     wall = time.perf_counter() - t0
     s1, w1 = cpu(sched), cpu(swarm)
+    n1, m1 = on_cpu(sched), on_cpu(swarm)
     counts = c.run_on_scheduler(read_counts)
     su, ss = s1[0] - s0[0], s1[1] - s0[1]
     wu, ws = w1[0] - w0[0], w1[1] - w0[1]
@@ -208,6 +226,8 @@ def measure(c, sched, swarm, workload, size):
             "swarm_cpu_s": wu + ws,
             "scheduler_user_s": su, "scheduler_system_s": ss,
             "swarm_user_s": wu, "swarm_system_s": ws,
+            "scheduler_on_cpu_s": None if None in (n0, n1) else n1 - n0,
+            "swarm_on_cpu_s": None if None in (m0, m1) else m1 - m0,
             "scheduler_messages": counts}
 
 
