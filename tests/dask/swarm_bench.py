@@ -241,6 +241,10 @@ def scale_run(args, n, tmp):
     try:
         with Client(addr, timeout=60) as c:
             c.run_on_scheduler(counting)
+            # Past the first heartbeats (each worker's after 1 s, then at
+            # the scheduler's interval), which otherwise fall in the first
+            # workload.
+            time.sleep(args.settle)
             for w in args.workloads:
                 r = measure(c, sched, swarm, w, args.size)
                 r["workers"] = n
@@ -327,6 +331,8 @@ def main():
     ap.add_argument("--no-scales", action="store_true")
     ap.add_argument("--command", default="scripts/swarm-bench")
     ap.add_argument("--no-render", action="store_true")
+    ap.add_argument("--settle", type=float, default=0, metavar="SECONDS",
+                    help="wait this long once the workers are registered, before the first workload")
     ap.add_argument("--swarm-arg", action="append", default=[], metavar="ARG",
                     help="passed on to `framewire swarm` (repeatable), e.g. "
                     "--swarm-arg=--memory-transfers")
