@@ -48,12 +48,12 @@ def start_scheduler(tmp, port=0):
     raise SystemExit("no scheduler after 90 s")
 
 
-def start_swarm(binary, addr, n, task_ms, tmp, nthreads=1):
+def start_swarm(binary, addr, n, task_ms, tmp, nthreads=1, extra=()):
     out = os.path.join(tmp, f"swarm-{n}.json")
     log = open(os.path.join(tmp, f"swarm-{n}.log"), "w+")
     p = subprocess.Popen(
         [binary, "swarm", addr, "--workers", str(n), "--nthreads", str(nthreads),
-         "--task-ms", str(task_ms), "--nbytes", "100", "--output", out],
+         "--task-ms", str(task_ms), "--nbytes", "100", "--output", out, *extra],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 600
     while time.time() < deadline:
@@ -186,32 +186,65 @@ def stop(p, timeout=60):
 
 
 def cpu(p):
+    """(user, system) CPU seconds of `p` so far; zeros without a process."""
+    if p is None:
+        return (0.0, 0.0)
     t = psutil.Process(p.pid).cpu_times()
-    return t.user + t.system
+    return (t.user, t.system)
+
+
+def on_cpu(p):
+    """Seconds `p`'s threads (those alive now) spent on a CPU, to the
+    nanosecond (Linux's schedstat; `cpu` counts in ticks of 10 ms, coarse
+    for a workload of a second); None where unknown."""
+    if p is None:
+        return 0.0
+    total = 0
+    try:
+        for t in os.listdir(f"/proc/{p.pid}/task"):
+            with open(f"/proc/{p.pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
 
 
 def measure(c, sched, swarm, workload, size):
     c.run_on_scheduler(read_counts)
-    s0, w0 = cpu(sched), (cpu(swarm) if swarm else 0.0)
+    s0, w0 = cpu(sched), cpu(swarm)
+    n0, m0 = on_cpu(sched), on_cpu(swarm)
     t0 = time.perf_counter()
     tasks = WORKLOADS[workload](c, size)
     wall = time.perf_counter() - t0
-    s1, w1 = cpu(sched), (cpu(swarm) if swarm else 0.0)
+    s1, w1 = cpu(sched), cpu(swarm)
+    n1, m1 = on_cpu(sched), on_cpu(swarm)
     counts = c.run_on_scheduler(read_counts)
+    su, ss = s1[0] - s0[0], s1[1] - s0[1]
+    wu, ws = w1[0] - w0[0], w1[1] - w0[1]
     return {"workload": workload, "tasks": tasks, "wall_s": wall,
-            "tasks_per_s": tasks / wall, "scheduler_cpu_s": s1 - s0,
-            "swarm_cpu_s": w1 - w0, "scheduler_messages": counts}
+            "tasks_per_s": tasks / wall, "scheduler_cpu_s": su + ss,
+            "swarm_cpu_s": wu + ws,
+            "scheduler_user_s": su, "scheduler_system_s": ss,
+            "swarm_user_s": wu, "swarm_system_s": ws,
+            "scheduler_on_cpu_s": None if None in (n0, n1) else n1 - n0,
+            "swarm_on_cpu_s": None if None in (m0, m1) else m1 - m0,
+            "scheduler_messages": counts}
 
 
 def scale_run(args, n, tmp):
     from distributed import Client
     sched, addr = start_scheduler(tmp)
-    swarm, out, log = start_swarm(args.binary, addr, n, args.task_ms, tmp)
+    swarm, out, log = start_swarm(args.binary, addr, n, args.task_ms, tmp,
+                                  extra=args.swarm_arg)
     rss_idle = psutil.Process(swarm.pid).memory_info().rss
     rows = []
     try:
         with Client(addr, timeout=60) as c:
             c.run_on_scheduler(counting)
+            # Past the first heartbeats (each worker's after 1 s, then at
+            # the scheduler's interval), which otherwise fall in the first
+            # workload.
+            time.sleep(args.settle)
             for w in args.workloads:
                 r = measure(c, sched, swarm, w, args.size)
                 r["workers"] = n
@@ -240,7 +273,7 @@ def fidelity(args, tmp):
             if kind == "python":
                 procs = start_python_workers(addr, 8, tmp)
             else:
-                swarm, _, _ = start_swarm(args.binary, addr, 8, 10, tmp)
+                swarm, _, _ = start_swarm(args.binary, addr, 8, 10, tmp, extra=args.swarm_arg)
             with Client(addr, timeout=60) as c:
                 c.wait_for_workers(8, timeout=120)
                 c.run_on_scheduler(counting)
@@ -298,10 +331,17 @@ def main():
     ap.add_argument("--no-scales", action="store_true")
     ap.add_argument("--command", default="scripts/swarm-bench")
     ap.add_argument("--no-render", action="store_true")
+    ap.add_argument("--settle", type=float, default=0, metavar="SECONDS",
+                    help="wait this long once the workers are registered, before the first workload")
+    ap.add_argument("--swarm-arg", action="append", default=[], metavar="ARG",
+                    help="passed on to `framewire swarm` (repeatable), e.g. "
+                    "--swarm-arg=--memory-transfers")
     args = ap.parse_args()
     args.workloads = args.workloads.split(",")
     env = figures.environment()
     scales = {"task_ms": args.task_ms, "workloads": args.workloads, "size": args.size}
+    if args.swarm_arg:
+        scales["swarm_args"] = args.swarm_arg
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_scales:
             scales["scales"] = [scale_run(args, int(n), tmp) for n in args.workers.split(",")]
