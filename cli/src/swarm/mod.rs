@@ -146,7 +146,7 @@ fn raise_fd_limit() -> Option<u64> {
 /// fetching from a thousand peers close and open a connection for most
 /// transfers. As many as the open files allow instead: a connection
 /// between two of the swarm's workers takes two, each worker about three
-/// of its own (its listener, its stream, a heartbeat now and then), with
+/// of its own (its listener, its stream, its heartbeat connection), with
 /// some to spare.
 fn peer_connection_limit(workers: usize, open_files: Option<u64>) -> usize {
     let dask = 512;
@@ -211,9 +211,15 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
                     .limit(peer_limit)
                     .idle_per_address(peer_limit),
             ),
+            // One connection a worker kept idle between its heartbeats, as
+            // each Dask worker's own pool keeps its comm to the scheduler
+            // (`self.scheduler = self.rpc(scheduler_addr)`, `worker.py:770`;
+            // `ConnectionPool.reuse` keeps it, `core.py:1497`): at 64, the
+            // heartbeats of a thousand workers, which come in bursts, closed
+            // and opened connections (the scheduler accepting each).
             heartbeats: ConnectionPool::new(builder.clone(), handshake.clone())
-                .idle_per_address(64)
-                .limit(64),
+                .idle_per_address(opts.workers.max(1))
+                .limit(opts.workers.max(1)),
             builder,
             handshake,
             registering: Semaphore::new(64),
