@@ -397,6 +397,13 @@ def held(m, n):
 SATURATED = 2
 
 
+def swarm_cpu_s(row, who):
+    """`who`'s CPU seconds in a swarm row: on a CPU to the nanosecond
+    (schedstat) where the run measured it, else user + system in ticks."""
+    on_cpu = row.get(f"{who}_on_cpu_s")
+    return on_cpu if on_cpu is not None else row[f"{who}_cpu_s"]
+
+
 def render_swarm(d):
     """tests/dask/swarm_bench.py: a real scheduler under `framewire swarm`,
     per cluster size and workload."""
@@ -407,22 +414,30 @@ def render_swarm(d):
            "\"while the scheduler is saturated\", judged where the workers could have run at least "
            f"{SATURATED}× the tasks per second they were given (workers ÷ task time): there the scheduler "
            "sets the pace; elsewhere the tasks' own time does. Swarm busy: its CPU time over the wall time, "
-           "of the one core its single-threaded runtime can use: below 100 % it is not what sets the pace.", "",
+           "of the one core its single-threaded runtime can use: below 100 % it is not what sets the pace."
+           + (" CPU: time on a CPU of every thread (Linux schedstat, to the nanosecond)."
+              if any(r.get("swarm_on_cpu_s") is not None for s in d["scales"] for r in s["rows"]) else "")
+           + (f" Each size waited {d['settle_s']:g} s once its workers had registered, before the first "
+              "workload (past their first heartbeats, each worker's 1 s after it registers)."
+              if d.get("settle_s") else "")
+           + (f" The swarm ran with {' '.join(f'`{a}`' for a in d['swarm_args'])}."
+              if d.get("swarm_args") else ""), "",
            "| workers | workload | tasks | wall s | tasks/s | decision latency p50 / p99, ms | "
            "scheduler CPU s | scheduler busy | swarm CPU s | swarm busy | swarm / scheduler CPU | swarm RSS idle per worker, KiB |",
            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in d["scales"]:
         lat = s["decision_latency_ms"]
         for r in s["rows"]:
-            share = r["swarm_cpu_s"] / r["scheduler_cpu_s"] if r["scheduler_cpu_s"] else 0
-            busy = r["scheduler_cpu_s"] / r["wall_s"] if r["wall_s"] else 0
-            swarm_busy = r["swarm_cpu_s"] / r["wall_s"] if r["wall_s"] else 0
+            sched_cpu, swarm_cpu = swarm_cpu_s(r, "scheduler"), swarm_cpu_s(r, "swarm")
+            share = swarm_cpu / sched_cpu if sched_cpu else 0
+            busy = sched_cpu / r["wall_s"] if r["wall_s"] else 0
+            swarm_busy = swarm_cpu / r["wall_s"] if r["wall_s"] else 0
             capacity = s["workers"] * 1000 / d["task_ms"]
             judged = (f"target ≤ 10 %: {verdict(share <= 0.10)}" if capacity >= SATURATED * r["tasks_per_s"]
                       else "workers' time sets the pace: target not judged")
             out.append(f"| {s['workers']:,} | {r['workload']} | {r['tasks']:,} | {r['wall_s']:.2f} | "
-                       f"{r['tasks_per_s']:.0f} | {lat['p50']} / {lat['p99']} | {r['scheduler_cpu_s']:.2f} | "
-                       f"{100 * busy:.0f} % | {r['swarm_cpu_s']:.2f} | {100 * swarm_busy:.0f} % | {100 * share:.0f} % ({judged}) | "
+                       f"{r['tasks_per_s']:.0f} | {lat['p50']} / {lat['p99']} | {sched_cpu:.2f} | "
+                       f"{100 * busy:.0f} % | {swarm_cpu:.2f} | {100 * swarm_busy:.0f} % | {100 * share:.0f} % ({judged}) | "
                        f"{s['swarm_rss_idle_per_worker'] / 1024:.1f} |")
     return "\n".join(out)
 

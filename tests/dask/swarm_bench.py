@@ -342,6 +342,8 @@ def main():
     scales = {"task_ms": args.task_ms, "workloads": args.workloads, "size": args.size}
     if args.swarm_arg:
         scales["swarm_args"] = args.swarm_arg
+    if args.settle:
+        scales["settle_s"] = args.settle
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_scales:
             scales["scales"] = [scale_run(args, int(n), tmp) for n in args.workers.split(",")]
