@@ -37,8 +37,6 @@ mod peek;
 mod raw;
 mod reader;
 #[cfg(feature = "serde")]
-pub(crate) use reader::text;
-#[cfg(feature = "serde")]
 mod stream;
 #[cfg(test)]
 mod tests;

@@ -660,7 +660,7 @@ pub(crate) fn lookup_str_item<'a>(
                     return match head(bytes, start)? {
                         (Head::Str(n), w) => {
                             let r = body(start, w, n)?;
-                            let text = super::text(&bytes[r.clone()])?;
+                            let text = super::reader::text(&bytes[r.clone()])?;
                             Some(Some(StrItem {
                                 text,
                                 start,
