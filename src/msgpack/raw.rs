@@ -11,7 +11,7 @@ use super::decode::decode_packed;
 use super::encode::{encode_into, len_prefix_width, put_map_len, put_str, set_map_len, Leaves};
 use super::head::{head, Head, NIL};
 use super::peek::is_map_at;
-use super::reader::{read_item, skip_value, Cursor, Item, CHECKED};
+use super::reader::{is_text, read_item, skip_value, Cursor, Item, CHECKED};
 use super::MsgpackError;
 use crate::error::EncodeError;
 use crate::limits::Limits;
@@ -502,8 +502,7 @@ pub(crate) fn skim(
                     at,
                 } => {
                     let text = &buf[from..end];
-                    // ASCII is UTF-8: the full check only for the rest.
-                    if !text.is_ascii() && std::str::from_utf8(text).is_err() {
+                    if !is_text(text) {
                         return Err(MsgpackError::InvalidUtf8(rd.at(at)));
                     }
                     if top_level_key {

@@ -242,10 +242,16 @@ pub(super) fn skip_value(rd: &mut Cursor<'_>) -> Result<(), MsgpackError> {
     Ok(())
 }
 
-/// A str item's bytes as text, or `None` when they are not UTF-8. ASCII
-/// (nearly every str Dask sends: ops, keys, addresses, ids) is checked a
-/// word at a time (`ascii`, over std's `is_ascii`); anything else gets
-/// std's full UTF-8 check.
+/// Whether a str item's bytes are UTF-8. ASCII (nearly every str Dask
+/// sends: ops, keys, addresses, ids) is checked a word at a time
+/// (`is_ascii`); anything else gets std's full UTF-8 check.
+pub(super) fn is_text(bytes: &[u8]) -> bool {
+    bytes.is_ascii() || std::str::from_utf8(bytes).is_ok()
+}
+
+/// A str item's bytes as text, or `None` when they are not UTF-8, checked
+/// as [`is_text`] checks them (`ascii` gives the `&str` of bytes
+/// `is_ascii` passed, without a second check).
 #[cfg(feature = "serde")]
 #[inline]
 pub(crate) fn text(bytes: &[u8]) -> Option<&str> {
