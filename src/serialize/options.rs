@@ -79,7 +79,9 @@ impl Default for SerializeOptions {
 /// their own with [`Registry::with`].
 #[derive(Clone)]
 pub struct Registry {
-    pub(super) families: Vec<Arc<dyn Family>>,
+    /// Shared: a registry is cloned into the options of every message
+    /// received, which then costs one count, not a vector.
+    pub(super) families: Arc<[Arc<dyn Family>]>,
     /// Where framewire's own [`MsgpackFamily`] is in `families`: it encodes
     /// into an arena instead of a buffer per frame.
     pub(super) builtin_msgpack: Option<usize>,
@@ -97,11 +99,11 @@ impl Default for Registry {
     /// `dask` (bytes, arrays), `msgpack` (every plain value), `error` (decode only).
     fn default() -> Registry {
         Registry {
-            families: vec![
-                Arc::new(DaskFamily),
+            families: Arc::new([
+                Arc::new(DaskFamily) as Arc<dyn Family>,
                 Arc::new(MsgpackFamily),
                 Arc::new(ErrorFamily),
-            ],
+            ]),
             builtin_msgpack: Some(1),
         }
     }
@@ -110,7 +112,10 @@ impl Default for Registry {
 impl Registry {
     /// This registry with `family` tried first.
     pub fn with(mut self, family: impl Family + 'static) -> Registry {
-        self.families.insert(0, Arc::new(family));
+        let first: Arc<dyn Family> = Arc::new(family);
+        self.families = std::iter::once(first)
+            .chain(self.families.iter().cloned())
+            .collect();
         self.builtin_msgpack = self.builtin_msgpack.map(|i| i + 1);
         self
     }
