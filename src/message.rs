@@ -585,23 +585,32 @@ impl<'s> Placeholders<'s> {
         serialize: &'s mut dyn FnMut(&Value) -> Result<Block, EncodeError>,
     ) -> Placeholders<'s> {
         Placeholders {
-            frames: vec![Bytes::new()],
+            frames: Vec::new(),
             serialize,
         }
     }
 
     /// The message: `frame0`, then the blocks.
     pub(crate) fn finish(self, frame0: Bytes) -> Vec<Bytes> {
-        let mut frames = self.frames;
-        frames[0] = frame0;
+        let mut frames = Vec::with_capacity(1 + self.frames.len());
+        frames.push(frame0);
+        frames.extend(self.frames);
         frames
     }
 
-    /// Writes `{key: index}`, index being where the block's sub-header goes.
+    /// The blocks alone (frames 1 and on), for a frame 0 the caller keeps:
+    /// nothing allocated when there are none.
+    #[cfg(feature = "serde")]
+    pub(crate) fn into_blocks(self) -> Vec<Bytes> {
+        self.frames
+    }
+
+    /// Writes `{key: index}`, index being where the block's sub-header goes
+    /// (frame 0 comes before the blocks placed so far).
     fn placeholder(&self, key: &str, out: &mut BytesMut) -> Result<(), EncodeError> {
         msgpack::put_map_len(out, 1);
         msgpack::put_str(out, key)?;
-        msgpack::put_uint(out, self.frames.len() as u64);
+        msgpack::put_uint(out, 1 + self.frames.len() as u64);
         Ok(())
     }
 }

@@ -653,6 +653,23 @@ fn batched_writer_writes_what_dumps_writes() {
             ],
             true,
         ),
+        // Written ops, then one with blocks, then written ops again.
+        (
+            vec![
+                to_value(&add_keys("c")).unwrap(),
+                to_value(&add_keys("d")).unwrap(),
+                with_block.clone(),
+                to_value(&add_keys("e")).unwrap(),
+            ],
+            false,
+        ),
+        // More ops than a fixarray holds: the list's header is an array 16.
+        (
+            (0..20)
+                .map(|i| to_value(&add_keys(&i.to_string())).unwrap())
+                .collect(),
+            false,
+        ),
     ];
     let rt = runtime();
     for (ops, as_values) in batches {
@@ -673,6 +690,64 @@ fn batched_writer_writes_what_dumps_writes() {
         });
         assert_eq!(got.frames(), &expected[..]);
     }
+}
+
+/// An op that cannot be written is an error at once and leaves the batch
+/// as it was; ops queued before a writer is dropped still go; after
+/// `close` the stream ends, and a writer whose stream failed refuses ops.
+#[test]
+fn batched_writer_refuses_what_it_cannot_write_and_sends_the_rest() {
+    use framewire::dask::BatchedWriter;
+    use framewire::transport::{Connection, TransportError};
+    let rt = runtime();
+    let reserved = Value::map_of([("__Serialized__", Value::from(0u8))]);
+    let got = rt.block_on(async {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let (_r, w) = Connection::new(a).into_split();
+        let writer = BatchedWriter::new(w, std::time::Duration::from_secs(3600));
+        writer.send(&add_keys("a")).unwrap();
+        let refused = writer.send(&reserved);
+        assert!(
+            matches!(refused, Err(TransportError::Encode(_))),
+            "{refused:?}"
+        );
+        writer.send(&add_keys("b")).unwrap();
+        // Dropped, not closed: what was queued goes, then the stream ends.
+        drop(writer);
+        let mut rx = Connection::new(b);
+        let first = rx.recv().await.unwrap().unwrap();
+        let end = rx.recv().await;
+        assert!(end.is_none(), "{end:?}");
+        first
+    });
+    let expected = dumps(&Value::Array(vec![
+        to_value(&add_keys("a")).unwrap(),
+        to_value(&add_keys("b")).unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!(got.frames(), &expected[..]);
+    // A stream that cannot be written: `close` says why, and ops queued
+    // after the failure are refused.
+    rt.block_on(async {
+        let (a, b) = tokio::io::duplex(64);
+        drop(b);
+        let (_r, w) = Connection::new(a).into_split();
+        let writer = BatchedWriter::new(w, std::time::Duration::ZERO);
+        writer.send(&add_keys("a")).unwrap();
+        let mut refused = Ok(());
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+            refused = writer.send(&add_keys("b"));
+            if refused.is_err() {
+                break;
+            }
+        }
+        assert!(
+            matches!(refused, Err(TransportError::Closed)),
+            "{refused:?}"
+        );
+        assert!(writer.close().await.is_err());
+    });
 }
 
 /// `BatchedReader::recv` reads a batch straight into its ops and returns

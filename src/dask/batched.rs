@@ -5,14 +5,17 @@
 use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
+use std::future::Future;
 use std::marker::PhantomData;
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use serde::de::{self, DeserializeOwned, IgnoredAny, VariantAccess};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::wire::op_of;
@@ -288,52 +291,102 @@ impl<'de, M: Deserialize<'de>> Deserialize<'de> for Item<M> {
     }
 }
 
-enum Command {
-    Send(Queued),
-    Close,
+/// An op waiting for its batch, or a run of them.
+enum Queued {
+    /// Ops written without blocks ([`typed::append_to`]), one after the
+    /// other, after [`LIST_HEAD`] bytes kept for the list's header: what
+    /// the batch's frame 0 is when they are all it holds.
+    Joined { buf: BytesMut, count: usize },
+    /// An op written with its blocks (frame 0, then the blocks).
+    Frames(Vec<Bytes>),
+    /// An op given as a value.
+    Value(Value),
 }
 
-/// An op waiting for its batch: written already (frame 0 and its blocks,
-/// [`typed::to_frames`]), or a value.
-enum Queued {
-    Frames(Vec<Bytes>),
-    Value(Value),
+/// Room kept before a batch's ops for its list header (an array 32's).
+const LIST_HEAD: usize = 5;
+
+impl Queued {
+    fn joined() -> Queued {
+        let mut buf = BytesMut::with_capacity(256);
+        buf.resize(LIST_HEAD, 0);
+        Queued::Joined { buf, count: 0 }
+    }
+}
+
+/// `ops` joined as a list: `buf` after its room, with the header written
+/// into the end of the room (as short as msgpack has it, as `msgpack`
+/// writes it in Python) and the rest of the room cut off. No byte moves.
+fn finish_list(mut buf: BytesMut, count: usize) -> Result<Bytes, TransportError> {
+    let (head, width) = msgpack::array_len_bytes(count).map_err(TransportError::Encode)?;
+    buf[LIST_HEAD - width..LIST_HEAD].copy_from_slice(&head[..width]);
+    bytes::Buf::advance(&mut buf, LIST_HEAD - width);
+    Ok(buf.freeze())
 }
 
 /// The message of a batch: the list of its ops. Ops written without blocks
 /// are joined as they are (the list's frame 0 is their bytes one after the
 /// other); otherwise the list is written as a value, the written ops read
 /// back pass-through (their blocks re-emitted byte for byte).
-fn batch_frames(ops: Vec<Queued>, opts: &SerializeOptions) -> Result<Vec<Bytes>, TransportError> {
-    let written = |op: &Queued| matches!(op, Queued::Frames(f) if f.len() == 1);
-    if ops.iter().all(written) {
-        let mut frame0 = BytesMut::with_capacity(
-            5 + ops
-                .iter()
-                .map(|op| match op {
-                    Queued::Frames(f) => f[0].len(),
-                    Queued::Value(_) => 0,
-                })
-                .sum::<usize>(),
-        );
-        msgpack::put_array_len(&mut frame0, ops.len())?;
-        for op in &ops {
-            if let Queued::Frames(f) = op {
-                frame0.extend_from_slice(&f[0]);
-            }
-        }
-        return Ok(vec![frame0.freeze()]);
+fn batch_frames(
+    ops: &mut Vec<Queued>,
+    opts: &SerializeOptions,
+) -> Result<Vec<Bytes>, TransportError> {
+    if let [Queued::Joined { .. }] = ops.as_slice() {
+        let Some(Queued::Joined { buf, count }) = ops.pop() else {
+            unreachable!("one run of written ops")
+        };
+        return Ok(vec![finish_list(buf, count)?]);
     }
-    let items = ops
-        .into_iter()
-        .map(|op| match op {
-            Queued::Value(v) => Ok(v),
-            // Written by `to_frames` under no limit tighter than these.
-            Queued::Frames(f) => message::decode(&f, &Limits::dask_compat())
-                .map_err(|e| TransportError::Decode(DecodeError::Message(e))),
-        })
-        .collect::<Result<Vec<Value>, TransportError>>()?;
+    // Written by `append_to` under no limit tighter than these.
+    let decode = |frames: &[Bytes]| {
+        message::decode(frames, &Limits::dask_compat())
+            .map_err(|e| TransportError::Decode(DecodeError::Message(e)))
+    };
+    let mut items = Vec::new();
+    for op in ops.drain(..) {
+        match op {
+            Queued::Value(v) => items.push(v),
+            Queued::Frames(f) => items.push(decode(&f)?),
+            Queued::Joined { buf, count } => match decode(&[finish_list(buf, count)?])? {
+                Value::Array(ops) => items.extend(ops),
+                _ => unreachable!("a run of ops is written as a list"),
+            },
+        }
+    }
     Ok(protocol::dumps_with(&Value::Array(items), opts)?)
+}
+
+/// What a writer and its task share: the ops of the next batch.
+#[derive(Default)]
+struct Outbox {
+    pending: std::sync::Mutex<Pending>,
+    /// The task's wake-up: the first op of a batch, or the close.
+    notify: Notify,
+}
+
+#[derive(Default)]
+struct Pending {
+    ops: Vec<Queued>,
+    /// Everything queued is to go, then the stream closes.
+    closing: bool,
+    /// The task ended (closed, or an error writing): no op is taken.
+    ended: bool,
+}
+
+impl Outbox {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        // An op's `Serialize` that panicked while it was written left the
+        // ops as they were (`append_to` writes nothing or one whole op).
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn close(&self) {
+        self.pending().closing = true;
+        self.notify.notify_one();
+    }
 }
 
 /// Writes a batched stream as Dask's `BatchedSend`: ops are queued without
@@ -367,10 +420,22 @@ fn batch_frames(ops: Vec<Queued>, opts: &SerializeOptions) -> Result<Vec<Bytes>,
 /// ```
 #[derive(Debug)]
 pub struct BatchedWriter {
-    tx: mpsc::UnboundedSender<Command>,
-    task: JoinHandle<Result<(), TransportError>>,
+    batch: Arc<Outbox>,
+    /// Taken by [`BatchedWriter::close`].
+    task: Option<JoinHandle<Result<(), TransportError>>>,
     /// The session's, for writing ops as they are queued.
     serialize: SerializeOptions,
+}
+
+impl fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = self.pending();
+        f.debug_struct("Outbox")
+            .field("ops", &p.ops.len())
+            .field("closing", &p.closing)
+            .field("ended", &p.ended)
+            .finish()
+    }
 }
 
 impl BatchedWriter {
@@ -385,45 +450,93 @@ impl BatchedWriter {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let serialize = half.session().serialize_options();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(write_batches(half, rx, interval));
+        let batch = Arc::new(Outbox::default());
+        let task = tokio::spawn(write_batches(half, batch.clone(), interval));
         BatchedWriter {
-            tx,
-            task,
+            batch,
+            task: Some(task),
             serialize,
         }
     }
 
     /// Queues an op. It is written now, with the session's options, by
     /// [`to_frames`](crate::typed::to_frames) (the bytes its
-    /// [`to_value`](crate::to_value) would give in the batch): an op that
-    /// cannot be written is an error at once and never queued; an error
-    /// writing the stream is returned by [`BatchedWriter::close`], and
-    /// [`TransportError::Closed`] by later calls.
+    /// [`to_value`](crate::to_value) would give in the batch), straight
+    /// after the ops queued before it: an op that cannot be written is an
+    /// error at once and never queued; an error writing the stream is
+    /// returned by [`BatchedWriter::close`], and [`TransportError::Closed`]
+    /// by later calls.
     pub fn send<M: Serialize + ?Sized>(&self, msg: &M) -> Result<(), TransportError> {
+        let mut p = self.batch.pending();
+        if p.closing || p.ended {
+            return Err(TransportError::Closed);
+        }
+        let first = p.ops.is_empty();
+        if !matches!(p.ops.last(), Some(Queued::Joined { .. })) {
+            p.ops.push(Queued::joined());
+        }
+        let Some(Queued::Joined { buf, count }) = p.ops.last_mut() else {
+            unreachable!("a run of written ops was just made if none was last")
+        };
+        let start = buf.len();
         // Inside the batch's list: nested one level deeper.
-        let frames =
-            typed::to_frames_at(msg, &self.serialize, 1).map_err(TransportError::Encode)?;
-        self.queue(Queued::Frames(frames))
+        let written = typed::append_to(msg, &self.serialize, 1, buf);
+        let blocks = match written {
+            Ok(blocks) if blocks.is_empty() => {
+                *count += 1;
+                None
+            }
+            Ok(blocks) => Some((buf.split_off(start).freeze(), blocks)),
+            Err(e) => {
+                if *count == 0 {
+                    p.ops.pop();
+                }
+                return Err(TransportError::Encode(e));
+            }
+        };
+        if let Some((frame0, blocks)) = blocks {
+            if matches!(p.ops.last(), Some(Queued::Joined { count: 0, .. })) {
+                p.ops.pop();
+            }
+            let frames = std::iter::once(frame0).chain(blocks).collect();
+            p.ops.push(Queued::Frames(frames));
+        }
+        drop(p);
+        if first {
+            self.batch.notify.notify_one();
+        }
+        Ok(())
     }
 
     /// Queues an op given as a map.
     pub fn send_value(&self, msg: Value) -> Result<(), TransportError> {
-        self.queue(Queued::Value(msg))
-    }
-
-    fn queue(&self, op: Queued) -> Result<(), TransportError> {
-        self.tx
-            .send(Command::Send(op))
-            .map_err(|_| TransportError::Closed)
+        let mut p = self.batch.pending();
+        if p.closing || p.ended {
+            return Err(TransportError::Closed);
+        }
+        let first = p.ops.is_empty();
+        p.ops.push(Queued::Value(msg));
+        drop(p);
+        if first {
+            self.batch.notify.notify_one();
+        }
+        Ok(())
     }
 
     /// Writes what is queued, then shuts the write direction down.
-    pub async fn close(self) -> Result<(), TransportError> {
-        let _ = self.tx.send(Command::Close);
-        self.task
-            .await
+    pub async fn close(mut self) -> Result<(), TransportError> {
+        self.batch.close();
+        let task = self.task.take().expect("taken only here");
+        task.await
             .map_err(|e| TransportError::Io(std::io::Error::other(e)))?
+    }
+}
+
+impl Drop for BatchedWriter {
+    /// What is queued still goes, then the stream closes (as when the
+    /// writer is closed, without waiting).
+    fn drop(&mut self) {
+        self.batch.close();
     }
 }
 
@@ -433,12 +546,22 @@ const TIMER_SLACK: Duration = Duration::from_micros(500);
 
 async fn write_batches<W: AsyncWrite + Unpin>(
     mut half: WriteHalf<W>,
-    mut rx: mpsc::UnboundedReceiver<Command>,
+    batch: Arc<Outbox>,
     interval: Duration,
 ) -> Result<(), TransportError> {
-    use tokio::time::{timeout_at, Instant};
+    let written = write_until_closed(&mut half, &batch, interval).await;
+    batch.pending().ended = true;
+    written?;
+    half.close().await
+}
+
+async fn write_until_closed<W: AsyncWrite + Unpin>(
+    half: &mut WriteHalf<W>,
+    batch: &Outbox,
+    interval: Duration,
+) -> Result<(), TransportError> {
+    use tokio::time::Instant;
     let opts = half.session().serialize_options();
-    let mut batch = Vec::new();
     // As `BatchedSend`: a batch goes at once when the last one went at
     // least `interval` ago, else when that interval is over. The wait is
     // set `TIMER_SLACK` short of the interval: tokio's timer fires on its
@@ -450,31 +573,53 @@ async fn write_batches<W: AsyncWrite + Unpin>(
     // `TIMER_SLACK` before it.
     let wait = interval.saturating_sub(TIMER_SLACK);
     let mut next_deadline = Instant::now();
-    let mut closing = false;
-    while !closing {
-        match rx.recv().await {
-            None | Some(Command::Close) => closing = true,
-            Some(Command::Send(v)) => batch.push(v),
-        }
-        while !closing && Instant::now() < next_deadline {
-            match timeout_at(next_deadline, rx.recv()).await {
-                Err(_) => break,
-                Ok(None) | Ok(Some(Command::Close)) => closing = true,
-                Ok(Some(Command::Send(v))) => batch.push(v),
+    // One timer, moved for each batch that has to wait.
+    let mut sleep = std::pin::pin!(tokio::time::sleep_until(next_deadline));
+    let mut ops = Vec::new();
+    loop {
+        // An op, or the close. (A wake-up given while this task was busy
+        // is kept by `Notify` for this wait.)
+        let mut closing = loop {
+            {
+                let p = batch.pending();
+                if p.closing || !p.ops.is_empty() {
+                    break p.closing;
+                }
+            }
+            batch.notify.notified().await;
+        };
+        if !closing && Instant::now() < next_deadline {
+            sleep.as_mut().reset(next_deadline);
+            while !closing {
+                let mut woken = std::pin::pin!(batch.notify.notified());
+                let due = std::future::poll_fn(|cx| {
+                    if sleep.as_mut().poll(cx).is_ready() {
+                        Poll::Ready(true)
+                    } else {
+                        woken.as_mut().poll(cx).map(|()| false)
+                    }
+                })
+                .await;
+                if due {
+                    break;
+                }
+                closing = batch.pending().closing;
             }
         }
-        // What is already queued goes too (and everything, when closing).
-        while let Ok(cmd) = rx.try_recv() {
-            match cmd {
-                Command::Send(v) => batch.push(v),
-                Command::Close => closing = true,
-            }
+        // What is queued now goes (and everything, when closing).
+        {
+            let mut p = batch.pending();
+            std::mem::swap(&mut p.ops, &mut ops);
+            closing = p.closing;
         }
-        if !batch.is_empty() {
-            let frames = batch_frames(std::mem::take(&mut batch), &opts)?;
+        if !ops.is_empty() {
+            let frames = batch_frames(&mut ops, &opts)?;
+            ops.clear();
             half.send(Envelope::new(frames)?).await?;
             next_deadline = Instant::now() + wait;
         }
+        if closing {
+            return Ok(());
+        }
     }
-    half.close().await
 }

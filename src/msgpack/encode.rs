@@ -272,6 +272,18 @@ pub(crate) fn put_array_len(out: &mut BytesMut, len: usize) -> Result<(), Encode
     Ok(())
 }
 
+/// The array header `put_array_len` writes, as bytes (the first `width`
+/// of the five): for a header written into room kept before the items.
+#[cfg(feature = "dask")]
+pub(crate) fn array_len_bytes(len: usize) -> Result<([u8; 5], usize), EncodeError> {
+    let mut head = [0u8; 5];
+    let n = u32::try_from(len).map_err(|_| EncodeError::TooLong { len })?;
+    let mut rest = &mut head[..];
+    let _ = rmp::encode::write_array_len(&mut rest, n);
+    let width = 5 - rest.len();
+    Ok((head, width))
+}
+
 /// Writes an array of integers, as the `Array` of their `Int`s would be.
 pub(crate) fn put_ints(out: &mut BytesMut, items: &[i64]) -> Result<(), EncodeError> {
     put_array_len(out, items.len())?;

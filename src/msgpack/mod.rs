@@ -42,6 +42,8 @@ mod stream;
 mod tests;
 
 pub(crate) use decode::{decode, decode_packed, lone_fixpos};
+#[cfg(feature = "dask")]
+pub(crate) use encode::array_len_bytes;
 pub(crate) use encode::{
     add_map_entry, check_depth, encode, encode_at, encode_into, put_array_len, put_bool, put_ints,
     put_map_len, put_nils, put_str, put_uint, set_map_len, Leaves, Static,

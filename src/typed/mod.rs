@@ -162,29 +162,40 @@ pub fn to_frames<T: Serialize + ?Sized>(
     value: &T,
     opts: &SerializeOptions,
 ) -> Result<Vec<Bytes>, EncodeError> {
-    to_frames_at(value, opts, 0)
+    let mut frame0 = BytesMut::with_capacity(256);
+    let blocks = append_to(value, opts, 0, &mut frame0)?;
+    let mut frames = Vec::with_capacity(1 + blocks.len());
+    frames.push(frame0.freeze());
+    frames.extend(blocks);
+    Ok(frames)
 }
 
-/// [`to_frames`] of a value that will sit inside `depth` containers of a
-/// message written around it (an op of a batch): nesting is checked as
-/// `dumps` checks it there.
-pub(crate) fn to_frames_at<T: Serialize + ?Sized>(
+/// Writes `value`'s frame 0 at the end of `out`, after what it holds (the
+/// ops of a batch before it), as a value inside `depth` containers of a
+/// message written around it (nesting is checked as `dumps` checks it
+/// there). Returns the blocks its placeholders name (frames 1 and on;
+/// none, and nothing allocated, for most messages). On an error `out` is
+/// as it was.
+pub(crate) fn append_to<T: Serialize + ?Sized>(
     value: &T,
     opts: &SerializeOptions,
     depth: usize,
+    out: &mut BytesMut,
 ) -> Result<Vec<Bytes>, EncodeError> {
+    let start = out.len();
     let direct = {
         let _scope = side::Scope::enter(side::Mode::Frames);
         let mut serialize = |leaf: &Value| serialize::serialize_and_split(leaf, opts);
         let mut f = frame_ser::Frame0 {
-            out: BytesMut::with_capacity(256),
+            out: std::mem::take(out),
             leaves: Placeholders::new(&mut serialize),
         };
-        value
-            .serialize(frame_ser::FrameSerializer { f: &mut f, depth })
-            .map(|()| f.leaves.finish(f.out.freeze()))
+        let written = value.serialize(frame_ser::FrameSerializer { f: &mut f, depth });
+        *out = f.out;
+        written.map(|()| f.leaves.into_blocks())
     };
     direct.map_err(|e| {
+        out.truncate(start);
         // The error the dynamic path gives (a field's before the
         // message's), which meets them in another order.
         let dynamic = to_value(value).and_then(|v| {
