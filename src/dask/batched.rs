@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use super::wire::op_of;
 use super::wire::{Dispatch, OpSeed};
 use crate::envelope::Envelope;
+use crate::error::EncodeError;
 use crate::limits::Limits;
 use crate::message;
 use crate::msgpack;
@@ -357,6 +358,44 @@ fn batch_frames(
     Ok(protocol::dumps_with(&Value::Array(items), opts)?)
 }
 
+/// Writes `msg` into `ops`: after the written ops that end them, or as an
+/// op of its own when it has blocks. On an error `ops` is as it was.
+fn write_op<M: Serialize + ?Sized>(
+    ops: &mut Vec<Queued>,
+    msg: &M,
+    opts: &SerializeOptions,
+) -> Result<(), EncodeError> {
+    if !matches!(ops.last(), Some(Queued::Joined { .. })) {
+        ops.push(Queued::joined());
+    }
+    let Some(Queued::Joined { buf, count }) = ops.last_mut() else {
+        unreachable!("a run of written ops was just made if none was last")
+    };
+    let start = buf.len();
+    // Inside the batch's list: nested one level deeper.
+    let written = typed::append_to(msg, opts, 1, buf);
+    let frames = match written {
+        Ok(blocks) if blocks.is_empty() => {
+            *count += 1;
+            return Ok(());
+        }
+        Ok(blocks) => std::iter::once(buf.split_off(start).freeze())
+            .chain(blocks)
+            .collect(),
+        Err(e) => {
+            if *count == 0 {
+                ops.pop();
+            }
+            return Err(e);
+        }
+    };
+    if *count == 0 {
+        ops.pop();
+    }
+    ops.push(Queued::Frames(frames));
+    Ok(())
+}
+
 /// What a writer and its task share: the ops of the next batch.
 #[derive(Default)]
 struct Outbox {
@@ -467,55 +506,29 @@ impl BatchedWriter {
     /// returned by [`BatchedWriter::close`], and [`TransportError::Closed`]
     /// by later calls.
     pub fn send<M: Serialize + ?Sized>(&self, msg: &M) -> Result<(), TransportError> {
-        let mut p = self.batch.pending();
-        if p.closing || p.ended {
-            return Err(TransportError::Closed);
-        }
-        let first = p.ops.is_empty();
-        if !matches!(p.ops.last(), Some(Queued::Joined { .. })) {
-            p.ops.push(Queued::joined());
-        }
-        let Some(Queued::Joined { buf, count }) = p.ops.last_mut() else {
-            unreachable!("a run of written ops was just made if none was last")
-        };
-        let start = buf.len();
-        // Inside the batch's list: nested one level deeper.
-        let written = typed::append_to(msg, &self.serialize, 1, buf);
-        let blocks = match written {
-            Ok(blocks) if blocks.is_empty() => {
-                *count += 1;
-                None
-            }
-            Ok(blocks) => Some((buf.split_off(start).freeze(), blocks)),
-            Err(e) => {
-                if *count == 0 {
-                    p.ops.pop();
-                }
-                return Err(TransportError::Encode(e));
-            }
-        };
-        if let Some((frame0, blocks)) = blocks {
-            if matches!(p.ops.last(), Some(Queued::Joined { count: 0, .. })) {
-                p.ops.pop();
-            }
-            let frames = std::iter::once(frame0).chain(blocks).collect();
-            p.ops.push(Queued::Frames(frames));
-        }
-        drop(p);
-        if first {
-            self.batch.notify.notify_one();
-        }
-        Ok(())
+        self.queue(|ops| write_op(ops, msg, &self.serialize))
     }
 
     /// Queues an op given as a map.
     pub fn send_value(&self, msg: Value) -> Result<(), TransportError> {
+        self.queue(|ops| {
+            ops.push(Queued::Value(msg));
+            Ok(())
+        })
+    }
+
+    /// Puts an op in the batch with `put`, and wakes the task for a
+    /// batch's first op.
+    fn queue(
+        &self,
+        put: impl FnOnce(&mut Vec<Queued>) -> Result<(), EncodeError>,
+    ) -> Result<(), TransportError> {
         let mut p = self.batch.pending();
         if p.closing || p.ended {
             return Err(TransportError::Closed);
         }
         let first = p.ops.is_empty();
-        p.ops.push(Queued::Value(msg));
+        put(&mut p.ops).map_err(TransportError::Encode)?;
         drop(p);
         if first {
             self.batch.notify.notify_one();
