@@ -126,8 +126,9 @@ async fn handle(
             rq.reply(&reply).await
         }
         WorkerRequest::FreeKeys(m) => {
-            if let Some(tx) = node.events.lock().expect("not poisoned").as_ref() {
-                let _ = tx.send(Event::FreeKeys(m.keys, m.stimulus_id));
+            let inbox = node.events.lock().expect("not poisoned").clone();
+            if let Some(inbox) = inbox {
+                inbox.send(Event::FreeKeys(m.keys, m.stimulus_id));
             }
             rq.reply(&()).await
         }

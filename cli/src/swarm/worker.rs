@@ -8,6 +8,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use framewire::dask::runtime::{now, stimulus_id};
@@ -19,7 +20,7 @@ use framewire::dask::{
 };
 use framewire::transport::TransportError;
 use framewire::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{HashMap, HashSet, Shared};
@@ -50,9 +51,62 @@ pub struct Node {
     pub held: Mutex<HashMap<Key, u64>>,
     /// The `server_id` of the current registration.
     pub server_id: Mutex<String>,
-    /// Events for the main loop from the worker's connections (a
-    /// `free_keys` RPC).
-    pub events: Mutex<Option<mpsc::UnboundedSender<Event>>>,
+    /// The current registration's events from the worker's connections
+    /// (a `free_keys` RPC).
+    pub events: Mutex<Option<Arc<Inbox>>>,
+}
+
+/// Events for a registration's main loop from its other tasks (fetches,
+/// heartbeats, `free_keys` RPCs): a queue under a lock, with the loop's
+/// waker. The loop polls it at every turn, which costs one uncontended
+/// lock when it is empty. (An empty tokio channel's poll reads its block
+/// list, cold in the cache at 1 000 workers: 4.6 % of the swarm's CPU in a
+/// call-graph profile of the 1 000-worker independent workload, where
+/// this inbox takes 0.9 %.)
+#[derive(Debug, Default)]
+pub struct Inbox(Mutex<Queue>);
+
+#[derive(Debug, Default)]
+struct Queue {
+    events: Vec<Event>,
+    waker: Option<Waker>,
+    /// The registration ended: events are dropped.
+    closed: bool,
+}
+
+impl Inbox {
+    pub fn send(&self, ev: Event) {
+        let waker = {
+            let mut q = self.0.lock().expect("not poisoned");
+            if q.closed {
+                return;
+            }
+            q.events.push(ev);
+            q.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The events queued, or pending (the task woken) until one is.
+    fn poll_take(&self, cx: &mut Context<'_>) -> Poll<Vec<Event>> {
+        let mut q = self.0.lock().expect("not poisoned");
+        if q.events.is_empty() {
+            if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                q.waker = Some(cx.waker().clone());
+            }
+            return Poll::Pending;
+        }
+        Poll::Ready(std::mem::take(&mut q.events))
+    }
+
+    fn close(&self) {
+        let mut q = self.0.lock().expect("not poisoned");
+        q.closed = true;
+        q.events.clear();
+        q.waker = None;
+    }
 }
 
 /// What the main loop hears besides the scheduler's stream.
@@ -92,9 +146,14 @@ pub async fn run(
         };
         sh.stats.registered.fetch_add(1, Relaxed);
         sh.stats.registrations.fetch_add(1, Relaxed);
-        let end = Sim::new(&sh, &node, stream).run(&mut stop).await;
+        let inbox = Arc::new(Inbox::default());
+        *node.events.lock().expect("not poisoned") = Some(inbox.clone());
+        let end = Sim::new(&sh, &node, stream, inbox.clone())
+            .run(&mut stop)
+            .await;
         sh.stats.registered.fetch_sub(1, Relaxed);
         node.events.lock().expect("not poisoned").take();
+        inbox.close();
         node.held.lock().expect("not poisoned").clear();
         match end {
             End::Lost(why) if sh.reconnect => {
@@ -269,8 +328,7 @@ struct Sim<'a> {
     in_flight: HashSet<Key>,
     /// The scheduler's last status for the worker is `running`.
     running: bool,
-    events: mpsc::UnboundedReceiver<Event>,
-    events_tx: mpsc::UnboundedSender<Event>,
+    events: Arc<Inbox>,
     beat_interval: Duration,
     next_beat: Instant,
     beating: bool,
@@ -291,9 +349,12 @@ struct Sim<'a> {
 }
 
 impl<'a> Sim<'a> {
-    fn new(sh: &'a Arc<Shared>, node: &'a Arc<Node>, stream: WorkerStream) -> Sim<'a> {
-        let (events_tx, events) = mpsc::unbounded_channel();
-        *node.events.lock().expect("not poisoned") = Some(events_tx.clone());
+    fn new(
+        sh: &'a Arc<Shared>,
+        node: &'a Arc<Node>,
+        stream: WorkerStream,
+        events: Arc<Inbox>,
+    ) -> Sim<'a> {
         // `Worker.__init__`'s heartbeat period is 1 s (`heartbeat_interval`,
         // `worker.py:777`) until the first reply of `Worker.heartbeat` sets
         // the scheduler's (`worker.py:1200`); the registration's reply does
@@ -312,7 +373,6 @@ impl<'a> Sim<'a> {
             in_flight: HashSet::default(),
             running: true,
             events,
-            events_tx,
             beat_interval,
             next_beat: Instant::now() + beat_interval,
             beating: false,
@@ -373,12 +433,14 @@ impl<'a> Sim<'a> {
                     // Re-armed at the next turn, even at the same instant.
                     armed = None;
                 }
-                Some(ev) = self.events.recv() => {
-                    if let Some(end) = self.on_event(ev) {
-                        if matches!(end, End::Removed(_)) {
-                            self.leave().await;
+                evs = std::future::poll_fn(|cx| self.events.poll_take(cx)) => {
+                    for ev in evs {
+                        if let Some(end) = self.on_event(ev) {
+                            if matches!(end, End::Removed(_)) {
+                                self.leave().await;
+                            }
+                            return end;
                         }
-                        return end;
                     }
                 }
                 _ = &mut stop => {
@@ -718,7 +780,7 @@ impl<'a> Sim<'a> {
             return;
         }
         let (tx, pool, who, stats) = (
-            self.events_tx.clone(),
+            self.events.clone(),
             self.sh.peers.clone(),
             self.node.address.clone(),
             self.sh.clone(),
@@ -731,7 +793,7 @@ impl<'a> Sim<'a> {
                 .iter()
                 .map(|(k, v)| (k.clone(), framewire::dask::nbytes(v)))
                 .collect();
-            let _ = tx.send(Event::Fetched {
+            tx.send(Event::Fetched {
                 got: data,
                 missing: got.missing,
             });
@@ -781,7 +843,7 @@ impl<'a> Sim<'a> {
         }
         // No message went: none is counted (the bytes are, as served).
         if !got.is_empty() || !missing.is_empty() {
-            let _ = self.events_tx.send(Event::Fetched { got, missing });
+            self.events.send(Event::Fetched { got, missing });
         }
         elsewhere
     }
@@ -932,7 +994,7 @@ impl<'a> Sim<'a> {
             extensions: Value::Map(Vec::new()),
             reply: None,
         };
-        let (sh, tx) = (self.sh.clone(), self.events_tx.clone());
+        let (sh, tx) = (self.sh.clone(), self.events.clone());
         tokio::spawn(async move {
             sh.stats.sent("heartbeat_worker");
             let r = match sh.handshake.timeout {
@@ -954,7 +1016,7 @@ impl<'a> Sim<'a> {
                         .await
                 }
             };
-            let _ = tx.send(Event::Beat(r));
+            tx.send(Event::Beat(r));
         });
     }
 }
