@@ -404,6 +404,15 @@ def swarm_cpu_s(row, who):
     return on_cpu if on_cpu is not None else row[f"{who}_cpu_s"]
 
 
+def spread_of(row):
+    """` (lo–hi %)`: the range of a swarm row's shares over its runs, where
+    it ran several times."""
+    shares = row.get("shares")
+    if not shares:
+        return ""
+    return f" ({100 * min(shares):.1f}–{100 * max(shares):.1f} %)"
+
+
 def render_swarm(d):
     """tests/dask/swarm_bench.py: a real scheduler under `framewire swarm`,
     per cluster size and workload."""
@@ -421,7 +430,10 @@ def render_swarm(d):
               "workload (past their first heartbeats, each worker's 1 s after it registers)."
               if d.get("settle_s") else "")
            + (f" The swarm ran with {' '.join(f'`{a}`' for a in d['swarm_args'])}."
-              if d.get("swarm_args") else ""), "",
+              if d.get("swarm_args") else "")
+           + (f" Each workload ran {d['repeat']} times at each size, in turn: a row is the run whose "
+              "swarm / scheduler CPU is the median, with the range of all the runs (the target judged "
+              "on the median)." if d.get("repeat") else ""), "",
            "| workers | workload | tasks | wall s | tasks/s | decision latency p50 / p99, ms | "
            "scheduler CPU s | scheduler busy | swarm CPU s | swarm busy | swarm / scheduler CPU | swarm RSS idle per worker, KiB |",
            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -437,7 +449,7 @@ def render_swarm(d):
                       else "workers' time sets the pace: target not judged")
             out.append(f"| {s['workers']:,} | {r['workload']} | {r['tasks']:,} | {r['wall_s']:.2f} | "
                        f"{r['tasks_per_s']:.0f} | {lat['p50']} / {lat['p99']} | {sched_cpu:.2f} | "
-                       f"{100 * busy:.0f} % | {swarm_cpu:.2f} | {100 * swarm_busy:.0f} % | {100 * share:.0f} % ({judged}) | "
+                       f"{100 * busy:.0f} % | {swarm_cpu:.2f} | {100 * swarm_busy:.0f} % | {100 * share:.0f} %{spread_of(r)} ({judged}) | "
                        f"{s['swarm_rss_idle_per_worker'] / 1024:.1f} |")
     return "\n".join(out)
 

@@ -84,3 +84,23 @@ class BrokenCopies(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SwarmRounds(unittest.TestCase):
+    """A swarm row run several times: the median run's figures, the range
+    of all, and the target judged on the median."""
+
+    def row(self, shares):
+        run = {"workload": "independent", "tasks": 2000, "wall_s": 0.5, "tasks_per_s": 4000,
+               "scheduler_on_cpu_s": 0.4, "swarm_on_cpu_s": 0.4 * sorted(shares)[(len(shares) - 1) // 2],
+               "shares": shares}
+        return {"size": 2000, "task_ms": 10, "repeat": len(shares),
+                "scales": [{"workers": 1000, "decision_latency_ms": {"p50": 1, "p99": 2},
+                            "swarm_rss_idle_per_worker": 40 * 1024, "rows": [run]}]}
+
+    def test_the_range_and_the_median_verdict(self):
+        out = figures.render_swarm(self.row([0.12, 0.09, 0.095]))
+        self.assertIn("ran 3 times at each size", out)
+        self.assertIn("| 10 % (9.0–12.0 %) (target ≤ 10 %: met) |", out)
+        out = figures.render_swarm(self.row([0.12, 0.09, 0.11]))
+        self.assertIn("| 11 % (9.0–12.0 %) (target ≤ 10 %: **missed**) |", out)

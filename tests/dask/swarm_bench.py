@@ -209,7 +209,17 @@ def on_cpu(p):
     return total / 1e9
 
 
+def scheduler_tasks(dask_scheduler):
+    return len(dask_scheduler.tasks)
+
+
 def measure(c, sched, swarm, workload, size):
+    # A run after another starts once the scheduler has forgotten the
+    # last one's tasks (released as the client let go of them): with the
+    # same keys, some would otherwise still be in memory and not run.
+    deadline = time.time() + 60
+    while c.run_on_scheduler(scheduler_tasks) and time.time() < deadline:
+        time.sleep(0.05)
     c.run_on_scheduler(read_counts)
     s0, w0 = cpu(sched), cpu(swarm)
     n0, m0 = on_cpu(sched), on_cpu(swarm)
@@ -231,6 +241,24 @@ def measure(c, sched, swarm, workload, size):
             "scheduler_messages": counts}
 
 
+def share(r):
+    """The swarm's CPU over the scheduler's in one run of a workload."""
+    sched = r["scheduler_on_cpu_s"] if r["scheduler_on_cpu_s"] is not None else r["scheduler_cpu_s"]
+    swarm = r["swarm_on_cpu_s"] if r["swarm_on_cpu_s"] is not None else r["swarm_cpu_s"]
+    return swarm / sched if sched else 0.0
+
+
+def median_round(runs):
+    """The run whose swarm / scheduler CPU is the median of `runs` (the
+    lower middle one of an even count), with every run's share kept
+    (`shares`) when there were several."""
+    ordered = sorted(runs, key=share)
+    row = dict(ordered[(len(ordered) - 1) // 2])
+    if len(runs) > 1:
+        row["shares"] = [share(r) for r in runs]
+    return row
+
+
 def scale_run(args, n, tmp):
     from distributed import Client
     sched, addr = start_scheduler(tmp)
@@ -245,12 +273,17 @@ def scale_run(args, n, tmp):
             # the scheduler's interval), which otherwise fall in the first
             # workload.
             time.sleep(args.settle)
+            runs = {w: [] for w in args.workloads}
+            # The workloads in turn, `--repeat` rounds of them.
+            for _ in range(args.repeat):
+                for w in args.workloads:
+                    r = measure(c, sched, swarm, w, args.size)
+                    r["workers"] = n
+                    runs[w].append(r)
+                    print(json.dumps({k: v for k, v in r.items() if k != "scheduler_messages"}),
+                          file=sys.stderr)
             for w in args.workloads:
-                r = measure(c, sched, swarm, w, args.size)
-                r["workers"] = n
-                rows.append(r)
-                print(json.dumps({k: v for k, v in r.items() if k != "scheduler_messages"}),
-                      file=sys.stderr)
+                rows.append(median_round(runs[w]))
     finally:
         swarm.send_signal(signal.SIGINT)
         swarm.wait(120)
@@ -327,7 +360,11 @@ def main():
     ap.add_argument("--workloads", default="independent,tree,shuffle")
     ap.add_argument("--fidelity", action="store_true")
     ap.add_argument("--fidelity-size", type=int, default=2048)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the fidelity run")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run each workload N times per cluster size; the table shows the run "
+                    "whose swarm / scheduler CPU is the median, and the range of all N")
     ap.add_argument("--no-scales", action="store_true")
     ap.add_argument("--command", default="scripts/swarm-bench")
     ap.add_argument("--no-render", action="store_true")
@@ -344,6 +381,8 @@ def main():
         scales["swarm_args"] = args.swarm_arg
     if args.settle:
         scales["settle_s"] = args.settle
+    if args.repeat > 1:
+        scales["repeat"] = args.repeat
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_scales:
             scales["scales"] = [scale_run(args, int(n), tmp) for n in args.workers.split(",")]
