@@ -242,10 +242,10 @@ def measure(c, sched, swarm, workload, size):
 
 
 def share(r):
-    """The swarm's CPU over the scheduler's in one run of a workload."""
-    sched = r["scheduler_on_cpu_s"] if r["scheduler_on_cpu_s"] is not None else r["scheduler_cpu_s"]
-    swarm = r["swarm_on_cpu_s"] if r["swarm_on_cpu_s"] is not None else r["swarm_cpu_s"]
-    return swarm / sched if sched else 0.0
+    """The swarm's CPU over the scheduler's in one run of a workload (as
+    the table counts them)."""
+    sched = figures.swarm_cpu_s(r, "scheduler")
+    return figures.swarm_cpu_s(r, "swarm") / sched if sched else 0.0
 
 
 def median_round(runs):
