@@ -404,6 +404,12 @@ def swarm_cpu_s(row, who):
     return on_cpu if on_cpu is not None else row[f"{who}_cpu_s"]
 
 
+def swarm_share(row):
+    """The swarm's CPU over the scheduler's in a swarm row (one run)."""
+    sched = swarm_cpu_s(row, "scheduler")
+    return swarm_cpu_s(row, "swarm") / sched if sched else 0
+
+
 def spread_of(row):
     """` (lo–hi %)`: the range of a swarm row's shares over its runs, where
     it ran several times."""
@@ -441,7 +447,7 @@ def render_swarm(d):
         lat = s["decision_latency_ms"]
         for r in s["rows"]:
             sched_cpu, swarm_cpu = swarm_cpu_s(r, "scheduler"), swarm_cpu_s(r, "swarm")
-            share = swarm_cpu / sched_cpu if sched_cpu else 0
+            share = swarm_share(r)
             busy = sched_cpu / r["wall_s"] if r["wall_s"] else 0
             swarm_busy = swarm_cpu / r["wall_s"] if r["wall_s"] else 0
             capacity = s["workers"] * 1000 / d["task_ms"]

@@ -267,14 +267,13 @@ pub(crate) fn put_array_len(out: &mut BytesMut, len: usize) -> Result<(), Encode
         out.put_u8(0x90 | len as u8); // fixarray: the common case, inline
         return Ok(());
     }
-    let len = u32::try_from(len).map_err(|_| EncodeError::TooLong { len })?;
-    let _ = rmp::encode::write_array_len(&mut out.writer(), len);
+    let (head, width) = array_len_bytes(len)?;
+    out.extend_from_slice(&head[..width]);
     Ok(())
 }
 
 /// The array header `put_array_len` writes, as bytes (the first `width`
-/// of the five): for a header written into room kept before the items.
-#[cfg(feature = "dask")]
+/// of the five): also for a header written into room kept before the items.
 pub(crate) fn array_len_bytes(len: usize) -> Result<([u8; 5], usize), EncodeError> {
     let mut head = [0u8; 5];
     let n = u32::try_from(len).map_err(|_| EncodeError::TooLong { len })?;

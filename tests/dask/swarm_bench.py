@@ -241,21 +241,14 @@ def measure(c, sched, swarm, workload, size):
             "scheduler_messages": counts}
 
 
-def share(r):
-    """The swarm's CPU over the scheduler's in one run of a workload (as
-    the table counts them)."""
-    sched = figures.swarm_cpu_s(r, "scheduler")
-    return figures.swarm_cpu_s(r, "swarm") / sched if sched else 0.0
-
-
 def median_round(runs):
     """The run whose swarm / scheduler CPU is the median of `runs` (the
     lower middle one of an even count), with every run's share kept
     (`shares`) when there were several."""
-    ordered = sorted(runs, key=share)
+    ordered = sorted(runs, key=figures.swarm_share)
     row = dict(ordered[(len(ordered) - 1) // 2])
     if len(runs) > 1:
-        row["shares"] = [share(r) for r in runs]
+        row["shares"] = [figures.swarm_share(r) for r in runs]
     return row
 
 
