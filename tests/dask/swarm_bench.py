@@ -252,6 +252,25 @@ def median_round(runs):
     return row
 
 
+def start_perf(directory, procs, n):
+    """`perf record` of each of `procs` (name: (process, how its call
+    graphs are taken)), over the measured runs of a cluster size (not its start nor
+    its settling): DIRECTORY/NAME-N.data, read with `perf report -i`."""
+    os.makedirs(directory, exist_ok=True)
+    recorders = []
+    for name, (p, graph) in procs.items():
+        path = os.path.join(directory, f"{name}-{n}.data")
+        recorders.append(subprocess.Popen(
+            ["perf", "record", "-F", "2999", "--call-graph", graph,
+             "-p", str(p.pid), "-o", path], stdout=subprocess.DEVNULL))
+        print(f"swarm-bench: recording the {name}'s CPU into {path}", file=sys.stderr)
+    time.sleep(1)  # attached
+    for r in recorders:
+        if r.poll() is not None:
+            raise SystemExit(f"swarm-bench: `perf record` exited with {r.returncode}")
+    return recorders
+
+
 def scale_run(args, n, tmp):
     from distributed import Client
     sched, addr = start_scheduler(tmp)
@@ -267,14 +286,25 @@ def scale_run(args, n, tmp):
             # workload.
             time.sleep(args.settle)
             runs = {w: [] for w in args.workloads}
+            # The swarm's own frames unwound with DWARF (built without
+            # frame pointers); the scheduler's kernel frames are what say
+            # where its CPU goes (Python's own frames say little to perf).
+            perf = start_perf(args.perf, {"swarm": (swarm, "dwarf,16384"),
+                                          "scheduler": (sched, "fp")}, n) if args.perf else []
             # The workloads in turn, `--repeat` rounds of them.
-            for _ in range(args.repeat):
-                for w in args.workloads:
-                    r = measure(c, sched, swarm, w, args.size)
-                    r["workers"] = n
-                    runs[w].append(r)
-                    print(json.dumps({k: v for k, v in r.items() if k != "scheduler_messages"}),
-                          file=sys.stderr)
+            try:
+                for _ in range(args.repeat):
+                    for w in args.workloads:
+                        r = measure(c, sched, swarm, w, args.size)
+                        r["workers"] = n
+                        runs[w].append(r)
+                        print(json.dumps({k: v for k, v in r.items()
+                                          if k != "scheduler_messages"}), file=sys.stderr)
+            finally:
+                for p in perf:
+                    p.send_signal(signal.SIGINT)
+                for p in perf:
+                    p.wait(600)
             for w in args.workloads:
                 rows.append(median_round(runs[w]))
     finally:
@@ -363,11 +393,17 @@ def main():
     ap.add_argument("--no-render", action="store_true")
     ap.add_argument("--settle", type=float, default=0, metavar="SECONDS",
                     help="wait this long once the workers are registered, before the first workload")
+    ap.add_argument("--perf", metavar="DIR",
+                    help="record the swarm's and the scheduler's CPU with `perf record` "
+                    "(call graphs included) over each cluster size's measured runs, into "
+                    "DIR/swarm-N.data and DIR/scheduler-N.data")
     ap.add_argument("--swarm-arg", action="append", default=[], metavar="ARG",
                     help="passed on to `framewire swarm` (repeatable), e.g. "
                     "--swarm-arg=--memory-transfers")
     args = ap.parse_args()
     args.workloads = args.workloads.split(",")
+    if args.perf and not args.no_render:
+        ap.error("--perf slows the processes it records: use it with --no-render")
     env = figures.environment()
     scales = {"task_ms": args.task_ms, "workloads": args.workloads, "size": args.size}
     if args.swarm_arg:
