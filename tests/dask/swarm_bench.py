@@ -266,8 +266,8 @@ def median_round(runs):
 
 def start_perf(directory, procs, n):
     """`perf record` of each of `procs` (name: (process, how its call
-    graphs are taken)), over the measured runs of a cluster size (not its start nor
-    its settling): DIRECTORY/NAME-N.data, read with `perf report -i`."""
+    graphs are taken)) over the measured runs of a cluster size, not its
+    start nor its settling: DIRECTORY/NAME-N.data, for `perf report -i`."""
     os.makedirs(directory, exist_ok=True)
     recorders = []
     for name, (p, graph) in procs.items():
