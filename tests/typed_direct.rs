@@ -750,6 +750,51 @@ fn batched_writer_refuses_what_it_cannot_write_and_sends_the_rest() {
     });
 }
 
+/// An op whose `Serialize` panics after writing part of itself leaves the
+/// batch as it was, whether it would have been the batch's first op or
+/// come after others: the ops queued around it go, byte for byte.
+#[test]
+fn batched_writer_keeps_its_batch_through_a_panicking_op() {
+    use framewire::dask::BatchedWriter;
+    use framewire::transport::Connection;
+    use serde::ser::SerializeMap;
+    struct Panics;
+    impl serde::Serialize for Panics {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut m = s.serialize_map(Some(2))?;
+            m.serialize_entry("op", "add-keys")?;
+            panic!("a Serialize that panics halfway");
+        }
+    }
+    let rt = runtime();
+    let got = rt.block_on(async {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let (_r, w) = Connection::new(a).into_split();
+        let writer = BatchedWriter::new(w, std::time::Duration::from_secs(3600));
+        let panicking = || {
+            let sent =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.send(&Panics)));
+            assert!(sent.is_err(), "the panic goes on to the caller");
+        };
+        panicking();
+        writer.send(&add_keys("a")).unwrap();
+        panicking();
+        writer.send(&add_keys("b")).unwrap();
+        drop(writer);
+        let mut rx = Connection::new(b);
+        let first = rx.recv().await.unwrap().unwrap();
+        let end = rx.recv().await;
+        assert!(end.is_none(), "{end:?}");
+        first
+    });
+    let expected = dumps(&Value::Array(vec![
+        to_value(&add_keys("a")).unwrap(),
+        to_value(&add_keys("b")).unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!(got.frames(), &expected[..]);
+}
+
 /// `BatchedReader::recv` reads a batch straight into its ops and returns
 /// what reading it as values returns: the ops up to `"OK"`, `None` at
 /// `close-stream`, the ops around a bad one (an error of its own), and the

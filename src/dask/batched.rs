@@ -372,21 +372,29 @@ fn write_op<M: Serialize + ?Sized>(
         unreachable!("a run of written ops was just made if none was last")
     };
     let start = buf.len();
-    // Inside the batch's list: nested one level deeper.
-    let written = typed::append_to(msg, opts, 1, buf);
+    // Inside the batch's list: nested one level deeper. An op whose
+    // `Serialize` panics leaves the batch as it was (the panic goes on).
+    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        typed::append_to(msg, opts, 1, buf)
+    }));
     let frames = match written {
-        Ok(blocks) if blocks.is_empty() => {
+        Ok(Ok(blocks)) if blocks.is_empty() => {
             *count += 1;
             return Ok(());
         }
-        Ok(blocks) => std::iter::once(buf.split_off(start).freeze())
+        Ok(Ok(blocks)) => std::iter::once(buf.split_off(start).freeze())
             .chain(blocks)
             .collect(),
-        Err(e) => {
+        failed => {
+            // An error took back what was written; a panic did not.
+            buf.truncate(start);
             if *count == 0 {
                 ops.pop();
             }
-            return Err(e);
+            match failed {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(written) => return written.map(drop),
+            }
         }
     };
     if *count == 0 {
@@ -416,7 +424,7 @@ struct Pending {
 impl Outbox {
     fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
         // An op's `Serialize` that panicked while it was written left the
-        // ops as they were (`append_to` writes nothing or one whole op).
+        // ops as they were (`write_op` takes back what it had written).
         self.pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -20,9 +20,10 @@ use crate::value::{Integer, Value};
 /// Room reserved after a bin larger than this, for the rest of frame 0.
 const BIN_HEADROOM: usize = 64 << 10;
 
-/// Frame 0 being written, and the blocks it places.
+/// Frame 0 being written (at the end of what `out` holds), and the blocks
+/// it places.
 pub(super) struct Frame0<'s> {
-    pub(super) out: BytesMut,
+    pub(super) out: &'s mut BytesMut,
     pub(super) leaves: Placeholders<'s>,
 }
 
@@ -36,9 +37,9 @@ impl FrameSerializer<'_, '_> {
     #[inline]
     fn int(self, i: Integer) -> Result<(), Error> {
         match i.as_u64() {
-            Some(u) => msgpack::put_uint(&mut self.f.out, u),
+            Some(u) => msgpack::put_uint(self.f.out, u),
             // Negative, so in i64's range.
-            None => msgpack::put_int(&mut self.f.out, i.as_i64().unwrap_or(i64::MIN)),
+            None => msgpack::put_int(self.f.out, i.as_i64().unwrap_or(i64::MIN)),
         }
         Ok(())
     }
@@ -48,8 +49,8 @@ impl FrameSerializer<'_, '_> {
     fn variant_key(&mut self, variant: &'static str) -> Result<(), Error> {
         msgpack::check_depth(self.depth)?;
         check_key_str(variant)?;
-        msgpack::put_map_len(&mut self.f.out, 1);
-        msgpack::put_str(&mut self.f.out, variant)?;
+        msgpack::put_map_len(self.f.out, 1);
+        msgpack::put_str(self.f.out, variant)?;
         Ok(())
     }
 }
@@ -72,7 +73,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
 
     #[inline]
     fn serialize_bool(self, v: bool) -> Result<(), Error> {
-        msgpack::put_bool(&mut self.f.out, v);
+        msgpack::put_bool(self.f.out, v);
         Ok(())
     }
     #[inline]
@@ -89,7 +90,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     }
     #[inline]
     fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        msgpack::put_int(&mut self.f.out, v);
+        msgpack::put_int(self.f.out, v);
         Ok(())
     }
     #[inline]
@@ -110,7 +111,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     }
     #[inline]
     fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        msgpack::put_uint(&mut self.f.out, v);
+        msgpack::put_uint(self.f.out, v);
         Ok(())
     }
     #[inline]
@@ -124,7 +125,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     }
     #[inline]
     fn serialize_f64(self, v: f64) -> Result<(), Error> {
-        msgpack::put_f64(&mut self.f.out, v);
+        msgpack::put_f64(self.f.out, v);
         Ok(())
     }
     #[inline]
@@ -133,7 +134,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     }
     #[inline]
     fn serialize_str(self, v: &str) -> Result<(), Error> {
-        Ok(msgpack::put_str(&mut self.f.out, v)?)
+        Ok(msgpack::put_str(self.f.out, v)?)
     }
     /// A bin is written in frame 0, as `dumps` writes a `Value::Bin`: its
     /// one copy is frame 0 itself. A large one gets room for what follows
@@ -143,7 +144,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
         if v.len() > BIN_HEADROOM {
             self.f.out.reserve(v.len() + BIN_HEADROOM);
         }
-        Ok(msgpack::put_bin(&mut self.f.out, v)?)
+        Ok(msgpack::put_bin(self.f.out, v)?)
     }
     #[inline]
     fn serialize_none(self) -> Result<(), Error> {
@@ -155,7 +156,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
     }
     #[inline]
     fn serialize_unit(self) -> Result<(), Error> {
-        msgpack::put_nil(&mut self.f.out);
+        msgpack::put_nil(self.f.out);
         Ok(())
     }
     #[inline]
@@ -189,12 +190,7 @@ impl<'f, 's> ser::Serializer for FrameSerializer<'f, 's> {
         };
         let v = stashed.ok_or_else(Error::outside_conversion)?;
         let f = self.f;
-        Ok(msgpack::encode_at(
-            &v,
-            &mut f.out,
-            &mut f.leaves,
-            self.depth,
-        )?)
+        Ok(msgpack::encode_at(&v, f.out, &mut f.leaves, self.depth)?)
     }
     /// `{variant: value}`.
     #[inline]
@@ -303,7 +299,7 @@ impl<'f, 's> Compound<'f, 's> {
         msgpack::check_depth(depth)?;
         let announced = len.unwrap_or(0);
         let start = f.out.len();
-        put_len(&mut f.out, announced, is_map)?;
+        put_len(f.out, announced, is_map)?;
         Ok(Compound {
             f,
             depth: depth + 1,
@@ -336,7 +332,7 @@ impl<'f, 's> Compound<'f, 's> {
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
         self.count += 1;
         check_key_str(key)?;
-        msgpack::put_str(&mut self.f.out, key)?;
+        msgpack::put_str(self.f.out, key)?;
         let r = value.serialize(self.item()).map_err(|e| e.at_field(key));
         self.in_variant(r)
     }
@@ -361,7 +357,7 @@ impl<'f, 's> Compound<'f, 's> {
     fn end(self) -> Result<(), Error> {
         if self.count != self.announced {
             // Another number of items than announced: the prefix again.
-            let out = &mut self.f.out;
+            let out = &mut *self.f.out;
             let tail = out.split_off(self.start + msgpack::len_prefix_width(self.announced));
             out.truncate(self.start);
             put_len(out, self.count, self.is_map)?;

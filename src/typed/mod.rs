@@ -187,11 +187,10 @@ pub(crate) fn append_to<T: Serialize + ?Sized>(
         let _scope = side::Scope::enter(side::Mode::Frames);
         let mut serialize = |leaf: &Value| serialize::serialize_and_split(leaf, opts);
         let mut f = frame_ser::Frame0 {
-            out: std::mem::take(out),
+            out: &mut *out,
             leaves: Placeholders::new(&mut serialize),
         };
         let written = value.serialize(frame_ser::FrameSerializer { f: &mut f, depth });
-        *out = f.out;
         written.map(|()| f.leaves.into_blocks())
     };
     direct.map_err(|e| {
