@@ -458,6 +458,117 @@ fn swarm_missing_dependency_asks_the_scheduler_again() {
     );
 }
 
+const RELEASED_IN_FLIGHT: &str = r#"
+import asyncio, json, sys, time
+from dask.distributed import Client, wait
+addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
+c = Client(addr, timeout=60)
+c.wait_for_workers(3, timeout=90)
+sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+# No replica dropped behind the test's back (the Active Memory Manager
+# removes one of two replicas every 2 s).
+c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
+# The holder answers `get_data` 1 s late, noting who asked and when it
+# has answered (after the fetcher's "OK").
+def slow(dask_worker):
+    orig = dask_worker.handlers["get_data"]
+    dask_worker.asked, dask_worker.answered = [], []
+    async def get_data(comm, **kw):
+        dask_worker.asked.append(kw.get("who"))
+        await asyncio.sleep(1)
+        try:
+            return await orig(comm, **kw)
+        finally:
+            dask_worker.answered.append(kw.get("who"))
+    dask_worker.handlers["get_data"] = get_data
+c.run(slow, workers=[holder])
+def log(dask_worker):
+    return {"asked": list(dask_worker.asked), "answered": list(dask_worker.answered)}
+def until(what, w, n):
+    deadline = time.time() + 30
+    while c.run(log, workers=[holder])[holder][what].count(w) < n:
+        assert time.time() < deadline, f"{w}: no {what} {n}"
+        time.sleep(0.02)
+def make(n):
+    return b"x" * n
+def pick(a):
+    return a
+def holders(f):
+    return sorted(w for ws in c.who_has(f).values() for w in ws)
+out = {"sim": sim}
+for i, w in enumerate([py_fetcher, sim]):
+    dep = c.submit(make, 1000, key=f"dep-{i}", workers=[holder])
+    wait(dep)
+    # The task is released while its dependency is on its way: the
+    # dependency is dropped when it arrives.
+    y = c.submit(pick, dep, key=f"released-{i}", workers=[w], allow_other_workers=False)
+    until("asked", w, 1)
+    c.cancel(y)
+    until("answered", w, 1)
+    time.sleep(0.5)
+    dropped = holders(dep)
+    # Released, then wanted again before it arrives: kept, and the task runs.
+    y = c.submit(pick, dep, key=f"released-again-{i}", workers=[w], allow_other_workers=False)
+    until("asked", w, 2)
+    c.cancel(y)
+    z = c.submit(pick, dep, key=f"wanted-{i}", workers=[w], allow_other_workers=False)
+    r = z.result(timeout=30)
+    out[w] = {"dropped": dropped, "kept": holders(dep), "result_len": len(r),
+              "asked": c.run(log, workers=[holder])[holder]["asked"].count(w)}
+c.close()
+print(json.dumps(out))
+"#;
+
+/// A task released while a dependency it waits for is on its way, as a
+/// Python worker handles it (`worker_state_machine.py`): the dependency,
+/// which no other task here waits for, is `cancelled` and dropped when it
+/// arrives, the scheduler not told (no `add-keys`, so no replica); wanted
+/// again before it arrives, it is kept and the task runs. A Python worker
+/// in the same place shows the same outcome in the same script.
+#[test]
+fn swarm_drops_a_dependency_released_in_flight() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-released");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
+    let (_fetcher, py_fetcher) = cluster::python_worker(&python, d, &addr, "py-fetcher");
+    let results = d.join("results.json");
+    let mut s = swarm(
+        d,
+        "swarm",
+        &[
+            &addr,
+            "--workers",
+            "1",
+            "--name-prefix",
+            "sim-",
+            "--task-ms",
+            "1",
+            "--nbytes",
+            "321",
+            "--output",
+            results.to_str().unwrap(),
+        ],
+    );
+    registered(&mut s, 1);
+    let out = client(&python, RELEASED_IN_FLIGHT, &[&addr, &holder, &py_fetcher]);
+    let sim = out["sim"].as_str().unwrap().to_owned();
+    for (w, len) in [(py_fetcher.as_str(), 1000), (sim.as_str(), 321)] {
+        let mut both = vec![holder.clone(), w.to_owned()];
+        both.sort();
+        assert_eq!(out[w]["dropped"], serde_json::json!([holder]), "{w}: {out}");
+        assert_eq!(out[w]["kept"], serde_json::json!(both), "{w}: {out}");
+        assert_eq!(out[w]["asked"], 2, "{w}: {out}");
+        assert_eq!(out[w]["result_len"], len, "{w}: {out}");
+    }
+    kill_term(&s);
+    let _ = summary(&mut s);
+    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    assert_eq!(r["messages_sent"]["get_data"], 2, "{r}");
+    assert_eq!(r["messages_sent"]["add-keys"], 1, "{r}");
+}
+
 fn kill_term(s: &Daemon) {
     use rustix::process::{kill_process, Pid, Signal};
     kill_process(Pid::from_child(&s.child), Signal::TERM).expect("kill");

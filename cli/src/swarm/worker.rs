@@ -325,7 +325,9 @@ struct Sim<'a> {
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
     executing: HashMap<u64, (Key, f64)>,
     seq: u64,
-    in_flight: HashSet<Key>,
+    /// Keys being fetched. `true`: no longer wanted here (`cancelled`,
+    /// `_transition_flight_released`): dropped when they arrive.
+    in_flight: HashMap<Key, bool>,
     /// The scheduler's last status for the worker is `running`.
     running: bool,
     events: Arc<Inbox>,
@@ -370,7 +372,7 @@ impl<'a> Sim<'a> {
             timers: BinaryHeap::new(),
             executing: HashMap::default(),
             seq: 0,
-            in_flight: HashSet::default(),
+            in_flight: HashMap::default(),
             running: true,
             events,
             beat_interval,
@@ -527,7 +529,7 @@ impl<'a> Sim<'a> {
                     None => None,
                 };
                 if matches!(state, Some("ready" | "waiting")) {
-                    self.tasks.remove(&m.key);
+                    self.forget_task(&m.key);
                 }
                 let msg = StealResponse {
                     key: m.key,
@@ -580,7 +582,7 @@ impl<'a> Sim<'a> {
                 if let Some(Ok(key)) = key {
                     let state = self.tasks.get(&key).map(|t| t.state);
                     if matches!(state, Some(State::Ready | State::Waiting)) {
-                        self.tasks.remove(&key);
+                        self.forget_task(&key);
                     }
                 }
             }
@@ -748,33 +750,76 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// `free-keys`: every task released; a running one's result dropped.
+    /// `free-keys`: every task released; a running one's result dropped,
+    /// a key in flight dropped when it arrives.
     fn free_keys(&mut self, keys: &[Key], stimulus_id: &str) {
         for key in keys {
             self.release(key, stimulus_id);
             self.missing.remove(key);
             self.acquiring.remove(key);
+            if let Some(cancelled) = self.in_flight.get_mut(key) {
+                *cancelled = true;
+            }
             match self.tasks.get_mut(key) {
                 Some(t) if t.state == State::Executing => t.state = State::Cancelled,
                 Some(t) if t.state == State::Cancelled => {}
-                Some(_) => {
-                    self.tasks.remove(key);
-                }
+                Some(_) => self.forget_task(key),
                 None => {}
             }
         }
     }
 
-    /// Fetches the keys of `who_has` not held nor already on their way.
+    /// A task released before it ran (`free-keys`, a steal,
+    /// `cancel-compute`), as `_transition_generic_released`
+    /// (`worker_state_machine.py:1858`): each dependency it was waiting for
+    /// that no other task here waits for is released too. One in flight is
+    /// `cancelled` (`_transition_flight_released`, `:2253`): when it
+    /// arrives it is dropped without a word to the scheduler
+    /// (`_transition_cancelled_released`, `:2181`), unless a task wants it
+    /// again first (`_transition_cancelled_fetch`, `:2116`).
+    fn forget_task(&mut self, key: &Key) {
+        let Some(task) = self.tasks.remove(key) else {
+            return;
+        };
+        let (tasks, waiters) = (&self.tasks, &mut self.waiters);
+        for dep in task.waiting_for {
+            let waited = waiters.get_mut(&dep).is_some_and(|ws| {
+                ws.retain(|w| w != key);
+                ws.iter().any(|w| {
+                    tasks
+                        .get(w)
+                        .is_some_and(|t| t.state == State::Waiting && t.waiting_for.contains(&dep))
+                })
+            });
+            if waited {
+                continue;
+            }
+            waiters.remove(&dep);
+            if let Some(cancelled) = self.in_flight.get_mut(&dep) {
+                *cancelled = true;
+                self.acquiring.remove(&dep);
+            }
+        }
+    }
+
+    /// Fetches the keys of `who_has` not held nor already on their way; one
+    /// on its way but cancelled is wanted again.
     fn fetch(&mut self, mut todo: Map<Key, Vec<String>>) {
-        todo.retain(|k, _| !self.in_flight.contains(k) && !self.holds(k));
+        todo.retain(|k, _| match self.in_flight.get_mut(k) {
+            Some(cancelled) => {
+                *cancelled = false;
+                false
+            }
+            None => !self.holds(k),
+        });
         if todo.is_empty() {
             return;
         }
         for k in todo.keys() {
             self.missing.remove(k);
         }
-        self.in_flight.extend(todo.keys().cloned());
+        self.in_flight
+            .extend(todo.keys().map(|k| (k.clone(), false)));
         let todo = self.fetch_here(todo);
         if todo.is_empty() {
             return;
@@ -852,18 +897,22 @@ impl<'a> Sim<'a> {
         match ev {
             Event::Fetched { got, missing } => {
                 let id = stimulus_id("gather-dep-success");
-                let arrived: Vec<Key> = got.iter().map(|(k, _)| k.clone()).collect();
+                let mut arrived = Vec::with_capacity(got.len());
                 for (key, n) in got {
-                    self.in_flight.remove(&key);
-                    self.acquiring.remove(&key);
                     self.sh.stats.bytes_fetched.fetch_add(n, Relaxed);
+                    // Cancelled on its way (see `forget_task`): dropped.
+                    if self.in_flight.remove(&key) == Some(true) {
+                        continue;
+                    }
+                    self.acquiring.remove(&key);
                     self.node
                         .held
                         .lock()
                         .expect("not poisoned")
                         .insert(key.clone(), n);
                     // `_transition_flight_memory`: one `add-keys` per key.
-                    self.send("add-keys", &AddKeys::new(vec![key], id.clone()));
+                    self.send("add-keys", &AddKeys::new(vec![key.clone()], id.clone()));
+                    arrived.push(key);
                 }
                 // No holder gave these (each was tried in turn, as
                 // `_ensure_communicating` tries the next of `who_has`): a
@@ -876,7 +925,10 @@ impl<'a> Sim<'a> {
                 // waiting, and `find_missing` asks the scheduler where it
                 // is now.
                 for key in missing {
-                    self.in_flight.remove(&key);
+                    // A cancelled one is released (`_transition_cancelled_released`).
+                    if self.in_flight.remove(&key) == Some(true) {
+                        continue;
+                    }
                     let replica = self.acquiring.contains(&key);
                     self.missing.insert(key, replica);
                 }
