@@ -468,14 +468,15 @@ sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["nam
 # No replica dropped behind the test's back (the Active Memory Manager
 # removes one of two replicas every 2 s).
 c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
-# The holder answers `get_data` 1 s late, noting who asked and when it
-# has answered (after the fetcher's "OK").
+# The holder answers `get_data` 2 s late (time for the client to act while
+# a transfer is on its way, even on a loaded machine), noting who asked and
+# when it has answered (after the fetcher's "OK").
 def slow(dask_worker):
     orig = dask_worker.handlers["get_data"]
     dask_worker.asked, dask_worker.answered = [], []
     async def get_data(comm, **kw):
         dask_worker.asked.append(kw.get("who"))
-        await asyncio.sleep(1)
+        await asyncio.sleep(2)
         try:
             return await orig(comm, **kw)
         finally:
