@@ -58,6 +58,30 @@ fn registered(s: &mut Daemon, n: usize) {
     });
 }
 
+/// `workers` simulated workers named `sim-N`, with tasks of 1 ms and
+/// results of 321 bytes, writing their results to `results`: once
+/// registered.
+fn small_swarm(dir: &Path, addr: &str, workers: usize, results: &Path) -> Daemon {
+    let n = workers.to_string();
+    let out = results.to_str().unwrap();
+    let args = [
+        addr,
+        "--workers",
+        &n,
+        "--name-prefix",
+        "sim-",
+        "--task-ms",
+        "1",
+    ];
+    let mut s = swarm(
+        dir,
+        "swarm",
+        &[&args[..], &["--nbytes", "321", "--output", out]].concat(),
+    );
+    registered(&mut s, workers);
+    s
+}
+
 /// Waits for the swarm's summary line (it exits once every worker is gone).
 fn summary(s: &mut Daemon) -> String {
     let status = s.wait_exit(Duration::from_secs(60));
@@ -411,24 +435,7 @@ fn swarm_missing_dependency_asks_the_scheduler_again() {
     let (_sched, addr) = cluster::scheduler(&python, d, &[]);
     let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-holder");
     let results = d.join("results.json");
-    let mut s = swarm(
-        d,
-        "swarm",
-        &[
-            &addr,
-            "--workers",
-            "2",
-            "--name-prefix",
-            "sim-",
-            "--task-ms",
-            "1",
-            "--nbytes",
-            "321",
-            "--output",
-            results.to_str().unwrap(),
-        ],
-    );
-    registered(&mut s, 2);
+    let mut s = small_swarm(d, &addr, 2, &results);
     let out = client(&python, MISSING_DEP, &[&addr, &py_addr]);
     assert_eq!(out["sims"], 2, "{out}");
     assert_eq!(out["dep_on"], serde_json::json!([py_addr]), "{out}");
@@ -535,24 +542,7 @@ fn swarm_drops_a_dependency_released_in_flight() {
     let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
     let (_fetcher, py_fetcher) = cluster::python_worker(&python, d, &addr, "py-fetcher");
     let results = d.join("results.json");
-    let mut s = swarm(
-        d,
-        "swarm",
-        &[
-            &addr,
-            "--workers",
-            "1",
-            "--name-prefix",
-            "sim-",
-            "--task-ms",
-            "1",
-            "--nbytes",
-            "321",
-            "--output",
-            results.to_str().unwrap(),
-        ],
-    );
-    registered(&mut s, 1);
+    let mut s = small_swarm(d, &addr, 1, &results);
     let out = client(&python, RELEASED_IN_FLIGHT, &[&addr, &holder, &py_fetcher]);
     let sim = out["sim"].as_str().unwrap().to_owned();
     for (w, len) in [(py_fetcher.as_str(), 1000), (sim.as_str(), 321)] {
