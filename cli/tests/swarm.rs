@@ -313,14 +313,23 @@ else:
     deadline = time.time() + 30
     while c.scheduler_info(n_workers=-1)["workers"] and time.time() < deadline:
         time.sleep(0.2)
+    # `Worker.close`'s event, under each worker's address.
+    closing = {}
+    for topic, evs in c.get_events().items():
+        for _, msg in evs:
+            if isinstance(msg, dict) and msg.get("action") == "closing-worker":
+                closing.setdefault(topic, []).append(msg.get("reason"))
+    out["closing"] = closing
 out["workers"] = len(c.scheduler_info(n_workers=-1)["workers"])
 c.close()
 print(json.dumps(out))
 "#;
 
 /// SIGTERM stops the swarm as Ctrl-C does: every worker leaves as a
-/// closing Dask worker does (the scheduler hears `close-stream`), the
-/// summary is printed and the results written, and the exit is clean.
+/// closing Dask worker does (the scheduler hears `close-stream`, and logs
+/// the `closing-worker` event with the reason `signal-15`, as of a Python
+/// worker and its nanny stopped beside them), the summary is printed and the results
+/// written, and the exit is clean.
 /// (On the way, `--model`: the `lambda-…` tasks' results have the size
 /// the file gives their prefix, other keys `--nbytes`; and `--plot`
 /// draws a PNG of the timeline.)
@@ -360,7 +369,12 @@ fn swarm_stops_cleanly_on_sigterm() {
     assert_eq!(out["lens"], serde_json::json!([777]), "{out}");
     assert_eq!(out["inc_lens"], serde_json::json!([99]), "{out}");
     assert!(!results.exists());
+    // With its nanny, as `dask worker` runs by default: the nanny closes
+    // the worker with the signal's reason (`--no-nanny` closes nothing on
+    // a signal, `cli/dask_worker.py:427`: its stream just breaks).
+    let (py, py_addr) = cluster::python_worker_with(&python, d, &addr, "py-worker", &["--nanny"]);
     kill_term(&s);
+    kill_term(&py);
     let line = summary(&mut s);
     assert!(line.starts_with("swarm: 12 workers"), "{line}");
     let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
@@ -371,16 +385,26 @@ fn swarm_stops_cleanly_on_sigterm() {
     check_plot(&plot);
     let out = client(&python, WORKERS_NOW, &[&addr, "12", "after"]);
     assert_eq!(out["workers"], 0, "the scheduler saw them leave: {out}");
+    let closing = out["closing"].as_object().unwrap();
+    assert_eq!(closing.len(), 13, "{out}");
+    assert!(closing.contains_key(&py_addr), "{out}");
+    assert!(
+        closing
+            .values()
+            .all(|r| *r == serde_json::json!(["signal-15"])),
+        "{out}"
+    );
     let log = sched.logs();
     // `Scheduler.handle_worker`'s cleanup once the worker's stream ends
-    // with its `close-stream` (clients send one too).
+    // with its `close-stream` (clients send one too); the Python worker's
+    // included.
     assert_eq!(
         log.matches("(stimulus_id='handle-worker-cleanup-").count(),
-        12,
+        13,
         "each worker closed its stream:\n{log}"
     );
     assert!(
-        log.matches("Received 'close-stream' from").count() >= 12,
+        log.matches("Received 'close-stream' from").count() >= 13,
         "{log}"
     );
 }
@@ -558,6 +582,127 @@ fn swarm_drops_a_dependency_released_in_flight() {
     let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
     assert_eq!(r["messages_sent"]["get_data"], 2, "{r}");
     assert_eq!(r["messages_sent"]["add-keys"], 1, "{r}");
+}
+
+const SLOW_HEARTBEATS: &str = r#"
+import asyncio, inspect, json, statistics, sys, time
+from dask.distributed import Client
+addr, py_worker = sys.argv[1], sys.argv[2]
+c = Client(addr, timeout=60)
+c.wait_for_workers(2, timeout=90)
+sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+# The scheduler answers each heartbeat 0.3 s late (as a loaded one does),
+# noting when it came and from whom.
+def slow(dask_scheduler):
+    orig = dask_scheduler.handlers["heartbeat_worker"]
+    dask_scheduler.beats = []
+    async def heartbeat_worker(**kw):
+        dask_scheduler.beats.append((kw["address"], time.time()))
+        await asyncio.sleep(0.3)
+        r = orig(**kw)
+        return (await r) if inspect.isawaitable(r) else r
+    dask_scheduler.handlers["heartbeat_worker"] = heartbeat_worker
+c.run_on_scheduler(slow)
+time.sleep(8)
+beats = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.beats)
+out = {}
+for name, w in (("py", py_worker), ("sim", sim)):
+    ts = [t for a, t in beats if a == w][1:]
+    out[name] = {"beats": len(ts), "period": statistics.median(b - a for a, b in zip(ts, ts[1:]))}
+c.close()
+print(json.dumps(out))
+"#;
+
+/// Heartbeats a period apart start to start, as a Python worker's
+/// (`Worker.heartbeat` on a tornado `PeriodicCallback`), however late the
+/// scheduler answers: with each answer 0.3 s late, a Python worker and a
+/// simulated one beside it both beat every 0.5 s (the scheduler's interval
+/// for a few workers), not every 0.8 s.
+#[test]
+fn swarm_heartbeats_a_period_apart_however_late_the_answer() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-heartbeats");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-worker");
+    let results = d.join("results.json");
+    let s = small_swarm(d, &addr, 1, &results);
+    let out = client(&python, SLOW_HEARTBEATS, &[&addr, &py_addr]);
+    let period = |w: &str| out[w]["period"].as_f64().unwrap();
+    assert!(out["py"]["beats"].as_u64().unwrap() >= 8, "{out}");
+    assert!(out["sim"]["beats"].as_u64().unwrap() >= 8, "{out}");
+    assert!((0.45..0.6).contains(&period("py")), "{out}");
+    assert!((period("sim") - period("py")).abs() < 0.06, "{out}");
+    kill_term(&s);
+}
+
+const RESUBMITTED_WHILE_RUNNING: &str = r#"
+import json, sys, time
+from dask.distributed import Client
+addr, py_worker = sys.argv[1], sys.argv[2]
+c = Client(addr, timeout=60)
+c.wait_for_workers(2, timeout=90)
+sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+def slow(i):
+    time.sleep(2)
+    return b"x" * 10
+def processing_runs(dask_scheduler, key):
+    return sum(1 for t in dask_scheduler.story(key) if t.finish == "processing")
+out = {"sim": sim}
+for i, w in enumerate([py_worker, sim]):
+    key = f"slow-{i}"
+    f = c.submit(slow, i, key=key, workers=[w], allow_other_workers=False, pure=False)
+    deadline = time.time() + 30
+    while not c.processing(workers=[w])[w]:
+        assert time.time() < deadline, "never processing"
+        time.sleep(0.02)
+    time.sleep(0.5)  # a quarter into its 2 s
+    # Cancelled while it runs, then the same key again: the run going on
+    # resumes, and ends with the run_id it started with, which the
+    # scheduler takes for a stale run and computes the task once more.
+    c.cancel(f)
+    del f
+    while c.run_on_scheduler(lambda dask_scheduler, key=key: key in dask_scheduler.tasks):
+        time.sleep(0.02)
+    time.sleep(0.1)  # the client hears the cancel first
+    f = c.submit(slow, i, key=key, workers=[w], allow_other_workers=False, pure=False)
+    f.result(timeout=60)
+    out[w] = c.run_on_scheduler(processing_runs, key=key)
+c.close()
+print(json.dumps(out))
+"#;
+
+/// A task cancelled while it runs and sent again ends with the `run_id`
+/// its run started with, as a Python worker's (`Worker.execute` reads it
+/// at the start, `worker.py:2130`): the scheduler takes that finish for a
+/// stale run and computes the task a third time, for the Python worker
+/// and the simulated one beside it alike.
+#[test]
+fn swarm_reports_the_run_id_a_run_started_with() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-run-id");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-worker");
+    let model = d.join("model.json");
+    std::fs::write(&model, r#"{"slow": {"task_ms": 2000}}"#).unwrap();
+    let model = model.to_str().unwrap();
+    let args = [
+        &addr,
+        "--workers",
+        "1",
+        "--name-prefix",
+        "sim-",
+        "--model",
+        model,
+    ];
+    let mut s = swarm(d, "swarm", &args);
+    registered(&mut s, 1);
+    let out = client(&python, RESUBMITTED_WHILE_RUNNING, &[&addr, &py_addr]);
+    let sim = out["sim"].as_str().unwrap();
+    assert_eq!(out[&py_addr], 3, "{out}");
+    assert_eq!(out[sim], out[&py_addr], "{out}");
+    kill_term(&s);
 }
 
 fn kill_term(s: &Daemon) {

@@ -232,7 +232,10 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
             memory_transfers: opts.memory_transfers,
             nodes: OnceLock::new(),
         });
-        let (stop_tx, stop) = watch::channel(false);
+        // The reason each worker closes with, as `dask worker` closes on a
+        // signal (`reason=f"signal-{signum}"`, `cli/dask_worker.py:430`);
+        // `--for` has no Python counterpart: `Worker.close`'s default.
+        let (stop_tx, stop) = watch::channel(None);
         let mut set = tokio::task::JoinSet::new();
         let mut servers = tokio::task::JoinSet::new();
         let mut listening = Vec::with_capacity(opts.workers);
@@ -293,9 +296,9 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
         let mut removal = None;
         while !set.is_empty() {
             tokio::select! {
-                _ = &mut deadline, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
-                _ = &mut ctrl_c, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
-                _ = &mut term, if !stopped => { stopped = true; let _ = stop_tx.send(true); }
+                _ = &mut deadline, if !stopped => { stopped = true; let _ = stop_tx.send(Some("worker-close")); }
+                _ = &mut ctrl_c, if !stopped => { stopped = true; let _ = stop_tx.send(Some("signal-2")); }
+                _ = &mut term, if !stopped => { stopped = true; let _ = stop_tx.send(Some("signal-15")); }
                 Some(done) = set.join_next() => match done {
                     Ok(worker::Exit::Failed(e)) => {
                         ok = false;

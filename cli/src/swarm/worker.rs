@@ -14,7 +14,7 @@ use std::time::Duration;
 use framewire::dask::runtime::{now, stimulus_id};
 use framewire::dask::{
     gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
-    HeartbeatReply, HeartbeatWorker, KeepAlive, Key, Map, Number, Op, RegisterWorker,
+    HeartbeatReply, HeartbeatWorker, KeepAlive, Key, LogEvent, Map, Number, Op, RegisterWorker,
     ReleaseWorkerData, RpcError, SchedulerToWorker, SpilledBytes, StartStop, StealResponse,
     TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
 };
@@ -131,7 +131,7 @@ pub async fn run(
     sh: Arc<Shared>,
     name: String,
     node: Arc<Node>,
-    mut stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<Option<&'static str>>,
 ) -> Exit {
     let mut first = true;
     loop {
@@ -168,9 +168,13 @@ pub async fn run(
     }
 }
 
-/// Resolves once the swarm stops.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
+/// Resolves once the swarm stops, with the reason a Python worker would
+/// close with (`Worker.close`'s `reason`).
+async fn stopped(stop: &mut watch::Receiver<Option<&'static str>>) -> &'static str {
+    match stop.wait_for(Option::is_some).await {
+        Ok(reason) => reason.unwrap_or(CLOSE_REASON),
+        Err(_) => CLOSE_REASON,
+    }
 }
 
 /// One registration, retried while the scheduler cannot be reached.
@@ -244,9 +248,13 @@ fn metrics(sh: &Shared, node: &Node) -> Value {
 /// Why a registration's loop ended.
 enum End {
     Lost(String),
+    /// Closed, with the reason `Worker.close` is given.
     Removed(String),
     Stopped,
 }
+
+/// `Worker.close`'s reason when none is given.
+const CLOSE_REASON: &str = "worker-close";
 
 /// A task the worker knows, as `worker_state_machine.TaskState` would be.
 struct Task {
@@ -284,6 +292,13 @@ impl State {
 /// are, kept inline (a queue of thousands of ready tasks is sifted at
 /// every start, without following a pointer per comparison).
 type Priority = [i64; 8];
+
+/// A task running.
+struct Running {
+    key: Key,
+    start: f64,
+    run_id: i64,
+}
 
 /// A ready task in the queue, ordered by priority alone.
 struct Ready {
@@ -323,7 +338,11 @@ struct Sim<'a> {
     generation: i64,
     /// Executing: when each ends.
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
-    executing: HashMap<u64, (Key, f64)>,
+    /// Executing: the key, its start, and the `run_id` it started with
+    /// (`Worker.execute` reads it at the start, `worker.py:2130`, and
+    /// reports that one, even if a `compute-task` for the task freed while
+    /// it ran has brought another, `worker.py:2231`).
+    executing: HashMap<u64, Running>,
     seq: u64,
     /// Keys being fetched. `true`: no longer wanted here (`cancelled`,
     /// `_transition_flight_released`): dropped when they arrive.
@@ -392,7 +411,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    async fn run(mut self, stop: &mut watch::Receiver<bool>) -> End {
+    async fn run(mut self, stop: &mut watch::Receiver<Option<&'static str>>) -> End {
         // Registered with status "init"; `running` once started, as
         // `Worker.start_unsafe` sets it.
         self.send("worker-status-change", &WorkerStatusChange::new("running"));
@@ -423,8 +442,8 @@ impl<'a> Sim<'a> {
                     Some(Err(e)) => return End::Lost(e.to_string()),
                     Some(Ok(op)) => {
                         if let Some(end) = self.on_op(op) {
-                            if matches!(end, End::Removed(_)) {
-                                self.leave().await;
+                            if let End::Removed(reason) = &end {
+                                self.leave(reason).await;
                             }
                             return end;
                         }
@@ -438,15 +457,15 @@ impl<'a> Sim<'a> {
                 evs = std::future::poll_fn(|cx| self.events.poll_take(cx)) => {
                     for ev in evs {
                         if let Some(end) = self.on_event(ev) {
-                            if matches!(end, End::Removed(_)) {
-                                self.leave().await;
+                            if let End::Removed(reason) = &end {
+                                self.leave(reason).await;
                             }
                             return end;
                         }
                     }
                 }
-                _ = &mut stop => {
-                    self.leave().await;
+                reason = &mut stop => {
+                    self.leave(reason).await;
                     return End::Stopped;
                 }
             }
@@ -492,9 +511,19 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// `Worker.close`: status `closing`, then `close-stream`, and the
-    /// stream closed.
-    async fn leave(self) {
+    /// `Worker.close` (`worker.py:1398`): the `closing-worker` event under
+    /// the worker's address with the reason (`:1453`), status `closing`,
+    /// then `close-stream`, and the stream closed.
+    async fn leave(self, reason: &str) {
+        let event = LogEvent {
+            op: Op::new(),
+            topic: Value::str(&self.node.address),
+            msg: Value::Map(vec![
+                (Value::str("action"), Value::str("closing-worker")),
+                (Value::str("reason"), Value::str(reason)),
+            ]),
+        };
+        self.send("log-event", &event);
         self.send("worker-status-change", &WorkerStatusChange::new("closing"));
         self.send("close-stream", &CloseStream { op: Op::new() });
         let _ = self.stream.writer.close().await;
@@ -548,7 +577,10 @@ impl<'a> Sim<'a> {
             }
             SchedulerToWorker::Close(m) => {
                 self.sh.stats.removed.fetch_add(1, Relaxed);
-                return Some(End::Removed(m.reason.unwrap_or_else(|| "closed".into())));
+                // `close` calls `Worker.close(reason=...)`.
+                return Some(End::Removed(
+                    m.reason.unwrap_or_else(|| CLOSE_REASON.into()),
+                ));
             }
             SchedulerToWorker::CloseStream(_) => {
                 return Some(End::Lost("close-stream from the scheduler".into()))
@@ -676,7 +708,12 @@ impl<'a> Sim<'a> {
             let start = Instant::now() + self.sh.model.duration(&r.key);
             self.seq += 1;
             self.timers.push(Reverse((start, self.seq)));
-            self.executing.insert(self.seq, (r.key, now()));
+            let run = Running {
+                key: r.key,
+                start: now(),
+                run_id: task.run_id,
+            };
+            self.executing.insert(self.seq, run);
         }
     }
 
@@ -688,12 +725,12 @@ impl<'a> Sim<'a> {
                 break;
             }
             self.timers.pop();
-            let Some((key, start)) = self.executing.remove(&seq) else {
+            let Some(run) = self.executing.remove(&seq) else {
                 continue;
             };
-            match self.tasks.remove(&key) {
+            match self.tasks.remove(&run.key) {
                 Some(task) if task.state == State::Executing => {
-                    self.report_finished(key, task.run_id, start, now());
+                    self.report_finished(run.key, run.run_id, run.start, now());
                 }
                 // Cancelled (freed while running): dropped silently.
                 _ => {}
@@ -795,9 +832,13 @@ impl<'a> Sim<'a> {
                 continue;
             }
             waiters.remove(&dep);
+            // Released even if `acquire-replicas` asked for it (Python's
+            // `waiters` know nothing of that): a missing one is not asked
+            // for again (`_transition_missing_released`, `:1824`).
+            self.acquiring.remove(&dep);
+            self.missing.remove(&dep);
             if let Some(cancelled) = self.in_flight.get_mut(&dep) {
                 *cancelled = true;
-                self.acquiring.remove(&dep);
             }
         }
     }
@@ -930,29 +971,41 @@ impl<'a> Sim<'a> {
                         continue;
                     }
                     let replica = self.acquiring.contains(&key);
+                    if self.missing.is_empty() {
+                        // `find-missing` ran at its ticks while nothing was
+                        // missing, sending nothing: the key is asked for at
+                        // the next tick, not now.
+                        next_tick(
+                            &mut self.next_find_missing,
+                            self.beat_interval,
+                            Instant::now(),
+                        );
+                    }
                     self.missing.insert(key, replica);
                 }
                 self.deps_arrived(&arrived);
             }
             Event::Beat(r) => {
                 self.beating = false;
-                self.next_beat = Instant::now() + self.beat_interval;
+                if let Ok(reply) = &r {
+                    if let Some(i) = interval_of(reply.heartbeat_interval.as_ref()) {
+                        self.beat_interval = i;
+                    }
+                }
+                // The heartbeat is a tornado `PeriodicCallback`: the next
+                // call is on the grid of the one that just ended (one
+                // period after its start, at the period the reply set),
+                // not a period after the reply.
+                next_tick(&mut self.next_beat, self.beat_interval, Instant::now());
                 match r {
                     Ok(reply) if reply.status == "missing" => {
                         // `Worker.heartbeat`: the scheduler forgot this
                         // worker; it closes.
                         self.sh.stats.removed.fetch_add(1, Relaxed);
-                        return Some(End::Removed(
-                            "heartbeat: the scheduler does not know this worker".into(),
-                        ));
+                        return Some(End::Removed("worker-heartbeat-missing".into()));
                     }
-                    Ok(reply) => {
-                        if let Some(i) = interval_of(reply.heartbeat_interval.as_ref()) {
-                            self.beat_interval = i;
-                            self.next_beat = Instant::now() + i;
-                        }
-                    }
-                    Err(_) => {} // `Worker.heartbeat` logs an OSError and goes on
+                    // `Worker.heartbeat` logs an OSError and goes on.
+                    Ok(_) | Err(_) => {}
                 }
             }
             Event::FreeKeys(keys, id) => self.free_keys(&keys, &id),
@@ -999,10 +1052,11 @@ impl<'a> Sim<'a> {
     /// is (`_transition_missing_released`, `:1824`). The callback's period
     /// is the heartbeat's (`worker.py:2050`).
     fn find_missing(&mut self) {
-        let t = Instant::now();
-        while self.next_find_missing <= t {
-            self.next_find_missing += self.beat_interval;
-        }
+        next_tick(
+            &mut self.next_find_missing,
+            self.beat_interval,
+            Instant::now(),
+        );
         let (tasks, waiters) = (&self.tasks, &mut self.waiters);
         self.missing.retain(|k, replica| {
             let needed = waiters.get(k).is_some_and(|ds| {
@@ -1035,7 +1089,7 @@ impl<'a> Sim<'a> {
         let executing: Map<Key, f64> = self
             .executing
             .values()
-            .map(|(k, s)| (k.clone(), t - s))
+            .map(|r| (r.key.clone(), t - r.start))
             .collect();
         let msg = HeartbeatWorker {
             op: Op::new(),
@@ -1094,8 +1148,58 @@ const PICKLED_BYTES_TYPE: &[u8] = &[
     5, 98, 121, 116, 101, 115, 148, 147, 148, 46,
 ];
 
+/// Moves `tick`, a periodic callback's next call, past `now` by whole
+/// periods, as tornado's `PeriodicCallback._update_next` does once a call
+/// has ended: calls are a period apart start to start, and the ones that
+/// would have fallen in a long call are skipped.
+fn next_tick(tick: &mut Instant, period: Duration, now: Instant) {
+    if *tick > now {
+        return;
+    }
+    let period = period.max(Duration::from_millis(1));
+    let behind = (now - *tick).as_nanos() / period.as_nanos();
+    let n = u32::try_from(behind + 1).unwrap_or(u32::MAX);
+    *tick = period
+        .checked_mul(n)
+        .and_then(|d| tick.checked_add(d))
+        .unwrap_or(now + period);
+}
+
 /// A `heartbeat-interval` as a duration (at most an hour).
 fn interval_of(n: Option<&Number>) -> Option<Duration> {
     let s = n?.as_f64();
     (s > 0.0).then(|| Duration::from_secs_f64(s.min(3600.0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As tornado's `_update_next`: the next call a whole number of
+    /// periods after the last scheduled one, the first past `now`.
+    #[test]
+    fn next_tick_keeps_the_grid_of_a_periodic_callback() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // A call that ended before its period was over: one period on.
+        let mut tick = t0;
+        next_tick(&mut tick, ms(500), t0 + ms(120));
+        assert_eq!(tick, t0 + ms(500));
+        // A call that took 1.2 periods: the tick inside it is skipped.
+        let mut tick = t0;
+        next_tick(&mut tick, ms(500), t0 + ms(600));
+        assert_eq!(tick, t0 + ms(1000));
+        // Exactly on a tick: the next one.
+        let mut tick = t0;
+        next_tick(&mut tick, ms(500), t0 + ms(500));
+        assert_eq!(tick, t0 + ms(1000));
+        // Still ahead: unchanged.
+        let mut tick = t0 + ms(700);
+        next_tick(&mut tick, ms(500), t0 + ms(600));
+        assert_eq!(tick, t0 + ms(700));
+        // A period of zero is taken as 1 ms.
+        let mut tick = t0;
+        next_tick(&mut tick, Duration::ZERO, t0 + ms(3));
+        assert_eq!(tick, t0 + ms(4));
+    }
 }
