@@ -308,6 +308,23 @@ async fn gather_falls_back_retries_busy_and_reports_what_failed() {
         3,
         "two busy answers, then the data"
     );
+    // A transfer per answer with data, timed; none for a failure or a
+    // `busy`.
+    for t in &got.transfers {
+        assert!(t.start > 1e9 && t.start <= t.stop, "{t:?}");
+    }
+    let from = |w: &str| got.transfers.iter().filter(|t| t.worker == w).count();
+    assert_eq!(from(&busy), 1, "{got:?}");
+    assert_eq!(from(&closed), 0, "{got:?}");
+    assert!(from(&a) >= 1 && from(&b) >= 1, "{got:?}");
+    for (k, holder) in [("x", &a), ("y", &b), ("w", &busy)] {
+        let asked = got
+            .transfers
+            .iter()
+            .any(|t| t.worker == *holder && t.keys.contains(&Key::from(k)));
+        assert!(asked, "{k} from {holder}: {got:?}");
+    }
+    assert_eq!(got.transfers[0].startstop().action, "transfer");
 }
 
 /// A fake scheduler answering `heartbeat_worker` with `interval`, or

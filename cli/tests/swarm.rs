@@ -491,7 +491,7 @@ fn swarm_missing_dependency_asks_the_scheduler_again() {
 
 const RELEASED_IN_FLIGHT: &str = r#"
 import asyncio, json, sys, time
-from dask.distributed import Client, wait
+from dask.distributed import Client, get_task_stream, wait
 addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
 c = Client(addr, timeout=60)
 c.wait_for_workers(3, timeout=90)
@@ -543,10 +543,15 @@ for i, w in enumerate([py_fetcher, sim]):
     y = c.submit(pick, dep, key=f"released-again-{i}", workers=[w], allow_other_workers=False)
     until("asked", w, 2)
     c.cancel(y)
-    z = c.submit(pick, dep, key=f"wanted-{i}", workers=[w], allow_other_workers=False)
-    r = z.result(timeout=30)
+    with get_task_stream(client=c) as stream:
+        z = c.submit(pick, dep, key=f"wanted-{i}", workers=[w], allow_other_workers=False)
+        r = z.result(timeout=30)
+    # The transfer is in the startstops of the task that waited for it.
+    [rec] = [x for x in stream.data if x["key"] == z.key]
     out[w] = {"dropped": dropped, "kept": holders(dep), "result_len": len(r),
-              "asked": c.run(log, workers=[holder])[holder]["asked"].count(w)}
+              "asked": c.run(log, workers=[holder])[holder]["asked"].count(w),
+              "startstops": [[x["action"], x.get("source")] for x in rec["startstops"]],
+              "transfer_s": [x["stop"] - x["start"] for x in rec["startstops"] if x["action"] == "transfer"]}
 c.close()
 print(json.dumps(out))
 "#;
@@ -555,8 +560,10 @@ print(json.dumps(out))
 /// Python worker handles it (`worker_state_machine.py`): the dependency,
 /// which no other task here waits for, is `cancelled` and dropped when it
 /// arrives, the scheduler not told (no `add-keys`, so no replica); wanted
-/// again before it arrives, it is kept and the task runs. A Python worker
-/// in the same place shows the same outcome in the same script.
+/// again before it arrives, it is kept and the task runs, its
+/// `task-finished` carrying the transfer in its `startstops`
+/// (`Worker._update_metrics_received_data`). A Python worker in the same
+/// place shows the same outcome in the same script.
 #[test]
 fn swarm_drops_a_dependency_released_in_flight() {
     let python = dask_python::python();
@@ -576,6 +583,11 @@ fn swarm_drops_a_dependency_released_in_flight() {
         assert_eq!(out[w]["kept"], serde_json::json!(both), "{w}: {out}");
         assert_eq!(out[w]["asked"], 2, "{w}: {out}");
         assert_eq!(out[w]["result_len"], len, "{w}: {out}");
+        let startstops = serde_json::json!([["transfer", holder], ["compute", null]]);
+        assert_eq!(out[w]["startstops"], startstops, "{w}: {out}");
+        // The 2 s the holder took to answer, from the request on.
+        let took = out[w]["transfer_s"][0].as_f64().unwrap();
+        assert!((1.0..10.0).contains(&took), "{w}: {out}");
     }
     kill_term(&s);
     let _ = summary(&mut s);

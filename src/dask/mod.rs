@@ -91,7 +91,7 @@ pub use op::{Op, OpName};
 pub use pool::{ConnectionPool, Pooled, DEFAULT_CONNECTION_LIMIT, DEFAULT_IDLE_PER_ADDRESS};
 pub use rpc::{RemoteError, Rpc, RpcCause, RpcError};
 pub use server::{BadRequest, RequestError, Requests};
-pub use store::{gather_from_pool, gather_from_workers, nbytes, DataStore, Gathered};
+pub use store::{gather_from_pool, gather_from_workers, nbytes, DataStore, Gathered, Transfer};
 pub use task::{Arg, Call};
 pub use wire::{ErrorReply, Keys, Map, Number, StartStop, Timedelta};
 pub use worker::{

@@ -7,9 +7,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::runtime::now;
 use super::{
-    ConnectionPool, GetData, GetDataReply, Key, Keys, Map, Op, Rpc, RpcError, UpdateData,
-    UpdateDataReply,
+    ConnectionPool, GetData, GetDataReply, Key, Keys, Map, Op, Rpc, RpcError, StartStop,
+    UpdateData, UpdateDataReply,
 };
 use crate::transport::{ConnectionBuilder, HandshakeOptions};
 use crate::value::Value;
@@ -155,6 +156,36 @@ pub struct Gathered {
     pub missing: Vec<Key>,
     /// Workers that could not be reached, or failed, with why.
     pub failed_workers: Vec<(String, String)>,
+    /// Each holder's `get_data` that answered, timed.
+    pub transfers: Vec<Transfer>,
+}
+
+/// One holder's `get_data` that answered `"OK"`: what Dask's worker keeps
+/// as a `"transfer"` in the `startstops` of a task waiting for the keys
+/// (`Worker._update_metrics_received_data`), reported with its
+/// `task-finished`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transfer {
+    /// The holder.
+    pub worker: String,
+    /// The keys asked of it (some may not have come).
+    pub keys: Vec<Key>,
+    /// Seconds since the epoch, before the call.
+    pub start: f64,
+    /// Seconds since the epoch, after the reply.
+    pub stop: f64,
+}
+
+impl Transfer {
+    /// `{"action": "transfer", "start", "stop", "source": worker}`.
+    pub fn startstop(&self) -> StartStop {
+        StartStop {
+            action: "transfer".to_owned(),
+            start: self.start,
+            stop: self.stop,
+            source: Some(self.worker.clone()),
+        }
+    }
 }
 
 /// How often a worker answering `{"status": "busy"}` is asked again
@@ -254,7 +285,7 @@ async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via
                 replies.push(done.expect("a get_data task does not panic"));
             }
         }
-        for (worker, keys, reply) in replies {
+        for (worker, keys, reply, (start, stop)) in replies {
             match reply {
                 Ok(reply) if reply.status == "busy" => {
                     let n = busy.entry(worker.clone()).or_insert(0);
@@ -266,6 +297,12 @@ async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via
                     todo.extend(keys);
                 }
                 Ok(reply) => {
+                    out.transfers.push(Transfer {
+                        worker: worker.clone(),
+                        keys: keys.clone(),
+                        start,
+                        stop,
+                    });
                     let mut data = reply.data.unwrap_or_default();
                     for key in keys {
                         match data.swap_remove(&key) {
@@ -297,10 +334,11 @@ async fn get_group(
     worker: String,
     keys: Vec<Key>,
     delay: Option<Duration>,
-) -> (String, Vec<Key>, Result<GetDataReply, RpcError>) {
+) -> (String, Vec<Key>, Result<GetDataReply, RpcError>, (f64, f64)) {
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
     }
+    let start = now();
     let request = GetData {
         op: Op::new(),
         keys: Keys::List(keys.clone()),
@@ -311,7 +349,7 @@ async fn get_group(
         Via::Fresh(fresh) => get_data_from(&worker, &request, &fresh.0, &fresh.1).await,
         Via::Pool(pool) => pool.get_data(&worker, &request).await,
     };
-    (worker, keys, reply)
+    (worker, keys, reply, (start, now()))
 }
 
 /// One `get_data` to `worker`, on a connection of its own.

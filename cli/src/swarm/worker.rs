@@ -16,7 +16,7 @@ use framewire::dask::{
     gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
     HeartbeatReply, HeartbeatWorker, KeepAlive, Key, LogEvent, Map, Number, Op, RegisterWorker,
     ReleaseWorkerData, RpcError, SchedulerToWorker, SpilledBytes, StartStop, StealResponse,
-    TaskFinished, WorkerMetrics, WorkerStatusChange, WorkerStream,
+    TaskFinished, Transfer, WorkerMetrics, WorkerStatusChange, WorkerStream,
 };
 use framewire::transport::TransportError;
 use framewire::Value;
@@ -116,6 +116,8 @@ pub enum Event {
     Fetched {
         got: Vec<(Key, u64)>,
         missing: Vec<Key>,
+        /// Each holder's `get_data` that answered.
+        transfers: Vec<Transfer>,
     },
     /// A heartbeat's answer.
     Beat(Result<HeartbeatReply, RpcError>),
@@ -260,6 +262,9 @@ const CLOSE_REASON: &str = "worker-close";
 struct Task {
     run_id: i64,
     state: State,
+    /// Its transfers (`"transfer"` startstops), reported before its
+    /// `compute` (`ts.startstops`).
+    startstops: Vec<StartStop>,
     /// Dependencies not yet in memory here (`waiting`).
     waiting_for: Vec<Key>,
     /// Dask's priority, then the worker's `generation` (later arrivals
@@ -637,7 +642,7 @@ impl<'a> Sim<'a> {
     /// holders, then is ready.
     fn compute(&mut self, t: ComputeTask) {
         if self.holds(&t.key) {
-            return self.report_finished(t.key, t.run_id, now(), now());
+            return self.report_finished(t.key, t.run_id, Vec::new(), now(), now());
         }
         if let Some(task) = self.tasks.get_mut(&t.key) {
             task.run_id = t.run_id;
@@ -685,6 +690,7 @@ impl<'a> Sim<'a> {
         let task = Task {
             run_id: t.run_id,
             state,
+            startstops: Vec::new(),
             waiting_for,
             priority,
         };
@@ -730,7 +736,7 @@ impl<'a> Sim<'a> {
             };
             match self.tasks.remove(&run.key) {
                 Some(task) if task.state == State::Executing => {
-                    self.report_finished(run.key, run.run_id, run.start, now());
+                    self.report_finished(run.key, run.run_id, task.startstops, run.start, now());
                 }
                 // Cancelled (freed while running): dropped silently.
                 _ => {}
@@ -739,13 +745,28 @@ impl<'a> Sim<'a> {
         self.start_ready();
     }
 
-    fn report_finished(&mut self, key: Key, run_id: i64, start: f64, stop: f64) {
+    /// `task-finished` of a run from `start` to `stop`, after the task's
+    /// transfers.
+    fn report_finished(
+        &mut self,
+        key: Key,
+        run_id: i64,
+        mut startstops: Vec<StartStop>,
+        start: f64,
+        stop: f64,
+    ) {
         let nbytes = self.sh.model.nbytes(&key);
         self.node
             .held
             .lock()
             .expect("not poisoned")
             .insert(key.clone(), nbytes);
+        startstops.push(StartStop {
+            action: "compute".into(),
+            start,
+            stop,
+            source: None,
+        });
         let msg = TaskFinished {
             key,
             run_id,
@@ -754,12 +775,7 @@ impl<'a> Sim<'a> {
             typename: "bytes".into(),
             metadata: Value::Map(Vec::new()),
             thread: Some(1),
-            startstops: vec![StartStop {
-                action: "compute".into(),
-                start,
-                stop,
-                source: None,
-            }],
+            startstops,
             op: Op::new(),
             stimulus_id: stimulus_id("task-finished"),
             status: "OK".into(),
@@ -882,6 +898,7 @@ impl<'a> Sim<'a> {
             tx.send(Event::Fetched {
                 got: data,
                 missing: got.missing,
+                transfers: got.transfers,
             });
         });
     }
@@ -903,6 +920,9 @@ impl<'a> Sim<'a> {
         let mut got = Vec::new();
         let mut missing = Vec::new();
         let mut elsewhere = Map::default();
+        // One transfer per holder, taking no time.
+        let mut transfers: Vec<Transfer> = Vec::new();
+        let t = now();
         for (key, holders) in todo {
             let mut others = Vec::new();
             let mut found = None;
@@ -912,6 +932,15 @@ impl<'a> Sim<'a> {
                         let n = peer.held.lock().expect("not poisoned").get(&key).copied();
                         if let Some(n) = n {
                             self.sh.stats.bytes_served.fetch_add(n, Relaxed);
+                            match transfers.iter_mut().find(|x| x.worker == w) {
+                                Some(x) => x.keys.push(key.clone()),
+                                None => transfers.push(Transfer {
+                                    worker: w,
+                                    keys: vec![key.clone()],
+                                    start: t,
+                                    stop: t,
+                                }),
+                            }
                             found = Some(n);
                             break;
                         }
@@ -929,14 +958,23 @@ impl<'a> Sim<'a> {
         }
         // No message went: none is counted (the bytes are, as served).
         if !got.is_empty() || !missing.is_empty() {
-            self.events.send(Event::Fetched { got, missing });
+            self.events.send(Event::Fetched {
+                got,
+                missing,
+                transfers,
+            });
         }
         elsewhere
     }
 
     fn on_event(&mut self, ev: Event) -> Option<End> {
         match ev {
-            Event::Fetched { got, missing } => {
+            Event::Fetched {
+                got,
+                missing,
+                transfers,
+            } => {
+                self.note_transfers(&transfers);
                 let id = stimulus_id("gather-dep-success");
                 let mut arrived = Vec::with_capacity(got.len());
                 for (key, n) in got {
@@ -1011,6 +1049,25 @@ impl<'a> Sim<'a> {
             Event::FreeKeys(keys, id) => self.free_keys(&keys, &id),
         }
         None
+    }
+
+    /// Each transfer goes into the `startstops` of one task waiting for its
+    /// keys, as `Worker._get_cause` picks it (a dependent of the first key
+    /// that has one, `worker.py:1868`), to be reported with its
+    /// `task-finished` before its `compute`.
+    fn note_transfers(&mut self, transfers: &[Transfer]) {
+        for x in transfers {
+            let cause = x
+                .keys
+                .iter()
+                .filter_map(|k| self.waiters.get(k))
+                .flatten()
+                .find(|w| self.tasks.contains_key(*w))
+                .cloned();
+            if let Some(task) = cause.and_then(|w| self.tasks.get_mut(&w)) {
+                task.startstops.push(x.startstop());
+            }
+        }
     }
 
     /// The tasks waiting for the keys `arrived` whose dependencies are now
