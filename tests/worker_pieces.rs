@@ -327,9 +327,13 @@ async fn gather_falls_back_retries_busy_and_reports_what_failed() {
     assert_eq!(got.transfers[0].startstop().action, "transfer");
 }
 
-/// A fake scheduler answering `heartbeat_worker` with `interval`, or
-/// `missing` from the `missing_after`-th heartbeat on; counts them.
-async fn fake_scheduler(interval: f64, missing_after: usize) -> (String, Arc<AtomicUsize>) {
+/// A fake scheduler answering `heartbeat_worker` `late` with `interval`,
+/// or `missing` from the `missing_after`-th heartbeat on; counts them.
+async fn fake_scheduler(
+    interval: f64,
+    missing_after: usize,
+    late: Duration,
+) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = format!("tcp://{}", listener.local_addr().unwrap());
     let beats = Arc::new(AtomicUsize::new(0));
@@ -344,6 +348,7 @@ async fn fake_scheduler(interval: f64, missing_after: usize) -> (String, Arc<Ato
         while let Some(Ok(SchedulerRequest::HeartbeatWorker(hb))) = rq.next().await {
             assert!(hb.metrics.get("bandwidth").is_some(), "{:?}", hb.metrics);
             let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            tokio::time::sleep(late).await;
             let reply = match n >= missing_after {
                 true => Value::map_of([("status", Value::str("missing"))]),
                 false => Value::map_of([
@@ -364,7 +369,7 @@ fn metrics() -> Value {
 
 #[tokio::test]
 async fn heartbeats_follow_the_interval_asked_and_stop_when_missing() {
-    let (sched, beats) = fake_scheduler(0.02, 40).await;
+    let (sched, beats) = fake_scheduler(0.02, 40, Duration::ZERO).await;
     let started = Instant::now();
     let hb = Heartbeats::new(
         &sched,
@@ -380,6 +385,27 @@ async fn heartbeats_follow_the_interval_asked_and_stop_when_missing() {
     // default 1 s interval this would take 40 s.
     assert!(took < Duration::from_secs(10), "{took:?}");
     assert!(took >= Duration::from_millis(39 * 20), "{took:?}");
+}
+
+/// A period apart start to start, as Dask's periodic callback: replies
+/// 0.2 s late at an interval of 0.25 s put the 9th heartbeat 2 s after the
+/// first, not 3.6 s (a period after each reply).
+#[tokio::test]
+async fn heartbeats_go_a_period_apart_however_late_the_reply() {
+    let (sched, beats) = fake_scheduler(0.25, 9, Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let hb = Heartbeats::new(
+        &sched,
+        "tcp://127.0.0.1:9",
+        pass_through(),
+        HandshakeOptions::default(),
+    );
+    let why = hb.run(Duration::from_secs(5), metrics).await;
+    let took = started.elapsed();
+    assert!(matches!(why, HeartbeatError::Missing), "{why}");
+    assert_eq!(beats.load(Ordering::SeqCst), 9);
+    assert!(took >= Duration::from_millis(2200), "{took:?}");
+    assert!(took < Duration::from_millis(3000), "{took:?}");
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use crate::transport::{ConnectionBuilder, HandshakeOptions, Socket, TransportErr
 use crate::typed;
 use crate::value::Value;
 
-use super::runtime::{now, resident_memory};
+use super::runtime::{next_tick, now, resident_memory};
 
 /// `spilled_bytes` of [`WorkerMetrics`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -197,7 +197,9 @@ impl std::error::Error for HeartbeatError {}
 /// as Dask's pooled RPC): sent every [`interval`](Heartbeats::interval),
 /// which each reply sets (`heartbeat-interval`), as `Worker.heartbeat`
 /// does, so the scheduler keeps the worker however short its
-/// `distributed.scheduler.worker-ttl`.
+/// `distributed.scheduler.worker-ttl`. The interval runs from one
+/// heartbeat's start to the next, however late the reply, as Dask's
+/// periodic callback runs them ([`next_tick`](super::runtime::next_tick)).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -292,6 +294,7 @@ impl Heartbeats {
         mut metrics: impl FnMut() -> Value,
     ) -> HeartbeatError {
         let mut last_ok = tokio::time::Instant::now();
+        let mut tick = last_ok;
         loop {
             match self.beat(metrics()).await {
                 Ok(reply) if reply.status == "missing" => return HeartbeatError::Missing,
@@ -303,7 +306,8 @@ impl Heartbeats {
                     }
                 }
             }
-            tokio::time::sleep(self.interval).await;
+            tick = next_tick(tick, self.interval, tokio::time::Instant::now());
+            tokio::time::sleep_until(tick).await;
         }
     }
 }

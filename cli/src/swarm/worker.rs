@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use framewire::dask::runtime::{now, stimulus_id};
+use framewire::dask::runtime::{next_tick, now, stimulus_id};
 use framewire::dask::{
     gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
     HeartbeatReply, HeartbeatWorker, KeepAlive, Key, LogEvent, Map, Number, Op, RegisterWorker,
@@ -1013,11 +1013,8 @@ impl<'a> Sim<'a> {
                         // `find-missing` ran at its ticks while nothing was
                         // missing, sending nothing: the key is asked for at
                         // the next tick, not now.
-                        next_tick(
-                            &mut self.next_find_missing,
-                            self.beat_interval,
-                            Instant::now(),
-                        );
+                        self.next_find_missing =
+                            next_tick(self.next_find_missing, self.beat_interval, Instant::now());
                     }
                     self.missing.insert(key, replica);
                 }
@@ -1034,7 +1031,7 @@ impl<'a> Sim<'a> {
                 // call is on the grid of the one that just ended (one
                 // period after its start, at the period the reply set),
                 // not a period after the reply.
-                next_tick(&mut self.next_beat, self.beat_interval, Instant::now());
+                self.next_beat = next_tick(self.next_beat, self.beat_interval, Instant::now());
                 match r {
                     Ok(reply) if reply.status == "missing" => {
                         // `Worker.heartbeat`: the scheduler forgot this
@@ -1109,11 +1106,8 @@ impl<'a> Sim<'a> {
     /// is (`_transition_missing_released`, `:1824`). The callback's period
     /// is the heartbeat's (`worker.py:2050`).
     fn find_missing(&mut self) {
-        next_tick(
-            &mut self.next_find_missing,
-            self.beat_interval,
-            Instant::now(),
-        );
+        self.next_find_missing =
+            next_tick(self.next_find_missing, self.beat_interval, Instant::now());
         let (tasks, waiters) = (&self.tasks, &mut self.waiters);
         self.missing.retain(|k, replica| {
             let needed = waiters.get(k).is_some_and(|ds| {
@@ -1205,58 +1199,8 @@ const PICKLED_BYTES_TYPE: &[u8] = &[
     5, 98, 121, 116, 101, 115, 148, 147, 148, 46,
 ];
 
-/// Moves `tick`, a periodic callback's next call, past `now` by whole
-/// periods, as tornado's `PeriodicCallback._update_next` does once a call
-/// has ended: calls are a period apart start to start, and the ones that
-/// would have fallen in a long call are skipped.
-fn next_tick(tick: &mut Instant, period: Duration, now: Instant) {
-    if *tick > now {
-        return;
-    }
-    let period = period.max(Duration::from_millis(1));
-    let behind = (now - *tick).as_nanos() / period.as_nanos();
-    let n = u32::try_from(behind + 1).unwrap_or(u32::MAX);
-    *tick = period
-        .checked_mul(n)
-        .and_then(|d| tick.checked_add(d))
-        .unwrap_or(now + period);
-}
-
 /// A `heartbeat-interval` as a duration (at most an hour).
 fn interval_of(n: Option<&Number>) -> Option<Duration> {
     let s = n?.as_f64();
     (s > 0.0).then(|| Duration::from_secs_f64(s.min(3600.0)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// As tornado's `_update_next`: the next call a whole number of
-    /// periods after the last scheduled one, the first past `now`.
-    #[test]
-    fn next_tick_keeps_the_grid_of_a_periodic_callback() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        // A call that ended before its period was over: one period on.
-        let mut tick = t0;
-        next_tick(&mut tick, ms(500), t0 + ms(120));
-        assert_eq!(tick, t0 + ms(500));
-        // A call that took 1.2 periods: the tick inside it is skipped.
-        let mut tick = t0;
-        next_tick(&mut tick, ms(500), t0 + ms(600));
-        assert_eq!(tick, t0 + ms(1000));
-        // Exactly on a tick: the next one.
-        let mut tick = t0;
-        next_tick(&mut tick, ms(500), t0 + ms(500));
-        assert_eq!(tick, t0 + ms(1000));
-        // Still ahead: unchanged.
-        let mut tick = t0 + ms(700);
-        next_tick(&mut tick, ms(500), t0 + ms(600));
-        assert_eq!(tick, t0 + ms(700));
-        // A period of zero is taken as 1 ms.
-        let mut tick = t0;
-        next_tick(&mut tick, Duration::ZERO, t0 + ms(3));
-        assert_eq!(tick, t0 + ms(4));
-    }
 }
