@@ -367,9 +367,10 @@ fn metrics() -> Value {
     framewire::dask::WorkerMetrics::new(0).to_value()
 }
 
-#[tokio::test]
-async fn heartbeats_follow_the_interval_asked_and_stop_when_missing() {
-    let (sched, beats) = fake_scheduler(0.02, 40, Duration::ZERO).await;
+/// Heartbeats to a fake scheduler (see [`fake_scheduler`]) until it says
+/// `missing`: how long they took.
+async fn heartbeats_until_missing(interval: f64, missing_after: usize, late: Duration) -> Duration {
+    let (sched, beats) = fake_scheduler(interval, missing_after, late).await;
     let started = Instant::now();
     let hb = Heartbeats::new(
         &sched,
@@ -380,7 +381,13 @@ async fn heartbeats_follow_the_interval_asked_and_stop_when_missing() {
     let why = hb.run(Duration::from_secs(5), metrics).await;
     let took = started.elapsed();
     assert!(matches!(why, HeartbeatError::Missing), "{why}");
-    assert_eq!(beats.load(Ordering::SeqCst), 40);
+    assert_eq!(beats.load(Ordering::SeqCst), missing_after);
+    took
+}
+
+#[tokio::test]
+async fn heartbeats_follow_the_interval_asked_and_stop_when_missing() {
+    let took = heartbeats_until_missing(0.02, 40, Duration::ZERO).await;
     // 39 intervals of 20 ms after the first reply (1 s before it): at the
     // default 1 s interval this would take 40 s.
     assert!(took < Duration::from_secs(10), "{took:?}");
@@ -392,18 +399,7 @@ async fn heartbeats_follow_the_interval_asked_and_stop_when_missing() {
 /// first, not 3.6 s (a period after each reply).
 #[tokio::test]
 async fn heartbeats_go_a_period_apart_however_late_the_reply() {
-    let (sched, beats) = fake_scheduler(0.25, 9, Duration::from_millis(200)).await;
-    let started = Instant::now();
-    let hb = Heartbeats::new(
-        &sched,
-        "tcp://127.0.0.1:9",
-        pass_through(),
-        HandshakeOptions::default(),
-    );
-    let why = hb.run(Duration::from_secs(5), metrics).await;
-    let took = started.elapsed();
-    assert!(matches!(why, HeartbeatError::Missing), "{why}");
-    assert_eq!(beats.load(Ordering::SeqCst), 9);
+    let took = heartbeats_until_missing(0.25, 9, Duration::from_millis(200)).await;
     assert!(took >= Duration::from_millis(2200), "{took:?}");
     assert!(took < Duration::from_millis(3000), "{took:?}");
 }
