@@ -692,26 +692,20 @@ fn batched_writer_writes_what_dumps_writes() {
     }
 }
 
-/// An op that cannot be written is an error at once and leaves the batch
-/// as it was; ops queued before a writer is dropped still go; after
-/// `close` the stream ends, and a writer whose stream failed refuses ops.
-#[test]
-fn batched_writer_refuses_what_it_cannot_write_and_sends_the_rest() {
+/// Queues ops with `queue` on a `BatchedWriter` whose interval never ends,
+/// then drops it: the stream carries one batch, `add-keys` "a" then "b"
+/// byte for byte as `dumps` writes them, and ends.
+fn assert_one_batch_of_a_and_b(
+    rt: &tokio::runtime::Runtime,
+    queue: impl FnOnce(&framewire::dask::BatchedWriter),
+) {
     use framewire::dask::BatchedWriter;
-    use framewire::transport::{Connection, TransportError};
-    let rt = runtime();
-    let reserved = Value::map_of([("__Serialized__", Value::from(0u8))]);
+    use framewire::transport::Connection;
     let got = rt.block_on(async {
         let (a, b) = tokio::io::duplex(1 << 20);
         let (_r, w) = Connection::new(a).into_split();
         let writer = BatchedWriter::new(w, std::time::Duration::from_secs(3600));
-        writer.send(&add_keys("a")).unwrap();
-        let refused = writer.send(&reserved);
-        assert!(
-            matches!(refused, Err(TransportError::Encode(_))),
-            "{refused:?}"
-        );
-        writer.send(&add_keys("b")).unwrap();
+        queue(&writer);
         // Dropped, not closed: what was queued goes, then the stream ends.
         drop(writer);
         let mut rx = Connection::new(b);
@@ -726,6 +720,26 @@ fn batched_writer_refuses_what_it_cannot_write_and_sends_the_rest() {
     ]))
     .unwrap();
     assert_eq!(got.frames(), &expected[..]);
+}
+
+/// An op that cannot be written is an error at once and leaves the batch
+/// as it was; ops queued before a writer is dropped still go; after
+/// `close` the stream ends, and a writer whose stream failed refuses ops.
+#[test]
+fn batched_writer_refuses_what_it_cannot_write_and_sends_the_rest() {
+    use framewire::dask::BatchedWriter;
+    use framewire::transport::{Connection, TransportError};
+    let rt = runtime();
+    let reserved = Value::map_of([("__Serialized__", Value::from(0u8))]);
+    assert_one_batch_of_a_and_b(&rt, |writer| {
+        writer.send(&add_keys("a")).unwrap();
+        let refused = writer.send(&reserved);
+        assert!(
+            matches!(refused, Err(TransportError::Encode(_))),
+            "{refused:?}"
+        );
+        writer.send(&add_keys("b")).unwrap();
+    });
     // A stream that cannot be written: `close` says why, and ops queued
     // after the failure are refused.
     rt.block_on(async {
@@ -755,8 +769,6 @@ fn batched_writer_refuses_what_it_cannot_write_and_sends_the_rest() {
 /// come after others: the ops queued around it go, byte for byte.
 #[test]
 fn batched_writer_keeps_its_batch_through_a_panicking_op() {
-    use framewire::dask::BatchedWriter;
-    use framewire::transport::Connection;
     use serde::ser::SerializeMap;
     struct Panics;
     impl serde::Serialize for Panics {
@@ -766,11 +778,7 @@ fn batched_writer_keeps_its_batch_through_a_panicking_op() {
             panic!("a Serialize that panics halfway");
         }
     }
-    let rt = runtime();
-    let got = rt.block_on(async {
-        let (a, b) = tokio::io::duplex(1 << 20);
-        let (_r, w) = Connection::new(a).into_split();
-        let writer = BatchedWriter::new(w, std::time::Duration::from_secs(3600));
+    assert_one_batch_of_a_and_b(&runtime(), |writer| {
         let panicking = || {
             let sent =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.send(&Panics)));
@@ -780,19 +788,7 @@ fn batched_writer_keeps_its_batch_through_a_panicking_op() {
         writer.send(&add_keys("a")).unwrap();
         panicking();
         writer.send(&add_keys("b")).unwrap();
-        drop(writer);
-        let mut rx = Connection::new(b);
-        let first = rx.recv().await.unwrap().unwrap();
-        let end = rx.recv().await;
-        assert!(end.is_none(), "{end:?}");
-        first
     });
-    let expected = dumps(&Value::Array(vec![
-        to_value(&add_keys("a")).unwrap(),
-        to_value(&add_keys("b")).unwrap(),
-    ]))
-    .unwrap();
-    assert_eq!(got.frames(), &expected[..]);
 }
 
 /// `BatchedReader::recv` reads a batch straight into its ops and returns

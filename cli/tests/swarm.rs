@@ -82,6 +82,12 @@ fn small_swarm(dir: &Path, addr: &str, workers: usize, results: &Path) -> Daemon
     s
 }
 
+/// The swarm's results file (`--output`).
+fn read_results(path: &Path) -> Json {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
 /// Waits for the swarm's summary line (it exits once every worker is gone).
 fn summary(s: &mut Daemon) -> String {
     let status = s.wait_exit(Duration::from_secs(60));
@@ -219,7 +225,7 @@ fn swarm_runs_a_workload_on_a_real_scheduler() {
     // written.
     let line = summary(&mut s);
     assert!(line.contains(&format!("swarm: {n} workers")), "{line}");
-    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let r = read_results(&results);
     let finished = r["tasks_finished"].as_u64().unwrap();
     assert!(finished >= (tasks + tasks / 2) as u64, "{r}");
     assert_eq!(r["config"]["left_when_removed"], n, "{r}");
@@ -377,7 +383,7 @@ fn swarm_stops_cleanly_on_sigterm() {
     kill_term(&py);
     let line = summary(&mut s);
     assert!(line.starts_with("swarm: 12 workers"), "{line}");
-    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let r = read_results(&results);
     assert_eq!(r["config"]["left_when_stopped"], 12, "{r}");
     assert_eq!(r["config"]["model"]["lambda"]["nbytes"], 777, "{r}");
     assert_eq!(r["messages_sent"]["close-stream"], 12, "{r}");
@@ -473,7 +479,7 @@ fn swarm_missing_dependency_asks_the_scheduler_again() {
     );
     kill_term(&s);
     let _ = summary(&mut s);
-    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let r = read_results(&results);
     let sent = &r["messages_sent"];
     // 4 s of a missing key at a 0.5 s heartbeat (3 workers): several asks.
     let asked = sent["request-refresh-who-has"].as_u64().unwrap_or(0);
@@ -591,7 +597,7 @@ fn swarm_drops_a_dependency_released_in_flight() {
     }
     kill_term(&s);
     let _ = summary(&mut s);
-    let r: Json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let r = read_results(&results);
     assert_eq!(r["messages_sent"]["get_data"], 2, "{r}");
     assert_eq!(r["messages_sent"]["add-keys"], 1, "{r}");
 }
