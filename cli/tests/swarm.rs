@@ -723,6 +723,93 @@ fn swarm_reports_the_run_id_a_run_started_with() {
     kill_term(&s);
 }
 
+const THREADS_AND_BUSY: &str = r#"
+import asyncio, json, sys, time
+from dask.distributed import Client, get_task_stream, wait
+from distributed.comm import connect
+addr, py_worker = sys.argv[1], sys.argv[2]
+c = Client(addr, timeout=60)
+c.wait_for_workers(2, timeout=90)
+sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+def nap(i):
+    time.sleep(0.5)
+    return b"x" * 10
+async def hold(w, key, n):
+    # n `get_data` replies read and never acknowledged (no "OK"), each on a
+    # connection of its own; then all closed, and one more asked.
+    comms, statuses = [], []
+    for _ in range(n):
+        comm = await connect(w)
+        await comm.write({"op": "get_data", "keys": [key], "who": None, "reply": True})
+        statuses.append((await comm.read())["status"])
+        comms.append(comm)
+    for comm in comms:
+        await comm.close()
+    await asyncio.sleep(0.5)
+    comm = await connect(w)
+    await comm.write({"op": "get_data", "keys": [key], "who": None, "reply": True})
+    after = (await comm.read())["status"]
+    await comm.write("OK")
+    await comm.close()
+    return statuses, after
+out = {"sim": sim}
+for i, w in enumerate([py_worker, sim]):
+    with get_task_stream(client=c) as stream:
+        fs = [c.submit(nap, j, key=f"nap-{i}-{j}", workers=[w], allow_other_workers=False)
+              for j in range(4)]
+        wait(fs)
+    statuses, after = asyncio.run(hold(w, fs[0].key, 21))
+    out[w] = {"threads": len({x["thread"] for x in stream.data if x["worker"] == w}),
+              "statuses": statuses, "after": after}
+c.close()
+print(json.dumps(out))
+"#;
+
+/// A worker of 2 threads reports the thread each task ran on, two threads
+/// in turn (the task stream's rows), and answers `get_data` with `busy`
+/// while 20 of its replies (10, doubled for a caller on its own host) wait
+/// for their "OK" (`Worker.get_data`), then with data again once those
+/// connections are gone: a Python worker and a simulated one alike.
+#[test]
+fn swarm_reports_threads_and_answers_busy_as_python() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-busy");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_py, py_addr) =
+        cluster::python_worker_with(&python, d, &addr, "py-worker", &["--nthreads", "2"]);
+    let model = d.join("model.json");
+    std::fs::write(&model, r#"{"nap": {"task_ms": 500}}"#).unwrap();
+    let model = model.to_str().unwrap();
+    let args = [
+        &addr,
+        "--workers",
+        "1",
+        "--nthreads",
+        "2",
+        "--name-prefix",
+        "sim-",
+        "--model",
+        model,
+    ];
+    let mut s = swarm(d, "swarm", &args);
+    registered(&mut s, 1);
+    let out = client(&python, THREADS_AND_BUSY, &[&addr, &py_addr]);
+    let sim = out["sim"].as_str().unwrap();
+    let mut statuses = vec!["OK"; 20];
+    statuses.push("busy");
+    for w in [py_addr.as_str(), sim] {
+        assert_eq!(out[w]["threads"], 2, "{w}: {out}");
+        assert_eq!(
+            out[w]["statuses"],
+            serde_json::json!(statuses),
+            "{w}: {out}"
+        );
+        assert_eq!(out[w]["after"], "OK", "{w}: {out}");
+    }
+    kill_term(&s);
+}
+
 fn kill_term(s: &Daemon) {
     use rustix::process::{kill_process, Pid, Signal};
     kill_process(Pid::from_child(&s.child), Signal::TERM).expect("kill");

@@ -249,6 +249,7 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
                 held: Mutex::new(Default::default()),
                 server_id: Mutex::new(String::new()),
                 events: Mutex::new(None),
+                outgoing: Default::default(),
             });
             listening.push((listener, node));
         }

@@ -22,11 +22,21 @@ use super::Shared;
 /// Time a `get_data` caller gets to acknowledge the reply.
 const ACK_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// `get_data` replies a worker has on their way at most before it answers
+/// `{"status": "busy"}`: Dask's `distributed.worker.connections.incoming`
+/// (the worker's `transfer_outgoing_count_limit`, `worker.py:541`),
+/// doubled for a caller on the worker's own host (`Worker.get_data`,
+/// `worker.py:1639`). (Python's limit of 1 when paused never applies: a
+/// simulated worker has no memory pressure to pause it.)
+const OUTGOING_LIMIT: u32 = 10;
+
 /// Serves every connection made to the worker, each in a task of its own.
 pub async fn accept(listener: TcpListener, node: Arc<Node>, sh: Arc<Shared>) {
+    let host = listener.local_addr().ok().map(|a| a.ip());
     loop {
-        let socket = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (socket, limit) = match listener.accept().await {
+            Ok((s, peer)) if Some(peer.ip()) == host => (s, 2 * OUTGOING_LIMIT),
+            Ok((s, _)) => (s, OUTGOING_LIMIT),
             Err(e) => {
                 if sh.log_once() {
                     eprintln!("framewire swarm: accept failed: {e}");
@@ -43,7 +53,7 @@ pub async fn accept(listener: TcpListener, node: Arc<Node>, sh: Arc<Shared>) {
             let mut rq = Requests::new(conn);
             while let Some(req) = rq.next::<WorkerRequest>().await {
                 let done = match req {
-                    Ok(req) => handle(&node, &sh, &mut rq, req).await,
+                    Ok(req) => handle(&node, &sh, &mut rq, req, limit).await,
                     Err(RequestError::Bad(_)) => Ok(()),
                     Err(_) => Err(()),
                 };
@@ -60,9 +70,17 @@ async fn handle(
     sh: &Arc<Shared>,
     rq: &mut Requests<Socket>,
     req: WorkerRequest,
+    outgoing_limit: u32,
 ) -> Result<(), ()> {
     sh.stats.received(req.op().unwrap_or("?"));
     let sent = match req {
+        WorkerRequest::GetData(_) if node.outgoing.load(Relaxed) >= outgoing_limit => {
+            let busy = GetDataReply {
+                status: "busy".into(),
+                data: None,
+            };
+            rq.reply(&busy).await
+        }
         WorkerRequest::GetData(m) => {
             let data: Map<Key, Value> = {
                 let held = node.held.lock().expect("not poisoned");
@@ -78,7 +96,11 @@ async fn handle(
                 status: "OK".into(),
                 data: Some(data),
             };
-            rq.reply_get_data(&reply, ACK_TIMEOUT).await
+            // Counted until the caller's "OK" (or the connection's end).
+            node.outgoing.fetch_add(1, Relaxed);
+            let sent = rq.reply_get_data(&reply, ACK_TIMEOUT).await;
+            node.outgoing.fetch_sub(1, Relaxed);
+            sent
         }
         WorkerRequest::UpdateData(m) => {
             let sizes: Map<Key, u64> = {

@@ -6,7 +6,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -54,6 +54,9 @@ pub struct Node {
     /// The current registration's events from the worker's connections
     /// (a `free_keys` RPC).
     pub events: Mutex<Option<Arc<Inbox>>>,
+    /// `get_data` replies sent and not yet acknowledged
+    /// (`Worker.transfer_outgoing_count`).
+    pub outgoing: AtomicU32,
 }
 
 /// Events for a registration's main loop from its other tasks (fetches,
@@ -292,17 +295,45 @@ impl State {
     }
 }
 
-/// Dask's priority (its first 7 numbers, the rest padded with the
-/// smallest), then the worker's `generation`: compared as the tuples
-/// are, kept inline (a queue of thousands of ready tasks is sifted at
-/// every start, without following a pointer per comparison).
+/// Dask's priority then the worker's `generation` (`ev.priority +
+/// (self.generation,)`, `worker_state_machine.py:2856`), as order keys
+/// ([`order_key`]) padded with the smallest: compared as the tuples are
+/// (a shorter one first among equal prefixes), kept inline (a queue of
+/// thousands of ready tasks is sifted at every start, without following a
+/// pointer per comparison). A priority of more than 7 numbers keeps its
+/// first 7.
 type Priority = [i64; 8];
+
+/// Dask's priority and the worker's generation as a [`Priority`].
+fn priority_of(dask: &[Number], generation: i64) -> Priority {
+    let mut p: Priority = [i64::MIN; 8];
+    let given = dask.len().min(7);
+    for (slot, n) in p.iter_mut().zip(&dask[..given]) {
+        *slot = order_key(n.as_f64());
+    }
+    p[given] = order_key(generation as f64);
+    p
+}
+
+/// A number as an integer ordered as the numbers are (`f64::total_cmp`'s
+/// order), so that a user's fractional priority (`priority=0.5`) is
+/// compared as Python compares it, with integers and with other
+/// fractions. Priorities are integers far below 2^53, exact as `f64`s.
+fn order_key(x: f64) -> i64 {
+    let bits = x.to_bits() as i64;
+    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
+}
 
 /// A task running.
 struct Running {
     key: Key,
     start: f64,
     run_id: i64,
+    /// Its thread: the lowest of the worker's `nthreads` free when it
+    /// started, numbered from 1 (a Python worker reports the
+    /// `threading.get_ident()` of its executor's thread that ran it,
+    /// `worker.py:2990`: one per thread, reused).
+    thread: u32,
 }
 
 /// A ready task in the queue, ordered by priority alone.
@@ -642,7 +673,7 @@ impl<'a> Sim<'a> {
     /// holders, then is ready.
     fn compute(&mut self, t: ComputeTask) {
         if self.holds(&t.key) {
-            return self.report_finished(t.key, t.run_id, Vec::new(), now(), now());
+            return self.report_finished(t.key, t.run_id, Vec::new(), None);
         }
         if let Some(task) = self.tasks.get_mut(&t.key) {
             task.run_id = t.run_id;
@@ -662,14 +693,7 @@ impl<'a> Sim<'a> {
         } else {
             State::Waiting
         };
-        let mut priority: Priority = [i64::MIN; 8];
-        for (p, n) in priority.iter_mut().zip(t.priority.iter().take(7)) {
-            *p = match n {
-                Number::Int(i) => *i,
-                Number::Float(f) => *f as i64,
-            };
-        }
-        priority[7] = self.generation;
+        let priority = priority_of(&t.priority, self.generation);
         self.generation -= 1;
         if state == State::Ready {
             self.ready.push(Reverse(Ready {
@@ -714,10 +738,15 @@ impl<'a> Sim<'a> {
             let start = Instant::now() + self.sh.model.duration(&r.key);
             self.seq += 1;
             self.timers.push(Reverse((start, self.seq)));
+            // A cancelled task still running keeps its thread, as in Python.
+            let thread = (1..)
+                .find(|n| self.executing.values().all(|e| e.thread != *n))
+                .expect("fewer running than threads");
             let run = Running {
                 key: r.key,
                 start: now(),
                 run_id: task.run_id,
+                thread,
             };
             self.executing.insert(self.seq, run);
         }
@@ -736,7 +765,8 @@ impl<'a> Sim<'a> {
             };
             match self.tasks.remove(&run.key) {
                 Some(task) if task.state == State::Executing => {
-                    self.report_finished(run.key, run.run_id, task.startstops, run.start, now());
+                    let ran = (run.start, now(), run.thread);
+                    self.report_finished(run.key, run.run_id, task.startstops, Some(ran));
                 }
                 // Cancelled (freed while running): dropped silently.
                 _ => {}
@@ -745,15 +775,16 @@ impl<'a> Sim<'a> {
         self.start_ready();
     }
 
-    /// `task-finished` of a run from `start` to `stop`, after the task's
-    /// transfers.
+    /// `task-finished`, after the task's transfers: of a run from `start`
+    /// to `stop` on `thread`, or (`ran: None`) of a key held here, which
+    /// reports no run (its first report is not kept, as a replica's is
+    /// not).
     fn report_finished(
         &mut self,
         key: Key,
         run_id: i64,
         mut startstops: Vec<StartStop>,
-        start: f64,
-        stop: f64,
+        ran: Option<(f64, f64, u32)>,
     ) {
         let nbytes = self.sh.model.nbytes(&key);
         self.node
@@ -761,12 +792,14 @@ impl<'a> Sim<'a> {
             .lock()
             .expect("not poisoned")
             .insert(key.clone(), nbytes);
-        startstops.push(StartStop {
-            action: "compute".into(),
-            start,
-            stop,
-            source: None,
-        });
+        if let Some((start, stop, _)) = ran {
+            startstops.push(StartStop {
+                action: "compute".into(),
+                start,
+                stop,
+                source: None,
+            });
+        }
         let msg = TaskFinished {
             key,
             run_id,
@@ -774,7 +807,7 @@ impl<'a> Sim<'a> {
             type_: framewire::typed::Bin::from(PICKLED_BYTES_TYPE),
             typename: "bytes".into(),
             metadata: Value::Map(Vec::new()),
-            thread: Some(1),
+            thread: ran.map(|(_, _, thread)| u64::from(thread)),
             startstops,
             op: Op::new(),
             stimulus_id: stimulus_id("task-finished"),
@@ -1203,4 +1236,31 @@ const PICKLED_BYTES_TYPE: &[u8] = &[
 fn interval_of(n: Option<&Number>) -> Option<Duration> {
     let s = n?.as_f64();
     (s > 0.0).then(|| Duration::from_secs_f64(s.min(3600.0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ready tasks in the order Python sorts their `priority +
+    /// (generation,)` tuples, fractional user priorities and tuples of
+    /// different lengths included (the order below is Python's `sorted`
+    /// of these tuples).
+    #[test]
+    fn priorities_order_as_python_tuples() {
+        let (i, f) = (Number::Int, Number::Float);
+        let given: Vec<(Vec<Number>, i64)> = vec![
+            (vec![i(0), i(1)], 0),
+            (vec![i(0), f(1.5)], -1),
+            (vec![i(0), i(2)], -2),
+            (vec![f(-0.5), i(3)], -3),
+            (vec![i(0), i(1), i(5)], -4),
+            (vec![i(0), i(1)], -5),
+            (vec![i(1)], -6),
+            (vec![i(0), f(-1.25), i(7)], -7),
+        ];
+        let mut order: Vec<usize> = (0..given.len()).collect();
+        order.sort_by_key(|&n| priority_of(&given[n].0, given[n].1));
+        assert_eq!(order, [3, 7, 5, 0, 4, 1, 2, 6]);
+    }
 }
