@@ -9,8 +9,9 @@
 //!   sees a copy of that size;
 //! * blocks stay whole: a collection block (a Python `set` as Dask's
 //!   `serialize` iterates it) is held and served as it came;
-//! * fetching falls back to the next holder, retries a busy one, reports
-//!   the missing keys and the failed workers;
+//! * fetching picks a holder at random, falls back to another, passes a
+//!   busy one over and asks it again later, reports the missing keys and
+//!   the failed workers;
 //! * heartbeats follow the interval the replies ask for, stop at
 //!   `missing`, give up on an unreachable scheduler;
 //! * a bad request is answered and the connection goes on; `close` is
@@ -274,16 +275,24 @@ async fn fake_worker(keys: &[&str], busy_first: usize) -> (String, Arc<AtomicUsi
     (addr, calls)
 }
 
+/// As Dask's `utils_comm.gather_from_workers`: a holder without the key or
+/// failing is passed over for another, one answering `busy` too (asked
+/// again 0.15 s later when only busy ones are left), and what no holder
+/// gave is missing.
 #[tokio::test]
 async fn gather_falls_back_retries_busy_and_reports_what_failed() {
     let (a, _) = fake_worker(&["x"], 0).await;
     let (b, _) = fake_worker(&["x", "y"], 0).await;
     let (busy, busy_calls) = fake_worker(&["w"], 2).await;
+    let (always_busy, always_busy_calls) = fake_worker(&["u"], usize::MAX).await;
+    let (c, _) = fake_worker(&["u"], 0).await;
     let (_refusing, closed) = refusing::refusing_address();
     let who_has: Map<Key, Vec<String>> = Map::from_iter([
         (Key::from("x"), vec![closed.clone(), a.clone()]),
+        (Key::from("v"), vec![closed.clone()]),
         (Key::from("y"), vec![a.clone(), b.clone()]),
         (Key::from("w"), vec![busy.clone()]),
+        (Key::from("u"), vec![always_busy.clone(), c.clone()]),
         (Key::from("z"), vec![a.clone()]),
     ]);
     let got = gather_from_workers(
@@ -293,14 +302,17 @@ async fn gather_falls_back_retries_busy_and_reports_what_failed() {
         &HandshakeOptions::default(),
     )
     .await;
-    for k in ["x", "y", "w"] {
+    for k in ["x", "y", "w", "u"] {
         assert_eq!(
             got.data.get(&Key::from(k)),
             Some(&Value::bin(k.as_bytes().to_vec())),
             "{k}: {got:?}"
         );
     }
-    assert_eq!(got.missing, [Key::from("z")], "{got:?}");
+    let mut missing: Vec<String> = got.missing.iter().map(|k| format!("{k:?}")).collect();
+    missing.sort();
+    let expected = [Key::from("v"), Key::from("z")].map(|k| format!("{k:?}"));
+    assert_eq!(missing, expected, "{got:?}");
     let failed: Vec<&str> = got.failed_workers.iter().map(|(w, _)| w.as_str()).collect();
     assert_eq!(failed, [closed.as_str()], "{got:?}");
     assert_eq!(
@@ -308,6 +320,8 @@ async fn gather_falls_back_retries_busy_and_reports_what_failed() {
         3,
         "two busy answers, then the data"
     );
+    // Once busy, passed over for the holder that is not.
+    assert!(always_busy_calls.load(Ordering::SeqCst) <= 1, "{got:?}");
     // A transfer per answer with data, timed; none for a failure or a
     // `busy`.
     for t in &got.transfers {
@@ -316,8 +330,9 @@ async fn gather_falls_back_retries_busy_and_reports_what_failed() {
     let from = |w: &str| got.transfers.iter().filter(|t| t.worker == w).count();
     assert_eq!(from(&busy), 1, "{got:?}");
     assert_eq!(from(&closed), 0, "{got:?}");
+    assert_eq!(from(&always_busy), 0, "{got:?}");
     assert!(from(&a) >= 1 && from(&b) >= 1, "{got:?}");
-    for (k, holder) in [("x", &a), ("y", &b), ("w", &busy)] {
+    for (k, holder) in [("x", &a), ("y", &b), ("w", &busy), ("u", &c)] {
         let asked = got
             .transfers
             .iter()
@@ -325,6 +340,34 @@ async fn gather_falls_back_retries_busy_and_reports_what_failed() {
         assert!(asked, "{k} from {holder}: {got:?}");
     }
     assert_eq!(got.transfers[0].startstop().action, "transfer");
+}
+
+/// Each key goes to one of its holders picked at random
+/// (`random.choice` in `gather_from_workers`), not always the first: over
+/// 40 gathers of a key held by two workers, both are asked (the chance
+/// that one is never asked is 2 in 2^40).
+#[tokio::test]
+async fn gather_picks_a_holder_at_random() {
+    let (first, first_calls) = fake_worker(&["k"], 0).await;
+    let (second, second_calls) = fake_worker(&["k"], 0).await;
+    let who_has: Map<Key, Vec<String>> =
+        Map::from_iter([(Key::from("k"), vec![first.clone(), second.clone()])]);
+    for _ in 0..40 {
+        let got = gather_from_workers(
+            &who_has,
+            None,
+            &pass_through(),
+            &HandshakeOptions::default(),
+        )
+        .await;
+        assert_eq!(got.data.len(), 1, "{got:?}");
+    }
+    let (n1, n2) = (
+        first_calls.load(Ordering::SeqCst),
+        second_calls.load(Ordering::SeqCst),
+    );
+    assert_eq!(n1 + n2, 40);
+    assert!(n1 > 0 && n2 > 0, "{n1} and {n2}");
 }
 
 /// A fake scheduler answering `heartbeat_worker` `late` with `interval`,

@@ -188,17 +188,22 @@ impl Transfer {
     }
 }
 
-/// How often a worker answering `{"status": "busy"}` is asked again
-/// (after 0.1 s, then twice as long each time), as `gather_dep` retries.
-const BUSY_RETRIES: u32 = 6;
+/// How long workers that answered `{"status": "busy"}` are left alone when
+/// no other holder of the keys left is ready (`gather_from_workers`'s
+/// `asyncio.sleep(0.15)`, `utils_comm.py:79`; a worker's own `gather_dep`
+/// waits as long, `Worker.retry_busy_worker_later`).
+const BUSY_PAUSE: Duration = Duration::from_millis(150);
 
 /// Fetches the keys of `who_has` (key → the addresses holding it) with
 /// `get_data` from the workers that hold them, as Dask's
-/// `utils_comm.gather_from_workers`: the keys are grouped by holder, the
-/// holders are asked concurrently (one connection each, the `"OK"` after
-/// each reply included, closed with Dask's goodbye), a key a holder does
-/// not give or a holder that fails is tried at the next one, and a holder
-/// answering `busy` is asked again later. `who` is the asking worker's
+/// `utils_comm.gather_from_workers` (2026.8.0): each key goes to one of its
+/// holders picked at random, the keys are grouped by holder, the holders
+/// are asked concurrently (one connection each, the `"OK"` after each reply
+/// included, closed with Dask's goodbye), a key a holder does not give or a
+/// holder that fails is tried at another one, and a holder answering
+/// `busy` is passed over for the others; when only busy ones are left,
+/// they are asked again 0.15 s later, for as long as they answer `busy`
+/// (as Dask's: bound the call with a timeout to give up). `who` is the asking worker's
 /// address (`None` for a client). Connections are made with `builder` —
 /// with [`deserialize_blocks(false)`](ConnectionBuilder::deserialize_blocks)
 /// the values are the blocks as they arrived, views of the receive
@@ -245,41 +250,40 @@ enum Via {
 
 async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via) -> Gathered {
     let mut out = Gathered::default();
+    // Each key's holders not yet found without it (`to_gather`).
+    let mut todo: Map<Key, Vec<String>> = who_has.clone();
     let mut failed: HashSet<String> = HashSet::new();
-    let mut tried: HashMap<Key, HashSet<String>> = HashMap::new();
-    let mut busy: HashMap<String, u32> = HashMap::new();
-    let mut todo: Vec<Key> = who_has.keys().cloned().collect();
+    let mut busy: HashSet<String> = HashSet::new();
     while !todo.is_empty() {
-        // Each key goes to a holder not yet tried for it.
+        // Each key goes to a holder picked at random among those neither
+        // failed nor busy (`random.choice(list(ready_addresses))`).
         let mut groups: Map<String, Vec<Key>> = Map::default();
-        for key in todo.drain(..) {
-            let seen = tried.entry(key.clone()).or_default();
-            let holder = who_has[&key]
-                .iter()
-                .find(|w| !failed.contains(*w) && !seen.contains(*w));
-            match holder {
-                Some(w) => groups.entry(w.clone()).or_default().push(key),
-                None => out.missing.push(key),
+        for (key, holders) in &mut todo {
+            holders.retain(|w| !failed.contains(w));
+            let ready: Vec<&String> = holders.iter().filter(|w| !busy.contains(*w)).collect();
+            if !ready.is_empty() {
+                let w = ready[fastrand::usize(..ready.len())];
+                groups.entry(w.clone()).or_default().push(key.clone());
             }
+        }
+        if groups.is_empty() {
+            if busy.is_empty() {
+                break;
+            }
+            tokio::time::sleep(BUSY_PAUSE).await;
+            busy.clear();
+            continue;
         }
         // One holder (the usual fetch of a worker's dependencies) is
         // asked here; several at once, each in a task of its own.
         let mut replies = Vec::with_capacity(groups.len());
         if groups.len() == 1 {
             let (worker, keys) = groups.pop().expect("one group");
-            let delay = busy.get(&worker).map(|n| Duration::from_millis(100 << n));
-            replies.push(get_group(via.clone(), who.map(str::to_owned), worker, keys, delay).await);
+            replies.push(get_group(via.clone(), who.map(str::to_owned), worker, keys).await);
         } else {
             let mut tasks = tokio::task::JoinSet::new();
             for (worker, keys) in groups {
-                let delay = busy.get(&worker).map(|n| Duration::from_millis(100 << n));
-                tasks.spawn(get_group(
-                    via.clone(),
-                    who.map(str::to_owned),
-                    worker,
-                    keys,
-                    delay,
-                ));
+                tasks.spawn(get_group(via.clone(), who.map(str::to_owned), worker, keys));
             }
             while let Some(done) = tasks.join_next().await {
                 replies.push(done.expect("a get_data task does not panic"));
@@ -288,56 +292,50 @@ async fn gather_via(who_has: &Map<Key, Vec<String>>, who: Option<&str>, via: Via
         for (worker, keys, reply, (start, stop)) in replies {
             match reply {
                 Ok(reply) if reply.status == "busy" => {
-                    let n = busy.entry(worker.clone()).or_insert(0);
-                    *n += 1;
-                    if *n > BUSY_RETRIES {
-                        failed.insert(worker.clone());
-                        out.failed_workers.push((worker, "busy".to_owned()));
-                    }
-                    todo.extend(keys);
+                    busy.insert(worker);
                 }
                 Ok(reply) => {
-                    out.transfers.push(Transfer {
-                        worker: worker.clone(),
-                        keys: keys.clone(),
-                        start,
-                        stop,
-                    });
                     let mut data = reply.data.unwrap_or_default();
-                    for key in keys {
-                        match data.swap_remove(&key) {
+                    for key in &keys {
+                        match data.swap_remove(key) {
                             Some(v) => {
-                                out.data.insert(key, v);
+                                todo.swap_remove(key);
+                                out.data.insert(key.clone(), v);
                             }
+                            // Not there: asked of another holder.
                             None => {
-                                tried.entry(key.clone()).or_default().insert(worker.clone());
-                                todo.push(key);
+                                if let Some(holders) = todo.get_mut(key) {
+                                    holders.retain(|w| *w != worker);
+                                }
                             }
                         }
                     }
+                    out.transfers.push(Transfer {
+                        worker,
+                        keys,
+                        start,
+                        stop,
+                    });
                 }
                 Err(e) => {
-                    failed.insert(worker.clone());
-                    out.failed_workers.push((worker, e.to_string()));
-                    todo.extend(keys);
+                    out.failed_workers.push((worker.clone(), e.to_string()));
+                    failed.insert(worker);
                 }
             }
         }
     }
+    // No holder left to ask.
+    out.missing.extend(todo.into_keys());
     out
 }
 
-/// `get_data` of `keys` from `worker` (after `delay`, when it was busy).
+/// `get_data` of `keys` from `worker`.
 async fn get_group(
     via: Via,
     who: Option<String>,
     worker: String,
     keys: Vec<Key>,
-    delay: Option<Duration>,
 ) -> (String, Vec<Key>, Result<GetDataReply, RpcError>, (f64, f64)) {
-    if let Some(d) = delay {
-        tokio::time::sleep(d).await;
-    }
     let start = now();
     let request = GetData {
         op: Op::new(),

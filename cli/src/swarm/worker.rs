@@ -956,7 +956,12 @@ impl<'a> Sim<'a> {
         // One transfer per holder, taking no time.
         let mut transfers: Vec<Transfer> = Vec::new();
         let t = now();
-        for (key, holders) in todo {
+        for (key, mut holders) in todo {
+            // The first asked picked at random, as a fetch over a socket
+            // picks it (the library's `gather_from_pool`), then the others
+            // in turn.
+            let first = fastrand::usize(..holders.len().max(1));
+            holders.rotate_left(first);
             let mut others = Vec::new();
             let mut found = None;
             for w in holders {
