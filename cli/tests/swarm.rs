@@ -810,6 +810,104 @@ fn swarm_reports_threads_and_answers_busy_as_python() {
     kill_term(&s);
 }
 
+const ONE_GET_DATA_PER_HOLDER: &str = r#"
+import asyncio, json, sys, time
+from dask.distributed import Client, wait
+addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
+c = Client(addr, timeout=60)
+c.wait_for_workers(3, timeout=90)
+sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
+# The holder notes each `get_data` (who, keys), answers 1 s late, and
+# answers `busy` to the first 3 asks for a key named `busy-*`.
+def slow(dask_worker):
+    orig = dask_worker.handlers["get_data"]
+    dask_worker.asked, dask_worker.busy_left = [], {}
+    async def get_data(comm, keys=(), who=None, **kw):
+        dask_worker.asked.append((who, sorted(keys)))
+        if any(k.startswith("busy-") for k in keys):
+            n = dask_worker.busy_left.setdefault(who, 3)
+            if n:
+                dask_worker.busy_left[who] = n - 1
+                return {"status": "busy"}
+        await asyncio.sleep(1)
+        return await orig(comm, keys=keys, who=who, **kw)
+    dask_worker.handlers["get_data"] = get_data
+c.run(slow, workers=[holder])
+# The scheduler notes who asks it where keys are.
+def refreshes(dask_scheduler):
+    orig = dask_scheduler.stream_handlers["request-refresh-who-has"]
+    dask_scheduler.refreshed = []
+    def h(keys, worker, stimulus_id):
+        dask_scheduler.refreshed.append((worker, list(keys)))
+        return orig(keys=keys, worker=worker, stimulus_id=stimulus_id)
+    dask_scheduler.stream_handlers["request-refresh-who-has"] = h
+c.run_on_scheduler(refreshes)
+def asked():
+    return c.run(lambda dask_worker: dask_worker.asked, workers=[holder])[holder]
+def make(n):
+    return b"x" * n
+def pick(a):
+    return a
+out = {"sim": sim}
+for i, w in enumerate([py_fetcher, sim]):
+    deps = [c.submit(make, 100, key=f"dep-{i}-{j}", workers=[holder]) for j in range(3)]
+    wait(deps)
+    # The first fetch is on its way when the two next tasks come: their
+    # keys go together in one `get_data` once it has answered.
+    first = c.submit(pick, deps[0], key=f"first-{i}", workers=[w], allow_other_workers=False)
+    deadline = time.time() + 30
+    while not any(who == w for who, _ in asked()):
+        assert time.time() < deadline, "never asked"
+        time.sleep(0.01)
+    rest = [c.submit(pick, d, key=f"then-{i}-{j}", workers=[w], allow_other_workers=False)
+            for j, d in enumerate(deps[1:])]
+    wait([first] + rest)
+    # A holder answering `busy`: asked again later, and the scheduler
+    # asked where else the key is, each time.
+    dep = c.submit(make, 100, key=f"busy-{i}", workers=[holder])
+    wait(dep)
+    wait(c.submit(pick, dep, key=f"after-busy-{i}", workers=[w], allow_other_workers=False))
+    refreshed = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.refreshed)
+    out[w] = {"asked": [keys for who, keys in asked() if who == w],
+              "refreshed": [keys for who, keys in refreshed if who == w]}
+c.close()
+print(json.dumps(out))
+"#;
+
+/// A worker has one `get_data` on its way to a holder at a time: keys
+/// wanted from it meanwhile go together in the next one
+/// (`_ensure_communicating`'s `in_flight_workers`); a holder answering
+/// `busy` is asked again 0.15 s later, and the scheduler is asked where
+/// else the key is each time (`_handle_gather_dep_busy`): a Python worker
+/// and a simulated one beside it alike.
+#[test]
+fn swarm_asks_a_holder_once_at_a_time_as_python() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-per-holder");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
+    let (_fetcher, py_fetcher) = cluster::python_worker(&python, d, &addr, "py-fetcher");
+    let results = d.join("results.json");
+    let s = small_swarm(d, &addr, 1, &results);
+    let out = client(
+        &python,
+        ONE_GET_DATA_PER_HOLDER,
+        &[&addr, &holder, &py_fetcher],
+    );
+    let sim = out["sim"].as_str().unwrap().to_owned();
+    for (i, w) in [py_fetcher.as_str(), sim.as_str()].into_iter().enumerate() {
+        let dep = |j: usize| format!("dep-{i}-{j}");
+        let busy = format!("busy-{i}");
+        let asked = serde_json::json!([[dep(0)], [dep(1), dep(2)], [busy], [busy], [busy], [busy]]);
+        assert_eq!(out[w]["asked"], asked, "{w}: {out}");
+        let refreshed = serde_json::json!([[busy], [busy], [busy]]);
+        assert_eq!(out[w]["refreshed"], refreshed, "{w}: {out}");
+    }
+    kill_term(&s);
+}
+
 fn kill_term(s: &Daemon) {
     use rustix::process::{kill_process, Pid, Signal};
     kill_process(Pid::from_child(&s.child), Signal::TERM).expect("kill");

@@ -7,8 +7,10 @@
 //! connection pools: one to the scheduler for heartbeats (Dask's worker
 //! has a pooled `rpc` to it too) and one to peers for `get_data`.
 
+mod fetch;
 mod model;
 mod plot;
+mod priority;
 mod serve;
 mod stats;
 mod worker;

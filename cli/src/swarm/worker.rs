@@ -2,7 +2,8 @@
 //! worker-side task state the scheduler can observe (`distributed`'s
 //! `worker_state_machine.py`), "runs" each task for the model's duration
 //! on `nthreads` slots, fetches dependencies from their holders with
-//! `get_data`, and serves what it holds as bytes of the declared size.
+//! `get_data` as its `_ensure_communicating` does (`fetch.rs`), and
+//! serves what it holds as bytes of the declared size.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -13,8 +14,8 @@ use std::time::Duration;
 
 use framewire::dask::runtime::{next_tick, now, stimulus_id};
 use framewire::dask::{
-    gather_from_pool, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask,
-    HeartbeatReply, HeartbeatWorker, KeepAlive, Key, LogEvent, Map, Number, Op, RegisterWorker,
+    nbytes, register_worker, AddKeys, Bandwidth, CloseStream, ComputeTask, GetData, HeartbeatReply,
+    HeartbeatWorker, KeepAlive, Key, Keys, LogEvent, Map, Number, Op, RegisterWorker,
     ReleaseWorkerData, RpcError, SchedulerToWorker, SpilledBytes, StartStop, StealResponse,
     TaskFinished, Transfer, WorkerMetrics, WorkerStatusChange, WorkerStream,
 };
@@ -23,6 +24,8 @@ use framewire::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::fetch::{Answer, Fetches, DEFAULT_NBYTES};
+use super::priority::{self, priority_of, Priority};
 use super::{HashMap, HashSet, Shared};
 
 /// Between two `keep-alive`s.
@@ -115,12 +118,13 @@ impl Inbox {
 /// What the main loop hears besides the scheduler's stream.
 #[derive(Debug)]
 pub enum Event {
-    /// A fetch ended: keys got (with their sizes) and keys no holder gave.
-    Fetched {
-        got: Vec<(Key, u64)>,
-        missing: Vec<Key>,
-        /// Each holder's `get_data` that answered.
-        transfers: Vec<Transfer>,
+    /// A `get_data` to `worker` for `keys`, from `start` to `stop`, ended.
+    Gathered {
+        worker: String,
+        keys: Vec<Key>,
+        answer: Answer,
+        start: f64,
+        stop: f64,
     },
     /// A heartbeat's answer.
     Beat(Result<HeartbeatReply, RpcError>),
@@ -295,33 +299,12 @@ impl State {
     }
 }
 
-/// Dask's priority then the worker's `generation` (`ev.priority +
-/// (self.generation,)`, `worker_state_machine.py:2856`), as order keys
-/// ([`order_key`]) padded with the smallest: compared as the tuples are
-/// (a shorter one first among equal prefixes), kept inline (a queue of
-/// thousands of ready tasks is sifted at every start, without following a
-/// pointer per comparison). A priority of more than 7 numbers keeps its
-/// first 7.
-type Priority = [i64; 8];
-
-/// Dask's priority and the worker's generation as a [`Priority`].
-fn priority_of(dask: &[Number], generation: i64) -> Priority {
-    let mut p: Priority = [i64::MIN; 8];
-    let given = dask.len().min(7);
-    for (slot, n) in p.iter_mut().zip(&dask[..given]) {
-        *slot = order_key(n.as_f64());
-    }
-    p[given] = order_key(generation as f64);
-    p
-}
-
-/// A number as an integer ordered as the numbers are (`f64::total_cmp`'s
-/// order), so that a user's fractional priority (`priority=0.5`) is
-/// compared as Python compares it, with integers and with other
-/// fractions. Priorities are integers far below 2^53, exact as `f64`s.
-fn order_key(x: f64) -> i64 {
-    let bits = x.to_bits() as i64;
-    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
+/// A dependency no holder gave.
+struct Missing {
+    /// Wanted as a replica (`acquire-replicas`), not by a task here.
+    replica: bool,
+    priority: Priority,
+    nbytes: u64,
 }
 
 /// A task running.
@@ -380,9 +363,8 @@ struct Sim<'a> {
     /// it ran has brought another, `worker.py:2231`).
     executing: HashMap<u64, Running>,
     seq: u64,
-    /// Keys being fetched. `true`: no longer wanted here (`cancelled`,
-    /// `_transition_flight_released`): dropped when they arrive.
-    in_flight: HashMap<Key, bool>,
+    /// Dependencies on their way (`fetch`, `flight`, `cancelled`).
+    fetches: Fetches,
     /// The scheduler's last status for the worker is `running`.
     running: bool,
     events: Arc<Inbox>,
@@ -392,9 +374,8 @@ struct Sim<'a> {
     /// `Worker`'s `keep-alive` on the stream, every 60 s (`worker.py:781`).
     next_keep_alive: Instant,
     /// Dependencies no holder gave (`WorkerState.missing_dep_flight`):
-    /// asked of the scheduler again by `find_missing`. `true`: wanted as a
-    /// replica (`acquire-replicas`), not by a task here.
-    missing: HashMap<Key, bool>,
+    /// asked of the scheduler again by `find_missing`.
+    missing: HashMap<Key, Missing>,
     /// Keys `acquire-replicas` asked for, not yet here.
     acquiring: HashSet<Key>,
     /// The tasks waiting for each dependency not yet here.
@@ -427,7 +408,7 @@ impl<'a> Sim<'a> {
             timers: BinaryHeap::new(),
             executing: HashMap::default(),
             seq: 0,
-            in_flight: HashMap::default(),
+            fetches: Fetches::new(&node.address, sh.memory_limit),
             running: true,
             events,
             beat_interval,
@@ -522,6 +503,9 @@ impl<'a> Sim<'a> {
         if !self.missing.is_empty() {
             t = t.min(self.next_find_missing);
         }
+        if let Some(retry) = self.fetches.next_retry() {
+            t = t.min(retry);
+        }
         t
     }
 
@@ -540,6 +524,10 @@ impl<'a> Sim<'a> {
         }
         if !self.missing.is_empty() && self.next_find_missing <= now {
             self.find_missing();
+        }
+        if self.fetches.next_retry().is_some_and(|t| t <= now) {
+            self.fetches.retry_busy(now);
+            self.communicate();
         }
         if self.next_keep_alive <= now {
             self.next_keep_alive = now + KEEP_ALIVE;
@@ -583,7 +571,7 @@ impl<'a> Sim<'a> {
             }
             SchedulerToWorker::AcquireReplicas(m) => {
                 self.acquiring.extend(m.who_has.keys().cloned());
-                self.fetch(m.who_has);
+                self.fetch(m.who_has, &m.nbytes, priority::replica());
             }
             SchedulerToWorker::StealRequest(m) => {
                 // `_handle_steal_request`: answer the task's state; give it
@@ -610,6 +598,7 @@ impl<'a> Sim<'a> {
                 self.running = m.status == "running";
                 self.send("worker-status-change", &WorkerStatusChange::new(&m.status));
                 self.start_ready();
+                self.communicate();
             }
             SchedulerToWorker::Close(m) => {
                 self.sh.stats.removed.fetch_add(1, Relaxed);
@@ -621,22 +610,36 @@ impl<'a> Sim<'a> {
             SchedulerToWorker::CloseStream(_) => {
                 return Some(End::Lost("close-stream from the scheduler".into()))
             }
-            SchedulerToWorker::RemoveWorker(_) => {}
+            // `_handle_remove_worker`: no longer a holder of anything; a key
+            // waiting for it alone is missing.
+            SchedulerToWorker::RemoveWorker(m) => {
+                for (key, priority, n) in self.fetches.remove_worker(&m.worker) {
+                    self.go_missing(key, priority, n);
+                }
+            }
             // `refresh-who-has`, the answer to `request-refresh-who-has`:
             // `_handle_refresh_who_has` (`worker_state_machine.py:3194`)
             // fetches a missing key from the holders it now has (`missing`
-            // -> `fetch`, `:3204`); one still without holders stays missing.
+            // -> `fetch`, `:3204`), one still without holders staying
+            // missing, and tells a key on its way of its holders now
+            // (`_update_who_has`).
             SchedulerToWorker::Other(v) if op_of(&v) == "refresh-who-has" => {
                 let who_has = v
                     .get("who_has")
                     .cloned()
                     .map(framewire::typed::from_value::<Map<Key, Vec<String>>>);
-                if let Some(Ok(mut who_has)) = who_has {
-                    who_has.retain(|k, ws| !ws.is_empty() && self.missing.contains_key(k));
-                    for k in who_has.keys() {
-                        self.missing.remove(k);
+                if let Some(Ok(who_has)) = who_has {
+                    for (key, holders) in who_has {
+                        if holders.is_empty() {
+                            continue;
+                        }
+                        if let Some(m) = self.missing.remove(&key) {
+                            self.fetches.want(key, holders, m.nbytes, m.priority);
+                        } else {
+                            self.fetches.update_who_has(key, holders);
+                        }
                     }
-                    self.fetch(who_has);
+                    self.communicate();
                 }
             }
             // `cancel-compute`: `_handle_cancel_compute` releases a task
@@ -709,7 +712,7 @@ impl<'a> Sim<'a> {
             }
             let mut who_has = t.who_has;
             who_has.retain(|k, _| waiting_for.contains(k));
-            self.fetch(who_has);
+            self.fetch(who_has, &t.nbytes, priority);
         }
         let task = Task {
             run_id: t.run_id,
@@ -843,9 +846,7 @@ impl<'a> Sim<'a> {
             self.release(key, stimulus_id);
             self.missing.remove(key);
             self.acquiring.remove(key);
-            if let Some(cancelled) = self.in_flight.get_mut(key) {
-                *cancelled = true;
-            }
+            self.fetches.release(key);
             match self.tasks.get_mut(key) {
                 Some(t) if t.state == State::Executing => t.state = State::Cancelled,
                 Some(t) if t.state == State::Cancelled => {}
@@ -886,141 +887,151 @@ impl<'a> Sim<'a> {
             // for again (`_transition_missing_released`, `:1824`).
             self.acquiring.remove(&dep);
             self.missing.remove(&dep);
-            if let Some(cancelled) = self.in_flight.get_mut(&dep) {
-                *cancelled = true;
-            }
+            self.fetches.release(&dep);
         }
     }
 
-    /// Fetches the keys of `who_has` not held nor already on their way; one
-    /// on its way but cancelled is wanted again.
-    fn fetch(&mut self, mut todo: Map<Key, Vec<String>>) {
-        todo.retain(|k, _| match self.in_flight.get_mut(k) {
-            Some(cancelled) => {
-                *cancelled = false;
-                false
+    /// The keys of `who_has` not held here are wanted from their holders
+    /// (`fetch`, or `missing` without any), with the scheduler's sizes and
+    /// at `priority` (the dependent task's: `_ensure_task_exists`); one on
+    /// its way is told of its holders now, and wanted again if it was
+    /// cancelled. Then the transfers that can start, start.
+    fn fetch(&mut self, who_has: Map<Key, Vec<String>>, sizes: &Map<Key, u64>, priority: Priority) {
+        for (key, holders) in who_has {
+            if self.holds(&key) {
+                continue;
             }
-            None => !self.holds(k),
-        });
-        if todo.is_empty() {
-            return;
+            let n = sizes.get(&key).copied().unwrap_or(DEFAULT_NBYTES);
+            if holders.is_empty() {
+                if !self.fetches.contains(&key) && !self.missing.contains_key(&key) {
+                    self.go_missing(key, priority, n);
+                }
+                continue;
+            }
+            self.missing.remove(&key);
+            self.fetches.want(key, holders, n, priority);
         }
-        for k in todo.keys() {
-            self.missing.remove(k);
-        }
-        self.in_flight
-            .extend(todo.keys().map(|k| (k.clone(), false)));
-        let todo = self.fetch_here(todo);
-        if todo.is_empty() {
-            return;
-        }
-        let (tx, pool, who, stats) = (
-            self.events.clone(),
-            self.sh.peers.clone(),
-            self.node.address.clone(),
-            self.sh.clone(),
-        );
-        tokio::spawn(async move {
-            let got = gather_from_pool(&todo, Some(&who), &pool).await;
-            stats.stats.sent("get_data");
-            let data: Vec<(Key, u64)> = got
-                .data
-                .iter()
-                .map(|(k, v)| (k.clone(), framewire::dask::nbytes(v)))
-                .collect();
-            tx.send(Event::Fetched {
-                got: data,
-                missing: got.missing,
-                transfers: got.transfers,
-            });
-        });
+        self.communicate();
     }
 
-    /// With `--memory-transfers`, the keys of `todo` whose holders are
-    /// workers of this swarm are taken from them directly, not over a
-    /// socket: the scheduler sees nothing of a transfer
-    /// between two workers but its outcome (`add-keys`, or a key
-    /// missing), which is the same; the sizes are the holders'. As
-    /// `get_data`, a holder that does not hold a key is passed over for the
-    /// next (`_handle_gather_dep_success`). The outcome arrives as an event,
-    /// as a transfer's would. Returns the keys left to fetch from holders
-    /// elsewhere (Python workers, another process), with only those
-    /// holders.
-    fn fetch_here(&mut self, todo: Map<Key, Vec<String>>) -> Map<Key, Vec<String>> {
-        if !self.sh.memory_transfers {
-            return todo;
+    /// `_ensure_communicating`, while the worker runs (a paused or retiring
+    /// worker starts no transfer): one `get_data` per holder chosen
+    /// ([`Fetches::select`]), its answer coming back as an event. With
+    /// `--memory-transfers`, a holder that is a worker of this swarm is not
+    /// asked over a socket: the keys it holds are taken from its memory,
+    /// with their sizes, arriving as an event as a transfer's answer does.
+    /// The scheduler sees nothing of a transfer between two workers but its
+    /// outcome (`add-keys`, or a key missing), which is the same.
+    fn communicate(&mut self) {
+        if !self.running {
+            return;
         }
-        let mut got = Vec::new();
-        let mut missing = Vec::new();
-        let mut elsewhere = Map::default();
-        // One transfer per holder, taking no time.
-        let mut transfers: Vec<Transfer> = Vec::new();
-        let t = now();
-        for (key, mut holders) in todo {
-            // The first asked picked at random, as a fetch over a socket
-            // picks it (the library's `gather_from_pool`), then the others
-            // in turn.
-            let first = fastrand::usize(..holders.len().max(1));
-            holders.rotate_left(first);
-            let mut others = Vec::new();
-            let mut found = None;
-            for w in holders {
-                match self.sh.node(&w) {
-                    Some(peer) => {
-                        let n = peer.held.lock().expect("not poisoned").get(&key).copied();
-                        if let Some(n) = n {
-                            self.sh.stats.bytes_served.fetch_add(n, Relaxed);
-                            match transfers.iter_mut().find(|x| x.worker == w) {
-                                Some(x) => x.keys.push(key.clone()),
-                                None => transfers.push(Transfer {
-                                    worker: w,
-                                    keys: vec![key.clone()],
-                                    start: t,
-                                    stop: t,
-                                }),
-                            }
-                            found = Some(n);
-                            break;
-                        }
-                    }
-                    None => others.push(w),
+        for (worker, keys) in self.fetches.select() {
+            if self.sh.memory_transfers {
+                if let Some(peer) = self.sh.node(&worker) {
+                    let got: Vec<(Key, u64)> = {
+                        let held = peer.held.lock().expect("not poisoned");
+                        keys.iter()
+                            .filter_map(|k| held.get(k).map(|n| (k.clone(), *n)))
+                            .collect()
+                    };
+                    // No message went: none is counted (the bytes are, as
+                    // served).
+                    let served = got.iter().map(|(_, n)| n).sum();
+                    self.sh.stats.bytes_served.fetch_add(served, Relaxed);
+                    let t = now();
+                    self.events.send(Event::Gathered {
+                        worker,
+                        keys,
+                        answer: Answer::Data(got),
+                        start: t,
+                        stop: t,
+                    });
+                    continue;
                 }
             }
-            match found {
-                Some(n) => got.push((key, n)),
-                None if others.is_empty() => missing.push(key),
-                None => {
-                    elsewhere.insert(key, others);
-                }
-            }
-        }
-        // No message went: none is counted (the bytes are, as served).
-        if !got.is_empty() || !missing.is_empty() {
-            self.events.send(Event::Fetched {
-                got,
-                missing,
-                transfers,
+            let request = GetData {
+                op: Op::new(),
+                keys: Keys::List(keys.clone()),
+                who: Some(self.node.address.clone()),
+                reply: Some(true),
+            };
+            let (tx, sh) = (self.events.clone(), self.sh.clone());
+            tokio::spawn(async move {
+                let start = now();
+                let reply = sh.peers.get_data(&worker, &request).await;
+                let stop = now();
+                sh.stats.sent("get_data");
+                let answer = match reply {
+                    Ok(r) if r.status == "busy" => Answer::Busy,
+                    Ok(r) => Answer::Data(
+                        r.data
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|(k, v)| (k.clone(), nbytes(v)))
+                            .collect(),
+                    ),
+                    // `gather_dep` takes any error for the holder's loss
+                    // (`GatherDepNetworkFailureEvent`; a reply that fails to
+                    // deserialize, Python's other case, cannot happen here).
+                    Err(_) => Answer::Failed,
+                };
+                tx.send(Event::Gathered {
+                    worker,
+                    keys,
+                    answer,
+                    start,
+                    stop,
+                });
             });
         }
-        elsewhere
+    }
+
+    /// A dependency no holder is left for: `missing`
+    /// (`_transition_generic_missing`, `:1840`: into `missing_dep_flight`),
+    /// its dependents waiting while `find_missing` asks the scheduler where
+    /// it is now.
+    fn go_missing(&mut self, key: Key, priority: Priority, nbytes: u64) {
+        let replica = self.acquiring.contains(&key);
+        if self.missing.is_empty() {
+            // `find-missing` ran at its ticks while nothing was missing,
+            // sending nothing: the key is asked for at the next tick, not
+            // now.
+            self.next_find_missing =
+                next_tick(self.next_find_missing, self.beat_interval, Instant::now());
+        }
+        let m = Missing {
+            replica,
+            priority,
+            nbytes,
+        };
+        self.missing.insert(key, m);
     }
 
     fn on_event(&mut self, ev: Event) -> Option<End> {
         match ev {
-            Event::Fetched {
-                got,
-                missing,
-                transfers,
+            Event::Gathered {
+                worker,
+                keys,
+                answer,
+                start,
+                stop,
             } => {
-                self.note_transfers(&transfers);
-                let id = stimulus_id("gather-dep-success");
-                let mut arrived = Vec::with_capacity(got.len());
-                for (key, n) in got {
+                if let Answer::Data(got) = &answer {
+                    let n = got.iter().map(|(_, n)| n).sum();
                     self.sh.stats.bytes_fetched.fetch_add(n, Relaxed);
-                    // Cancelled on its way (see `forget_task`): dropped.
-                    if self.in_flight.remove(&key) == Some(true) {
-                        continue;
-                    }
+                    let transfer = Transfer {
+                        worker: worker.clone(),
+                        keys,
+                        start,
+                        stop,
+                    };
+                    self.note_transfer(&transfer);
+                }
+                let done = self.fetches.done(&worker, answer, Instant::now());
+                let id = stimulus_id("gather-dep-success");
+                let mut arrived = Vec::with_capacity(done.arrived.len());
+                for (key, n) in done.arrived {
                     self.acquiring.remove(&key);
                     self.node
                         .held
@@ -1031,32 +1042,19 @@ impl<'a> Sim<'a> {
                     self.send("add-keys", &AddKeys::new(vec![key.clone()], id.clone()));
                     arrived.push(key);
                 }
-                // No holder gave these (each was tried in turn, as
-                // `_ensure_communicating` tries the next of `who_has`): a
-                // Python worker's `_handle_gather_dep_success` (a holder
-                // without the key, `worker_state_machine.py:2929`) and
-                // `_handle_gather_dep_network_failure` (a holder gone,
-                // `:2979`) drop that holder and fetch from another; with
-                // none left the key is `missing` (`_transition_generic_missing`,
-                // `:1840`: into `missing_dep_flight`), its dependents keep
-                // waiting, and `find_missing` asks the scheduler where it
-                // is now.
-                for key in missing {
-                    // A cancelled one is released (`_transition_cancelled_released`).
-                    if self.in_flight.remove(&key) == Some(true) {
-                        continue;
-                    }
-                    let replica = self.acquiring.contains(&key);
-                    if self.missing.is_empty() {
-                        // `find-missing` ran at its ticks while nothing was
-                        // missing, sending nothing: the key is asked for at
-                        // the next tick, not now.
-                        self.next_find_missing =
-                            next_tick(self.next_find_missing, self.beat_interval, Instant::now());
-                    }
-                    self.missing.insert(key, replica);
+                for (key, priority, n) in done.missing {
+                    self.go_missing(key, priority, n);
+                }
+                if !done.refresh.is_empty() {
+                    let msg = RequestRefreshWhoHas {
+                        op: "request-refresh-who-has",
+                        keys: done.refresh,
+                        stimulus_id: stimulus_id("gather-dep-busy"),
+                    };
+                    self.send("request-refresh-who-has", &msg);
                 }
                 self.deps_arrived(&arrived);
+                self.communicate();
             }
             Event::Beat(r) => {
                 self.beating = false;
@@ -1086,12 +1084,12 @@ impl<'a> Sim<'a> {
         None
     }
 
-    /// Each transfer goes into the `startstops` of one task waiting for its
+    /// A transfer goes into the `startstops` of one task waiting for its
     /// keys, as `Worker._get_cause` picks it (a dependent of the first key
     /// that has one, `worker.py:1868`), to be reported with its
     /// `task-finished` before its `compute`.
-    fn note_transfers(&mut self, transfers: &[Transfer]) {
-        for x in transfers {
+    fn note_transfer(&mut self, x: &Transfer) {
+        {
             let cause = x
                 .keys
                 .iter()
@@ -1147,7 +1145,7 @@ impl<'a> Sim<'a> {
         self.next_find_missing =
             next_tick(self.next_find_missing, self.beat_interval, Instant::now());
         let (tasks, waiters) = (&self.tasks, &mut self.waiters);
-        self.missing.retain(|k, replica| {
+        self.missing.retain(|k, m| {
             let needed = waiters.get(k).is_some_and(|ds| {
                 ds.iter().any(|d| {
                     tasks
@@ -1158,7 +1156,7 @@ impl<'a> Sim<'a> {
             if !needed {
                 waiters.remove(k);
             }
-            *replica || needed
+            m.replica || needed
         });
         if self.missing.is_empty() {
             return;
@@ -1241,31 +1239,4 @@ const PICKLED_BYTES_TYPE: &[u8] = &[
 fn interval_of(n: Option<&Number>) -> Option<Duration> {
     let s = n?.as_f64();
     (s > 0.0).then(|| Duration::from_secs_f64(s.min(3600.0)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Ready tasks in the order Python sorts their `priority +
-    /// (generation,)` tuples, fractional user priorities and tuples of
-    /// different lengths included (the order below is Python's `sorted`
-    /// of these tuples).
-    #[test]
-    fn priorities_order_as_python_tuples() {
-        let (i, f) = (Number::Int, Number::Float);
-        let given: Vec<(Vec<Number>, i64)> = vec![
-            (vec![i(0), i(1)], 0),
-            (vec![i(0), f(1.5)], -1),
-            (vec![i(0), i(2)], -2),
-            (vec![f(-0.5), i(3)], -3),
-            (vec![i(0), i(1), i(5)], -4),
-            (vec![i(0), i(1)], -5),
-            (vec![i(1)], -6),
-            (vec![i(0), f(-1.25), i(7)], -7),
-        ];
-        let mut order: Vec<usize> = (0..given.len()).collect();
-        order.sort_by_key(|&n| priority_of(&given[n].0, given[n].1));
-        assert_eq!(order, [3, 7, 5, 0, 4, 1, 2, 6]);
-    }
 }
