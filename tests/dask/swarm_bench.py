@@ -432,10 +432,12 @@ def main():
         print(json.dumps({"scales": scales, "fidelity": fid}, indent=1))
         return
     if not args.no_scales:
-        plot(scales, os.path.join(ROOT, "docs/bench/swarm.png"))
+        # The figures are kept before the plot is drawn: a plot that fails
+        # loses no run.
         for s in scales["scales"]:
             s.pop("timeline", None)
         print(figures.record("swarm", env, scales, args.command))
+        plot(scales, os.path.join(ROOT, "docs/bench/swarm.png"))
     if fid:
         print(figures.record("swarm-fidelity", env, {"size": args.fidelity_size, "rounds": fid},
                              args.command))

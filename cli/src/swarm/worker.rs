@@ -675,8 +675,15 @@ impl<'a> Sim<'a> {
     /// waits for the dependencies not held here, fetched from their
     /// holders, then is ready.
     fn compute(&mut self, t: ComputeTask) {
-        if self.holds(&t.key) {
-            return self.report_finished(t.key, t.run_id, Vec::new(), None);
+        let held = self
+            .node
+            .held
+            .lock()
+            .expect("not poisoned")
+            .get(&t.key)
+            .copied();
+        if let Some(nbytes) = held {
+            return self.report_finished(t.key, t.run_id, nbytes, Vec::new(), None);
         }
         if let Some(task) = self.tasks.get_mut(&t.key) {
             task.run_id = t.run_id;
@@ -769,7 +776,8 @@ impl<'a> Sim<'a> {
             match self.tasks.remove(&run.key) {
                 Some(task) if task.state == State::Executing => {
                     let ran = (run.start, now(), run.thread);
-                    self.report_finished(run.key, run.run_id, task.startstops, Some(ran));
+                    let nbytes = self.sh.model.nbytes(&run.key);
+                    self.report_finished(run.key, run.run_id, nbytes, task.startstops, Some(ran));
                 }
                 // Cancelled (freed while running): dropped silently.
                 _ => {}
@@ -778,18 +786,18 @@ impl<'a> Sim<'a> {
         self.start_ready();
     }
 
-    /// `task-finished`, after the task's transfers: of a run from `start`
-    /// to `stop` on `thread`, or (`ran: None`) of a key held here, which
-    /// reports no run (its first report is not kept, as a replica's is
-    /// not).
+    /// `task-finished` of a result of `nbytes`, after the task's
+    /// transfers: of a run from `start` to `stop` on `thread`, or (`ran:
+    /// None`) of a key held here, which reports its size and no run (its
+    /// first report is not kept, as a replica's is not).
     fn report_finished(
         &mut self,
         key: Key,
         run_id: i64,
+        nbytes: u64,
         mut startstops: Vec<StartStop>,
         ran: Option<(f64, f64, u32)>,
     ) {
-        let nbytes = self.sh.model.nbytes(&key);
         self.node
             .held
             .lock()
