@@ -25,11 +25,21 @@ fn large() -> bool {
     std::env::var("FRAMEWIRE_SWARM_LARGE").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
-/// A Python client script run to its end: its last stdout line as JSON.
+/// What every client script may call: `sim_address(c, n)` waits for `n`
+/// workers and gives the address of the first simulated one.
+const PRELUDE: &str = r#"
+def sim_address(c, n):
+    c.wait_for_workers(n, timeout=90)
+    return [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items()
+            if w["name"].startswith("sim-")][0]
+"#;
+
+/// A Python client script run to its end (after [`PRELUDE`]): its last
+/// stdout line as JSON.
 fn client(python: &Path, script: &str, args: &[&str]) -> Json {
     let out = Command::new(python)
         .arg("-c")
-        .arg(script)
+        .arg([PRELUDE, script].concat())
         .args(args)
         .output()
         .expect("run python");
@@ -500,8 +510,7 @@ import asyncio, json, sys, time
 from dask.distributed import Client, get_task_stream, wait
 addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
 c = Client(addr, timeout=60)
-c.wait_for_workers(3, timeout=90)
-sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+sim = sim_address(c, 3)
 # No replica dropped behind the test's back (the Active Memory Manager
 # removes one of two replicas every 2 s).
 c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
@@ -607,8 +616,7 @@ import asyncio, inspect, json, statistics, sys, time
 from dask.distributed import Client
 addr, py_worker = sys.argv[1], sys.argv[2]
 c = Client(addr, timeout=60)
-c.wait_for_workers(2, timeout=90)
-sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+sim = sim_address(c, 2)
 # The scheduler answers each heartbeat 0.3 s late (as a loaded one does),
 # noting when it came and from whom.
 def slow(dask_scheduler):
@@ -659,8 +667,7 @@ import json, sys, time
 from dask.distributed import Client
 addr, py_worker = sys.argv[1], sys.argv[2]
 c = Client(addr, timeout=60)
-c.wait_for_workers(2, timeout=90)
-sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+sim = sim_address(c, 2)
 def slow(i):
     time.sleep(2)
     return b"x" * 10
@@ -729,8 +736,7 @@ from dask.distributed import Client, get_task_stream, wait
 from distributed.comm import connect
 addr, py_worker = sys.argv[1], sys.argv[2]
 c = Client(addr, timeout=60)
-c.wait_for_workers(2, timeout=90)
-sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+sim = sim_address(c, 2)
 def nap(i):
     time.sleep(0.5)
     return b"x" * 10
@@ -815,8 +821,7 @@ import asyncio, json, sys, time
 from dask.distributed import Client, wait
 addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
 c = Client(addr, timeout=60)
-c.wait_for_workers(3, timeout=90)
-sim = [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-")][0]
+sim = sim_address(c, 3)
 c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
 # The holder notes each `get_data` (who, keys), answers 1 s late, and
 # answers `busy` to the first 3 asks for a key named `busy-*`.
