@@ -203,8 +203,8 @@ const BUSY_PAUSE: Duration = Duration::from_millis(150);
 /// holder that fails is tried at another one, and a holder answering
 /// `busy` is passed over for the others; when only busy ones are left,
 /// they are asked again 0.15 s later, for as long as they answer `busy`
-/// (as Dask's: bound the call with a timeout to give up). `who` is the asking worker's
-/// address (`None` for a client). Connections are made with `builder` —
+/// (as Dask's: bound the call with a timeout to give up). `who` is the
+/// asking worker's address (`None` for a client). Connections are made with `builder` —
 /// with [`deserialize_blocks(false)`](ConnectionBuilder::deserialize_blocks)
 /// the values are the blocks as they arrived, views of the receive
 /// buffers.
