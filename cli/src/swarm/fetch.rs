@@ -23,8 +23,8 @@ use framewire::dask::Key;
 use framewire::transport::Address;
 use tokio::time::Instant;
 
+use super::maps::{HashMap, HashSet};
 use super::priority::Priority;
-use super::{HashMap, HashSet};
 
 /// Bytes asked of one holder in one `get_data` at most, beyond the first
 /// key (`distributed.worker.transfer.message-bytes-limit`: 50MB).

@@ -8,10 +8,13 @@
 //! has a pooled `rpc` to it too) and one to peers for `get_data`.
 
 mod fetch;
+mod maps;
 mod model;
+mod node;
 mod plot;
 mod priority;
 mod serve;
+mod shared;
 mod stats;
 mod worker;
 
@@ -20,20 +23,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use framewire::dask::{versions_like_scheduler, ConnectionPool, RpcError};
+use framewire::dask::ConnectionPool;
 use framewire::transport::{Address, ConnectionBuilder, HandshakeOptions};
-use framewire::Value;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::args::Connect;
 pub use model::{parse_nbytes, parse_task_ms, Model, TaskTime};
+use node::Node;
+use shared::Shared;
 use stats::Stats;
-
-/// The swarm's hash maps and sets (of keys, addresses), with foldhash.
-pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-pub type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// `framewire swarm`'s options.
 #[derive(Clone, Debug)]
@@ -56,71 +56,6 @@ pub struct Options {
     /// `get_data` over sockets.
     pub memory_transfers: bool,
     pub connect: Connect,
-}
-
-/// What every simulated worker shares.
-#[derive(Debug)]
-pub struct Shared {
-    pub scheduler: String,
-    pub nthreads: u32,
-    pub memory_limit: Option<u64>,
-    pub model: Model,
-    pub builder: ConnectionBuilder,
-    pub handshake: HandshakeOptions,
-    /// `get_data` to peers.
-    pub peers: Arc<ConnectionPool>,
-    /// Heartbeats to the scheduler.
-    pub heartbeats: ConnectionPool,
-    /// Registrations at once (thousands of workers do not all connect in
-    /// the same instant).
-    pub registering: Semaphore,
-    versions: tokio::sync::Mutex<Option<Value>>,
-    pub stats: Stats,
-    /// Zeros, sliced for the values served.
-    zeros: Bytes,
-    pub reconnect: bool,
-    pub workers: usize,
-    logged: AtomicBool,
-    /// A dependency held by another worker of the swarm is taken from its
-    /// memory (`--memory-transfers`) instead of with `get_data` over a
-    /// socket.
-    pub memory_transfers: bool,
-    /// Every worker of the swarm by address, set once all listen.
-    nodes: OnceLock<HashMap<String, Arc<worker::Node>>>,
-}
-
-impl Shared {
-    /// The `versions` to register with (the scheduler's, asked once).
-    pub async fn versions(&self) -> Result<Value, RpcError> {
-        let mut v = self.versions.lock().await;
-        if v.is_none() {
-            *v = Some(
-                versions_like_scheduler(&self.scheduler, &self.builder, &self.handshake).await?,
-            );
-        }
-        Ok(v.clone().expect("set above"))
-    }
-
-    /// `n` bytes for a value served (shared zeros when small enough).
-    pub fn payload(&self, n: u64) -> Value {
-        let n = usize::try_from(n).unwrap_or(usize::MAX);
-        if n <= self.zeros.len() {
-            Value::Bin(self.zeros.slice(..n))
-        } else {
-            Value::bin(vec![0u8; n])
-        }
-    }
-
-    /// The worker of this swarm at `address`, if it is one.
-    pub fn node(&self, address: &str) -> Option<&Arc<worker::Node>> {
-        self.nodes.get()?.get(address)
-    }
-
-    /// Whether to log a recurring event: the first time only (thousands
-    /// of workers meet the same thing at once).
-    pub fn log_once(&self) -> bool {
-        !self.logged.swap(true, Relaxed)
-    }
 }
 
 /// Raises the soft limit of open files to the hard one (each simulated
@@ -246,7 +181,7 @@ pub fn run(opts: &Options, out: &mut impl std::io::Write) -> Result<bool, String
                 .await
                 .map_err(|e| format!("cannot listen on {}: {e} (worker {i})", opts.listen_host))?;
             let local = listener.local_addr().map_err(|e| e.to_string())?;
-            let node = Arc::new(worker::Node {
+            let node = Arc::new(Node {
                 address: format!("{scheme}://{local}"),
                 held: Mutex::new(Default::default()),
                 server_id: Mutex::new(String::new()),

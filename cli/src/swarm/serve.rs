@@ -16,8 +16,8 @@ use framewire::transport::Socket;
 use framewire::Value;
 use tokio::net::TcpListener;
 
-use super::worker::{op_of, Event, Node};
-use super::Shared;
+use super::node::{op_of, Event, Node};
+use super::shared::Shared;
 
 /// Time a `get_data` caller gets to acknowledge the reply.
 const ACK_TIMEOUT: Duration = Duration::from_secs(60);
