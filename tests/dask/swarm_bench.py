@@ -264,18 +264,25 @@ def median_round(runs):
     return row
 
 
-def start_perf(directory, procs, n):
+def start_perf(directory, procs, n, events=None):
     """`perf record` of each of `procs` (name: (process, how its call
     graphs are taken)) over the measured runs of a cluster size, not its
-    start nor its settling: DIRECTORY/NAME-N.data, for `perf report -i`."""
+    start nor its settling: DIRECTORY/NAME-N.data, for `perf report -i`.
+    With `events`, `perf stat` counts those events instead, into
+    DIRECTORY/NAME-N.txt."""
     os.makedirs(directory, exist_ok=True)
     recorders = []
     for name, (p, graph) in procs.items():
-        path = os.path.join(directory, f"{name}-{n}.data")
-        recorders.append(subprocess.Popen(
-            ["perf", "record", "-F", "2999", "--call-graph", graph,
-             "-p", str(p.pid), "-o", path], stdout=subprocess.DEVNULL))
-        print(f"swarm-bench: recording the {name}'s CPU into {path}", file=sys.stderr)
+        if events:
+            path = os.path.join(directory, f"{name}-{n}.txt")
+            cmd = ["perf", "stat", "-e", events, "-p", str(p.pid), "-o", path]
+        else:
+            path = os.path.join(directory, f"{name}-{n}.data")
+            cmd = ["perf", "record", "-F", "2999", "--call-graph", graph,
+                   "-p", str(p.pid), "-o", path]
+        recorders.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
+        print(f"swarm-bench: {'counting' if events else 'recording'} the {name}'s CPU "
+              f"into {path}", file=sys.stderr)
     time.sleep(1)  # attached
     for r in recorders:
         if r.poll() is not None:
@@ -302,7 +309,8 @@ def scale_run(args, n, tmp):
             # frame pointers); the scheduler's kernel frames are what say
             # where its CPU goes (Python's own frames say little to perf).
             perf = start_perf(args.perf, {"swarm": (swarm, "dwarf,16384"),
-                                          "scheduler": (sched, "fp")}, n) if args.perf else []
+                                          "scheduler": (sched, "fp")}, n,
+                              args.perf_events) if args.perf else []
             # The workloads in turn, `--repeat` rounds of them.
             try:
                 for _ in range(args.repeat):
@@ -409,11 +417,17 @@ def main():
                     help="record the swarm's and the scheduler's CPU with `perf record` "
                     "(call graphs included) over each cluster size's measured runs, into "
                     "DIR/swarm-N.data and DIR/scheduler-N.data")
+    ap.add_argument("--perf-events", metavar="EVENTS",
+                    help="with --perf: count these events with `perf stat` instead of recording "
+                    "(into DIR/swarm-N.txt and DIR/scheduler-N.txt), e.g. "
+                    "'syscalls:sys_enter_writev,syscalls:sys_enter_recvfrom,context-switches'")
     ap.add_argument("--swarm-arg", action="append", default=[], metavar="ARG",
                     help="passed on to `framewire swarm` (repeatable), e.g. "
                     "--swarm-arg=--memory-transfers")
     args = ap.parse_args()
     args.workloads = args.workloads.split(",")
+    if args.perf_events and not args.perf:
+        ap.error("--perf-events needs --perf DIR")
     if args.perf and not args.no_render:
         ap.error("--perf slows the processes it records: use it with --no-render")
     env = figures.environment()
