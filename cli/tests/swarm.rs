@@ -611,6 +611,91 @@ fn swarm_drops_a_dependency_released_in_flight() {
     assert_eq!(r["messages_sent"]["add-keys"], 1, "{r}");
 }
 
+const COMPUTED_IN_FLIGHT: &str = r#"
+import asyncio, json, sys, time
+from dask.distributed import Client, wait
+addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
+c = Client(addr, timeout=60)
+sim = sim_address(c, 3)
+c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
+# The holder answers `get_data` 2 s late, noting who asked.
+def slow(dask_worker):
+    orig = dask_worker.handlers["get_data"]
+    dask_worker.asked = []
+    async def get_data(comm, **kw):
+        dask_worker.asked.append(kw.get("who"))
+        await asyncio.sleep(2)
+        return await orig(comm, **kw)
+    dask_worker.handlers["get_data"] = get_data
+c.run(slow, workers=[holder])
+# The scheduler notes each `task-finished` and `add-keys`: op, worker,
+# keys, when.
+def watch(dask_scheduler):
+    dask_scheduler.seen = []
+    for op in ("task-finished", "add-keys"):
+        orig = dask_scheduler.stream_handlers[op]
+        def handler(_op=op, _orig=orig, **kw):
+            keys = kw["keys"] if "keys" in kw else [kw["key"]]
+            dask_scheduler.seen.append((_op, kw["worker"], [str(k) for k in keys], time.time()))
+            return _orig(**kw)
+        dask_scheduler.stream_handlers[op] = handler
+c.run_on_scheduler(watch)
+# A `compute-task` for a key the worker is fetching, sent by the scheduler
+# on the worker's stream as it would send it (`_task_to_msg`).
+def compute_here(dask_scheduler, key, worker):
+    dask_scheduler.stream_comms[worker].send(dask_scheduler._task_to_msg(dask_scheduler.tasks[key]))
+    return time.time()
+def make(n):
+    return b"x" * n
+def pick(a):
+    return a
+out = {"sim": sim}
+for i, w in enumerate([py_fetcher, sim]):
+    dep = c.submit(make, 1000, key=f"dep-{i}", workers=[holder])
+    wait(dep)
+    y = c.submit(pick, dep, key=f"pick-{i}", workers=[w], allow_other_workers=False)
+    deadline = time.time() + 30
+    while w not in c.run(lambda dask_worker: dask_worker.asked, workers=[holder])[holder]:
+        assert time.time() < deadline, "never asked"
+        time.sleep(0.02)
+    sent = c.run_on_scheduler(compute_here, key=dep.key, worker=w)
+    y.result(timeout=30)
+    time.sleep(1)
+    seen = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.seen)
+    out[w] = [[op, round(t - sent, 1)] for op, who, keys, t in seen if who == w and dep.key in keys]
+c.close()
+print(json.dumps(out))
+"#;
+
+/// A `compute-task` for a key the worker is fetching, as a Python worker
+/// takes it (`_transition_cancelled_waiting`, `worker_state_machine.py`:
+/// the key goes `resumed`): the task does not run; the transfer goes on,
+/// and the key is reported with `task-finished` when it arrives, not with
+/// `add-keys` (`_transition_resumed_memory`). The Python fetcher and the
+/// simulated one, each sent such a `compute-task` while the holder takes
+/// 2 s to answer, both report the key once, with `task-finished`, over a
+/// second later.
+#[test]
+fn swarm_reports_a_key_computed_while_in_flight_as_python() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-resumed");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
+    let (_fetcher, py_fetcher) = cluster::python_worker(&python, d, &addr, "py-fetcher");
+    let results = d.join("results.json");
+    let s = small_swarm(d, &addr, 1, &results);
+    let out = client(&python, COMPUTED_IN_FLIGHT, &[&addr, &holder, &py_fetcher]);
+    let sim = out["sim"].as_str().unwrap().to_owned();
+    for w in [py_fetcher.as_str(), sim.as_str()] {
+        let seen = out[w].as_array().unwrap();
+        assert_eq!(seen.len(), 1, "{w}: {out}");
+        assert_eq!(seen[0][0], "task-finished", "{w}: {out}");
+        assert!(seen[0][1].as_f64().unwrap() >= 1.0, "{w}: {out}");
+    }
+    kill_term(&s);
+}
+
 const SLOW_HEARTBEATS: &str = r#"
 import asyncio, inspect, json, statistics, sys, time
 from dask.distributed import Client

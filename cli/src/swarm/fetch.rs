@@ -70,6 +70,10 @@ enum State {
     Flight,
     /// Asked, and no longer wanted (`cancelled`): dropped when it comes.
     Cancelled,
+    /// Asked, and since sent to be computed here (`resumed`, from `flight`
+    /// to `waiting`): when it comes, it is the task's result; if it does
+    /// not, the task is computed.
+    Resumed,
 }
 
 /// How a `get_data` ended.
@@ -93,6 +97,12 @@ pub struct Done {
     /// Keys whose every holder is busy: asked of the scheduler again
     /// (`RequestRefreshWhoHasMsg` in `_handle_gather_dep_busy`).
     pub refresh: Vec<Key>,
+    /// [Resumed](Fetches::resume) keys now held, with their sizes: the
+    /// results of their tasks (`_transition_resumed_memory`).
+    pub resumed: Vec<(Key, u64)>,
+    /// Resumed keys that did not come: their tasks are computed after all
+    /// (`_transition_resumed_fetch` once the transfer is done).
+    pub compute: Vec<Key>,
 }
 
 /// A worker's dependencies on their way.
@@ -173,8 +183,28 @@ impl Fetches {
         dep.who_has = holders;
     }
 
+    /// `compute-task` for `key`, which may be wanted here as a dependency.
+    /// On its way (even cancelled), it goes `resumed` and `true` is
+    /// returned: the task waits for the transfer
+    /// (`_transition_cancelled_waiting`, `:2143`). Not yet asked for, it is
+    /// released (`_transition_fetch_released`, `:1918`), and the task is computed.
+    pub fn resume(&mut self, key: &Key) -> bool {
+        match self.deps.get_mut(key) {
+            Some(dep) if dep.state == State::Fetch => {
+                self.deps.remove(key);
+                false
+            }
+            Some(dep) => {
+                dep.state = State::Resumed;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `key` is no longer wanted: released if not yet asked for,
-    /// `cancelled` if on its way (`_transition_flight_released`, `:2253`).
+    /// `cancelled` if on its way (`_transition_flight_released`, `:2253`;
+    /// `_transition_resumed_released`, `:2106`).
     pub fn release(&mut self, key: &Key) {
         match self.deps.get_mut(key) {
             Some(dep) if dep.state == State::Fetch => {
@@ -297,16 +327,12 @@ impl Fetches {
                 let got: HashMap<Key, u64> = got.into_iter().collect();
                 for key in keys {
                     match got.get(&key) {
-                        Some(n) => {
-                            // A cancelled one is dropped (`_transition_cancelled_released`).
-                            if self
-                                .deps
-                                .remove(&key)
-                                .is_some_and(|d| d.state == State::Flight)
-                            {
-                                done.arrived.push((key, *n));
-                            }
-                        }
+                        // A cancelled one is dropped (`_transition_cancelled_released`).
+                        Some(n) => match self.deps.remove(&key).map(|d| d.state) {
+                            Some(State::Flight) => done.arrived.push((key, *n)),
+                            Some(State::Resumed) => done.resumed.push((key, *n)),
+                            _ => {}
+                        },
                         // The holder did not have it: another is asked.
                         None => {
                             if let Some(d) = self.deps.get_mut(&key) {
@@ -341,14 +367,23 @@ impl Fetches {
     }
 
     /// A key back from `flight` to `fetch`, or `missing` without holders,
-    /// or released if it was cancelled. Whether it is still wanted.
+    /// or released if it was cancelled, or computed here if it was resumed.
+    /// Whether it is still wanted.
     fn refetch(&mut self, key: Key, done: &mut Done) -> bool {
         let Some(dep) = self.deps.get_mut(&key) else {
             return false;
         };
-        if dep.state == State::Cancelled {
-            self.deps.remove(&key);
-            return false;
+        match dep.state {
+            State::Cancelled => {
+                self.deps.remove(&key);
+                return false;
+            }
+            State::Resumed => {
+                self.deps.remove(&key);
+                done.compute.push(key);
+                return false;
+            }
+            State::Fetch | State::Flight => {}
         }
         dep.state = State::Fetch;
         if dep.who_has.is_empty() {
@@ -454,6 +489,42 @@ mod tests {
             f.select(),
             [("tcp://127.0.0.1:2".into(), vec![key("c"), key("b")])]
         );
+    }
+
+    /// `compute-task` for a key wanted here: on its way, it is `resumed`
+    /// and comes as the task's result, or, if it does not come, the task
+    /// is computed; not yet asked for, it is released; resumed and then
+    /// freed, it is dropped when it comes (`worker_state_machine.py`'s
+    /// `_transition_cancelled_waiting`, `_transition_resumed_memory`,
+    /// `_transition_resumed_fetch`, `_transition_fetch_released`,
+    /// `_transition_resumed_released`).
+    #[test]
+    fn keys_sent_to_be_computed_while_on_their_way_resume() {
+        let (h1, h2) = ("tcp://127.0.0.1:2", "tcp://127.0.0.1:3");
+        let t = Instant::now();
+        let mut f = Fetches::new("tcp://127.0.0.1:1", None);
+        f.want(key("a"), holders(&[h1]), 10, prio(0));
+        f.want(key("b"), holders(&[h2]), 10, prio(0));
+        assert_eq!(f.select().len(), 2);
+        f.want(key("c"), holders(&[h1]), 10, prio(0));
+        assert!(f.resume(&key("a")));
+        assert!(f.resume(&key("b")));
+        assert!(!f.resume(&key("c")), "not yet asked for");
+        assert!(!f.contains(&key("c")));
+        assert!(!f.resume(&key("d")), "not wanted");
+        let done = f.done(h1, Answer::Data(vec![(key("a"), 7)]), t);
+        assert_eq!(done.resumed, [(key("a"), 7)]);
+        assert!(done.arrived.is_empty());
+        assert!(f.select().is_empty(), "c was released");
+        let done = f.done(h2, Answer::Failed, t);
+        assert_eq!(done.compute, [key("b")]);
+        assert!(done.missing.is_empty() && !f.contains(&key("b")));
+        f.want(key("e"), holders(&[h1]), 10, prio(0));
+        assert_eq!(f.select(), [(h1.into(), vec![key("e")])]);
+        assert!(f.resume(&key("e")));
+        f.release(&key("e"));
+        let done = f.done(h1, Answer::Data(vec![(key("e"), 7)]), t);
+        assert!(done.resumed.is_empty() && done.arrived.is_empty());
     }
 
     /// A busy holder is passed over for another holder of the key, asked

@@ -292,6 +292,10 @@ struct Sim<'a> {
     missing: HashMap<Key, Missing>,
     /// Keys `acquire-replicas` asked for, not yet here.
     acquiring: HashSet<Key>,
+    /// Keys sent to be computed here while on their way from a holder
+    /// (`resumed`): the `compute-task`, and the transfers that came for the
+    /// key itself (`Worker._get_cause`'s last resort).
+    resumed: HashMap<Key, (ComputeTask, Vec<StartStop>)>,
     /// The tasks waiting for each dependency not yet here.
     waiters: HashMap<Key, Vec<Key>>,
     /// `Worker.find_missing`'s next run (`worker.py:784`: a periodic
@@ -331,6 +335,7 @@ impl<'a> Sim<'a> {
             next_keep_alive: Instant::now() + KEEP_ALIVE,
             missing: HashMap::default(),
             acquiring: HashSet::default(),
+            resumed: HashMap::default(),
             waiters: HashMap::default(),
             next_find_missing: Instant::now() + beat_interval,
         }
@@ -606,6 +611,18 @@ impl<'a> Sim<'a> {
             }
             return;
         }
+        // A key on its way from a holder: its task waits for the transfer
+        // (`resumed`). One not yet asked for, or missing, is released and
+        // computed (`_transition_missing_waiting`, `:1805`).
+        if let Some((resumed, _)) = self.resumed.get_mut(&t.key) {
+            *resumed = t;
+            return;
+        }
+        if self.fetches.resume(&t.key) {
+            self.resumed.insert(t.key.clone(), (t, Vec::new()));
+            return;
+        }
+        self.missing.remove(&t.key);
         let waiting_for: Vec<Key> = t
             .who_has
             .keys()
@@ -679,6 +696,7 @@ impl<'a> Sim<'a> {
     /// Tasks whose time is up finish.
     fn finish_due(&mut self) {
         let t = Instant::now();
+        let mut finished = Vec::new();
         while let Some(Reverse((due, seq))) = self.timers.peek().copied() {
             if due > t {
                 break;
@@ -691,12 +709,18 @@ impl<'a> Sim<'a> {
                 Some(task) if task.state == State::Executing => {
                     let ran = (run.start, now(), run.thread);
                     let nbytes = self.sh.model.nbytes(&run.key);
+                    // Tasks here waiting for it (wanted as a dependency
+                    // before it was sent to be computed here) may start.
+                    if self.waiters.contains_key(&run.key) {
+                        finished.push(run.key.clone());
+                    }
                     self.report_finished(run.key, run.run_id, nbytes, task.startstops, Some(ran));
                 }
                 // Cancelled (freed while running): dropped silently.
                 _ => {}
             }
         }
+        self.deps_arrived(&finished);
         self.start_ready();
     }
 
@@ -768,6 +792,7 @@ impl<'a> Sim<'a> {
             self.release(key, stimulus_id);
             self.missing.remove(key);
             self.acquiring.remove(key);
+            self.resumed.remove(key);
             self.fetches.release(key);
             match self.tasks.get_mut(key) {
                 Some(t) if t.state == State::Executing => t.state = State::Cancelled,
@@ -967,6 +992,20 @@ impl<'a> Sim<'a> {
                 for (key, priority, n) in done.missing {
                     self.go_missing(key, priority, n);
                 }
+                // A resumed key's transfer is its task's run: reported with
+                // `task-finished` (`_transition_resumed_memory`, `:2345`).
+                for (key, n) in done.resumed {
+                    if let Some((t, startstops)) = self.resumed.remove(&key) {
+                        self.acquiring.remove(&key);
+                        self.report_finished(key.clone(), t.run_id, n, startstops, None);
+                        arrived.push(key);
+                    }
+                }
+                for key in done.compute {
+                    if let Some((t, _)) = self.resumed.remove(&key) {
+                        self.compute(t);
+                    }
+                }
                 if !done.refresh.is_empty() {
                     let msg = RequestRefreshWhoHas {
                         op: "request-refresh-who-has",
@@ -1021,6 +1060,11 @@ impl<'a> Sim<'a> {
                 .cloned();
             if let Some(task) = cause.and_then(|w| self.tasks.get_mut(&w)) {
                 task.startstops.push(x.startstop());
+            } else if let Some((_, startstops)) =
+                x.keys.last().and_then(|k| self.resumed.get_mut(k))
+            {
+                // No dependent: the transfer is the last key's own.
+                startstops.push(x.startstop());
             }
         }
     }
