@@ -696,6 +696,109 @@ fn swarm_reports_a_key_computed_while_in_flight_as_python() {
     kill_term(&s);
 }
 
+const RUNNING_WANTED: &str = r#"
+import json, sys, time
+from dask.distributed import Client, wait
+addr, holder, py_worker = sys.argv[1], sys.argv[2], sys.argv[3]
+c = Client(addr, timeout=60)
+sim = sim_address(c, 3)
+c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
+# The holder notes who asks it for data.
+def note(dask_worker):
+    orig = dask_worker.handlers["get_data"]
+    dask_worker.asked = []
+    async def get_data(comm, **kw):
+        dask_worker.asked.append(kw.get("who"))
+        return await orig(comm, **kw)
+    dask_worker.handlers["get_data"] = get_data
+c.run(note, workers=[holder])
+def watch(dask_scheduler):
+    dask_scheduler.seen = []
+    for op in ("task-finished", "add-keys"):
+        orig = dask_scheduler.stream_handlers[op]
+        def handler(_op=op, _orig=orig, **kw):
+            keys = kw["keys"] if "keys" in kw else [kw["key"]]
+            dask_scheduler.seen.append((_op, kw["worker"], [str(k) for k in keys]))
+            return _orig(**kw)
+        dask_scheduler.stream_handlers[op] = handler
+c.run_on_scheduler(watch)
+def slow(i):
+    time.sleep(3)
+    return b"x" * 10
+def fast(i):
+    return b"y" * 10
+def pick(a):
+    return a
+out = {"sim": sim}
+for i, w in enumerate([py_worker, sim]):
+    key = f"slow-{i}"
+    f = c.submit(slow, i, key=key, workers=[w], allow_other_workers=False, pure=False)
+    deadline = time.time() + 30
+    while not c.processing(workers=[w])[w]:
+        assert time.time() < deadline, "never processing"
+        time.sleep(0.02)
+    time.sleep(0.3)
+    # Freed while it runs; the key computed elsewhere; then a task here
+    # that needs it, while the freed run goes on.
+    c.cancel(f)
+    del f
+    while c.run_on_scheduler(lambda dask_scheduler, key=key: key in dask_scheduler.tasks):
+        time.sleep(0.02)
+    time.sleep(0.1)  # the client hears the cancel first
+    g = c.submit(fast, i, key=key, workers=[holder], allow_other_workers=False, pure=False)
+    wait(g)
+    y = c.submit(pick, g, key=f"pick-{i}", workers=[w], allow_other_workers=False)
+    y.result(timeout=30)
+    time.sleep(0.5)
+    seen = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.seen)
+    out[w] = {"asked": c.run(lambda dask_worker: dask_worker.asked, workers=[holder])[holder].count(w),
+              "seen": [op for op, who, keys in seen if who == w and key in keys]}
+c.close()
+print(json.dumps(out))
+"#;
+
+/// A task freed while it runs, then wanted on the same worker as a
+/// dependency of another task (its key since computed elsewhere), as a
+/// Python worker takes it (`_transition_cancelled_fetch`: `resumed`): it
+/// is not fetched; the run goes on, and its result is reported with
+/// `add-keys`, not `task-finished` (`_transition_resumed_memory`). The
+/// Python worker and the simulated one beside it both ask the holder for
+/// nothing and send one `add-keys`.
+#[test]
+fn swarm_keeps_a_freed_run_wanted_as_a_dependency_as_python() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-resumed-run");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
+    let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-worker");
+    let model = d.join("model.json");
+    std::fs::write(&model, r#"{"slow": {"task_ms": 3000}}"#).unwrap();
+    let model = model.to_str().unwrap();
+    let args = [
+        &addr,
+        "--workers",
+        "1",
+        "--name-prefix",
+        "sim-",
+        "--model",
+        model,
+    ];
+    let mut s = swarm(d, "swarm", &args);
+    registered(&mut s, 1);
+    let out = client(&python, RUNNING_WANTED, &[&addr, &holder, &py_addr]);
+    let sim = out["sim"].as_str().unwrap().to_owned();
+    for w in [py_addr.as_str(), sim.as_str()] {
+        assert_eq!(out[w]["asked"], 0, "{w}: {out}");
+        assert_eq!(
+            out[w]["seen"],
+            serde_json::json!(["add-keys"]),
+            "{w}: {out}"
+        );
+    }
+    kill_term(&s);
+}
+
 const SLOW_HEARTBEATS: &str = r#"
 import asyncio, inspect, json, statistics, sys, time
 from dask.distributed import Client

@@ -200,6 +200,11 @@ enum State {
     Executing,
     /// Freed while executing: its result is dropped.
     Cancelled,
+    /// Executing, and since wanted here as a dependency (`resumed`, from
+    /// `executing` to `fetch`: `_transition_cancelled_fetch`, `:2116`): not
+    /// fetched; its run's result is kept and reported with `add-keys`
+    /// (`_transition_resumed_memory`, `:2345`).
+    Resumed,
 }
 
 impl State {
@@ -209,6 +214,7 @@ impl State {
             State::Ready => "ready",
             State::Executing => "executing",
             State::Cancelled => "cancelled",
+            State::Resumed => "resumed",
         }
     }
 }
@@ -498,6 +504,7 @@ impl<'a> Sim<'a> {
                 let state = match self.tasks.get(&m.key) {
                     Some(t) => Some(t.state.name()),
                     None if self.holds(&m.key) => Some("memory"),
+                    None if self.resumed.contains_key(&m.key) => Some("resumed"),
                     None => None,
                 };
                 if matches!(state, Some("ready" | "waiting")) {
@@ -606,8 +613,10 @@ impl<'a> Sim<'a> {
         }
         if let Some(task) = self.tasks.get_mut(&t.key) {
             task.run_id = t.run_id;
-            if task.state == State::Cancelled {
-                task.state = State::Executing; // `resumed`
+            // Running, freed (and perhaps since wanted as a dependency):
+            // it runs on for the task (`_transition_cancelled_waiting`).
+            if matches!(task.state, State::Cancelled | State::Resumed) {
+                task.state = State::Executing;
             }
             return;
         }
@@ -716,6 +725,17 @@ impl<'a> Sim<'a> {
                     }
                     self.report_finished(run.key, run.run_id, nbytes, task.startstops, Some(ran));
                 }
+                Some(task) if task.state == State::Resumed => {
+                    let nbytes = self.sh.model.nbytes(&run.key);
+                    self.node
+                        .held
+                        .lock()
+                        .expect("not poisoned")
+                        .insert(run.key.clone(), nbytes);
+                    let id = stimulus_id("execute-success");
+                    self.send("add-keys", &AddKeys::new(vec![run.key.clone()], id));
+                    finished.push(run.key);
+                }
                 // Cancelled (freed while running): dropped silently.
                 _ => {}
             }
@@ -795,7 +815,10 @@ impl<'a> Sim<'a> {
             self.resumed.remove(key);
             self.fetches.release(key);
             match self.tasks.get_mut(key) {
-                Some(t) if t.state == State::Executing => t.state = State::Cancelled,
+                // `_transition_executing_released`, `_transition_resumed_released`.
+                Some(t) if matches!(t.state, State::Executing | State::Resumed) => {
+                    t.state = State::Cancelled
+                }
                 Some(t) if t.state == State::Cancelled => {}
                 Some(_) => self.forget_task(key),
                 None => {}
@@ -847,6 +870,16 @@ impl<'a> Sim<'a> {
         for (key, holders) in who_has {
             if self.holds(&key) {
                 continue;
+            }
+            // Running here (freed or not): its run's result will do.
+            if let Some(t) = self.tasks.get_mut(&key) {
+                if matches!(
+                    t.state,
+                    State::Executing | State::Cancelled | State::Resumed
+                ) {
+                    t.state = State::Resumed;
+                    continue;
+                }
             }
             let n = sizes.get(&key).copied().unwrap_or(DEFAULT_NBYTES);
             if holders.is_empty() {
