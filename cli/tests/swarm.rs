@@ -753,6 +753,27 @@ for i, w in enumerate([py_worker, sim]):
     seen = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.seen)
     out[w] = {"asked": c.run(lambda dask_worker: dask_worker.asked, workers=[holder])[holder].count(w),
               "seen": [op for op, who, keys in seen if who == w and key in keys]}
+    # The same, but the task that needs it is freed before the run ends:
+    # the run's result is dropped again, nothing said.
+    key = f"again-{i}"
+    f = c.submit(slow, i, key=key, workers=[w], allow_other_workers=False, pure=False)
+    while not c.processing(workers=[w])[w]:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    c.cancel(f)
+    del f
+    while c.run_on_scheduler(lambda dask_scheduler, key=key: key in dask_scheduler.tasks):
+        time.sleep(0.02)
+    time.sleep(0.1)
+    g = c.submit(fast, i, key=key, workers=[holder], allow_other_workers=False, pure=False)
+    wait(g)
+    y = c.submit(pick, g, key=f"pick-again-{i}", workers=[w], allow_other_workers=False)
+    while y.key not in c.processing(workers=[w])[w]:
+        time.sleep(0.02)
+    c.cancel(y)
+    time.sleep(3.5)  # past the run's end
+    seen = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.seen)
+    out[w]["seen_freed"] = [op for op, who, keys in seen if who == w and key in keys]
 c.close()
 print(json.dumps(out))
 "#;
@@ -763,7 +784,8 @@ print(json.dumps(out))
 /// is not fetched; the run goes on, and its result is reported with
 /// `add-keys`, not `task-finished` (`_transition_resumed_memory`). The
 /// Python worker and the simulated one beside it both ask the holder for
-/// nothing and send one `add-keys`.
+/// nothing and send one `add-keys`; when the task that needs it is freed
+/// before the run ends, neither says anything of it.
 #[test]
 fn swarm_keeps_a_freed_run_wanted_as_a_dependency_as_python() {
     let python = dask_python::python();
@@ -773,7 +795,8 @@ fn swarm_keeps_a_freed_run_wanted_as_a_dependency_as_python() {
     let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
     let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-worker");
     let model = d.join("model.json");
-    std::fs::write(&model, r#"{"slow": {"task_ms": 3000}}"#).unwrap();
+    let times = r#"{"slow": {"task_ms": 3000}, "again": {"task_ms": 3000}}"#;
+    std::fs::write(&model, times).unwrap();
     let model = model.to_str().unwrap();
     let args = [
         &addr,
@@ -795,6 +818,7 @@ fn swarm_keeps_a_freed_run_wanted_as_a_dependency_as_python() {
             serde_json::json!(["add-keys"]),
             "{w}: {out}"
         );
+        assert_eq!(out[w]["seen_freed"], serde_json::json!([]), "{w}: {out}");
     }
     kill_term(&s);
 }

@@ -838,8 +838,8 @@ impl<'a> Sim<'a> {
         let Some(task) = self.tasks.remove(key) else {
             return;
         };
-        let (tasks, waiters) = (&self.tasks, &mut self.waiters);
         for dep in task.waiting_for {
+            let (tasks, waiters) = (&self.tasks, &mut self.waiters);
             let waited = waiters.get_mut(&dep).is_some_and(|ws| {
                 ws.retain(|w| w != key);
                 ws.iter().any(|w| {
@@ -858,6 +858,13 @@ impl<'a> Sim<'a> {
             self.acquiring.remove(&dep);
             self.missing.remove(&dep);
             self.fetches.release(&dep);
+            // A run here kept for it goes back to being dropped
+            // (`_transition_resumed_released`).
+            if let Some(t) = self.tasks.get_mut(&dep) {
+                if t.state == State::Resumed {
+                    t.state = State::Cancelled;
+                }
+            }
         }
     }
 
