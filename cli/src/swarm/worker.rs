@@ -740,7 +740,9 @@ impl<'a> Sim<'a> {
                 _ => {}
             }
         }
-        self.deps_arrived(&finished);
+        if !finished.is_empty() {
+            self.deps_arrived(&finished);
+        }
         self.start_ready();
     }
 
