@@ -597,9 +597,10 @@ impl<'a> Sim<'a> {
     }
 
     /// `compute-task`, as `_handle_compute_task`: a task in memory is
-    /// reported finished again; a known one keeps its state; a new one
-    /// waits for the dependencies not held here, fetched from their
-    /// holders, then is ready.
+    /// reported finished again; a known one keeps its state; a key on its
+    /// way here waits for its transfer (`resumed`); a new one waits for the
+    /// dependencies not held here, fetched from their holders, then is
+    /// ready.
     fn compute(&mut self, t: ComputeTask) {
         let held = self
             .node
@@ -726,6 +727,7 @@ impl<'a> Sim<'a> {
                     self.report_finished(run.key, run.run_id, nbytes, task.startstops, Some(ran));
                 }
                 Some(task) if task.state == State::Resumed => {
+                    self.acquiring.remove(&run.key);
                     let nbytes = self.sh.model.nbytes(&run.key);
                     self.node
                         .held
