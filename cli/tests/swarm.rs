@@ -32,6 +32,33 @@ def sim_address(c, n):
     c.wait_for_workers(n, timeout=90)
     return [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items()
             if w["name"].startswith("sim-")][0]
+def record_ops(c, ops):
+    """The scheduler notes each of `ops` from a worker's stream in its
+    `seen`: (op, worker, keys, when)."""
+    def install(dask_scheduler, ops):
+        import time
+        dask_scheduler.seen = []
+        for op in ops:
+            orig = dask_scheduler.stream_handlers[op]
+            def handler(_op=op, _orig=orig, **kw):
+                keys = kw["keys"] if "keys" in kw else [kw["key"]]
+                dask_scheduler.seen.append((_op, kw["worker"], [str(k) for k in keys], time.time()))
+                return _orig(**kw)
+            dask_scheduler.stream_handlers[op] = handler
+    c.run_on_scheduler(install, ops=list(ops))
+def note_get_data(c, holder, delay):
+    """`holder` notes who asks it for data (its `asked`), and answers
+    `delay` seconds late."""
+    def install(dask_worker, delay):
+        import asyncio
+        orig = dask_worker.handlers["get_data"]
+        dask_worker.asked = []
+        async def get_data(comm, **kw):
+            dask_worker.asked.append(kw.get("who"))
+            await asyncio.sleep(delay)
+            return await orig(comm, **kw)
+        dask_worker.handlers["get_data"] = get_data
+    c.run(install, delay=delay, workers=[holder])
 "#;
 
 /// A Python client script run to its end (after [`PRELUDE`]): its last
@@ -66,6 +93,26 @@ fn registered(s: &mut Daemon, n: usize) {
     s.wait_for(Duration::from_secs(120), |log| {
         log.contains(&line).then_some(())
     });
+}
+
+/// One simulated worker named `sim-0`, with the `--model` file `model`
+/// (JSON), registered.
+fn modelled_swarm(dir: &Path, addr: &str, model: &str) -> Daemon {
+    let path = dir.join("model.json");
+    std::fs::write(&path, model).unwrap();
+    let path = path.to_str().unwrap();
+    let args = [
+        addr,
+        "--workers",
+        "1",
+        "--name-prefix",
+        "sim-",
+        "--model",
+        path,
+    ];
+    let mut s = swarm(dir, "swarm", &args);
+    registered(&mut s, 1);
+    s
 }
 
 /// `workers` simulated workers named `sim-N`, with tasks of 1 ms and
@@ -612,34 +659,14 @@ fn swarm_drops_a_dependency_released_in_flight() {
 }
 
 const COMPUTED_IN_FLIGHT: &str = r#"
-import asyncio, json, sys, time
+import json, sys, time
 from dask.distributed import Client, wait
 addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
 c = Client(addr, timeout=60)
 sim = sim_address(c, 3)
 c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
-# The holder answers `get_data` 2 s late, noting who asked.
-def slow(dask_worker):
-    orig = dask_worker.handlers["get_data"]
-    dask_worker.asked = []
-    async def get_data(comm, **kw):
-        dask_worker.asked.append(kw.get("who"))
-        await asyncio.sleep(2)
-        return await orig(comm, **kw)
-    dask_worker.handlers["get_data"] = get_data
-c.run(slow, workers=[holder])
-# The scheduler notes each `task-finished` and `add-keys`: op, worker,
-# keys, when.
-def watch(dask_scheduler):
-    dask_scheduler.seen = []
-    for op in ("task-finished", "add-keys"):
-        orig = dask_scheduler.stream_handlers[op]
-        def handler(_op=op, _orig=orig, **kw):
-            keys = kw["keys"] if "keys" in kw else [kw["key"]]
-            dask_scheduler.seen.append((_op, kw["worker"], [str(k) for k in keys], time.time()))
-            return _orig(**kw)
-        dask_scheduler.stream_handlers[op] = handler
-c.run_on_scheduler(watch)
+note_get_data(c, holder, 2)
+record_ops(c, ["task-finished", "add-keys"])
 # A `compute-task` for a key the worker is fetching, sent by the scheduler
 # on the worker's stream as it would send it (`_task_to_msg`).
 def compute_here(dask_scheduler, key, worker):
@@ -703,25 +730,8 @@ addr, holder, py_worker = sys.argv[1], sys.argv[2], sys.argv[3]
 c = Client(addr, timeout=60)
 sim = sim_address(c, 3)
 c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
-# The holder notes who asks it for data.
-def note(dask_worker):
-    orig = dask_worker.handlers["get_data"]
-    dask_worker.asked = []
-    async def get_data(comm, **kw):
-        dask_worker.asked.append(kw.get("who"))
-        return await orig(comm, **kw)
-    dask_worker.handlers["get_data"] = get_data
-c.run(note, workers=[holder])
-def watch(dask_scheduler):
-    dask_scheduler.seen = []
-    for op in ("task-finished", "add-keys"):
-        orig = dask_scheduler.stream_handlers[op]
-        def handler(_op=op, _orig=orig, **kw):
-            keys = kw["keys"] if "keys" in kw else [kw["key"]]
-            dask_scheduler.seen.append((_op, kw["worker"], [str(k) for k in keys]))
-            return _orig(**kw)
-        dask_scheduler.stream_handlers[op] = handler
-c.run_on_scheduler(watch)
+note_get_data(c, holder, 0)
+record_ops(c, ["task-finished", "add-keys"])
 def slow(i):
     time.sleep(3)
     return b"x" * 10
@@ -752,7 +762,7 @@ for i, w in enumerate([py_worker, sim]):
     time.sleep(0.5)
     seen = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.seen)
     out[w] = {"asked": c.run(lambda dask_worker: dask_worker.asked, workers=[holder])[holder].count(w),
-              "seen": [op for op, who, keys in seen if who == w and key in keys]}
+              "seen": [op for op, who, keys, _ in seen if who == w and key in keys]}
     # The same, but the task that needs it is freed before the run ends:
     # the run's result is dropped again, nothing said.
     key = f"again-{i}"
@@ -773,7 +783,7 @@ for i, w in enumerate([py_worker, sim]):
     c.cancel(y)
     time.sleep(3.5)  # past the run's end
     seen = c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.seen)
-    out[w]["seen_freed"] = [op for op, who, keys in seen if who == w and key in keys]
+    out[w]["seen_freed"] = [op for op, who, keys, _ in seen if who == w and key in keys]
 c.close()
 print(json.dumps(out))
 "#;
@@ -794,21 +804,8 @@ fn swarm_keeps_a_freed_run_wanted_as_a_dependency_as_python() {
     let (_sched, addr) = cluster::scheduler(&python, d, &[]);
     let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
     let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-worker");
-    let model = d.join("model.json");
     let times = r#"{"slow": {"task_ms": 3000}, "again": {"task_ms": 3000}}"#;
-    std::fs::write(&model, times).unwrap();
-    let model = model.to_str().unwrap();
-    let args = [
-        &addr,
-        "--workers",
-        "1",
-        "--name-prefix",
-        "sim-",
-        "--model",
-        model,
-    ];
-    let mut s = swarm(d, "swarm", &args);
-    registered(&mut s, 1);
+    let s = modelled_swarm(d, &addr, times);
     let out = client(&python, RUNNING_WANTED, &[&addr, &holder, &py_addr]);
     let sim = out["sim"].as_str().unwrap().to_owned();
     for w in [py_addr.as_str(), sim.as_str()] {
@@ -921,20 +918,7 @@ fn swarm_reports_the_run_id_a_run_started_with() {
     let d = dir.path();
     let (_sched, addr) = cluster::scheduler(&python, d, &[]);
     let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-worker");
-    let model = d.join("model.json");
-    std::fs::write(&model, r#"{"slow": {"task_ms": 2000}}"#).unwrap();
-    let model = model.to_str().unwrap();
-    let args = [
-        &addr,
-        "--workers",
-        "1",
-        "--name-prefix",
-        "sim-",
-        "--model",
-        model,
-    ];
-    let mut s = swarm(d, "swarm", &args);
-    registered(&mut s, 1);
+    let s = modelled_swarm(d, &addr, r#"{"slow": {"task_ms": 2000}}"#);
     let out = client(&python, RESUBMITTED_WHILE_RUNNING, &[&addr, &py_addr]);
     let sim = out["sim"].as_str().unwrap();
     assert_eq!(out[&py_addr], 3, "{out}");
