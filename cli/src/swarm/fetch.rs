@@ -15,6 +15,9 @@
 //!   `:1497`).
 //! * [`Fetches::done`] is `_handle_gather_dep_success` / `_busy` /
 //!   `_network_failure` (`:2929`-`:3012`).
+//! * A key on its way that the scheduler sends to be computed here goes
+//!   `resumed` ([`Fetches::resume`]): when it comes, it is the task's
+//!   result; when it does not, the task is computed.
 
 use std::cmp::Reverse;
 use std::time::Duration;

@@ -283,7 +283,8 @@ struct Sim<'a> {
     /// it ran has brought another, `worker.py:2231`).
     executing: HashMap<u64, Running>,
     seq: u64,
-    /// Dependencies on their way (`fetch`, `flight`, `cancelled`).
+    /// Dependencies on their way (`fetch`, `flight`, `cancelled`, and
+    /// `resumed` from `flight`).
     fetches: Fetches,
     /// The scheduler's last status for the worker is `running`.
     running: bool,
