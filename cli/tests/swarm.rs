@@ -32,6 +32,15 @@ def sim_address(c, n):
     c.wait_for_workers(n, timeout=90)
     return [a for a, w in c.scheduler_info(n_workers=-1)["workers"].items()
             if w["name"].startswith("sim-")][0]
+def client_without_amm(addr, n):
+    """A client once `n` workers are in, the simulated one's address, and
+    no replica dropped behind the test's back (the Active Memory Manager
+    removes one of two replicas every 2 s)."""
+    from dask.distributed import Client
+    c = Client(addr, timeout=60)
+    sim = sim_address(c, n)
+    c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
+    return c, sim
 def record_ops(c, ops):
     """The scheduler notes each of `ops` from a worker's stream in its
     `seen`: (op, worker, keys, when)."""
@@ -660,11 +669,9 @@ fn swarm_drops_a_dependency_released_in_flight() {
 
 const COMPUTED_IN_FLIGHT: &str = r#"
 import json, sys, time
-from dask.distributed import Client, wait
+from dask.distributed import wait
 addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
-c = Client(addr, timeout=60)
-sim = sim_address(c, 3)
-c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
+c, sim = client_without_amm(addr, 3)
 note_get_data(c, holder, 2)
 record_ops(c, ["task-finished", "add-keys"])
 # A `compute-task` for a key the worker is fetching, sent by the scheduler
@@ -725,11 +732,9 @@ fn swarm_reports_a_key_computed_while_in_flight_as_python() {
 
 const RUNNING_WANTED: &str = r#"
 import json, sys, time
-from dask.distributed import Client, wait
+from dask.distributed import wait
 addr, holder, py_worker = sys.argv[1], sys.argv[2], sys.argv[3]
-c = Client(addr, timeout=60)
-sim = sim_address(c, 3)
-c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
+c, sim = client_without_amm(addr, 3)
 note_get_data(c, holder, 0)
 record_ops(c, ["task-finished", "add-keys"])
 def slow(i):
@@ -1014,11 +1019,9 @@ fn swarm_reports_threads_and_answers_busy_as_python() {
 
 const ONE_GET_DATA_PER_HOLDER: &str = r#"
 import asyncio, json, sys, time
-from dask.distributed import Client, wait
+from dask.distributed import wait
 addr, holder, py_fetcher = sys.argv[1], sys.argv[2], sys.argv[3]
-c = Client(addr, timeout=60)
-sim = sim_address(c, 3)
-c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.extensions["amm"].stop())
+c, sim = client_without_amm(addr, 3)
 # The holder notes each `get_data` (who, keys), answers 1 s late, and
 # answers `busy` to the first 3 asks for a key named `busy-*`.
 def slow(dask_worker):
