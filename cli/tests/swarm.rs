@@ -931,6 +931,48 @@ fn swarm_reports_the_run_id_a_run_started_with() {
     kill_term(&s);
 }
 
+const RUN_TIMES: &str = r#"
+import json, sys
+from dask.distributed import Client, get_task_stream, wait
+addr = sys.argv[1]
+c = Client(addr, timeout=60)
+sim = sim_address(c, 1)
+record_ops(c, ["task-finished"])
+with get_task_stream(client=c) as stream:
+    fs = [c.submit(lambda i: i, i, key=f"tick-{i}", workers=[sim]) for i in range(20)]
+    wait(fs)
+handled = {k: t for _, _, [k], t in c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.seen)}
+runs = [(x["key"], s["start"], s["stop"]) for x in stream.data
+        for s in x["startstops"] if s["action"] == "compute"]
+print(json.dumps({"runs": [stop - start for _, start, stop in runs],
+                  "late": [handled[k] - stop for k, _, stop in runs]}))
+"#;
+
+/// The `compute` a simulated task reports is the model's time to the
+/// microsecond (10 ms here), as the scheduler sees it in `task-finished`
+/// (its task stream's `startstops`): the runtime's timer, in whole
+/// milliseconds, ends the run about a millisecond late, and that lateness
+/// comes after the run's `stop`, before its `task-finished` is handled.
+#[test]
+fn swarm_reports_the_run_time_of_its_model() {
+    let python = dask_python::python();
+    let dir = scratch_dir("swarm-run-times");
+    let d = dir.path();
+    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
+    let s = modelled_swarm(d, &addr, r#"{"tick": {"task_ms": 10}}"#);
+    let out = client(&python, RUN_TIMES, &[&addr]);
+    let runs = out["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 20, "{out}");
+    for run in runs {
+        let run = run.as_f64().unwrap();
+        assert!((run - 0.010).abs() < 1e-6, "a run of {run} s: {out}");
+    }
+    for late in out["late"].as_array().unwrap() {
+        assert!(late.as_f64().unwrap() >= 0.0, "{out}");
+    }
+    kill_term(&s);
+}
+
 const THREADS_AND_BUSY: &str = r#"
 import asyncio, json, sys, time
 from dask.distributed import Client, get_task_stream, wait

@@ -231,6 +231,12 @@ struct Missing {
 struct Running {
     key: Key,
     start: f64,
+    /// The model's duration of the run: the `compute` it reports is
+    /// `start` to `start + duration`, whenever the runtime's timer (whole
+    /// milliseconds, late by about one) gets to it; the lateness is the
+    /// worker's, between the run's end and its `task-finished`, as a Python
+    /// worker's event loop is between its thread's return and its report.
+    duration: Duration,
     run_id: i64,
     /// Its thread: the lowest of the worker's `nthreads` free when it
     /// started, numbered from 1 (a Python worker reports the
@@ -687,9 +693,10 @@ impl<'a> Sim<'a> {
                 continue;
             }
             task.state = State::Executing;
-            let start = Instant::now() + self.sh.model.duration(&r.key);
+            let duration = self.sh.model.duration(&r.key);
             self.seq += 1;
-            self.timers.push(Reverse((start, self.seq)));
+            self.timers
+                .push(Reverse((Instant::now() + duration, self.seq)));
             // A cancelled task still running keeps its thread, as in Python.
             let thread = (1..)
                 .find(|n| self.executing.values().all(|e| e.thread != *n))
@@ -697,6 +704,7 @@ impl<'a> Sim<'a> {
             let run = Running {
                 key: r.key,
                 start: now(),
+                duration,
                 run_id: task.run_id,
                 thread,
             };
@@ -718,7 +726,11 @@ impl<'a> Sim<'a> {
             };
             match self.tasks.remove(&run.key) {
                 Some(task) if task.state == State::Executing => {
-                    let ran = (run.start, now(), run.thread);
+                    let ran = (
+                        run.start,
+                        run.start + run.duration.as_secs_f64(),
+                        run.thread,
+                    );
                     let nbytes = self.sh.model.nbytes(&run.key);
                     // Tasks here waiting for it (wanted as a dependency
                     // before it was sent to be computed here) may start.
