@@ -466,7 +466,7 @@ def render_swarm_fidelity(d):
     f = d["rounds"]
     wall = {k: median([r["wall_s"] for r in v]) for k, v in f.items()}
     diff = wall["swarm"] / wall["python"] - 1
-    out = [f"A tree reduction of {f['python'][0]['tasks']:,} tasks of 10 ms on 8 workers of 1 thread, "
+    out = [f"A tree reduction of {f['python'][0]['tasks']:,} tasks of {d.get('task_ms', 10):g} ms on {d.get('workers', 8)} workers of 1 thread, "
            f"{len(f['python'])} rounds each: Python workers {spread([r['wall_s'] for r in f['python']], '%.2f')} s, "
            f"simulated {spread([r['wall_s'] for r in f['swarm']], '%.2f')} s: {100 * diff:+.1f} % "
            f"(target within ±15 %: {verdict(abs(diff) <= 0.15)}).", "",
@@ -480,12 +480,25 @@ def render_swarm_fidelity(d):
         d_ = f"{100 * (y / x - 1):+.1f} %" if x else "–"
         ok = verdict(x > 0 and abs(y / x - 1) <= 0.05) if x else verdict(y == 0)
         out.append(f"| `{op}` | {x:g} | {y:g} | {d_} | {ok} |")
+    if all("turnaround" in r for v in f.values() for r in v):
+        out += ["", "Where a task's time goes, as the scheduler sees it (the time a `compute-task` was queued "
+                "and its `task-finished` handled, on the scheduler; the `compute` start and stop the worker "
+                "reported; one clock, one machine), in ms, the median over a round's tasks (the median and "
+                "range over rounds): *run*, the `compute`; *between*, on a thread, from a run's end to the "
+                "start of the next one the worker already had; *report*, from a run's end to its "
+                "`task-finished` handled; *dispatch*, from the `compute-task` queued to the run's start "
+                "(the wire both ways, fetching dependencies, and waiting for a thread).", "",
+                "| part | Python workers | simulated |", "|---|---:|---:|"]
+        for part in ("run", "between", "report", "dispatch"):
+            cells = [spread([r["turnaround"][part]["p50_ms"] for r in f[k]], "%.2f")
+                     for k in ("python", "swarm")]
+            out.append(f"| {part} | {cells[0]} | {cells[1]} |")
     return "\n".join(out)
 
 
 RENDERERS = {"tap-overhead": render_tap_overhead, "tap-memory": render_tap_memory,
              "tap-micro": render_tap_micro, "worker": render_worker, "swarm": render_swarm,
-             "swarm-fidelity": render_swarm_fidelity}
+             "swarm-fidelity": render_swarm_fidelity, "swarm-fidelity-2": render_swarm_fidelity}
 
 
 # ---- command line -------------------------------------------------------------------------

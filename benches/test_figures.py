@@ -104,3 +104,26 @@ class SwarmRounds(unittest.TestCase):
         self.assertIn("| 10 % (9.0–12.0 %) (target ≤ 10 %: met) |", out)
         out = figures.render_swarm(self.row([0.12, 0.09, 0.11]))
         self.assertIn("| 11 % (9.0–12.0 %) (target ≤ 10 %: **missed**) |", out)
+
+
+class SwarmFidelity(unittest.TestCase):
+    """The fidelity table: the wall time against the target, and where a
+    task's time goes, each part's median over rounds with their range."""
+
+    def rounds(self, walls, between):
+        parts = {"run": 10.0, "report": 2.0, "dispatch": 40.0}
+        return [{"tasks": 4095, "wall_s": w, "scheduler_messages": {"in:task-finished": 4095},
+                 "turnaround": {"tasks": 4095, "between": {"p50_ms": b, "mean_ms": b},
+                                **{k: {"p50_ms": v, "mean_ms": v} for k, v in parts.items()}}}
+                for w, b in zip(walls, between)]
+
+    def test_the_parts_of_a_task_and_the_verdict(self):
+        d = {"size": 2048, "task_ms": 10,
+             "rounds": {"python": self.rounds([7.0, 8.0, 7.5], [2.0, 3.0, 1.0]),
+                        "swarm": self.rounds([6.0, 6.5, 6.4], [1.1, 1.1, 1.2])}}
+        out = figures.render_swarm_fidelity(d)
+        self.assertIn("Python workers 7.50 (7.00–8.00) s, simulated 6.40 (6.00–6.50) s: -14.7 % "
+                      "(target within ±15 %: met)", out)
+        self.assertIn("| between | 2.00 (1.00–3.00) | 1.10 (1.10–1.20) |", out)
+        self.assertIn("| run | 10.00 (10.00–10.00) | 10.00 (10.00–10.00) |", out)
+        self.assertIn("| `in:task-finished` | 4095 | 4095 | +0.0 % | met |", out)

@@ -4,8 +4,10 @@ workloads; per cluster size, the wall time of each workload, the tasks the
 swarm finished per second, the scheduler's decision latency (as the swarm
 sees it), and the CPU of the scheduler and of the swarm. `--fidelity`
 instead runs one workload against 8 real Python workers (tasks sleep
-10 ms) and against 8 simulated workers (10 ms), counting the scheduler's
-messages by op (handlers and batched sends wrapped on the scheduler).
+10 ms; `--fidelity-workers`, `--fidelity-task-ms`) and against as many
+simulated workers (10 ms), counting the scheduler's messages by op
+(handlers and batched sends wrapped on the scheduler) and where each
+task's time went (`turnaround`).
 
 Writes JSON (docs/bench/swarm.json), renders a table into BENCHMARKS.md
 (between the swarm markers) and a PNG plot (docs/bench/swarm.png).
@@ -81,9 +83,14 @@ def start_python_workers(addr, n, tmp):
 # The workloads. Each function runs in the client and returns how many
 # tasks it submitted.
 
+# How long a task sleeps on a Python worker (the fidelity run's
+# `--fidelity-task-ms`; cloudpickle sends the function with its value).
+SLEEP_S = 0.01
+
+
 def sleepy(x, *deps):
     import time as t
-    t.sleep(0.01)
+    t.sleep(SLEEP_S)
     return x
 
 
@@ -130,15 +137,30 @@ def shuffle(c, size):
 WORKLOADS = {"independent": independent, "tree": tree, "shuffle": shuffle}
 
 
-def counting(dask_scheduler):
+def counting(dask_scheduler, turnaround=False):
     """On the scheduler: count messages by op, both ways (the stream
-    handlers, the RPC handlers, and every batched send)."""
+    handlers, the RPC handlers, and every batched send). With `turnaround`,
+    also note when each `compute-task` was queued and, as its
+    `task-finished` is handled, that time, the run's `compute` start and
+    stop as the worker reported them, and the time now (one clock: every
+    process is on this machine)."""
     import collections
     import functools
     import inspect
     from distributed import batched
+    from distributed.metrics import time as now
     counts = collections.Counter()
     dask_scheduler._swarm_bench_counts = counts
+    sent, seen = {}, []
+    dask_scheduler._swarm_bench_seen = seen
+    batched._swarm_bench_sent = sent if turnaround else None
+
+    def finished(k):
+        queued = sent.pop((k.get("key"), k.get("run_id")), None)
+        ran = [s for s in k.get("startstops") or () if s.get("action") == "compute"]
+        if queued is not None and ran:
+            seen.append((queued, ran[-1]["start"], ran[-1]["stop"], now(),
+                         k.get("worker"), k.get("thread")))
     for name, table in (("in", dask_scheduler.stream_handlers), ("rpc", dask_scheduler.handlers)):
         for op, h in list(table.items()):
             if name == "rpc" and op == "run_function":
@@ -155,6 +177,8 @@ def counting(dask_scheduler):
                     @functools.wraps(h)
                     def f(*a, **k):
                         counts[key] += 1
+                        if turnaround and key == "in:task-finished":
+                            finished(k)
                         return h(*a, **k)
                 return f
             table[op] = wrap()
@@ -165,6 +189,8 @@ def counting(dask_scheduler):
             for m in msgs:
                 op = m.get("op") if isinstance(m, dict) else None
                 counts[f"out:{op}"] += 1
+                if op == "compute-task" and batched._swarm_bench_sent is not None:
+                    batched._swarm_bench_sent[(m.get("key"), m.get("run_id"))] = now()
             return send(self, *msgs)
         batched.BatchedSend.send = counted
         batched.BatchedSend._swarm_bench = True
@@ -174,6 +200,38 @@ def read_counts(dask_scheduler):
     c = dict(dask_scheduler._swarm_bench_counts)
     dask_scheduler._swarm_bench_counts.clear()
     return c
+
+
+def read_seen(dask_scheduler):
+    seen = list(dask_scheduler._swarm_bench_seen)
+    dask_scheduler._swarm_bench_seen.clear()
+    return seen
+
+
+def turnaround(seen):
+    """Where the tasks' time went, as the scheduler saw it, in ms (median
+    and mean over tasks): `dispatch`, from the `compute-task` queued on the
+    scheduler to the run's start on the worker (the scheduler's batched
+    send, the wire, the worker's event loop and thread pool, fetching the
+    task's dependencies, and waiting for a thread); `run`, the run itself
+    (the worker's `compute` start to stop); `between`, on a thread, from a
+    run's end to the start of the next, where the next had been sent to
+    the worker before (the worker's own time between two tasks); `report`,
+    from the run's end to its `task-finished` handled on the scheduler
+    (the worker's event loop and batched send, the wire, the scheduler's
+    read)."""
+    by_thread = {}
+    for q, s, e, _, w, t in seen:
+        by_thread.setdefault((w, t), []).append((s, e, q))
+    between = []
+    for runs in by_thread.values():
+        runs.sort()
+        between += [s - e0 for (_, e0, _), (s, _, q) in zip(runs, runs[1:]) if q < e0]
+    parts = {"dispatch": [s - q for q, s, *_ in seen], "run": [e - s for _, s, e, *_ in seen],
+             "between": between, "report": [h - e for _, _, e, h, *_ in seen]}
+    return {"tasks": len(seen), **{k: {"p50_ms": 1000 * figures.median(v),
+                                       "mean_ms": 1000 * sum(v) / len(v)}
+                                   for k, v in parts.items() if v}}
 
 
 def stop(p, timeout=60):
@@ -223,12 +281,13 @@ def wait_forgotten(c, timeout=60):
         time.sleep(0.05)
 
 
-def measure(c, sched, swarm, workload, size):
+def measure(c, sched, swarm, workload, size, turnaround_of=False):
     # A run after another starts once the scheduler has forgotten the
     # last one's tasks: with the same keys, some would otherwise still be
     # in memory and not run.
     wait_forgotten(c)
     c.run_on_scheduler(read_counts)
+    c.run_on_scheduler(read_seen)
     s0, w0 = cpu(sched), cpu(swarm)
     n0, m0 = on_cpu(sched), on_cpu(swarm)
     t0 = time.perf_counter()
@@ -241,6 +300,7 @@ def measure(c, sched, swarm, workload, size):
     # once, the release was in flight or not, by timing).
     wait_forgotten(c)
     counts = c.run_on_scheduler(read_counts)
+    seen = c.run_on_scheduler(read_seen)
     su, ss = s1[0] - s0[0], s1[1] - s0[1]
     wu, ws = w1[0] - w0[0], w1[1] - w0[1]
     return {"workload": workload, "tasks": tasks, "wall_s": wall,
@@ -250,7 +310,8 @@ def measure(c, sched, swarm, workload, size):
             "swarm_user_s": wu, "swarm_system_s": ws,
             "scheduler_on_cpu_s": None if None in (n0, n1) else n1 - n0,
             "swarm_on_cpu_s": None if None in (m0, m1) else m1 - m0,
-            "scheduler_messages": counts}
+            "scheduler_messages": counts,
+            **({"turnaround": turnaround(seen)} if turnaround_of else {})}
 
 
 def median_round(runs):
@@ -347,13 +408,14 @@ def fidelity(args, tmp):
         procs, swarm = [], None
         try:
             if kind == "python":
-                procs = start_python_workers(addr, 8, tmp)
+                procs = start_python_workers(addr, args.fidelity_workers, tmp)
             else:
-                swarm, _, _ = start_swarm(args.binary, addr, 8, 10, tmp, extra=args.swarm_arg)
+                swarm, _, _ = start_swarm(args.binary, addr, args.fidelity_workers, args.fidelity_task_ms, tmp,
+                                          extra=args.swarm_arg)
             with Client(addr, timeout=60) as c:
-                c.wait_for_workers(8, timeout=120)
-                c.run_on_scheduler(counting)
-                runs = [measure(c, sched, swarm, "tree", args.fidelity_size)
+                c.wait_for_workers(args.fidelity_workers, timeout=120)
+                c.run_on_scheduler(counting, turnaround=True)
+                runs = [measure(c, sched, swarm, "tree", args.fidelity_size, turnaround_of=True)
                         for _ in range(args.rounds)]
             out[kind] = runs
         finally:
@@ -403,6 +465,10 @@ def main():
     ap.add_argument("--workloads", default="independent,tree,shuffle")
     ap.add_argument("--fidelity", action="store_true")
     ap.add_argument("--fidelity-size", type=int, default=2048)
+    ap.add_argument("--fidelity-workers", type=int, default=8,
+                    help="workers of the fidelity run (Python ones, then simulated ones)")
+    ap.add_argument("--fidelity-task-ms", type=float, default=10,
+                    help="how long a task of the fidelity run takes (sleeps, on a Python worker)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of the fidelity run")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
@@ -426,6 +492,8 @@ def main():
                     "--swarm-arg=--memory-transfers")
     args = ap.parse_args()
     args.workloads = args.workloads.split(",")
+    global SLEEP_S
+    SLEEP_S = args.fidelity_task_ms / 1000
     if args.perf_events and not args.perf:
         ap.error("--perf-events needs --perf DIR")
     if args.perf and not args.no_render:
@@ -453,8 +521,12 @@ def main():
         print(figures.record("swarm", env, scales, args.command))
         plot(scales, os.path.join(ROOT, "docs/bench/swarm.png"))
     if fid:
-        print(figures.record("swarm-fidelity", env, {"size": args.fidelity_size, "rounds": fid},
-                             args.command))
+        # The issue's 8 workers a side, or a table of its own (one a size
+        # has a region in BENCHMARKS.md).
+        name = "swarm-fidelity" if args.fidelity_workers == 8 else f"swarm-fidelity-{args.fidelity_workers}"
+        data = {"size": args.fidelity_size, "task_ms": args.fidelity_task_ms,
+                "workers": args.fidelity_workers, "rounds": fid}
+        print(figures.record(name, env, data, args.command))
 
 
 if __name__ == "__main__":
