@@ -25,7 +25,6 @@ use std::io;
 use std::time::Duration;
 
 use super::checksum::ChecksumError;
-use super::socket::AddressError;
 use crate::envelope::EnvelopeError;
 use crate::error::{EncodeError, ErrorKind};
 use crate::protocol::DecodeError;
@@ -131,6 +130,32 @@ impl fmt::Display for TlsError {
 }
 
 impl std::error::Error for TlsError {}
+
+/// An address [`Address::parse`](super::Address::parse) cannot read (`address: what is wrong`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddressError {
+    address: String,
+    problem: String,
+}
+
+impl AddressError {
+    pub(super) fn new(address: String, problem: String) -> AddressError {
+        AddressError { address, problem }
+    }
+
+    /// The address as given.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+}
+
+impl fmt::Display for AddressError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.address, self.problem)
+    }
+}
+
+impl std::error::Error for AddressError {}
 
 /// Everything that can stop a [`Connection`](super::Connection) or a
 /// [`FrameCodec`](super::FrameCodec).

@@ -76,7 +76,9 @@ mod write;
 pub use checksum::ChecksumError;
 pub use codec::{FrameCodec, FrameCodecBuilder};
 pub use conn::{Connection, ConnectionBuilder, ReadHalf, WriteHalf};
-pub use error::{ConnectError, HandshakeError, TimeoutPhase, TlsError, TransportError};
+pub use error::{
+    AddressError, ConnectError, HandshakeError, TimeoutPhase, TlsError, TransportError,
+};
 pub use handshake::{Checksums, HandshakeOptions, EXTENSION_PREFIX};
 #[cfg(feature = "serde")]
 pub use message_codec::MessageCodec;
@@ -86,7 +88,7 @@ pub use session::Negotiated;
 pub use session::Session;
 #[cfg(not(feature = "tls"))]
 pub use socket::TlsConfig;
-pub use socket::{Address, AddressError, Socket};
+pub use socket::{Address, Socket};
 pub use stats::Stats;
 /// The TLS record reader under a fuzzer (`fuzz/fuzz_targets/tls_record_read.rs`).
 #[cfg(all(feature = "tls", feature = "unstable"))]

@@ -11,31 +11,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::error::{ConnectError, TimeoutPhase, TlsError, TransportError};
+use super::error::{AddressError, ConnectError, TimeoutPhase, TlsError, TransportError};
 #[cfg(feature = "tls")]
 use super::tls::{TlsConfig, TlsStream};
-
-/// An address [`Address::parse`] cannot read (`address: what is wrong`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AddressError {
-    address: String,
-    problem: String,
-}
-
-impl AddressError {
-    /// The address as given.
-    pub fn address(&self) -> &str {
-        &self.address
-    }
-}
-
-impl fmt::Display for AddressError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.address, self.problem)
-    }
-}
-
-impl std::error::Error for AddressError {}
 
 /// A Dask address: `tcp://HOST:PORT`, `tls://HOST:PORT`, or a bare
 /// `HOST:PORT` (TCP), as `distributed.comm.parse_address` reads them.
@@ -59,10 +37,7 @@ pub enum Address {
 impl Address {
     /// Parses an address; the error names it and says what is wrong.
     pub fn parse(address: &str) -> Result<Address, AddressError> {
-        let error = |problem: String| AddressError {
-            address: address.to_owned(),
-            problem,
-        };
+        let error = |problem: String| AddressError::new(address.to_owned(), problem);
         let (tls, rest) = match address.split_once("://") {
             Some(("tcp", rest)) => (false, rest),
             Some(("tls", rest)) => (true, rest),

@@ -6,7 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::scheduler_requests::WorkerInfo;
 use super::worker_requests::{RunReply, WorkerRequest};
 use crate::dask::wire::{Map, Number};
 use crate::dask::{Key, Op};
@@ -279,6 +278,40 @@ impl RetireWorkers {
 /// The reply to [`RetireWorkers`]: each retired worker as the scheduler
 /// saw it.
 pub type RetireWorkersReply = Map<String, WorkerInfo>;
+
+/// A worker as the scheduler sees it (`WorkerState.identity`,
+/// `scheduler.py:689`): in [`SchedulerIdentity`](super::SchedulerIdentity)
+/// and the [`RetireWorkersReply`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    /// `"Worker"`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Its name (a str, or an int).
+    pub id: Value,
+    /// Its host.
+    pub host: String,
+    /// Resources it offers (ints or floats).
+    pub resources: Map<String, Number>,
+    /// Its scratch directory.
+    pub local_directory: String,
+    /// Its name (a str, or an int).
+    pub name: Value,
+    /// Threads.
+    pub nthreads: u32,
+    /// Bytes (0: none), or nil.
+    pub memory_limit: Option<u64>,
+    /// The scheduler's clock at its last heartbeat.
+    pub last_seen: f64,
+    /// Services (`{"dashboard": port}`).
+    pub services: Map<String, u64>,
+    /// Its metrics, as its last heartbeat sent them.
+    pub metrics: Value,
+    /// Its `Status` name.
+    pub status: String,
+    /// Its nanny's address, or nil.
+    pub nanny: Option<String>,
+}
 
 request! {
     /// `replicate`: keep `n` copies of these keys (all workers when nil); the

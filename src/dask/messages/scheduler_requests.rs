@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client_requests::{
     AmmHandler, Broadcast, GatherKeys, HasWhat, Ncores, NcoresRunning, Replicate, RetireWorkers,
-    Scatter, UpdateWhoHas, WhoHas,
+    Scatter, UpdateWhoHas, WhoHas, WorkerInfo,
 };
 use super::client_to_scheduler::RegisterClient;
 use super::scheduler_to_worker::Close;
@@ -243,38 +243,4 @@ pub struct SchedulerIdentity {
     pub total_memory: Option<u64>,
     /// The first `n_workers` workers, by address.
     pub workers: Map<String, WorkerInfo>,
-}
-
-/// A worker as the scheduler sees it (`WorkerState.identity`,
-/// `scheduler.py:689`): in [`SchedulerIdentity`] and the
-/// [`RetireWorkersReply`](super::RetireWorkersReply).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct WorkerInfo {
-    /// `"Worker"`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// Its name (a str, or an int).
-    pub id: Value,
-    /// Its host.
-    pub host: String,
-    /// Resources it offers (ints or floats).
-    pub resources: Map<String, Number>,
-    /// Its scratch directory.
-    pub local_directory: String,
-    /// Its name (a str, or an int).
-    pub name: Value,
-    /// Threads.
-    pub nthreads: u32,
-    /// Bytes (0: none), or nil.
-    pub memory_limit: Option<u64>,
-    /// The scheduler's clock at its last heartbeat.
-    pub last_seen: f64,
-    /// Services (`{"dashboard": port}`).
-    pub services: Map<String, u64>,
-    /// Its metrics, as its last heartbeat sent them.
-    pub metrics: Value,
-    /// Its `Status` name.
-    pub status: String,
-    /// Its nanny's address, or nil.
-    pub nanny: Option<String>,
 }

@@ -30,7 +30,7 @@ use rustls::{ClientConfig, ExtractedSecrets, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::stream::{Kernel, TlsStream};
+use super::stream::{Kernel, Leftover, TlsStream};
 use crate::transport::error::{TlsError, TransportError};
 
 /// The most a handshake may leave unprocessed at once (a flight of
@@ -82,14 +82,6 @@ impl Unbuffered for UnbufferedServerConnection {
         let (secrets, kernel) = self.dangerous_into_kernel_connection()?;
         Ok((secrets, Kernel::Server(kernel)))
     }
-}
-
-/// What the handshake left for the record layer.
-pub(super) struct Leftover {
-    /// Ciphertext received and not processed: the start of a record.
-    pub(super) ciphertext: Vec<u8>,
-    /// Application data rustls decrypted with the handshake's last flight.
-    pub(super) plaintext: Vec<u8>,
 }
 
 fn failed(e: &rustls::Error) -> TransportError {

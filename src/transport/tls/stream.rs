@@ -25,10 +25,17 @@ use rustls::{ConnectionTrafficSecrets, ExtractedSecrets, ProtocolVersion, Suppor
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::handshake::Leftover;
 use super::read::{PostHandshake, RecordReader};
 use super::record::{Cipher, ContentType, RecordKeys, Version, MAX_PLAINTEXT};
 use crate::transport::error::TlsError;
+
+/// What the handshake left for the record layer.
+pub(super) struct Leftover {
+    /// Ciphertext received and not processed: the start of a record.
+    pub(super) ciphertext: Vec<u8>,
+    /// Application data rustls decrypted with the handshake's last flight.
+    pub(super) plaintext: Vec<u8>,
+}
 
 /// Plaintext sealed per write call at most: records written while still in
 /// the CPU's cache, and one `write` for 16 records.
