@@ -125,7 +125,7 @@ pub fn run(address: &str, input: &str, opts: &Options, out: &mut impl Write) -> 
         Some(loaded) => reply_json(&loaded).map_err(|e| format!("{address}: {op}: {e}"))?,
     };
     let line = serde_json::to_string(&line).map_err(|e| e.to_string())?;
-    writeln!(out, "{line}").map_err(crate::output_error)
+    writeln!(out, "{line}").map_err(crate::output::error)
 }
 
 /// `--compression NAME`: one of Dask's codecs, by its exact name.

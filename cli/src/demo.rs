@@ -174,7 +174,7 @@ pub fn run(out: &mut impl Write) -> Result<(), String> {
             .map_err(|_| format!("demo: did not finish within {} s", HANG_GUARD.as_secs()))?
     })?;
     out.write_all(report.as_bytes())
-        .map_err(crate::output_error)
+        .map_err(crate::output::error)
 }
 
 async fn demo() -> Result<String, String> {

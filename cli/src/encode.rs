@@ -52,7 +52,7 @@ pub fn run(
         FirstRead::Prelude => Envelope::with_first_read_frames(frames, 0),
     }
     .map_err(|e| format!("cannot encode: {e}"))?;
-    out.write_all(&env.to_bytes()).map_err(crate::output_error)
+    out.write_all(&env.to_bytes()).map_err(crate::output::error)
 }
 
 /// Parses JSON as deep as Dask messages go (serde_json alone stops at 128),

@@ -21,7 +21,7 @@ pub fn run(
     for path in files {
         let input = Input::read(path)?;
         if !as_json && files.len() > 1 {
-            writeln!(out, "== {} ==", input.name).map_err(crate::output_error)?;
+            writeln!(out, "== {} ==", input.name).map_err(crate::output::error)?;
         }
         for msg in input.messages() {
             let msg = msg?;
@@ -38,12 +38,12 @@ pub fn run(
                     o.insert("value".into(), v);
                 }
                 let line = serde_json::to_string(&obj).map_err(|e| e.to_string())?;
-                writeln!(out, "{line}").map_err(crate::output_error)?;
+                writeln!(out, "{line}").map_err(crate::output::error)?;
             } else {
-                human(&msg, out).map_err(crate::output_error)?;
+                human(&msg, out).map_err(crate::output::error)?;
                 if let Some(v) = value {
-                    writeln!(out, "  value:").map_err(crate::output_error)?;
-                    json_tree(&v, 2, out).map_err(crate::output_error)?;
+                    writeln!(out, "  value:").map_err(crate::output::error)?;
+                    json_tree(&v, 2, out).map_err(crate::output::error)?;
                 }
             }
         }

@@ -18,6 +18,7 @@ mod encode;
 mod input;
 mod inspect;
 mod json;
+mod output;
 mod roundtrip;
 mod swarm;
 mod tap;
@@ -557,9 +558,9 @@ fn main() -> ExitCode {
     };
     // What was printed before an error stays printed.
     let flushed = out.flush();
-    match (result, flushed.map_err(output_error)) {
+    match (result, flushed.map_err(output::error)) {
         (Err(e), _) | (Ok(_), Err(e)) => {
-            if e != BROKEN_PIPE {
+            if e != output::BROKEN_PIPE {
                 eprintln!("framewire: {}", one_line(&e));
             }
             ExitCode::FAILURE
@@ -567,18 +568,6 @@ fn main() -> ExitCode {
         (Ok(true), Ok(())) => ExitCode::SUCCESS,
         (Ok(false), Ok(())) => ExitCode::FAILURE,
     }
-}
-
-/// The error of a write to a closed pipe (`framewire ... | head`): stop
-/// quietly, with status 1.
-const BROKEN_PIPE: &str = "";
-
-/// The error of a write to stdout.
-fn output_error(e: std::io::Error) -> String {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        return BROKEN_PIPE.into();
-    }
-    format!("writing output: {e}")
 }
 
 /// Errors are printed on exactly one line.

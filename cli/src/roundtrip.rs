@@ -24,7 +24,7 @@ pub fn run(path: &str, out: &mut impl Write) -> Result<bool, String> {
             None => format!("message #{}: identical", msg.index),
             Some(why) => format!("message #{}: {why}", msg.index),
         };
-        writeln!(out, "{line}").map_err(crate::output_error)?;
+        writeln!(out, "{line}").map_err(crate::output::error)?;
     }
     Ok(all_identical)
 }
