@@ -5,9 +5,9 @@ swarm finished per second, the scheduler's decision latency (as the swarm
 sees it), and the CPU of the scheduler and of the swarm. `--fidelity`
 instead runs one workload against 8 real Python workers (tasks sleep
 10 ms; `--fidelity-workers`, `--fidelity-task-ms`) and against as many
-simulated workers (10 ms), counting the scheduler's messages by op
-(handlers and batched sends wrapped on the scheduler) and where each
-task's time went (`turnaround`).
+simulated workers (tasks of the same time), counting the scheduler's
+messages by op (handlers and batched sends wrapped on the scheduler) and
+where each task's time went (`turnaround`).
 
 Writes JSON (docs/bench/swarm.json), renders a table into BENCHMARKS.md
 (between the swarm markers) and a PNG plot (docs/bench/swarm.png).
@@ -281,7 +281,7 @@ def wait_forgotten(c, timeout=60):
         time.sleep(0.05)
 
 
-def measure(c, sched, swarm, workload, size, turnaround_of=False):
+def measure(c, sched, swarm, workload, size, with_turnaround=False):
     # A run after another starts once the scheduler has forgotten the
     # last one's tasks: with the same keys, some would otherwise still be
     # in memory and not run.
@@ -311,7 +311,7 @@ def measure(c, sched, swarm, workload, size, turnaround_of=False):
             "scheduler_on_cpu_s": None if None in (n0, n1) else n1 - n0,
             "swarm_on_cpu_s": None if None in (m0, m1) else m1 - m0,
             "scheduler_messages": counts,
-            **({"turnaround": turnaround(seen)} if turnaround_of else {})}
+            **({"turnaround": turnaround(seen)} if with_turnaround else {})}
 
 
 def median_round(runs):
@@ -415,7 +415,7 @@ def fidelity(args, tmp):
             with Client(addr, timeout=60) as c:
                 c.wait_for_workers(args.fidelity_workers, timeout=120)
                 c.run_on_scheduler(counting, turnaround=True)
-                runs = [measure(c, sched, swarm, "tree", args.fidelity_size, turnaround_of=True)
+                runs = [measure(c, sched, swarm, "tree", args.fidelity_size, with_turnaround=True)
                         for _ in range(args.rounds)]
             out[kind] = runs
         finally:
