@@ -14,7 +14,7 @@ mod dask_python;
 #[path = "support/procs.rs"]
 mod procs;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -146,6 +146,28 @@ fn small_swarm(dir: &Path, addr: &str, workers: usize, results: &Path) -> Daemon
     );
     registered(&mut s, workers);
     s
+}
+
+/// What the transfer tests share: a scheduler, a Python worker holding
+/// the data (`py-holder`), a Python one fetching it (`py-fetcher`), and one
+/// simulated worker beside them writing its results to `results.json`. It
+/// gives the scheduler's and the Python workers' processes, the
+/// scheduler's address, the holder's, the fetcher's, the swarm, and its
+/// results file.
+fn transfers(python: &Path, d: &Path) -> ([Daemon; 3], String, String, String, Daemon, PathBuf) {
+    let (sched, addr) = cluster::scheduler(python, d, &[]);
+    let (holder_d, holder) = cluster::python_worker(python, d, &addr, "py-holder");
+    let (fetcher_d, py_fetcher) = cluster::python_worker(python, d, &addr, "py-fetcher");
+    let results = d.join("results.json");
+    let swarm = small_swarm(d, &addr, 1, &results);
+    (
+        [sched, holder_d, fetcher_d],
+        addr,
+        holder,
+        py_fetcher,
+        swarm,
+        results,
+    )
 }
 
 /// The swarm's results file (`--output`).
@@ -640,11 +662,7 @@ fn swarm_drops_a_dependency_released_in_flight() {
     let python = dask_python::python();
     let dir = scratch_dir("swarm-released");
     let d = dir.path();
-    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
-    let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
-    let (_fetcher, py_fetcher) = cluster::python_worker(&python, d, &addr, "py-fetcher");
-    let results = d.join("results.json");
-    let mut s = small_swarm(d, &addr, 1, &results);
+    let (_peers, addr, holder, py_fetcher, mut s, results) = transfers(&python, d);
     let out = client(&python, RELEASED_IN_FLIGHT, &[&addr, &holder, &py_fetcher]);
     let sim = out["sim"].as_str().unwrap().to_owned();
     for (w, len) in [(py_fetcher.as_str(), 1000), (sim.as_str(), 321)] {
@@ -714,11 +732,7 @@ fn swarm_reports_a_key_computed_while_in_flight_as_python() {
     let python = dask_python::python();
     let dir = scratch_dir("swarm-resumed");
     let d = dir.path();
-    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
-    let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
-    let (_fetcher, py_fetcher) = cluster::python_worker(&python, d, &addr, "py-fetcher");
-    let results = d.join("results.json");
-    let s = small_swarm(d, &addr, 1, &results);
+    let (_peers, addr, holder, py_fetcher, s, _) = transfers(&python, d);
     let out = client(&python, COMPUTED_IN_FLIGHT, &[&addr, &holder, &py_fetcher]);
     let sim = out["sim"].as_str().unwrap().to_owned();
     for w in [py_fetcher.as_str(), sim.as_str()] {
@@ -1138,11 +1152,7 @@ fn swarm_asks_a_holder_once_at_a_time_as_python() {
     let python = dask_python::python();
     let dir = scratch_dir("swarm-per-holder");
     let d = dir.path();
-    let (_sched, addr) = cluster::scheduler(&python, d, &[]);
-    let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
-    let (_fetcher, py_fetcher) = cluster::python_worker(&python, d, &addr, "py-fetcher");
-    let results = d.join("results.json");
-    let s = small_swarm(d, &addr, 1, &results);
+    let (_peers, addr, holder, py_fetcher, s, _) = transfers(&python, d);
     let out = client(
         &python,
         ONE_GET_DATA_PER_HOLDER,

@@ -740,15 +740,8 @@ impl<'a> Sim<'a> {
                     self.report_finished(run.key, run.run_id, nbytes, task.startstops, Some(ran));
                 }
                 Some(task) if task.state == State::Resumed => {
-                    self.acquiring.remove(&run.key);
                     let nbytes = self.sh.model.nbytes(&run.key);
-                    self.node
-                        .held
-                        .lock()
-                        .expect("not poisoned")
-                        .insert(run.key.clone(), nbytes);
-                    let id = stimulus_id("execute-success");
-                    self.send("add-keys", &AddKeys::new(vec![run.key.clone()], id));
+                    self.add_key(&run.key, nbytes, stimulus_id("execute-success"));
                     finished.push(run.key);
                 }
                 // Cancelled (freed while running): dropped silently.
@@ -759,6 +752,19 @@ impl<'a> Sim<'a> {
             self.deps_arrived(&finished);
         }
         self.start_ready();
+    }
+
+    /// A key now held here that the scheduler did not send to be computed
+    /// here (a transfer, a run kept as a dependency): told with `add-keys`,
+    /// one a key (`_transition_flight_memory`, `_transition_resumed_memory`).
+    fn add_key(&mut self, key: &Key, nbytes: u64, stimulus_id: String) {
+        self.acquiring.remove(key);
+        self.node
+            .held
+            .lock()
+            .expect("not poisoned")
+            .insert(key.clone(), nbytes);
+        self.send("add-keys", &AddKeys::new(vec![key.clone()], stimulus_id));
     }
 
     /// `task-finished` of a result of `nbytes`, after the task's
@@ -1036,14 +1042,7 @@ impl<'a> Sim<'a> {
                 let id = stimulus_id("gather-dep-success");
                 let mut arrived = Vec::with_capacity(done.arrived.len());
                 for (key, n) in done.arrived {
-                    self.acquiring.remove(&key);
-                    self.node
-                        .held
-                        .lock()
-                        .expect("not poisoned")
-                        .insert(key.clone(), n);
-                    // `_transition_flight_memory`: one `add-keys` per key.
-                    self.send("add-keys", &AddKeys::new(vec![key.clone()], id.clone()));
+                    self.add_key(&key, n, id.clone());
                     arrived.push(key);
                 }
                 for (key, priority, n) in done.missing {
