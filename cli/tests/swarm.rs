@@ -55,6 +55,13 @@ def record_ops(c, ops):
                 return _orig(**kw)
             dask_scheduler.stream_handlers[op] = handler
     c.run_on_scheduler(install, ops=list(ops))
+def until_processing(c, w):
+    """Waits (30 s at most) until a task is processing on worker `w`."""
+    import time
+    deadline = time.time() + 30
+    while not c.processing(workers=[w])[w]:
+        assert time.time() < deadline, "never processing"
+        time.sleep(0.02)
 def note_get_data(c, holder, delay):
     """`holder` notes who asks it for data (its `asked`), and answers
     `delay` seconds late."""
@@ -105,8 +112,8 @@ fn registered(s: &mut Daemon, n: usize) {
 }
 
 /// One simulated worker named `sim-0`, with the `--model` file `model`
-/// (JSON), registered.
-fn modelled_swarm(dir: &Path, addr: &str, model: &str) -> Daemon {
+/// (JSON) and the arguments `extra`, registered.
+fn modelled_swarm(dir: &Path, addr: &str, model: &str, extra: &[&str]) -> Daemon {
     let path = dir.join("model.json");
     std::fs::write(&path, model).unwrap();
     let path = path.to_str().unwrap();
@@ -119,7 +126,7 @@ fn modelled_swarm(dir: &Path, addr: &str, model: &str) -> Daemon {
         "--model",
         path,
     ];
-    let mut s = swarm(dir, "swarm", &args);
+    let mut s = swarm(dir, "swarm", &[&args[..], extra].concat());
     registered(&mut s, 1);
     s
 }
@@ -762,10 +769,7 @@ out = {"sim": sim}
 for i, w in enumerate([py_worker, sim]):
     key = f"slow-{i}"
     f = c.submit(slow, i, key=key, workers=[w], allow_other_workers=False, pure=False)
-    deadline = time.time() + 30
-    while not c.processing(workers=[w])[w]:
-        assert time.time() < deadline, "never processing"
-        time.sleep(0.02)
+    until_processing(c, w)
     time.sleep(0.3)
     # Freed while it runs; the key computed elsewhere; then a task here
     # that needs it, while the freed run goes on.
@@ -786,8 +790,7 @@ for i, w in enumerate([py_worker, sim]):
     # the run's result is dropped again, nothing said.
     key = f"again-{i}"
     f = c.submit(slow, i, key=key, workers=[w], allow_other_workers=False, pure=False)
-    while not c.processing(workers=[w])[w]:
-        time.sleep(0.02)
+    until_processing(c, w)
     time.sleep(0.3)
     c.cancel(f)
     del f
@@ -824,7 +827,7 @@ fn swarm_keeps_a_freed_run_wanted_as_a_dependency_as_python() {
     let (_holder, holder) = cluster::python_worker(&python, d, &addr, "py-holder");
     let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-worker");
     let times = r#"{"slow": {"task_ms": 3000}, "again": {"task_ms": 3000}}"#;
-    let s = modelled_swarm(d, &addr, times);
+    let s = modelled_swarm(d, &addr, times, &[]);
     let out = client(&python, RUNNING_WANTED, &[&addr, &holder, &py_addr]);
     let sim = out["sim"].as_str().unwrap().to_owned();
     for w in [py_addr.as_str(), sim.as_str()] {
@@ -905,10 +908,7 @@ out = {"sim": sim}
 for i, w in enumerate([py_worker, sim]):
     key = f"slow-{i}"
     f = c.submit(slow, i, key=key, workers=[w], allow_other_workers=False, pure=False)
-    deadline = time.time() + 30
-    while not c.processing(workers=[w])[w]:
-        assert time.time() < deadline, "never processing"
-        time.sleep(0.02)
+    until_processing(c, w)
     time.sleep(0.5)  # a quarter into its 2 s
     # Cancelled while it runs, then the same key again: the run going on
     # resumes, and ends with the run_id it started with, which the
@@ -937,7 +937,7 @@ fn swarm_reports_the_run_id_a_run_started_with() {
     let d = dir.path();
     let (_sched, addr) = cluster::scheduler(&python, d, &[]);
     let (_py, py_addr) = cluster::python_worker(&python, d, &addr, "py-worker");
-    let s = modelled_swarm(d, &addr, r#"{"slow": {"task_ms": 2000}}"#);
+    let s = modelled_swarm(d, &addr, r#"{"slow": {"task_ms": 2000}}"#, &[]);
     let out = client(&python, RESUBMITTED_WHILE_RUNNING, &[&addr, &py_addr]);
     let sim = out["sim"].as_str().unwrap();
     assert_eq!(out[&py_addr], 3, "{out}");
@@ -973,7 +973,7 @@ fn swarm_reports_the_run_time_of_its_model() {
     let dir = scratch_dir("swarm-run-times");
     let d = dir.path();
     let (_sched, addr) = cluster::scheduler(&python, d, &[]);
-    let s = modelled_swarm(d, &addr, r#"{"tick": {"task_ms": 10}}"#);
+    let s = modelled_swarm(d, &addr, r#"{"tick": {"task_ms": 10}}"#, &[]);
     let out = client(&python, RUN_TIMES, &[&addr]);
     let runs = out["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 20, "{out}");
@@ -1041,22 +1041,12 @@ fn swarm_reports_threads_and_answers_busy_as_python() {
     let (_sched, addr) = cluster::scheduler(&python, d, &[]);
     let (_py, py_addr) =
         cluster::python_worker_with(&python, d, &addr, "py-worker", &["--nthreads", "2"]);
-    let model = d.join("model.json");
-    std::fs::write(&model, r#"{"nap": {"task_ms": 500}}"#).unwrap();
-    let model = model.to_str().unwrap();
-    let args = [
+    let s = modelled_swarm(
+        d,
         &addr,
-        "--workers",
-        "1",
-        "--nthreads",
-        "2",
-        "--name-prefix",
-        "sim-",
-        "--model",
-        model,
-    ];
-    let mut s = swarm(d, "swarm", &args);
-    registered(&mut s, 1);
+        r#"{"nap": {"task_ms": 500}}"#,
+        &["--nthreads", "2"],
+    );
     let out = client(&python, THREADS_AND_BUSY, &[&addr, &py_addr]);
     let sim = out["sim"].as_str().unwrap();
     let mut statuses = vec!["OK"; 20];
