@@ -55,6 +55,12 @@ def record_ops(c, ops):
                 return _orig(**kw)
             dask_scheduler.stream_handlers[op] = handler
     c.run_on_scheduler(install, ops=list(ops))
+def make(n):
+    """A task's result of `n` bytes."""
+    return b"x" * n
+def pick(a):
+    """A task that needs `a`."""
+    return a
 def until_processing(c, w):
     """Waits (30 s at most) until a task is processing on worker `w`."""
     import time
@@ -518,8 +524,6 @@ c = Client(addr, timeout=60)
 c.wait_for_workers(3, timeout=90)
 sims = sorted(a for a, w in c.scheduler_info(n_workers=-1)["workers"].items() if w["name"].startswith("sim-"))
 out = {"sims": len(sims)}
-def make(n):
-    return b"x" * n
 dep = c.submit(make, 5000, key="dep-1", workers=[py_worker], allow_other_workers=True)
 wait(dep)
 out["dep_on"] = [w for ws in c.who_has(dep).values() for w in ws]
@@ -529,8 +533,6 @@ def lose(dask_worker):
     del dask_worker.data["dep-1"]
     return os.getpid()
 pid = c.run(lose, workers=[py_worker])[py_worker]
-def pick(a):
-    return a
 res = c.submit(pick, dep, key="res-1", workers=[sims[0]], allow_other_workers=False)
 time.sleep(4)
 out["done_while_missing"] = res.done()
@@ -621,10 +623,6 @@ def until(what, w, n):
     while c.run(log, workers=[holder])[holder][what].count(w) < n:
         assert time.time() < deadline, f"{w}: no {what} {n}"
         time.sleep(0.02)
-def make(n):
-    return b"x" * n
-def pick(a):
-    return a
 def holders(f):
     return sorted(w for ws in c.who_has(f).values() for w in ws)
 out = {"sim": sim}
@@ -704,10 +702,6 @@ record_ops(c, ["task-finished", "add-keys"])
 def compute_here(dask_scheduler, key, worker):
     dask_scheduler.stream_comms[worker].send(dask_scheduler._task_to_msg(dask_scheduler.tasks[key]))
     return time.time()
-def make(n):
-    return b"x" * n
-def pick(a):
-    return a
 out = {"sim": sim}
 for i, w in enumerate([py_fetcher, sim]):
     dep = c.submit(make, 1000, key=f"dep-{i}", workers=[holder])
@@ -763,8 +757,6 @@ def slow(i):
     return b"x" * 10
 def fast(i):
     return b"y" * 10
-def pick(a):
-    return a
 out = {"sim": sim}
 for i, w in enumerate([py_worker, sim]):
     key = f"slow-{i}"
@@ -1095,10 +1087,6 @@ def refreshes(dask_scheduler):
 c.run_on_scheduler(refreshes)
 def asked():
     return c.run(lambda dask_worker: dask_worker.asked, workers=[holder])[holder]
-def make(n):
-    return b"x" * n
-def pick(a):
-    return a
 out = {"sim": sim}
 for i, w in enumerate([py_fetcher, sim]):
     deps = [c.submit(make, 100, key=f"dep-{i}-{j}", workers=[holder]) for j in range(3)]
