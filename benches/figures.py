@@ -195,6 +195,10 @@ def render_record(rec):
         body = compare_tables.render_category(rec)
     elif name in RENDERERS:
         body = RENDERERS[name](rec["data"])
+    elif name.startswith("swarm-fidelity-"):
+        # Another setup of the fidelity run (`--fidelity-workers`,
+        # `--fidelity-task-ms`).
+        body = render_swarm_fidelity(rec["data"])
     else:
         raise SystemExit(f"figures: no renderer for {name}")
     return header(rec) + "\n\n" + body.strip("\n")
@@ -471,15 +475,21 @@ def render_swarm_fidelity(d):
            f"simulated {spread([r['wall_s'] for r in f['swarm']], '%.2f')} s: {100 * diff:+.1f} % "
            f"(target within ±15 %: {verdict(abs(diff) <= 0.15)}).", "",
            "The scheduler's messages by op (`in:` a worker's stream op or `rpc:` a request handled, "
-           "`out:` an op it sent on any batched stream, clients' included), medians over rounds:", "",
+           "`out:` an op it sent on any batched stream, clients' included), medians over rounds "
+           "(with their range, where the rounds differ):", "",
            "| op | Python workers | simulated | difference | within ±5 % |", "|---|---:|---:|---:|---|"]
     ops = sorted({op for v in f.values() for r in v for op in r["scheduler_messages"]})
+
+    def counts(side, op):
+        xs = [r["scheduler_messages"].get(op, 0) for r in f[side]]
+        lo, hi = min(xs), max(xs)
+        return median(xs), f"{median(xs):g}" + (f" ({lo:g}–{hi:g})" if lo != hi else "")
+
     for op in ops:
-        x = median([r["scheduler_messages"].get(op, 0) for r in f["python"]])
-        y = median([r["scheduler_messages"].get(op, 0) for r in f["swarm"]])
+        (x, xc), (y, yc) = counts("python", op), counts("swarm", op)
         d_ = f"{100 * (y / x - 1):+.1f} %" if x else "–"
         ok = verdict(x > 0 and abs(y / x - 1) <= 0.05) if x else verdict(y == 0)
-        out.append(f"| `{op}` | {x:g} | {y:g} | {d_} | {ok} |")
+        out.append(f"| `{op}` | {xc} | {yc} | {d_} | {ok} |")
     if all("turnaround" in r for v in f.values() for r in v):
         out += ["", "Where a task's time goes, as the scheduler sees it (the time a `compute-task` was queued "
                 "and its `task-finished` handled, on the scheduler; the `compute` start and stop the worker "
@@ -498,7 +508,7 @@ def render_swarm_fidelity(d):
 
 RENDERERS = {"tap-overhead": render_tap_overhead, "tap-memory": render_tap_memory,
              "tap-micro": render_tap_micro, "worker": render_worker, "swarm": render_swarm,
-             "swarm-fidelity": render_swarm_fidelity, "swarm-fidelity-2": render_swarm_fidelity}
+             "swarm-fidelity": render_swarm_fidelity}
 
 
 # ---- command line -------------------------------------------------------------------------

@@ -127,3 +127,21 @@ class SwarmFidelity(unittest.TestCase):
         self.assertIn("| between | 2.00 (1.00–3.00) | 1.10 (1.10–1.20) |", out)
         self.assertIn("| run | 10.00 (10.00–10.00) | 10.00 (10.00–10.00) |", out)
         self.assertIn("| `in:task-finished` | 4095 | 4095 | +0.0 % | met |", out)
+
+    def test_a_count_that_differs_over_rounds_shows_its_range(self):
+        python = self.rounds([7.0, 8.0, 7.5], [2.0, 3.0, 1.0])
+        swarm = self.rounds([7.0, 7.1, 7.2], [1.1, 1.1, 1.2])
+        for r, n in zip(python + swarm, [43, 51, 58, 50, 57, 60]):
+            r["scheduler_messages"]["out:remove-replicas"] = n
+        out = figures.render_swarm_fidelity({"rounds": {"python": python, "swarm": swarm}})
+        self.assertIn("| `out:remove-replicas` | 51 (43–58) | 57 (50–60) | +11.8 % | **missed** |", out)
+
+    def test_each_setup_of_the_fidelity_run_renders_as_one(self):
+        with open(os.path.join(figures.RESULTS, "swarm-fidelity.json")) as fh:
+            env = json.load(fh)["environment"]
+        rec = {"name": "swarm-fidelity-40ms", "command": "scripts/swarm-bench --fidelity --fidelity-task-ms 40",
+               "environment": env,
+               "data": {"task_ms": 40, "workers": 8,
+                        "rounds": {"python": self.rounds([22.0], [0.8]), "swarm": self.rounds([22.1], [1.1])}}}
+        out = figures.render_record(rec)
+        self.assertIn("A tree reduction of 4,095 tasks of 40 ms on 8 workers of 1 thread", out)

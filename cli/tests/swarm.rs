@@ -225,14 +225,15 @@ out["map_done"] = sum(f.status == "finished" for f in fs)
 holders = {w for ws in c.who_has(fs).values() for w in ws}
 out["map_workers"] = len(holders)
 
-def pick(a, b):
+def first(a, b):
+    """A task that needs `a` and `b`, and keeps `a`."""
     return a
 level, pairs = fs, 0
 while len(level) > 1:
     nxt = []
     for i in range(0, len(level), 2):
         b = level[i + 1] if i + 1 < len(level) else level[i]
-        nxt.append(c.submit(pick, level[i], b, pure=False))
+        nxt.append(c.submit(first, level[i], b, pure=False))
         pairs += 1
     level = nxt
 r = level[0].result()
@@ -351,11 +352,12 @@ c = Client(addr, timeout=60)
 c.wait_for_workers(n, timeout=90)
 fs = c.map(lambda x: x, range(200))
 wait(fs)
-def pick(a, b):
+def first(a, b):
+    """A task that needs `a` and `b`, and keeps `a`."""
     return a
 level = fs
 while len(level) > 1:
-    level = [c.submit(pick, level[i], level[min(i + 1, len(level) - 1)], pure=False)
+    level = [c.submit(first, level[i], level[min(i + 1, len(level) - 1)], pure=False)
              for i in range(0, len(level), 2)]
 out = {"workers": len(c.scheduler_info(n_workers=-1)["workers"]),
        "done": sum(f.status == "finished" for f in fs),

@@ -521,9 +521,13 @@ def main():
         print(figures.record("swarm", env, scales, args.command))
         plot(scales, os.path.join(ROOT, "docs/bench/swarm.png"))
     if fid:
-        # The 8 workers a side, or a table of its own (one a size
-        # has a region in BENCHMARKS.md).
-        name = "swarm-fidelity" if args.fidelity_workers == 8 else f"swarm-fidelity-{args.fidelity_workers}"
+        # The 8 workers a side and 10 ms tasks, or a table of its
+        # own (each setup has a region in BENCHMARKS.md).
+        name = "swarm-fidelity"
+        if args.fidelity_workers != 8:
+            name += f"-{args.fidelity_workers}"
+        if args.fidelity_task_ms != 10:
+            name += f"-{args.fidelity_task_ms:g}ms"
         data = {"size": args.fidelity_size, "task_ms": args.fidelity_task_ms,
                 "workers": args.fidelity_workers, "rounds": fid}
         print(figures.record(name, env, data, args.command))
