@@ -522,7 +522,7 @@ def main():
         plot(scales, os.path.join(ROOT, "docs/bench/swarm.png"))
     if fid:
         # The 8 workers a side and 10 ms tasks, or a table of its
-        # own (each setup has a region in BENCHMARKS.md).
+        # own (whose region BENCHMARKS.md must have).
         name = "swarm-fidelity"
         if args.fidelity_workers != 8:
             name += f"-{args.fidelity_workers}"
